@@ -1,0 +1,1 @@
+"""Ledgers: SQL migrations and one module per ledger. Uses neither `wake` nor `surfaces`."""

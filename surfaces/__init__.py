@@ -1,0 +1,1 @@
+"""The tool registry: every tool the system knows, with the surfaces it declares."""

