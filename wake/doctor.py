@@ -109,7 +109,7 @@ def _versions() -> list[Check]:
             version = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             version = "not installed"
-        checks.append(Check(check=name, status="info", detail=version, required=False))
+        checks.append(Check(check=f"pkg:{name}", status="info", detail=version, required=False))
     return checks
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import fcntl
 import os
 import re
 import shutil
@@ -23,21 +24,17 @@ from types import TracebackType
 
 NEO4J_VERSION = "5.26.30"
 _DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies"
-_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
   <groupId>wake.tests</groupId><artifactId>neo4j-fetch</artifactId><version>0</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.neo4j</groupId><artifactId>neo4j</artifactId><version>{version}</version></dependency>
-  </dependencies>
+  <packaging>pom</packaging><dependencies><dependency><groupId>org.neo4j</groupId>
+  <artifactId>neo4j</artifactId><version>{version}</version></dependency></dependencies>
 </project>
 """
 _JVM_OPTS = [
     # small heap, serial GC and C1 only: ~5 s start, ~300 MB RSS (G1 + C2: ~6 s, ~650 MB)
     "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-    "-XX:-OmitStackTraceInFastThrow",
-    "-Djdk.nio.maxCachedBufferSize=1024", "-Dio.netty.tryReflectionSetAccessible=true",
-    "-Dlog4j2.disable.jmx=true",
+    "-XX:-OmitStackTraceInFastThrow", "-Djdk.nio.maxCachedBufferSize=1024",
+    "-Dio.netty.tryReflectionSetAccessible=true", "-Dlog4j2.disable.jmx=true",
     "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.io=ALL-UNNAMED",
     "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
 ]
@@ -52,21 +49,17 @@ def default_cache_dir() -> Path:
 def java_and_maven_available() -> str | None:
     """None if `java` (>= 17) and `mvn` are usable, else why not (for pytest skips)."""
     java = shutil.which("java")
-    if java is None:
-        return "java not found on PATH (Neo4j 5.26 needs Java >= 17)"
-    if shutil.which("mvn") is None:
-        return "mvn not found on PATH (needed to fetch Neo4j jars from Maven Central)"
+    if java is None or shutil.which("mvn") is None:
+        missing = "java" if java is None else "mvn"
+        return f"{missing} not on PATH (the Neo4j test server needs Java >= 17 and mvn)"
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"`java -version` failed: {exc}"
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    m = re.search(r'version "(?:1\.)?(\d+)', out.stderr + out.stdout)
     if m is None:
         return f"cannot parse `java -version` output: {out.stderr.strip()[:200]}"
-    major = int(m.group(2)) if m.group(1) == "1" and m.group(2) else int(m.group(1))
-    if major < 17:
-        return f"java {major} found, Neo4j 5.26 needs Java >= 17"
-    return None
+    return None if int(m.group(1)) >= 17 else f"java {m.group(1)} found, Neo4j 5.26 needs >= 17"
 
 
 def fetch(cache_dir: Path, version: str = NEO4J_VERSION) -> Path:
@@ -78,6 +71,15 @@ def fetch(cache_dir: Path, version: str = NEO4J_VERSION) -> Path:
     if marker.is_file() and lib.is_dir():
         return lib
     dest.mkdir(parents=True, exist_ok=True)
+    with open(dest / ".lock", "w") as lock:  # concurrent fetchers (e.g. pytest-xdist) wait here
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (marker.is_file() and lib.is_dir()):
+            _mvn_copy(version, dest, lib)
+        marker.write_text(f"{version}\n")
+    return lib
+
+
+def _mvn_copy(version: str, dest: Path, lib: Path) -> None:
     with tempfile.TemporaryDirectory(dir=dest, prefix=".fetch-") as tmp:
         pom, out = Path(tmp) / "pom.xml", Path(tmp) / "lib"
         pom.write_text(_POM.format(version=version))
@@ -87,11 +89,15 @@ def fetch(cache_dir: Path, version: str = NEO4J_VERSION) -> Path:
         if res.returncode != 0 or not any(out.glob("neo4j-*.jar")):
             raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}):\n"
                                f"{(res.stdout + res.stderr)[-4000:]}")
-        if lib.exists():
-            shutil.rmtree(lib)
+        shutil.rmtree(lib, ignore_errors=True)
         out.rename(lib)
-    marker.write_text(f"{version}\n")
-    return lib
+
+
+def _die_with_parent() -> None:
+    """preexec_fn (Linux): SIGTERM the JVM if the Python process that started it dies."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _free_port() -> int:
@@ -125,10 +131,9 @@ class Neo4jServer:
         return self._proc is not None and self._proc.poll() is None
 
     def _write_conf(self) -> Path:
-        conf_dir = self.home / "conf"
-        for d in ("conf", "data", "logs", "plugins", "import", "run", "licenses"):
+        dirs = ("data", "logs", "plugins", "import", "run", "licenses")
+        for d in ("conf", *dirs):
             (self.home / d).mkdir(parents=True, exist_ok=True)
-        h = self.home
         conf = {
             "dbms.security.auth_enabled": "false",
             "server.default_listen_address": "127.0.0.1",
@@ -145,16 +150,12 @@ class Neo4jServer:
             # unsupported knobs: without them a SIGTERM stop takes ~10 s (2x5 s Bolt waits)
             "internal.server.bolt.thread_pool_shutdown_wait_time": "0s",
             "internal.server.bolt.connection_shutdown_wait_time": "0s",
-            "server.directories.data": str(h / "data"),
-            "server.directories.logs": str(h / "logs"),
-            "server.directories.plugins": str(h / "plugins"),
-            "server.directories.import": str(h / "import"),
-            "server.directories.run": str(h / "run"),
-            "server.directories.licenses": str(h / "licenses"),
             "server.directories.lib": str(self._lib_dir),
+            **{f"server.directories.{d}": str(self.home / d) for d in dirs},
         }
-        (conf_dir / "neo4j.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-        return conf_dir
+        text = "".join(f"{k}={v}\n" for k, v in conf.items())
+        (self.home / "conf" / "neo4j.conf").write_text(text)
+        return self.home / "conf"
 
     def start(self, timeout_s: float = 120) -> Neo4jServer:
         if self.running():
@@ -166,9 +167,13 @@ class Neo4jServer:
         conf_dir = self._write_conf()
         cmd = ["java", *_JVM_OPTS, "-cp", f"{self._lib_dir}/*", _ENTRY_POINT,
                f"--home-dir={self.home}", f"--config-dir={conf_dir}"]
+        # PDEATHSIG follows the starting *thread*: only use it from the main thread
+        on_main = threading.current_thread() is threading.main_thread()
+        on_main = on_main and sys.platform == "linux"
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          preexec_fn=_die_with_parent if on_main else None)
         atexit.register(self.stop)
         try:
             self._wait_ready(time.monotonic() + timeout_s)
@@ -194,7 +199,7 @@ class Neo4jServer:
 
     def _check_query(self) -> None:
         try:
-            import neo4j  # type: ignore[import-not-found]
+            import neo4j  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
             return  # TCP check only
         with neo4j.GraphDatabase.driver(self.uri, auth=None) as driver:
@@ -202,9 +207,9 @@ class Neo4jServer:
             if records[0]["x"] != 1:
                 raise RuntimeError(f"unexpected answer {records!r}")
 
-    def log_tail(self, lines: int = 60) -> str:
-        parts = []
-        for p in (self.log_path, self.home / "logs" / "neo4j.log", self.home / "logs" / "debug.log"):
+    def log_tail(self, lines: int = 40) -> str:
+        parts, logs = [], self.home / "logs"
+        for p in (self.log_path, logs / "neo4j.log", logs / "debug.log"):
             if p.is_file():
                 tail = p.read_text(errors="replace").splitlines()[-lines:]
                 parts.append(f"--- tail of {p} ---\n" + "\n".join(tail))
@@ -231,15 +236,15 @@ class Neo4jServer:
 
 
 def main(argv: list[str] | None = None) -> int:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--cache", type=Path, default=default_cache_dir())
     ap = argparse.ArgumentParser(prog="python -m tests.support.neo4j_server")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("fetch", "run"):
-        p = sub.add_parser(name)
-        p.add_argument("--cache", type=Path, default=default_cache_dir())
-        if name == "run":
-            p.add_argument("--workdir", type=Path, required=True)
-            p.add_argument("--port", type=int, default=0)
-            p.add_argument("--timeout", type=float, default=120)
+    sub.add_parser("fetch", parents=[common], help="download the jars (idempotent)")
+    run = sub.add_parser("run", parents=[common], help="start, print NEO4J_URI=, wait for SIGTERM")
+    run.add_argument("--workdir", type=Path, required=True)
+    run.add_argument("--port", type=int, default=0)
+    run.add_argument("--timeout", type=float, default=120)
     args = ap.parse_args(argv)
     reason = java_and_maven_available()
     if reason:

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def wake_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run `python -m wake ...` as a subprocess with its own empty state directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_"))}
+    env["WAKE_STATE_DIR"] = str(tmp_path / "state")
+    env["WAKE_LOG_FORMAT"] = "json"
+
+    def run(*args: str, timeout: float = 120, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "wake", *args],
+            capture_output=True, text=True, timeout=timeout, env={**env, **(extra_env or {})}, stdin=subprocess.DEVNULL,
+        )
+
+    run.env = env  # type: ignore[attr-defined]
+    return run

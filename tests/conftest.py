@@ -1,0 +1,161 @@
+"""Shared fixtures: real PostgreSQL and Redis (embedded by default), a clean database per test.
+
+`WAKE_TEST_PG_DSN` and `WAKE_TEST_REDIS_URL` point the suite at existing servers instead. Each
+test gets its own database, copied from a migrated template, and an empty Redis database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import textwrap
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+import redis
+
+from ledgers import schema
+from wake import config as wake_config
+from wake import engines
+
+TEMPLATE_DB = "wake_test_template"
+
+
+def _with_database(dsn: str, database: str) -> str:
+    parts = urllib.parse.urlsplit(dsn)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{database}"))
+
+
+@pytest.fixture(scope="session")
+def services_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("services")
+
+
+@pytest.fixture(scope="session")
+def pg_server_dsn(services_dir: Path) -> str:
+    """DSN of the server (its maintenance database), with the migrated template in place."""
+    dsn = os.environ.get("WAKE_TEST_PG_DSN") or engines.start_postgres(services_dir)
+
+    async def prepare() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
+            await conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
+        finally:
+            await conn.close()
+        conn = await asyncpg.connect(_with_database(dsn, TEMPLATE_DB))
+        try:
+            await schema.migrate(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(prepare())
+    return dsn
+
+
+def _create_database(server_dsn: str, template: str) -> str:
+    name = f"wake_test_{uuid.uuid4().hex[:12]}"
+
+    async def create() -> None:
+        conn = await asyncpg.connect(server_dsn)
+        try:
+            await conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+        finally:
+            await conn.close()
+
+    asyncio.run(create())
+    return name
+
+
+def _drop_database(server_dsn: str, name: str) -> None:
+    async def drop() -> None:
+        conn = await asyncpg.connect(server_dsn)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        finally:
+            await conn.close()
+
+    asyncio.run(drop())
+
+
+@pytest.fixture
+def pg_dsn(pg_server_dsn: str) -> Iterator[str]:
+    """A fresh, migrated database for this test alone."""
+    name = _create_database(pg_server_dsn, TEMPLATE_DB)
+    yield _with_database(pg_server_dsn, name)
+    _drop_database(pg_server_dsn, name)
+
+
+@pytest.fixture
+def empty_pg_dsn(pg_server_dsn: str) -> Iterator[str]:
+    """A fresh database with no schema at all."""
+    name = _create_database(pg_server_dsn, "template0")
+    yield _with_database(pg_server_dsn, name)
+    _drop_database(pg_server_dsn, name)
+
+
+@pytest.fixture(scope="session")
+def redis_server_url(services_dir: Path) -> str:
+    return os.environ.get("WAKE_TEST_REDIS_URL") or engines.start_redis(services_dir)
+
+
+@pytest.fixture
+def redis_url(redis_server_url: str) -> Iterator[str]:
+    client = redis.Redis.from_url(redis_server_url)
+    client.flushdb()
+    yield redis_server_url
+    client.flushdb()
+    client.close()
+
+
+DEMO_TIERS = """
+[agents.demo]
+timezone = "Europe/Stockholm"
+persona_files = ["persona.md"]
+
+[agents.demo.tiers.whisper]
+every = "15m"
+binds = ["wake.whisper"]
+
+[agents.demo.tiers.surface]
+every = "1h"
+binds = ["wake.whisper", "wake.surface"]
+
+[agents.demo.tiers.full]
+cron = "30 3 * * *"
+binds = ["wake"]
+"""
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[..., Path]:
+    """Write a config file into tmp_path; returns its path."""
+
+    def write(body: str = DEMO_TIERS, *, name: str = "wake.toml", persona: str = "You are a test agent.\n") -> Path:
+        (tmp_path / "persona.md").write_text(persona)
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(body))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def store_config(write_config: Callable[..., Path], pg_dsn: str, redis_url: str, tmp_path: Path) -> Callable[..., wake_config.Config]:
+    """A Config pointing at this test's database and Redis, with extra TOML appended."""
+
+    def make(extra: str = "", agents: str = DEMO_TIERS, **environ: str) -> wake_config.Config:
+        body = f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n{extra}\n{agents}'
+        path = write_config(body)
+        return wake_config.load_config_file(path, environ=environ)
+
+    return make
+
+
+def run_async(coro: Any) -> Any:
+    return asyncio.run(coro)
