@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import click
 
-from ledgers import schema
-from wake import __version__, doctor, logs, stores
+from ledgers import introspection, schema
+from surfaces import capability
+from wake import __version__, cycle, diff, doctor, logs, manifest, report, session, stores
 from wake.config import Config, load_config
-from wake.errors import SchemaError, WakeError
+from wake.errors import NotFound, SchemaError, WakeError
 
 T = TypeVar("T")
 
@@ -140,3 +142,184 @@ def migrate_cmd(ctx: _Context, show_status: bool, as_json: bool) -> None:
 
 def main() -> None:
     cli(prog_name="wake")
+
+
+def _agent_option(required: bool = False) -> Callable[[Any], Any]:
+    return click.option("--agent", "agent_id", required=required, help="Agent id ([agents.<id>] in the config).")
+
+
+def _default_agent(config: Config, agent_id: str | None) -> str:
+    if agent_id:
+        if agent_id not in config.agents:
+            raise click.UsageError(f"no agent {agent_id!r}; configured: {', '.join(config.agents)}")
+        return agent_id
+    if len(config.agents) == 1:
+        return next(iter(config.agents))
+    raise click.UsageError(f"several agents are configured; name one with --agent ({', '.join(config.agents)})")
+
+
+@cli.command("up")
+@_agent_option()
+@click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
+@click.option("--dry-run", is_flag=True, help="Print the arrival prompt, the manifest and the diff; record nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@pass_ctx
+def up_cmd(ctx: _Context, agent_id: str | None, tier: str, dry_run: bool, as_json: bool) -> None:
+    """Run one wake now, in this process (trigger `manual`), and print what it saw and held."""
+    config = ctx.config
+    agent = _default_agent(config, agent_id)
+    if tier not in config.agents[agent].tiers:
+        raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
+
+    async def body() -> Any:
+        async with session.open_session(config) as s:
+            return await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=agent, tier=tier, dry_run=dry_run)
+
+    o = _run(body)
+    if as_json:
+        click.echo(report.to_json({
+            "wake_id": o.wake_id, "agent": o.agent_id, "tier": o.tier, "status": o.status, "note": o.note, "error": o.error,
+            "manifest": o.manifest.as_dict() if o.manifest else None, "tools": [t.name for t in o.binding],
+            "blocks": [{"name": b.name, **b.state(o.manifest.blocks[b.name] if o.manifest else "")} for b in o.blocks],
+            "diff": o.diff, "recorded": o.recorded, **({"prompt": o.prompt} if dry_run else {}),
+        }))
+    elif dry_run:
+        click.echo("=== arrival prompt ===")
+        click.echo(o.prompt)
+        click.echo("\n=== manifest ===")
+        click.echo(report.to_json(o.manifest.as_dict() if o.manifest else None))
+        click.echo("\n=== diff ===")
+        click.echo(report.to_json(o.diff))
+    else:
+        click.echo(report.outcome(o))
+    sys.exit(0 if o.status in ("completed", "quiet") else 1)
+
+
+async def _resolve(conn: Any, text: str) -> uuid.UUID:
+    wake_id = await introspection.resolve_id(conn, text)
+    if wake_id is None:
+        raise NotFound(f"no wake matches {text!r} (give a full id or a unique prefix)")
+    return wake_id
+
+
+@cli.command("show")
+@click.argument("wake_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the row as JSON.")
+@pass_ctx
+def show_cmd(ctx: _Context, wake_id: str, as_json: bool) -> None:
+    """Show everything recorded about one wake (an id or a unique prefix)."""
+    config = ctx.config
+
+    async def body() -> Any:
+        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
+            return await introspection.get(conn, await _resolve(conn, wake_id))
+
+    row = _run(body)
+    click.echo(report.to_json(row) if as_json else report.row(row))
+
+
+@cli.command("ledger")
+@_agent_option()
+@click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), help="Only this tier.")
+@click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, started).")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def ledger_cmd(ctx: _Context, agent_id: str | None, tier: str | None, status: str | None, limit: int, as_json: bool) -> None:
+    """A table of recent wakes: time, agent, tier, trigger, status, tools, duration, root prefix."""
+    config = ctx.config
+
+    async def body() -> Any:
+        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
+            return await introspection.recent(conn, agent_id=agent_id, tier=tier, status=status, limit=limit)
+
+    rows = _run(body)
+    click.echo(report.to_json(rows) if as_json else report.ledger(rows))
+
+
+@cli.command("diff")
+@click.argument("older", required=False)
+@click.argument("newer", required=False)
+@_agent_option()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def diff_cmd(ctx: _Context, older: str | None, newer: str | None, agent_id: str | None, as_json: bool) -> None:
+    """Diff two wakes' tools and blocks. Default: the agent's last two; one id: it against the newest."""
+    config = ctx.config
+
+    async def body() -> Any:
+        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
+            agent = _default_agent(config, agent_id)
+            latest = await introspection.last_two(conn, agent)
+            if older and newer:
+                a, b = await _resolve(conn, older), await _resolve(conn, newer)
+            elif older:
+                a, b = await _resolve(conn, older), (latest[0] if latest else None)
+            elif len(latest) == 2:
+                b, a = latest
+            else:
+                raise NotFound(f"agent {agent!r} has fewer than two recorded wakes")
+            if b is None:
+                raise NotFound(f"agent {agent!r} has no recorded wake")
+            return await introspection.get(conn, a), await introspection.get(conn, b)
+
+    old, new = _run(body)
+    result = diff.compare(old, new["tool_hashes"], new["blocks"])
+    result["of"] = str(new["wake_id"])
+    if as_json:
+        click.echo(report.to_json(result))
+    else:
+        click.echo(f"{old['wake_id']} ({old['tier']}) -> {new['wake_id']} ({new['tier']})")
+        click.echo("\n".join(report.diff_lines({"agent": result})).replace("previous agent wake", "older"))
+
+
+@cli.command("verify")
+@click.argument("wake_id")
+@click.option("--live", is_flag=True, help="Also re-run the sources and the binding now and name what differs.")
+@pass_ctx
+def verify_cmd(ctx: _Context, wake_id: str, live: bool) -> None:
+    """Recompute a wake's manifest root from its stored parts; exit 1 if it does not match."""
+    config = ctx.config
+
+    async def body() -> Any:
+        async with session.open_session(config) as s:
+            async with s.stores.pg_conn() as conn:
+                row = await introspection.get(conn, await _resolve(conn, wake_id))
+            assert row is not None
+            now = None
+            if live:
+                now = await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=row["agent_id"], tier=row["tier"], dry_run=True)
+            return row, now
+
+    row, now = _run(body)
+    if row["manifest_root"] is None:
+        click.echo(f"wake {row['wake_id']} has no manifest (status {row['status']})")
+        sys.exit(1)
+    recomputed = manifest.root_hash(row["agent_id"], row["tier"], {n: b["hash"] for n, b in row["blocks"].items()}, row["tool_hashes"])
+    ok = recomputed == row["manifest_root"] and sorted(row["tool_hashes"]) == list(row["active_tool_names"]) and row["active_tools_count"] == len(row["tool_hashes"])
+    click.echo(f"stored root     {row['manifest_root']}")
+    click.echo(f"recomputed root {recomputed}  {'OK' if ok else 'MISMATCH'}")
+    if now is not None:
+        assert now.manifest is not None
+        stored_blocks = {n: b["hash"] for n, b in row["blocks"].items()}
+        changed_blocks = sorted(n for n in set(stored_blocks) | set(now.manifest.blocks) if stored_blocks.get(n) != now.manifest.blocks.get(n))
+        changed_tools = sorted(n for n in set(row["tool_hashes"]) | set(now.manifest.tools) if row["tool_hashes"].get(n) != now.manifest.tools.get(n))
+        click.echo(f"live root       {now.manifest.root}  {'same' if now.manifest.root == row['manifest_root'] else 'differs'}")
+        click.echo(f"blocks that differ now: {', '.join(changed_blocks) or 'none'}")
+        click.echo(f"tools that differ now: {', '.join(changed_tools) or 'none'}")
+    sys.exit(0 if ok else 1)
+
+
+@cli.command("registry")
+@click.option("--json", "as_json", is_flag=True, help="Print the capability map as JSON.")
+@pass_ctx
+def registry_cmd(ctx: _Context, as_json: bool) -> None:
+    """The capability map: every tool, its surfaces, which tiers bind it, counts, inert declarations."""
+    config = ctx.config
+    try:
+        registry = session.build_registry(config)
+    except WakeError as exc:
+        _fail(exc)
+    tier_binds = {f"{a}.{t}": list(conf.binds) for a, agent in config.agents.items() for t, conf in agent.tiers.items()}
+    cmap = capability.build(registry, tier_binds)
+    click.echo(report.to_json(cmap.as_dict()) if as_json else capability.as_table(cmap))

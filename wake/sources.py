@@ -1,5 +1,63 @@
-"""Built-in arrival sources (placeholder names until the arrival engine lands)."""
+"""The built-in arrival sources. Each is an async function of the wake context.
+
+Later ledgers add their sources here through the same interface (`arrival.Source`).
+"""
 
 from __future__ import annotations
 
-BUILTIN: dict[str, object] = {"identity": None, "clock": None, "recent_wakes": None, "binding_diff": None}
+import zoneinfo
+from typing import Any
+
+from ledgers import introspection
+from wake import diff
+from wake.arrival import CacheTier, Found, Source
+
+RECENT_WAKES = 5
+
+
+async def identity(ctx: Any) -> Found:
+    paths = ctx.config.persona_paths(ctx.agent_id)
+    if not paths:
+        return Found(text="No persona files are configured for this agent.", rows=0)
+    texts = [path.read_text(encoding="utf-8").strip() for path in paths]
+    return Found(text="\n\n".join(texts), rows=len(texts))
+
+
+async def clock(ctx: Any) -> Found:
+    local = ctx.now.astimezone(zoneinfo.ZoneInfo(ctx.timezone))
+    slot = f", slot {ctx.scheduled_for.astimezone(zoneinfo.ZoneInfo(ctx.timezone)):%Y-%m-%d %H:%M}" if ctx.scheduled_for else ""
+    text = (
+        f"Now: {local:%A %Y-%m-%d %H:%M:%S %Z} ({ctx.timezone}).\n"
+        f"This is a {ctx.tier} wake, trigger {ctx.trigger}{slot}. Nobody prompted it; you hold {len(ctx.binding)} tools."
+    )
+    return Found(text=text, rows=1)
+
+
+async def recent_wakes(ctx: Any) -> Found:
+    async with ctx.stores.pg_conn() as conn:
+        rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=RECENT_WAKES)
+    rows = [r for r in rows if r["wake_id"] != ctx.wake_id]
+    if not rows:
+        return Found(text="No earlier wakes are recorded.", rows=0)
+    zone = zoneinfo.ZoneInfo(ctx.timezone)
+    lines = [
+        f"- {r['started_at'].astimezone(zone):%Y-%m-%d %H:%M} {r['tier']} ({r['trigger']}): {r['status']}, "
+        f"{r['active_tools_count']} tools" + (f" — {r['error']}" if r["error"] else "")
+        for r in rows
+    ]
+    return Found(text=f"Your last {len(rows)} wakes, newest first:\n" + "\n".join(lines), rows=len(rows))
+
+
+async def binding_diff(ctx: Any) -> Found:
+    return Found(text=diff.render(ctx.diff["agent"], ctx.diff["tier"], ctx.tier, ctx.timezone, ctx.now), rows=0 if ctx.diff["agent"]["first"] else 1)
+
+
+BUILTIN: dict[str, Source] = {
+    s.name: s
+    for s in (
+        Source(name="identity", cache_tier=CacheTier.static, fn=identity),
+        Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes),
+        Source(name="clock", cache_tier=CacheTier.volatile, fn=clock),
+        Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True),
+    )
+}

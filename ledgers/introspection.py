@@ -1,0 +1,101 @@
+"""`wake_introspection_ledger`: one row per wake attempt — what it saw, what it held, how it ended."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from ledgers import queries
+
+SETTLED = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WakeRow:
+    """What the cycle writes when it records a wake (DESIGN step 7)."""
+
+    wake_id: uuid.UUID
+    agent_id: str
+    tier: str
+    trigger: str
+    scheduled_for: dt.datetime | None
+    started_at: dt.datetime
+    manifest_root: str | None
+    blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tool_hashes: dict[str, str] = field(default_factory=dict)
+    registry_tool_count: int = 0
+    fence: int | None = None
+    host: str
+    pid: int
+    version: str
+    config_hash: str
+    diff: dict[str, Any] | None = None
+    note: str | None = None
+    error: str | None = None
+
+    @property
+    def active_tool_names(self) -> list[str]:
+        return sorted(self.tool_hashes)
+
+
+def _sql(name: str) -> str:
+    return queries.load("introspection")[name]
+
+
+async def insert(conn: asyncpg.Connection, row: WakeRow, *, status: str = "started") -> None:
+    await conn.execute(
+        _sql("insert"),
+        row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
+        row.manifest_root, json.dumps(row.blocks), len(row.tool_hashes), row.active_tool_names,
+        json.dumps(row.tool_hashes), row.registry_tool_count, row.fence, row.host, row.pid,
+        row.version, row.config_hash, json.dumps(row.diff) if row.diff is not None else None,
+        row.note, row.error,
+    )
+
+
+async def settle(conn: asyncpg.Connection, wake_id: uuid.UUID, status: str, *, note: str | None = None, error: str | None = None) -> bool:
+    """Close a started row; False if it was not open (already settled by someone else)."""
+    if status not in SETTLED:
+        raise ValueError(f"unknown status {status!r}")
+    return await conn.fetchval(_sql("settle"), wake_id, status, note, error) is not None
+
+
+def _decode(record: asyncpg.Record | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    row = dict(record)
+    for key in ("blocks", "tool_hashes", "diff"):
+        if isinstance(row.get(key), str):
+            row[key] = json.loads(row[key])
+    return row
+
+
+async def get(conn: asyncpg.Connection, wake_id: uuid.UUID) -> dict[str, Any] | None:
+    return _decode(await conn.fetchrow(_sql("get"), wake_id))
+
+
+async def resolve_id(conn: asyncpg.Connection, text: str) -> uuid.UUID | None:
+    """A full wake id, or a unique prefix of one."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        pass
+    rows = await conn.fetch(_sql("find_by_prefix"), text.lower())
+    return rows[0]["wake_id"] if len(rows) == 1 else None
+
+
+async def previous_settled(conn: asyncpg.Connection, agent_id: str, tier: str | None, before: dt.datetime) -> dict[str, Any] | None:
+    return _decode(await conn.fetchrow(_sql("previous_settled"), agent_id, tier, before))
+
+
+async def recent(conn: asyncpg.Connection, *, agent_id: str | None = None, tier: str | None = None, status: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit)]
+
+
+async def last_two(conn: asyncpg.Connection, agent_id: str) -> list[uuid.UUID]:
+    return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id)]

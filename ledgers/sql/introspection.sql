@@ -1,0 +1,48 @@
+-- name: insert
+INSERT INTO wake_introspection_ledger (
+    wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
+    manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
+    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error
+) VALUES (
+    $1, $2, $3, $4, $5, $6, $7, CASE WHEN $6 = 'started' THEN NULL ELSE now() END,
+    $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21
+)
+
+-- name: settle
+UPDATE wake_introspection_ledger
+   SET status = $2, finished_at = now(), note = COALESCE($3, note), error = $4
+ WHERE wake_id = $1 AND status = 'started'
+RETURNING wake_id
+
+-- name: get
+SELECT * FROM wake_introspection_ledger WHERE wake_id = $1
+
+-- name: find_by_prefix
+SELECT wake_id FROM wake_introspection_ledger WHERE wake_id::text LIKE $1 || '%' ORDER BY started_at DESC LIMIT 2
+
+-- name: previous_settled
+-- The agent's newest finished wake with a manifest, optionally of one tier, started before $3.
+SELECT * FROM wake_introspection_ledger
+ WHERE agent_id = $1
+   AND ($2::text IS NULL OR tier = $2)
+   AND started_at < $3
+   AND status NOT IN ('started', 'skipped')
+   AND manifest_root IS NOT NULL
+ ORDER BY started_at DESC
+ LIMIT 1
+
+-- name: recent
+SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
+       manifest_root, active_tools_count, registry_tool_count, note, error
+  FROM wake_introspection_ledger
+ WHERE ($1::text IS NULL OR agent_id = $1)
+   AND ($2::text IS NULL OR tier = $2)
+   AND ($3::text IS NULL OR status = $3)
+ ORDER BY started_at DESC
+ LIMIT $4
+
+-- name: last_two
+SELECT wake_id FROM wake_introspection_ledger
+ WHERE agent_id = $1 AND manifest_root IS NOT NULL AND status <> 'started'
+ ORDER BY started_at DESC
+ LIMIT 2

@@ -1,0 +1,174 @@
+"""The registry: every tool declared once, validated at registration, bound by surface.
+
+A tier's binding is computed from declarations alone: the tools with a surface that meets one of
+the tier's `binds`, sorted by name. Surfaces are dotted and nest: a bind `wake` meets the tool
+surfaces `wake`, `wake.whisper`, `wake.surface`, `wake.full`; a tool declaring `wake` is met by
+every bind under it (`wake.whisper` included). `chat` and `cli` never meet a wake bind.
+
+Tools come from the built-in set (`surfaces.builtin`), from operator modules named in
+`tools.modules`, and from the entry-point group `wake.tools`. A module or entry point provides
+either a `register(registry)` callable or an iterable `TOOLS` of `Tool`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from surfaces import names
+
+ENTRY_POINT_GROUP = "wake.tools"
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the OpenAI function-name rule
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+class DeclarationError(Exception):
+    """A tool declaration is malformed; startup stops. The message names the tool."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool:
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    version: str
+    handler: Handler
+    mutates: bool
+    surfaces: frozenset[str]
+    origin: str = field(default="builtin", compare=False)
+
+    def declaration(self) -> dict[str, Any]:
+        """The canonical declaration hashed into the manifest (DESIGN step 6)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+            "version": self.version,
+        }
+
+
+def surface_meets(bind: str, surface: str) -> bool:
+    """True when a tier's bind covers a tool's declared surface (either may be the broader one)."""
+    return surface == bind or surface.startswith(bind + ".") or bind.startswith(surface + ".")
+
+
+class Registry:
+    def __init__(self, known_surfaces: Iterable[str] = names.BUILTIN_SURFACES) -> None:
+        self.known_surfaces = frozenset(known_surfaces)
+        self._tools: dict[str, Tool] = {}
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Any:
+        return iter(sorted(self._tools.values(), key=lambda t: t.name))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def get(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def register(self, tool: Tool) -> Tool:
+        self._validate(tool)
+        self._tools[tool.name] = tool
+        return tool
+
+    def _validate(self, tool: Tool) -> None:
+        where = f"tool {tool.name!r} ({tool.origin})"
+        if not isinstance(tool.name, str) or not _NAME.match(tool.name):
+            raise DeclarationError(f"{where}: name must match {_NAME.pattern}")
+        if tool.name in self._tools:
+            raise DeclarationError(f"{where}: duplicate name, already declared by {self._tools[tool.name].origin}")
+        if not isinstance(tool.description, str) or not tool.description.strip():
+            raise DeclarationError(f"{where}: empty description")
+        if not isinstance(tool.version, str) or not tool.version.strip():
+            raise DeclarationError(f"{where}: empty version")
+        if not inspect.iscoroutinefunction(tool.handler):
+            raise DeclarationError(f"{where}: handler must be an async function")
+        if not isinstance(tool.parameters, Mapping) or tool.parameters.get("type") != "object":
+            raise DeclarationError(f"{where}: parameters must be a JSON schema of type 'object'")
+        try:
+            jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
+        except jsonschema.SchemaError as exc:
+            raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
+        if not tool.surfaces:
+            raise DeclarationError(f"{where}: declares no surface")
+        unknown = sorted(set(tool.surfaces) - self.known_surfaces)
+        if unknown:
+            raise DeclarationError(f"{where}: unknown surface {unknown[0]!r}; known: {', '.join(sorted(self.known_surfaces))}")
+
+    def binding(self, binds: Iterable[str]) -> list[Tool]:
+        """The tools a tier with these binds holds, sorted by name."""
+        binds = tuple(binds)
+        return [t for t in self if any(surface_meets(b, s) for b in binds for s in t.surfaces)]
+
+    def load_module(self, module_name: str) -> None:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise DeclarationError(f"tools module {module_name!r} cannot be imported: {exc}") from exc
+        self._load_provider(module, origin=f"module {module_name}")
+
+    def load_entry_points(self) -> None:
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                provider = entry.load()
+            except Exception as exc:  # an entry point's import can fail in any way
+                raise DeclarationError(f"entry point {entry.name!r} ({entry.value}) cannot be loaded: {exc}") from exc
+            self._load_provider(provider, origin=f"entry point {entry.name}")
+
+    def _load_provider(self, provider: Any, *, origin: str) -> None:
+        register = getattr(provider, "register", None)
+        tools = getattr(provider, "TOOLS", None)
+        if callable(provider) and not inspect.ismodule(provider):
+            register = provider
+        if register is not None:
+            before = set(self._tools)
+            register(_OriginRegistry(self, origin))
+            if set(self._tools) == before:
+                raise DeclarationError(f"{origin}: register() declared no tools")
+        elif tools is not None:
+            for tool in tools:
+                self.register(_with_origin(tool, origin))
+        else:
+            raise DeclarationError(f"{origin}: provides neither register(registry) nor TOOLS")
+
+
+class _OriginRegistry:
+    """What a provider's `register()` receives: registration stamped with the provider's origin."""
+
+    def __init__(self, registry: Registry, origin: str) -> None:
+        self._registry = registry
+        self._origin = origin
+
+    def register(self, tool: Tool) -> Tool:
+        return self._registry.register(_with_origin(tool, self._origin))
+
+
+def _with_origin(tool: Any, origin: str) -> Tool:
+    if not isinstance(tool, Tool):
+        raise DeclarationError(f"{origin}: {tool!r} is not a surfaces.registry.Tool")
+    return Tool(**{**tool.__dict__, "origin": origin})
+
+
+def tool(
+    *, name: str, description: str, parameters: Mapping[str, Any], surfaces: Iterable[str], mutates: bool = False, version: str = "1"
+) -> Callable[[Handler], Tool]:
+    """Decorator: declare an async handler as a tool."""
+
+    def wrap(handler: Handler) -> Tool:
+        return Tool(
+            name=name, description=description, parameters=parameters, version=version,
+            handler=handler, mutates=mutates, surfaces=frozenset(surfaces),
+        )
+
+    return wrap

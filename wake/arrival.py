@@ -1,0 +1,133 @@
+"""The arrival engine: every source of a tier runs concurrently, each under its own timeout.
+
+A source is an async function of the wake context returning `Found(text, rows)`. The engine
+turns it into a `Block` with a typed state (DESIGN "Typed retrieval state"):
+
+- `retrieval`: `ok`, `failed` (timeout, connection error, malformed result, any exception; the
+  reason is kept) or `disabled` (the source raised `Disabled`: its store is not configured);
+- `result`: `present` (rows > 0), `empty` (rows == 0) or `unknown` (retrieval was not `ok`).
+
+A failed block is rendered "could not check: <reason>", never as an empty list, so the agent can
+say "I found nothing" only about a block whose retrieval was `ok`. A failing source costs its own
+timeout, never the whole wake.
+
+Sources marked `derived` (the binding diff) run after the others and see their blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wake import logs
+
+log = logs.get("wake.arrival")
+
+
+class CacheTier(enum.IntEnum):
+    """How often a block changes; prompts are ordered by it so prefixes stay byte-identical."""
+
+    static = 0
+    stable = 1
+    session = 2
+    volatile = 3
+
+
+class Disabled(Exception):
+    """Raised by a source whose store is not configured."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Found:
+    text: str
+    rows: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Block:
+    name: str
+    cache_tier: CacheTier
+    text: str
+    retrieval: str  # ok | failed | disabled
+    result: str  # present | empty | unknown
+    reason: str | None
+    latency_ms: float
+    rows: int
+
+    def state(self, text_hash: str) -> dict[str, Any]:
+        """The block as the ledger stores it."""
+        return {
+            "hash": text_hash, "cache_tier": self.cache_tier.name, "retrieval": self.retrieval, "result": self.result,
+            "reason": self.reason, "latency_ms": round(self.latency_ms, 3), "rows": self.rows,
+        }
+
+
+SourceFn = Callable[[Any], Awaitable[Found]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    name: str
+    cache_tier: CacheTier
+    fn: SourceFn
+    derived: bool = False
+
+
+def _failed(source: Source, reason: str, latency_ms: float) -> Block:
+    return Block(
+        name=source.name, cache_tier=source.cache_tier, text=f"could not check: {reason}", retrieval="failed",
+        result="unknown", reason=reason, latency_ms=latency_ms, rows=0,
+    )
+
+
+async def run_source(source: Source, ctx: Any, timeout_s: float) -> Block:
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return (time.perf_counter() - started) * 1000
+
+    try:
+        found = await asyncio.wait_for(source.fn(ctx), timeout=timeout_s)
+    except TimeoutError:
+        block = _failed(source, "timeout", elapsed())
+    except Disabled as exc:
+        block = Block(
+            name=source.name, cache_tier=source.cache_tier, text=f"disabled: {exc}", retrieval="disabled",
+            result="unknown", reason=str(exc), latency_ms=elapsed(), rows=0,
+        )
+    except Exception as exc:  # a source may fail in any way; each becomes a typed failure
+        block = _failed(source, logs.redact_text(f"{type(exc).__name__}: {exc}".rstrip(": ")), elapsed())
+    else:
+        if not isinstance(found, Found) or not isinstance(found.text, str) or not isinstance(found.rows, int) or found.rows < 0:
+            block = _failed(source, f"malformed result: {type(found).__name__}", elapsed())
+        else:
+            block = Block(
+                name=source.name, cache_tier=source.cache_tier, text=found.text, retrieval="ok",
+                result="present" if found.rows > 0 else "empty", reason=None, latency_ms=elapsed(), rows=found.rows,
+            )
+    log.info("arrival.block", block=block.name, retrieval=block.retrieval, result=block.result, reason=block.reason, latency_ms=round(block.latency_ms, 2), rows=block.rows)
+    return block
+
+
+async def assemble(sources: Sequence[Source], ctx: Any, timeout_s: float, *, with_earlier: Callable[[Any, list[Block]], Any]) -> list[Block]:
+    """Run the sources (derived ones last, seeing the others); blocks come back in source order."""
+    direct = [s for s in sources if not s.derived]
+    derived = [s for s in sources if s.derived]
+    first = list(await asyncio.gather(*(run_source(s, ctx, timeout_s) for s in direct)))
+    later_ctx = with_earlier(ctx, first)
+    second = list(await asyncio.gather(*(run_source(s, later_ctx, timeout_s) for s in derived)))
+    by_name = {b.name: b for b in first + second}
+    return [by_name[s.name] for s in sources]
+
+
+def prompt_order(blocks: Sequence[Block]) -> list[Block]:
+    """Static first, volatile last; configured order within a cache tier (a stable sort)."""
+    return sorted(blocks, key=lambda b: b.cache_tier)
+
+
+def render_prompt(blocks: Sequence[Block]) -> str:
+    return "\n\n".join(f"## {b.name}\n{b.text}" for b in prompt_order(blocks))

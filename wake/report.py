@@ -1,0 +1,85 @@
+"""Human-readable renderings of wakes and ledgers for the CLI."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from wake.cycle import WakeOutcome
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, indent=2, default=_default, sort_keys=False)
+
+
+def diff_lines(d: Mapping[str, Any] | None) -> list[str]:
+    if not d:
+        return ["diff: (none)"]
+    lines = []
+    for scope in ("agent", "tier"):
+        part = d.get(scope)
+        if part is None:
+            continue
+        if part["first"]:
+            lines.append(f"diff vs previous {scope} wake: first wake")
+            continue
+        t, b = part["tools"], part["blocks"]
+        lines.append(
+            f"diff vs previous {scope} wake {part['against']['wake_id'][:8]}: tools +{len(t['added'])} -{len(t['removed'])} ~{len(t['changed'])}"
+            + "".join(f" {k}={','.join(t[k])}" for k in ("added", "removed", "changed") if t[k])
+            + "; blocks " + ", ".join(f"{k}={','.join(v)}" for k, v in b.items() if v and k != "unchanged")
+        )
+    return lines
+
+
+def outcome(o: WakeOutcome) -> str:
+    lines = [
+        f"wake {o.wake_id}",
+        f"agent {o.agent_id}  tier {o.tier}  trigger {o.trigger}  status {o.status}  ({o.duration_ms:.1f} ms)",
+        f"manifest root {o.manifest.root if o.manifest else '-'}",
+        f"tools bound ({len(o.binding)}): {', '.join(t.name for t in o.binding) or '(none)'}",
+        "blocks:",
+    ]
+    for b in o.blocks:
+        reason = f"  ({b.reason})" if b.reason else ""
+        lines.append(f"  {b.name:<16} {b.cache_tier.name:<9} {b.retrieval:<8} {b.result:<8} {b.latency_ms:8.2f} ms  rows {b.rows}{reason}")
+    lines += diff_lines(o.diff)
+    if o.note:
+        lines.append(f"note: {o.note}")
+    if o.error:
+        lines.append(f"error: {o.error}")
+    return "\n".join(lines)
+
+
+def row(r: Mapping[str, Any]) -> str:
+    lines = [f"{k}: {v}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
+    lines.append(f"active_tool_names: {', '.join(r['active_tool_names']) or '(none)'}")
+    lines.append("tool_hashes:")
+    lines += [f"  {name:<24} {h}" for name, h in sorted(r["tool_hashes"].items())]
+    lines.append("blocks:")
+    for name, b in r["blocks"].items():
+        reason = f"  ({b['reason']})" if b.get("reason") else ""
+        lines.append(f"  {name:<16} {b['cache_tier']:<9} {b['retrieval']:<8} {b['result']:<8} {b['latency_ms']:8.2f} ms  rows {b['rows']}  {b['hash'][:16]}{reason}")
+    lines += diff_lines(r.get("diff"))
+    return "\n".join(lines)
+
+
+def ledger(rows: Sequence[Mapping[str, Any]]) -> str:
+    header = ("STARTED (UTC)", "AGENT", "TIER", "TRIGGER", "STATUS", "TOOLS", "DURATION", "ROOT", "WAKE")
+    table = [header]
+    for r in rows:
+        duration = f"{(r['finished_at'] - r['started_at']).total_seconds() * 1000:.0f} ms" if r["finished_at"] else "running"
+        table.append((
+            f"{r['started_at'].astimezone(dt.timezone.utc):%Y-%m-%d %H:%M:%S}", r["agent_id"], r["tier"], r["trigger"], r["status"],
+            f"{r['active_tools_count']}/{r['registry_tool_count']}", duration, (r["manifest_root"] or "-")[:12], str(r["wake_id"])[:8],
+        ))
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    return "\n".join("  ".join(f"{str(c):<{w}}" for c, w in zip(row, widths, strict=True)).rstrip() for row in table)

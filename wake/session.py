@@ -1,0 +1,51 @@
+"""What a command that runs wakes needs open: the stores (schema checked) and the registry."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from ledgers import schema
+from surfaces import loader
+from surfaces.registry import DeclarationError, Registry
+from wake import logs, stores
+from wake.config import Config
+from wake.errors import RegistryError, SchemaError
+
+log = logs.get("wake.session")
+
+
+def build_registry(config: Config) -> Registry:
+    """Load every tool; a malformed declaration stops startup with a message naming the tool."""
+    try:
+        return loader.build(config.tools.modules, config.tools.surfaces, entry_points=config.tools.entry_points)
+    except DeclarationError as exc:
+        raise RegistryError(f"tool registry: {exc}") from exc
+
+
+@dataclass
+class Session:
+    config: Config
+    stores: stores.Stores
+    registry: Registry
+
+
+async def prepare_schema(st: stores.Stores) -> None:
+    """Apply pending migrations when `postgres.auto_migrate` is on; then require the exact head."""
+    async with st.pg_conn() as conn:
+        try:
+            if st.config.postgres.auto_migrate:
+                for m in await schema.migrate(conn):
+                    log.info("schema.migrated", version=m.version, name=m.name)
+            await schema.check(conn)
+        except schema.SchemaMismatch as exc:
+            raise SchemaError(str(exc)) from exc
+
+
+@contextlib.asynccontextmanager
+async def open_session(config: Config, *, neo4j: bool = True) -> AsyncIterator[Session]:
+    registry = build_registry(config)
+    async with stores.connected(config, neo4j=neo4j) as st:
+        await prepare_schema(st)
+        yield Session(config=config, stores=st, registry=registry)
