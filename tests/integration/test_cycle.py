@@ -1,0 +1,214 @@
+"""The wake cycle over real PostgreSQL and Redis: the issue's acceptance tests and the row rules."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledgers import introspection
+from surfaces import loader
+from surfaces.registry import Registry, Tool
+from tests.support import thirty_tools
+from wake import arrival, cycle, session, sources, stores
+from wake.config import Config
+
+REPO = Path(__file__).resolve().parents[2]
+THIRTY = '[tools]\nmodules = ["tests.support.thirty_tools"]\nsurfaces = ["ops"]\n'
+FIXED_NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.timezone.utc)
+
+
+async def _wake(config: Config, registry: Registry, tier: str = "whisper", **kw: Any) -> cycle.WakeOutcome:
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        return await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier=tier, **kw)
+
+
+async def _rows(config: Config) -> list[dict[str, Any]]:
+    async with stores.connected(config) as st, st.pg_conn() as conn:
+        return [await introspection.get(conn, r["wake_id"]) for r in await introspection.recent(conn, limit=100)]
+
+
+async def test_capability_map_binds_declarations_and_ledger_counts_the_binding(store_config: Callable[..., Config]) -> None:
+    config = store_config(THIRTY)
+    registry = session.build_registry(config)
+    assert len(registry) == 33  # 30 operator tools + 3 built-ins
+    outcomes = {tier: await _wake(config, registry, tier) for tier in ("whisper", "surface", "full")}
+    for tier, o in outcomes.items():
+        names = [t.name for t in o.binding]
+        assert not any(n.startswith("chat_") for n in names), tier
+        assert "ops_report" not in names
+        assert names == sorted(names)
+    assert len(outcomes["whisper"].binding) == 5 + 4 + 2  # whisper_*, anywake_*, local_time, wake_manifest
+    assert len(outcomes["surface"].binding) == 5 + 5 + 4 + 3
+    assert len(outcomes["full"].binding) == 5 + 5 + 5 + 4 + 3
+    rows = {r["tier"]: r for r in await _rows(config)}
+    for tier, o in outcomes.items():
+        assert rows[tier]["active_tools_count"] == len(o.binding) == len(rows[tier]["active_tool_names"])
+        assert rows[tier]["registry_tool_count"] == 33
+        assert rows[tier]["active_tool_names"] == [t.name for t in o.binding]
+
+
+def test_wake_registry_flags_the_inert_declaration(store_config: Callable[..., Config]) -> None:
+    config = store_config(THIRTY)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), "registry"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "! tool ops_report declares surface 'ops', which no tier binds" in done.stdout
+    assert "registry: 33 tools" in done.stdout
+    as_json = subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), "registry", "--json"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    import json
+
+    cmap = json.loads(as_json.stdout)
+    assert cmap["tiers"]["demo.whisper"]["bound"] == 11 and cmap["registry_size"] == 33
+    chat = next(t for t in cmap["tools"] if t["name"] == "chat_00")
+    assert chat["bound_by"] == [] and chat["surfaces"] == ["chat"]
+
+
+async def test_removing_a_wake_declaration_shows_as_removed(store_config: Callable[..., Config]) -> None:
+    config = store_config(THIRTY)
+    before = session.build_registry(config)
+    first = await _wake(config, before)
+    assert "whisper_03" in [t.name for t in first.binding]
+    after = Registry(before.known_surfaces)
+    for t in before:
+        after.register(dataclasses.replace(t, surfaces=frozenset({"chat"})) if t.name == "whisper_03" else t)
+    second = await _wake(config, after)
+    assert second.diff is not None
+    assert second.diff["agent"]["tools"]["removed"] == ["whisper_03"]
+    assert second.diff["tier"]["tools"]["removed"] == ["whisper_03"]
+    diff_block = next(b for b in second.blocks if b.name == "binding_diff")
+    assert "- tools: removed whisper_03 (now holding 10)" in diff_block.text
+    [row] = [r for r in await _rows(config) if r["wake_id"] == second.wake_id]
+    assert row["diff"]["agent"]["tools"]["removed"] == ["whisper_03"]
+    # a changed declaration (schema) is "changed", not added/removed
+    changed = Registry(before.known_surfaces)
+    for t in after:
+        changed.register(dataclasses.replace(t, parameters={"type": "object", "properties": {}}) if t.name == "whisper_01" else t)
+    third = await _wake(config, changed)
+    assert third.diff is not None and third.diff["agent"]["tools"]["changed"] == ["whisper_01"]
+
+
+async def test_first_wake_says_it_is_the_first(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    o = await _wake(config, loader.build())
+    assert next(b for b in o.blocks if b.name == "binding_diff").text.startswith("This is your first wake.")
+
+
+async def _hung(ctx: Any) -> arrival.Found:
+    await asyncio.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+async def _crash(ctx: Any) -> arrival.Found:
+    raise KeyError("persona index")
+
+
+async def test_hung_source_fails_with_timeout_and_the_wake_completes_in_time(store_config: Callable[..., Config]) -> None:
+    config = store_config(agents=_agents(source_timeout_ms=300))
+    hung = arrival.Source(name="hung", cache_tier=arrival.CacheTier.session, fn=_hung)
+    started = time.perf_counter()
+    o = await _wake(config, loader.build(), source_list=[sources.BUILTIN["identity"], hung, sources.BUILTIN["binding_diff"]])
+    wall_ms = (time.perf_counter() - started) * 1000
+    block = next(b for b in o.blocks if b.name == "hung")
+    assert (block.retrieval, block.result, block.reason, block.text) == ("failed", "unknown", "timeout", "could not check: timeout")
+    assert o.status == "completed"
+    assert o.duration_ms < 300 + 150, o.duration_ms
+    assert wall_ms < 300 + 1500  # including opening the stores
+    [row] = await _rows(config)
+    assert row["blocks"]["hung"]["retrieval"] == "failed" and row["blocks"]["hung"]["reason"] == "timeout"
+
+
+async def test_crashing_source_yields_failed_block_with_type_and_wake_settles(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    crash = arrival.Source(name="crash", cache_tier=arrival.CacheTier.volatile, fn=_crash)
+    o = await _wake(config, loader.build(), source_list=[sources.BUILTIN["identity"], crash, sources.BUILTIN["binding_diff"]])
+    block = next(b for b in o.blocks if b.name == "crash")
+    assert block.retrieval == "failed" and block.reason == "KeyError: 'persona index'"
+    assert o.status == "completed"
+    [row] = await _rows(config)
+    assert row["status"] == "completed" and row["finished_at"] is not None
+    # the next wake sees the failing block recover
+    again = await _wake(config, loader.build(), source_list=[sources.BUILTIN["identity"], dataclasses.replace(sources.BUILTIN["clock"], name="crash"), sources.BUILTIN["binding_diff"]])
+    assert again.diff is not None and again.diff["agent"]["blocks"]["recovered"] == ["crash"]
+
+
+async def test_root_identical_for_identical_inputs_and_changes_with_one_character(store_config: Callable[..., Config], tmp_path: Path) -> None:
+    config = store_config()
+    fixed = [sources.BUILTIN["identity"], sources.BUILTIN["clock"]]
+    a = await _wake(config, loader.build(), now=lambda: FIXED_NOW, source_list=fixed)
+    b = await _wake(config, loader.build(), now=lambda: FIXED_NOW, source_list=fixed)
+    assert a.manifest and b.manifest and a.manifest.root == b.manifest.root
+    (tmp_path / "persona.md").write_text("You are a test agent!\n")  # one character differs
+    c = await _wake(config, loader.build(), now=lambda: FIXED_NOW, source_list=fixed)
+    assert c.manifest and c.manifest.root != a.manifest.root
+    assert c.manifest.blocks["identity"] != a.manifest.blocks["identity"]
+    assert c.manifest.blocks["clock"] == a.manifest.blocks["clock"]
+
+
+class _BrokenTool(Tool):
+    def declaration(self) -> dict[str, Any]:
+        raise RuntimeError("declaration exploded")
+
+
+async def test_exception_before_the_row_still_leaves_one_failed_row(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    registry = loader.build()
+    good = registry.get("local_time")
+    broken = Registry(registry.known_surfaces)
+    broken.register(_BrokenTool(**{f.name: getattr(good, f.name) for f in dataclasses.fields(good)}))
+    o = await _wake(config, broken)
+    assert o.status == "failed" and o.error == "RuntimeError: declaration exploded"
+    [row] = await _rows(config)
+    assert (row["status"], row["error"], row["manifest_root"]) == ("failed", "RuntimeError: declaration exploded", None)
+
+
+async def test_cancelled_wake_settles_aborted(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+
+    async def slow_think(*args: Any) -> tuple[str, str]:
+        await asyncio.sleep(3600)
+        return "completed", ""
+
+    async with stores.connected(config) as st:
+        original = cycle.think
+        cycle.think = slow_think  # type: ignore[assignment]
+        try:
+            task = asyncio.create_task(cycle.run_wake(config=config, stores=st, registry=loader.build(), agent_id="demo", tier="whisper"))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            cycle.think = original  # type: ignore[assignment]
+    [row] = await _rows(config)
+    assert row["status"] == "aborted" and row["error"] == "cancelled"
+
+
+async def test_exactly_one_row_per_attempt_and_dry_run_records_nothing(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    registry = loader.build()
+    for tier in ("whisper", "surface", "whisper"):
+        await _wake(config, registry, tier)
+    dry = await _wake(config, registry, "full", dry_run=True)
+    assert dry.recorded is False and "## identity" in dry.prompt and dry.manifest is not None
+    rows = await _rows(config)
+    assert len(rows) == 3 and all(r["status"] == "completed" for r in rows)
+    assert all(r["note"].startswith("harness-only") for r in rows)
+    recent = next(b for b in (await _wake(config, registry)).blocks if b.name == "recent_wakes")
+    assert recent.rows == 3 and recent.result == "present"
+
+
+def _agents(source_timeout_ms: int) -> str:
+    from tests.conftest import DEMO_TIERS
+
+    return DEMO_TIERS.replace('binds = ["wake.whisper"]\n', f'binds = ["wake.whisper"]\nsource_timeout_ms = {source_timeout_ms}\n', 1)
