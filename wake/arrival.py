@@ -77,6 +77,33 @@ class Source:
     derived: bool = False
 
 
+_abandoned: set[asyncio.Task[Any]] = set()
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: a late failure of an abandoned source is not an error
+
+
+async def _within(coro: Awaitable[Found], timeout_s: float) -> Found:
+    """Await `coro` for at most `timeout_s`. Unlike `asyncio.wait_for`, a timed-out source is
+    cancelled and left to unwind in the background (an asyncpg query cancel can take a round
+    trip), so it costs the wake its timeout and not a millisecond more."""
+    task = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        _abandoned.add(task)
+        task.add_done_callback(_forget)
+        raise TimeoutError
+    return task.result()
+
+
 def _failed(source: Source, reason: str, latency_ms: float) -> Block:
     return Block(
         name=source.name, cache_tier=source.cache_tier, text=f"could not check: {reason}", retrieval="failed",
@@ -91,7 +118,7 @@ async def run_source(source: Source, ctx: Any, timeout_s: float) -> Block:
         return (time.perf_counter() - started) * 1000
 
     try:
-        found = await asyncio.wait_for(source.fn(ctx), timeout=timeout_s)
+        found = await _within(source.fn(ctx), timeout_s)
     except TimeoutError:
         block = _failed(source, "timeout", elapsed())
     except Disabled as exc:
