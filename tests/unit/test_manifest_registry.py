@@ -176,3 +176,35 @@ def test_diff_compare_tools_and_blocks() -> None:
     assert d["blocks"]["unchanged"] == ["x"] and d["blocks"]["recovered"] == ["y"] and d["blocks"]["newly_failing"] == ["z"]
     assert d["blocks"]["changed"] == ["y", "z"] and d["blocks"]["removed"] == []
     assert diff.compare(None, {}, {}) == {"first": True, "against": None}
+
+
+def test_entry_point_group_loads_tools(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "ep_tools.py"
+    package.write_text(
+        "from surfaces.registry import tool\n"
+        "@tool(name='from_entry_point', description='Declared by a plugin.', parameters={'type': 'object'}, surfaces={'wake.surface'})\n"
+        "async def from_entry_point(ctx): return 'hi'\n"
+        "def register(registry):\n    registry.register(from_entry_point)\n"
+    )
+    dist = tmp_path / "ep_tools-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-tools\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[wake.tools]\nplugin = ep_tools:register\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from surfaces import loader
+
+    registry = loader.build()
+    assert registry.get("from_entry_point").origin == "entry point plugin"
+    assert "from_entry_point" in [t.name for t in registry.binding(["wake.surface"])]
+    assert "from_entry_point" not in [t.name for t in loader.build(entry_points=False)]
+
+
+def test_capability_map_flags_a_bind_no_tool_declares() -> None:
+    from surfaces import capability
+
+    registry = Registry({"wake", "wake.whisper", "wake.surface", "wake.full", "chat", "ops"})
+    registry.register(_mk(name="only_whisper", surfaces=frozenset({"wake.whisper", "chat"})))
+    cmap = capability.build(registry, {"a.whisper": ["wake.whisper"], "a.full": ["wake.full"]})
+    assert cmap.inert == ["tier a.full binds surface 'wake.full', which no tool declares"]
+    assert cmap.tiers["a.whisper"]["bound"] == 1 and cmap.tiers["a.full"]["bound"] == 0
+    assert cmap.surfaces == {"chat": 1, "wake.whisper": 1}
