@@ -58,29 +58,27 @@ def pg_server_dsn(services_dir: Path) -> str:
     return dsn
 
 
-def _create_database(server_dsn: str, template: str) -> str:
-    name = f"wake_test_{uuid.uuid4().hex[:12]}"
+def _admin(server_dsn: str, sql: str) -> None:
+    """Run one statement on the server's maintenance database (CREATE/DROP DATABASE)."""
 
-    async def create() -> None:
+    async def run() -> None:
         conn = await asyncpg.connect(server_dsn)
         try:
-            await conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+            await conn.execute(sql)
         finally:
             await conn.close()
 
-    asyncio.run(create())
+    asyncio.run(run())
+
+
+def _create_database(server_dsn: str, template: str) -> str:
+    name = f"wake_test_{uuid.uuid4().hex[:12]}"
+    _admin(server_dsn, f"CREATE DATABASE {name} TEMPLATE {template}")
     return name
 
 
 def _drop_database(server_dsn: str, name: str) -> None:
-    async def drop() -> None:
-        conn = await asyncpg.connect(server_dsn)
-        try:
-            await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        finally:
-            await conn.close()
-
-    asyncio.run(drop())
+    _admin(server_dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture

@@ -26,7 +26,6 @@ was expected; the CLI turns it into one line on stderr and exit status 78.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
@@ -494,10 +493,3 @@ def _unwrap(annotation: Any) -> Any:
         return args[0]
     return annotation
 
-
-def quiet_window(agent: AgentConfig) -> tuple[dt.time, dt.time] | None:
-    """The agent's quiet hours as (start, end) local times, or None."""
-    if agent.quiet_hours is None:
-        return None
-    start, end = agent.quiet_hours.split("-")
-    return dt.time.fromisoformat(start), dt.time.fromisoformat(end)

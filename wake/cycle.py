@@ -99,7 +99,7 @@ async def arrive(ctx: WakeContext, source_list: Sequence[Source], timeout_s: flo
         return later
 
     blocks = await arrival.assemble(source_list, ctx, timeout_s, with_earlier=with_earlier)
-    return blocks, seen.get("diff") or _with_diff(ctx, blocks).diff
+    return blocks, seen["diff"]
 
 
 def bind(registry: Registry, config: Config, agent_id: str, tier: str) -> list[Tool]:
