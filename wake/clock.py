@@ -8,7 +8,7 @@ import time
 
 def now() -> dt.datetime:
     """The current time as an aware UTC datetime."""
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def monotonic_ms() -> float:

@@ -78,7 +78,7 @@ def ledger(rows: Sequence[Mapping[str, Any]]) -> str:
     for r in rows:
         duration = f"{(r['finished_at'] - r['started_at']).total_seconds() * 1000:.0f} ms" if r["finished_at"] else "running"
         table.append((
-            f"{r['started_at'].astimezone(dt.timezone.utc):%Y-%m-%d %H:%M:%S}", r["agent_id"], r["tier"], r["trigger"], r["status"],
+            f"{r['started_at'].astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", r["agent_id"], r["tier"], r["trigger"], r["status"],
             f"{r['active_tools_count']}/{r['registry_tool_count']}", duration, (r["manifest_root"] or "-")[:12], str(r["wake_id"])[:8],
         ))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]

@@ -18,13 +18,12 @@ import pytest
 from ledgers import introspection
 from surfaces import loader
 from surfaces.registry import Registry, Tool
-from tests.support import thirty_tools
 from wake import arrival, cycle, session, sources, stores
 from wake.config import Config
 
 REPO = Path(__file__).resolve().parents[2]
 THIRTY = '[tools]\nmodules = ["tests.support.thirty_tools"]\nsurfaces = ["ops"]\n'
-FIXED_NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.timezone.utc)
+FIXED_NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
 
 
 async def _wake(config: Config, registry: Registry, tier: str = "whisper", **kw: Any) -> cycle.WakeOutcome:

@@ -167,7 +167,7 @@ def test_diff_compare_tools_and_blocks() -> None:
     import datetime as dt
 
     prev = {
-        "wake_id": "w1", "tier": "whisper", "started_at": dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc),
+        "wake_id": "w1", "tier": "whisper", "started_at": dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
         "tool_hashes": {"a": "1", "b": "2", "c": "3"},
         "blocks": {"x": {"hash": "h", "retrieval": "ok"}, "y": {"hash": "f", "retrieval": "failed"}, "z": {"hash": "k", "retrieval": "ok"}, diff.DIFF_BLOCK: {"hash": "d", "retrieval": "ok"}},
     }
