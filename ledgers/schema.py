@@ -112,10 +112,6 @@ async def status(conn: asyncpg.Connection) -> list[MigrationState]:
     return states
 
 
-async def current_version(conn: asyncpg.Connection) -> int:
-    return max(await _applied(conn), default=0)
-
-
 async def check(conn: asyncpg.Connection) -> int:
     """Raise `SchemaMismatch` unless the database is exactly at this code's head; returns it."""
     known = available()

@@ -155,10 +155,7 @@ async def run_wake(
         if dry_run:
             status, note = "completed", "dry run: nothing recorded"
         else:
-            row = introspection.WakeRow(
-                **row_base, manifest_root=mani.root, blocks={b.name: b.state(mani.blocks[b.name]) for b in blocks},
-                tool_hashes=mani.tools, registry_tool_count=len(registry), diff=wake_diff,
-            )
+            row = _row(row_base, registry, mani, blocks, diff=wake_diff)
             async with stores.pg_conn() as conn:
                 await introspection.insert(conn, row)
             recorded = True
@@ -190,6 +187,17 @@ async def think(config: Config, agent_id: str, tier: str) -> tuple[str, str]:
     return "completed", f"harness-only: this version calls no model (route {route!r} is configured but unused)"
 
 
+def _row(
+    row_base: dict[str, Any], registry: Registry, mani: manifest.Manifest | None, blocks: list[Block], **extra: Any
+) -> introspection.WakeRow:
+    """The ledger row of this attempt; without a manifest it records no blocks and no tools."""
+    return introspection.WakeRow(
+        **row_base, manifest_root=mani.root if mani else None,
+        blocks={b.name: b.state(mani.blocks[b.name]) for b in blocks} if mani else {},
+        tool_hashes=mani.tools if mani else {}, registry_tool_count=len(registry), **extra,
+    )
+
+
 async def _settle(
     stores: Stores, recorded: bool, row_base: dict[str, Any], status: str, note: str | None, error: str | None,
     registry: Registry, mani: manifest.Manifest | None, blocks: list[Block],
@@ -200,11 +208,7 @@ async def _settle(
             if recorded:
                 await introspection.settle(conn, row_base["wake_id"], status, note=note, error=error)
                 return True
-            row = introspection.WakeRow(
-                **row_base, manifest_root=mani.root if mani else None,
-                blocks={b.name: b.state(mani.blocks[b.name]) for b in blocks} if mani else {},
-                tool_hashes=mani.tools if mani else {}, registry_tool_count=len(registry), note=note, error=error,
-            )
+            row = _row(row_base, registry, mani, blocks, note=note, error=error)
             await introspection.insert(conn, row, status=status)
             return True
     except Exception:  # the store itself is gone: the log line is the only witness left

@@ -36,7 +36,6 @@ async def clock(ctx: Any) -> Found:
 async def recent_wakes(ctx: Any) -> Found:
     async with ctx.stores.pg_conn() as conn:
         rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=RECENT_WAKES)
-    rows = [r for r in rows if r["wake_id"] != ctx.wake_id]
     if not rows:
         return Found(text="No earlier wakes are recorded.", rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
