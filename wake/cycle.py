@@ -23,7 +23,8 @@ from typing import Any
 
 from ledgers import introspection
 from surfaces.registry import Registry, Tool
-from wake import __version__, arrival, clock, diff, logs, manifest, sources
+from ledgers.fences import StaleFence
+from wake import __version__, arrival, clock, diff, lease, logs, manifest, sources
 from wake.arrival import Block, Source
 from wake.config import Config
 from wake.stores import Stores
@@ -47,12 +48,19 @@ class WakeContext:
     previous: dict[str, Any] | None
     previous_tier: dict[str, Any] | None
     tool_hashes: dict[str, str]
+    fence: int | None = None
     earlier: tuple[Block, ...] = ()
     diff: dict[str, Any] = field(default_factory=dict)
 
     @property
     def timezone(self) -> str:
         return self.config.agents[self.agent_id].timezone
+
+    def write(self) -> Any:
+        """`async with ctx.write() as conn:` — a transaction that writes only while this wake's
+        fence is the agent's newest (raises `ledgers.fences.StaleFence` otherwise). Every write a
+        wake, a source or a tool makes to PostgreSQL goes through here."""
+        return lease.fenced(self.stores, self.agent_id, self.fence)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,7 +156,7 @@ async def run_wake(
         ctx = WakeContext(
             config=config, stores=stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for,
             wake_id=wake_id, now=started_at, binding=tuple(binding), previous=previous, previous_tier=previous_tier,
-            tool_hashes=tool_hashes,
+            tool_hashes=tool_hashes, fence=fence,
         )
         blocks, wake_diff = await arrive(ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000)
         mani = manifest.build(agent_id, tier, {b.name: b.text for b in blocks}, {t.name: t.declaration() for t in binding})
@@ -156,7 +164,7 @@ async def run_wake(
             status, note = "completed", "dry run: nothing recorded"
         else:
             row = _row(row_base, registry, mani, blocks, diff=wake_diff)
-            async with stores.pg_conn() as conn:
+            async with lease.fenced(stores, agent_id, fence) as conn:
                 await introspection.insert(conn, row)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
@@ -204,13 +212,16 @@ async def _settle(
 ) -> bool:
     """Step 10: close the row; write a failed row if the wake died before recording one."""
     try:
-        async with stores.pg_conn() as conn:
+        async with lease.fenced(stores, row_base["agent_id"], row_base["fence"]) as conn:
             if recorded:
                 await introspection.settle(conn, row_base["wake_id"], status, note=note, error=error)
                 return True
             row = _row(row_base, registry, mani, blocks, note=note, error=error)
             await introspection.insert(conn, row, status=status)
             return True
+    except StaleFence as exc:  # a newer lease holder exists: this wake writes nothing more
+        log.warning("wake.settle_refused", wake_id=str(row_base["wake_id"]), status=status, fence=exc.fence, newest=exc.newest)
+        return False
     except Exception:  # the store itself is gone: the log line is the only witness left
         log.exception("wake.settle_failed", wake_id=str(row_base["wake_id"]), status=status)
         return False

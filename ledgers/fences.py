@@ -1,0 +1,45 @@
+"""`agent_fences`: the newest fencing token per agent, and the check every fenced write runs.
+
+A lease holder's fence is recorded with `advance` as soon as the lease is taken. Every write a wake
+makes runs `check` first, in the same transaction: it locks the agent's fence row (FOR SHARE), so a
+newer holder's `advance` blocks until the older write commits or rolls back, and it raises
+`StaleFence` when a newer fence exists. A stale fence therefore writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from ledgers import queries
+
+
+class StaleFence(Exception):
+    """A write was attempted under a fence older than the agent's newest one."""
+
+    def __init__(self, agent_id: str, fence: int, newest: int | None) -> None:
+        self.agent_id, self.fence, self.newest = agent_id, fence, newest
+        super().__init__(f"stale fence for agent {agent_id!r}: this wake holds {fence}, the newest is {newest}")
+
+
+def _sql(name: str) -> str:
+    return queries.load("fences")[name]
+
+
+async def newest(conn: asyncpg.Connection, agent_id: str) -> int | None:
+    value = await conn.fetchval(_sql("newest"), agent_id)
+    return int(value) if value is not None else None
+
+
+async def advance(conn: asyncpg.Connection, agent_id: str, fence: int) -> int:
+    """Record `fence` for the agent (never backwards); return the newest fence after the call."""
+    return int(await conn.fetchval(_sql("advance"), agent_id, fence))
+
+
+async def check(conn: asyncpg.Connection, agent_id: str, fence: int) -> None:
+    """Raise `StaleFence` unless `fence` is the agent's newest. Call inside the write transaction."""
+    if not conn.is_in_transaction():
+        raise RuntimeError("fences.check must run inside the write's transaction")
+    value = await conn.fetchval(_sql("check"), agent_id)
+    current = int(value) if value is not None else None
+    if current is None or current != fence:
+        raise StaleFence(agent_id, fence, current)

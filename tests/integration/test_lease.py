@@ -1,0 +1,81 @@
+"""Lease and fence over real Redis and PostgreSQL: one holder, a fence that only grows, stale writes refused."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from ledgers import fences, introspection
+from wake import cycle, lease, session, stores
+from wake.config import Config
+
+
+async def test_one_holder_at_a_time_and_fences_grow(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        first = await lease.acquire(st, "demo", ttl_ms=5000, owner="a")
+        with pytest.raises(lease.LeaseBusy) as busy:
+            await lease.acquire(st, "demo", ttl_ms=5000, owner="b")
+        assert busy.value.holder == first.token
+        intruder = lease.Lease(agent_id="demo", token="not-the-holder", fence=0, ttl_ms=5000, redis=st.redis)
+        assert await intruder.release() is False
+        assert await lease.holder(st.redis, "demo") == first.token
+        assert await first.release() is True
+        second = await lease.acquire(st, "demo", ttl_ms=5000)
+        assert second.fence == first.fence + 1
+        async with st.pg_conn() as conn:
+            assert await fences.newest(conn, "demo") == second.fence
+        await second.release()
+
+
+async def test_fence_counter_is_seeded_from_postgres_after_redis_loses_it(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        for _ in range(3):
+            await (await lease.acquire(st, "demo", ttl_ms=5000)).release()
+        await st.redis.flushdb()  # Redis lost its data
+        again = await lease.acquire(st, "demo", ttl_ms=5000)
+        assert again.fence == 4
+        await again.release()
+
+
+async def test_stale_fence_writes_nothing(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        old = await lease.acquire(st, "demo", ttl_ms=5000)
+        await st.redis.delete(lease.LEASE_KEY.format(agent="demo"))  # the old holder's lease expired
+        new = await lease.acquire(st, "demo", ttl_ms=5000)
+        await st.pg.execute("CREATE TABLE scratch (v int)")
+        with pytest.raises(fences.StaleFence):
+            async with lease.fenced(st, "demo", old.fence) as conn:
+                await conn.execute("INSERT INTO scratch VALUES (1)")
+        async with lease.fenced(st, "demo", new.fence) as conn:
+            await conn.execute("INSERT INTO scratch VALUES (2)")
+        assert [r["v"] for r in await st.pg.fetch("SELECT v FROM scratch")] == [2]
+
+        registry = session.build_registry(config)
+        stale = await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier="whisper", fence=old.fence)
+        assert stale.status == "failed" and "stale fence" in (stale.error or "") and stale.recorded is False
+        fresh = await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier="whisper", fence=new.fence)
+        assert fresh.status == "completed" and fresh.recorded
+        async with st.pg_conn() as conn:
+            rows = await introspection.recent(conn, limit=10)
+        assert [r["wake_id"] for r in rows] == [fresh.wake_id]
+
+
+async def test_lost_lease_cancels_the_guarded_task(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        work = asyncio.create_task(asyncio.sleep(30))
+        async with lease.held(st, "demo", ttl_ms=300, guarded=work) as held:
+            await st.redis.set(lease.LEASE_KEY.format(agent="demo"), "someone-else")
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(work, timeout=3)
+            assert held.lost.is_set()
+        assert await lease.holder(st.redis, "demo") == "someone-else"  # not ours to release

@@ -1,0 +1,172 @@
+"""Step 3 of a wake: one wake per agent at a time, and a fence that only grows.
+
+The lease is the Redis key `wake:lease:<agent>` holding a random token, with a TTL. The fencing
+token comes from the counter `wake:fence:<agent>`, incremented in the same Lua call that sets the
+lease, so no two holders ever share a fence. The counter is seeded from PostgreSQL's newest fence
+(`agent_fences`): a Redis that lost its data cannot hand out a fence that already ran.
+
+A holder renews every TTL/3 with a compare-and-pexpire; only the holder may release (compare-and-
+delete). When a renewal finds the key gone or owned by someone else, the lease is lost: `lost` is
+set, `lease.lost` is logged, and the task it guards (if any) is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from ledgers import fences
+from wake import logs
+from wake.stores import Stores
+
+log = logs.get("wake.lease")
+
+LEASE_KEY = "wake:lease:{agent}"
+FENCE_KEY = "wake:fence:{agent}"
+
+# KEYS: lease, fence counter. ARGV: token, ttl_ms, floor (PostgreSQL's newest fence + 1).
+# Returns the new fence, or 0 when the lease is held by someone else.
+_ACQUIRE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local fence = redis.call('INCR', KEYS[2])
+  local floor = tonumber(ARGV[3])
+  if fence < floor then
+    redis.call('SET', KEYS[2], floor)
+    fence = floor
+  end
+  return fence
+end
+return 0
+"""
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+class LeaseBusy(Exception):
+    """Another holder has the agent's lease."""
+
+    def __init__(self, agent_id: str, holder: str | None) -> None:
+        self.agent_id, self.holder = agent_id, holder
+        super().__init__(f"agent {agent_id!r} is busy: its lease is held ({holder or 'holder unknown'})")
+
+
+@dataclass(kw_only=True)
+class Lease:
+    agent_id: str
+    token: str
+    fence: int
+    ttl_ms: int
+    redis: aioredis.Redis
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def key(self) -> str:
+        return LEASE_KEY.format(agent=self.agent_id)
+
+    async def renew(self) -> bool:
+        ok = bool(await self.redis.eval(_RENEW, 1, self.key, self.token, self.ttl_ms))
+        if not ok and not self.lost.is_set():
+            self.lost.set()
+            log.warning("lease.lost", agent=self.agent_id, fence=self.fence)
+        return ok
+
+    async def release(self) -> bool:
+        """Compare-and-delete: True if this holder still held the lease and released it."""
+        return bool(await self.redis.eval(_RELEASE, 1, self.key, self.token))
+
+    async def keep(self, guarded: asyncio.Task[Any] | None = None) -> None:
+        """Renew every TTL/3 until cancelled; on loss, cancel `guarded`. A Redis error counts as a
+        failed renewal only once the TTL has run out since the last success."""
+        interval = self.ttl_ms / 3000
+        loop = asyncio.get_running_loop()
+        last_ok = loop.time()
+        while not self.lost.is_set():
+            await asyncio.sleep(interval)
+            try:
+                if await self.renew():
+                    last_ok = loop.time()
+            except Exception as exc:  # Redis unreachable: the lease may still be ours until the TTL runs out
+                log.warning("lease.renew_failed", agent=self.agent_id, error=logs.redact_text(str(exc)))
+                if loop.time() - last_ok >= self.ttl_ms / 1000:
+                    self.lost.set()
+                    log.warning("lease.lost", agent=self.agent_id, fence=self.fence, reason="renewal failed past the TTL")
+        if guarded is not None and not guarded.done():
+            guarded.cancel()
+
+
+async def holder(redis: aioredis.Redis, agent_id: str) -> str | None:
+    value = await redis.get(LEASE_KEY.format(agent=agent_id))
+    return str(value) if value is not None else None
+
+
+async def acquire(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "") -> Lease:
+    """Take the agent's lease and a new fence, and record the fence in PostgreSQL.
+
+    Raises `LeaseBusy` when the lease is held. `owner` is a readable prefix of the token
+    (host:pid) so `wake status` can say who holds it.
+    """
+    token = f"{owner}:{secrets.token_hex(8)}" if owner else secrets.token_hex(12)
+    async with stores.pg_conn() as conn:
+        floor = (await fences.newest(conn, agent_id) or 0) + 1
+    fence = int(await stores.redis.eval(_ACQUIRE, 2, LEASE_KEY.format(agent=agent_id), FENCE_KEY.format(agent=agent_id), token, ttl_ms, floor))
+    if fence == 0:
+        raise LeaseBusy(agent_id, await holder(stores.redis, agent_id))
+    lease = Lease(agent_id=agent_id, token=token, fence=fence, ttl_ms=ttl_ms, redis=stores.redis)
+    try:
+        async with stores.pg_conn() as conn:
+            await fences.advance(conn, agent_id, fence)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(lease.release())
+        raise
+    log.info("lease.acquired", agent=agent_id, fence=fence, ttl_ms=ttl_ms)
+    return lease
+
+
+@contextlib.asynccontextmanager
+async def held(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", guarded: asyncio.Task[Any] | None = None) -> AsyncIterator[Lease]:
+    """Hold the lease for the body, renewing it; release it (if still ours) on the way out."""
+    lease = await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner)
+    keeper = asyncio.create_task(lease.keep(guarded), name=f"lease-keeper:{agent_id}")
+    try:
+        yield lease
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
+        with contextlib.suppress(Exception):
+            await asyncio.shield(lease.release())
+
+
+@contextlib.asynccontextmanager
+async def fenced(stores: Stores, agent_id: str, fence: int | None) -> AsyncIterator[Any]:
+    """A PostgreSQL connection in a transaction that has checked `fence` is the agent's newest.
+
+    `fence=None` means the caller holds no lease (a dry run, a test); the transaction is then not
+    fenced. A stale fence raises `fences.StaleFence` before anything is written; it is logged
+    `fence.stale`.
+    """
+    async with stores.pg_conn() as conn, conn.transaction():
+        if fence is not None:
+            try:
+                await fences.check(conn, agent_id, fence)
+            except fences.StaleFence as exc:
+                log.warning("fence.stale", agent=agent_id, fence=fence, newest=exc.newest)
+                raise
+        yield conn
