@@ -1,0 +1,39 @@
+"""`last_actions`: the confirmed mutating actions of an agent, across surfaces."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from typing import Any
+
+import asyncpg
+
+from ledgers import queries
+
+
+def _sql(name: str) -> str:
+    return queries.load("actions")[name]
+
+
+async def record(
+    conn: asyncpg.Connection, *, agent_id: str, surface: str, tool: str, summary: str, arguments: dict[str, Any],
+    wake_id: uuid.UUID | None, fence: int | None, acted_at: dt.datetime,
+) -> int:
+    """Record one confirmed action; call inside the same fenced transaction as the action's write
+    when there is one."""
+    return int(await conn.fetchval(_sql("record"), agent_id, surface, tool, summary, json.dumps(arguments), wake_id, fence, acted_at))
+
+
+async def since(conn: asyncpg.Connection, agent_id: str, after: dt.datetime, *, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """Up to `limit` actions at or after `after`, newest first, and the exact total (a window
+    COUNT over every matching row, never the LIMIT)."""
+    if limit < 1:
+        raise ValueError("limit must be at least 1: the total rides on the returned rows")
+    rows = [dict(r) for r in await conn.fetch(_sql("since"), agent_id, after, limit)]
+    total = int(rows[0]["total"]) if rows else 0
+    for row in rows:
+        row.pop("total")
+        if isinstance(row["arguments"], str):
+            row["arguments"] = json.loads(row["arguments"])
+    return rows, total
