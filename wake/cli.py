@@ -347,7 +347,12 @@ def trigger_cmd(ctx: _Context, agent_id: str | None, tier: str, no_wait: bool, t
         if not as_json:
             click.echo(f"wake {result.wake_id}")
 
-    result = _run(lambda: operator.trigger(config, agent, tier, wait=not no_wait, timeout_s=timeout_s, on_started=started))
+    try:
+        result = _run(lambda: operator.trigger(config, agent, tier, wait=not no_wait, timeout_s=timeout_s, on_started=started))
+    except KeyboardInterrupt:
+        # trigger() has withdrawn the request if no daemon had taken it yet.
+        click.echo("wake: interrupted", err=True)
+        sys.exit(130)
     if as_json:
         click.echo(report.to_json(result.as_dict()))
     else:

@@ -174,9 +174,12 @@ def _next_fires(config: Config, replicas: Sequence[control.ReplicaState]) -> lis
     for replica in replicas:
         for fire in replica.next_fires:
             key = (str(fire.get("agent")), str(fire.get("tier")))
-            at = fire.get("at")
-            if at and (key not in earliest or dt.datetime.fromisoformat(at) < dt.datetime.fromisoformat(earliest[key])):
-                earliest[key] = at
+            try:
+                at = dt.datetime.fromisoformat(str(fire.get("at")))
+            except ValueError:
+                continue  # a replica that cannot say when is not scheduling it
+            if key not in earliest or at < dt.datetime.fromisoformat(earliest[key]):
+                earliest[key] = at.isoformat()
     return [
         {"agent": agent, "tier": tier, "at": earliest.get((agent, tier))}
         for agent, conf in config.agents.items() for tier in conf.tiers

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import signal
 import subprocess
 import sys
 import uuid
@@ -216,3 +217,19 @@ def _two_agents() -> str:
 [agents.other.tiers.whisper]
 binds = ["wake.whisper"]
 """
+
+
+async def test_an_interrupted_trigger_withdraws_its_request(wake_cli: CLI, write_config: Callable[..., Path], redis_url: str, redis: aioredis.Redis) -> None:
+    config = write_config()
+    env = {**wake_cli.env, "REDIS_URL": redis_url}  # type: ignore[attr-defined]
+    await control.heartbeat(redis, _replica("mute"), ttl_s=60)  # alive, but never takes a request
+    proc = await _cli(env, "--config", str(config), "trigger", "--agent", "demo")
+    for _ in range(300):
+        if await control.pending_requests(redis) == 1:
+            break
+        await asyncio.sleep(0.05)
+    assert await control.pending_requests(redis) == 1
+    proc.send_signal(signal.SIGINT)
+    code, out, err = await _finish(proc)
+    assert code == 130 and err.strip().splitlines()[-1] == "wake: interrupted"
+    assert await control.pending_requests(redis) == 0
