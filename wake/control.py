@@ -187,7 +187,7 @@ def _pop_slice_s(redis: aioredis.Redis) -> float:
 async def _blocking_pop(redis: aioredis.Redis, key: str, timeout_s: float, *, right: bool) -> str | None:
     """BLPOP/BRPOP one value from `key`, waiting up to `timeout_s` in slices; `timeout_s <= 0` polls once."""
     if timeout_s <= 0:
-        value = await (redis.rpop(key) if right else redis.lpop(key))
+        value: str | bytes | None = await (redis.rpop(key) if right else redis.lpop(key))  # type: ignore[assignment]  # no count: one value
         return _text(value) if value is not None else None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
