@@ -17,7 +17,7 @@ import click
 
 from ledgers import introspection, schema
 from surfaces import capability
-from wake import __version__, cycle, diff, doctor, logs, manifest, report, session, stores
+from wake import __version__, cycle, diff, doctor, logs, manifest, operator, report, session, stores
 from wake.config import Config, load_config
 from wake.errors import NotFound, SchemaError, WakeError
 
@@ -323,3 +323,52 @@ def registry_cmd(ctx: _Context, as_json: bool) -> None:
     tier_binds = {f"{a}.{t}": list(conf.binds) for a, agent in config.agents.items() for t, conf in agent.tiers.items()}
     cmap = capability.build(registry, tier_binds)
     click.echo(report.to_json(cmap.as_dict()) if as_json else capability.as_table(cmap))
+
+
+@cli.command("trigger")
+@_agent_option()
+@click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
+@click.option("--no-wait", is_flag=True, help="Return once the daemon has started the wake.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=600, show_default=True, help="Seconds to wait in all.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@pass_ctx
+def trigger_cmd(ctx: _Context, agent_id: str | None, tier: str, no_wait: bool, timeout_s: float, as_json: bool) -> None:
+    """Ask the running daemon, through Redis, to run a wake now; print its id and wait for the outcome.
+
+    Exits 0 when the wake settles completed or quiet (or, with --no-wait, once it has started),
+    1 when it settles otherwise or the daemon refuses, 69 when no daemon is alive, 75 on timeout.
+    """
+    config = ctx.config
+    agent = _default_agent(config, agent_id)
+    if tier not in config.agents[agent].tiers:
+        raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
+
+    def started(result: operator.TriggerResult) -> None:
+        if not as_json:
+            click.echo(f"wake {result.wake_id}")
+
+    try:
+        result = _run(lambda: operator.trigger(config, agent, tier, wait=not no_wait, timeout_s=timeout_s, on_started=started))
+    except KeyboardInterrupt:
+        # trigger() has withdrawn the request if no daemon had taken it yet.
+        click.echo("wake: interrupted", err=True)
+        sys.exit(130)
+    if as_json:
+        click.echo(report.to_json(result.as_dict()))
+    else:
+        lines = operator.trigger_lines(result, timeout_s)
+        if result.outcome in ("timeout", "refused"):
+            click.echo("\n".join(f"wake: {line}" for line in lines), err=True)
+        else:
+            click.echo("\n".join(lines))
+    sys.exit(result.exit_code)
+
+
+@cli.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def status_cmd(ctx: _Context, as_json: bool) -> None:
+    """Live daemon replicas, the wakes running now, the leases held, the next fire per agent and tier."""
+    config = ctx.config
+    result = _run(lambda: operator.status(config))
+    click.echo(report.to_json(result) if as_json else "\n".join(operator.status_lines(result)))

@@ -1,0 +1,275 @@
+"""The operator's view of running daemons: `wake trigger` and `wake status`.
+
+Both talk to Redis only (never PostgreSQL): they read the replicas' heartbeats and the agents'
+lease keys, and `trigger` speaks the request/events protocol of `wake.control`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from wake import clock, control, lease, stores
+from wake.config import Config
+from wake.errors import WakeError
+
+# sysexits: no daemon to ask (EX_UNAVAILABLE), and a wait that ran out (EX_TEMPFAIL).
+EXIT_NO_DAEMON = 69
+EXIT_TIMED_OUT = 75
+# Statuses of a settled wake that count as success for `wake trigger`.
+GOOD_STATUSES = frozenset({"completed", "quiet"})
+
+
+class NoDaemon(WakeError):
+    """No daemon replica has a live heartbeat, so nobody would take a trigger request."""
+
+    exit_code = EXIT_NO_DAEMON
+
+    def __init__(self, redis_address: str) -> None:
+        super().__init__(
+            f"no wake daemon is alive: no replica heartbeat in redis at {redis_address}. "
+            "Start one (`systemctl start wake` or `wake daemon`), or run the wake in this process with `wake up`"
+        )
+
+
+@contextlib.asynccontextmanager
+async def redis_client(config: Config) -> AsyncIterator[tuple[aioredis.Redis, str]]:
+    """The configured Redis (the embedded one when none is configured) and its printable address."""
+    url, _embedded = await stores.resolve_redis_url(config)
+    client = await stores.open_redis(config, url)
+    try:
+        yield client, stores.address(url)
+    finally:
+        await client.aclose()
+
+
+# -- wake trigger -------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class TriggerResult:
+    """What became of one trigger request. `outcome`: settled | started | refused | timeout."""
+
+    request_id: str
+    agent: str
+    tier: str
+    outcome: str = "timeout"
+    wake_id: str | None = None
+    status: str | None = None
+    note: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    withdrawn: bool = False
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        if self.outcome == "settled":
+            return 0 if self.status in GOOD_STATUSES else 1
+        if self.outcome == "started":  # --no-wait
+            return 0
+        if self.outcome == "refused":
+            return 1
+        return EXIT_TIMED_OUT
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id, "agent": self.agent, "tier": self.tier, "outcome": self.outcome,
+            "wake_id": self.wake_id, "status": self.status, "note": self.note, "error": self.error,
+            "reason": self.reason, "withdrawn": self.withdrawn, "events": self.events,
+        }
+
+
+async def trigger(
+    config: Config, agent: str, tier: str, *, wait: bool, timeout_s: float,
+    on_started: Callable[[TriggerResult], None] | None = None,
+) -> TriggerResult:
+    """Ask a running daemon for a manual wake of (agent, tier) and follow it.
+
+    Raises `NoDaemon` (leaving no request behind) when no replica is alive. With `wait=False` it
+    returns once the wake has started. If no daemon took the request before `timeout_s`, or the
+    caller is interrupted first, the request is withdrawn so it cannot run later unobserved.
+    """
+    async with redis_client(config) as (redis, address):
+        if not await control.live_replicas(redis):
+            raise NoDaemon(address)
+        request = await control.request_wake(redis, agent, tier, clock.now())
+        result = TriggerResult(request_id=request.request_id, agent=agent, tier=tier)
+        try:
+            async for event in control.events(redis, request.request_id, timeout_s):
+                result.events.append(event)
+                kind = event.get("event")
+                if kind == "started":
+                    result.outcome, result.wake_id = "started", str(event.get("wake_id"))
+                    if on_started is not None:
+                        on_started(result)
+                    if not wait:
+                        break
+                elif kind == "settled":
+                    result.outcome = "settled"
+                    result.wake_id = str(event.get("wake_id") or result.wake_id)
+                    result.status, result.note, result.error = event.get("status"), event.get("note"), event.get("error")
+                elif kind == "refused":
+                    result.outcome, result.reason = "refused", event.get("reason")
+            if result.outcome == "started" and wait:
+                result.outcome = "timeout"  # started, but did not settle in time
+        finally:
+            if not result.events:
+                result.withdrawn = await control.withdraw(redis, request)
+        return result
+
+
+def trigger_lines(result: TriggerResult, timeout_s: float) -> list[str]:
+    """The human-readable end of a trigger (the `wake <id>` line is printed when it starts)."""
+    if result.outcome == "settled":
+        lines = [f"agent {result.agent}  tier {result.tier}  trigger manual  status {result.status}"]
+        lines += [f"note: {result.note}"] if result.note else []
+        lines += [f"error: {result.error}"] if result.error else []
+        return lines
+    if result.outcome == "started":
+        return [f"started; not waiting for the outcome (see `wake show {result.wake_id}`)"]
+    if result.outcome == "refused":
+        return [f"the daemon refused the request: {result.reason}"]
+    if result.wake_id:
+        return [f"timed out after {timeout_s:g}s waiting for wake {result.wake_id} to settle; it is still running (see `wake show {result.wake_id}`)"]
+    if result.withdrawn:
+        return [f"timed out after {timeout_s:g}s: no daemon took the request; it was withdrawn and will not run"]
+    return [f"timed out after {timeout_s:g}s: a daemon took the request but reported no start"]
+
+
+# -- wake status --------------------------------------------------------------------------------
+
+
+async def _leases(redis: aioredis.Redis, agents: Sequence[str]) -> list[dict[str, Any]]:
+    """Each configured agent's lease: holder token, TTL left, and the fence counter."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for agent in agents:
+            key = lease.LEASE_KEY.format(agent=agent)
+            pipe.get(key)
+            pipe.pttl(key)
+            pipe.get(lease.FENCE_KEY.format(agent=agent))
+        replies = await pipe.execute()
+    rows = []
+    for i, agent in enumerate(agents):
+        holder, pttl_ms, fence = replies[3 * i : 3 * i + 3]
+        rows.append({
+            "agent": agent,
+            "held": holder is not None,
+            "holder": holder,
+            "ttl_s": round(pttl_ms / 1000, 1) if holder is not None and pttl_ms >= 0 else None,
+            # While the lease is held, the counter is its holder's fence (both are set in one call).
+            "fence": int(fence) if fence is not None else None,
+        })
+    return rows
+
+
+def _next_fires(config: Config, replicas: Sequence[control.ReplicaState]) -> list[dict[str, Any]]:
+    """The earliest next fire per configured (agent, tier) across the live replicas."""
+    earliest: dict[tuple[str, str], str] = {}
+    for replica in replicas:
+        for fire in replica.next_fires:
+            key = (str(fire.get("agent")), str(fire.get("tier")))
+            try:
+                at = dt.datetime.fromisoformat(str(fire.get("at")))
+            except ValueError:
+                continue  # a replica that cannot say when is not scheduling it
+            if key not in earliest or at < dt.datetime.fromisoformat(earliest[key]):
+                earliest[key] = at.isoformat()
+    return [
+        {"agent": agent, "tier": tier, "at": earliest.get((agent, tier))}
+        for agent, conf in config.agents.items() for tier in conf.tiers
+    ]
+
+
+async def status(config: Config, now: dt.datetime | None = None) -> dict[str, Any]:
+    """Live replicas, wakes running now, leases held, next fire times, queued trigger requests."""
+    now = now or clock.now()
+    async with redis_client(config) as (redis, address):
+        replicas = await control.live_replicas(redis)
+        leases = await _leases(redis, list(config.agents))
+        pending = await control.pending_requests(redis)
+    return {
+        "at": now.isoformat(),
+        "redis": address,
+        "daemon_alive": bool(replicas),
+        "replicas": [
+            {
+                "replica_id": r.replica_id, "host": r.host, "pid": r.pid, "version": r.version,
+                "started_at": r.started_at.isoformat(), "heartbeat_at": r.heartbeat_at.isoformat(),
+                "heartbeat_age_s": round((now - r.heartbeat_at).total_seconds(), 1),
+            }
+            for r in replicas
+        ],
+        "running": [{**w, "replica_id": r.replica_id} for r in replicas for w in r.running],
+        "leases": leases,
+        "next_fires": _next_fires(config, replicas) if replicas else [],
+        "pending_requests": pending,
+    }
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
+    table = [tuple(header), *(tuple("-" if c is None else str(c) for c in row) for row in rows)]
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    return [(indent + "  ".join(f"{str(c):<{w}}" for c, w in zip(row, widths, strict=True))).rstrip() for row in table]
+
+
+def _in(now: dt.datetime, at: str) -> str:
+    seconds = (dt.datetime.fromisoformat(at) - now).total_seconds()
+    if seconds < 0:
+        return f"{-seconds:.0f}s ago"
+    if seconds < 120:
+        return f"in {seconds:.0f}s"
+    if seconds < 7200:
+        return f"in {seconds / 60:.0f}m"
+    return f"in {seconds / 3600:.1f}h"
+
+
+def status_lines(s: dict[str, Any]) -> list[str]:
+    now = dt.datetime.fromisoformat(s["at"])
+    lines: list[str] = []
+    if s["replicas"]:
+        lines.append(f"replicas ({len(s['replicas'])} live)")
+        lines += _table(
+            ("REPLICA", "HOST", "PID", "VERSION", "UP SINCE (UTC)", "HEARTBEAT"),
+            [(r["replica_id"], r["host"], r["pid"], r["version"],
+              f"{dt.datetime.fromisoformat(r['started_at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", f"{r['heartbeat_age_s']:g}s ago")
+             for r in s["replicas"]],
+        )
+    else:
+        lines.append(f"no daemon alive (no replica heartbeat in redis at {s['redis']})")
+    lines.append("")
+    lines.append("running wakes" + ("" if s["running"] else ": none"))
+    if s["running"]:
+        lines += _table(
+            ("AGENT", "TIER", "TRIGGER", "WAKE", "STARTED", "FENCE", "REPLICA"),
+            [(w.get("agent"), w.get("tier"), w.get("trigger"), w.get("wake_id"),
+              _in(now, w["started_at"]) if w.get("started_at") else None, w.get("fence"), w["replica_id"])
+             for w in s["running"]],
+        )
+    lines.append("")
+    lines.append("leases")
+    lines += _table(
+        ("AGENT", "HELD", "HOLDER", "TTL LEFT", "FENCE"),
+        [(r["agent"], "yes" if r["held"] else "no", r["holder"], f"{r['ttl_s']:g}s" if r["ttl_s"] is not None else None, r["fence"])
+         for r in s["leases"]],
+    )
+    lines.append("")
+    if s["daemon_alive"]:
+        lines.append("next fires")
+        lines += _table(
+            ("AGENT", "TIER", "AT (UTC)", "WHEN"),
+            [(f["agent"], f["tier"],
+              f"{dt.datetime.fromisoformat(f['at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if f["at"] else "not scheduled",
+              _in(now, f["at"]) if f["at"] else None)
+             for f in s["next_fires"]],
+        )
+    else:
+        lines.append("next fires: unknown (no daemon alive to schedule them)")
+    lines.append("")
+    lines.append(f"trigger requests waiting: {s['pending_requests']}")
+    return lines
