@@ -280,7 +280,8 @@ class Instrument:
             (outside / "secret.txt").write_text(_CONTROL_TEXT, encoding="utf-8")
             (root / "link.txt").symlink_to(outside / "secret.txt")
             nonce = _absent_needle(_CONTROL_TEXT.encode())
-            results = [_run_control(c, [root], self.evaluate, self.max_file_bytes) for c in fixture_controls(nonce)]
+            # the fixture is tiny: its controls test the evaluation's logic, not the configured size limit
+            results = [_run_control(c, [root], self.evaluate, DEFAULT_MAX_FILE_BYTES) for c in fixture_controls(nonce)]
         return SelfTest(passed=all(r["ok"] for r in results), controls=results)
 
     def probe(self, spec: ProbeSpec) -> ProbeResult:
@@ -319,6 +320,7 @@ class Instrument:
             failed = [c["name"] for c in controls if not c["ok"]]
             evidence["cause"] = f"the instrument failed its dual-needle controls ({', '.join(failed)}); its verdict {verdict!r} is not trusted"
             evidence["untrusted_verdict"] = verdict
+            evidence["untrusted_cause"] = outcome.evidence.get("cause")
             verdict = "error"
         return ProbeResult(spec=spec, resolved_path=resolved, verdict=verdict, evidence=evidence, instrument_state="passed" if passed else "failed", controls=controls)
 
