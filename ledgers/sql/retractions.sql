@@ -7,7 +7,7 @@ INSERT INTO retraction_ledger (
     probe_target, probe_mode, probe_needle, probe_negate, matures_at
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-    COALESCE($18::timestamptz, $12 + make_interval(days => $17::int))
+    COALESCE($18::timestamptz, $12::timestamptz + make_interval(days => $17::int))
 )
 ON CONFLICT (id) DO NOTHING
 RETURNING id
