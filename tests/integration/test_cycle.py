@@ -86,7 +86,7 @@ async def test_removing_a_wake_declaration_shows_as_removed(store_config: Callab
     assert second.diff["agent"]["tools"]["removed"] == ["whisper_03"]
     assert second.diff["tier"]["tools"]["removed"] == ["whisper_03"]
     diff_block = next(b for b in second.blocks if b.name == "binding_diff")
-    assert "- tools: removed whisper_03 (now holding 10)" in diff_block.text
+    assert "- tools: removed whisper_03 (now holding 11)" in diff_block.text
     [row] = [r for r in await _rows(config) if r["wake_id"] == second.wake_id]
     assert row["diff"]["agent"]["tools"]["removed"] == ["whisper_03"]
     # a changed declaration (schema) is "changed", not added/removed
