@@ -15,8 +15,9 @@ A probe is typed, never read from prose (seed 000, section 6.2):
 
 Dual-needle controls: before a probe's verdict is trusted, the same evaluation function is run on
 a fixture it cannot have seen (a fresh temporary directory) with needles known present and known
-absent, and, for `contains`, on the probe's own target with a needle taken from its bytes and a
-random one checked absent. The runs must diverge exactly as expected. An instrument that fails its
+absent, then on the probe's own target: `exists` against `missing` (they must diverge, as an
+independent stat says) and, for `contains`, a needle taken from the target's bytes and a random
+one checked absent. The runs must diverge exactly as expected. An instrument that fails its
 controls reports `error`, never `verified`.
 """
 
@@ -204,8 +205,7 @@ def _run_control(control: Control, roots: Sequence[Path], evaluate_fn: Evaluate,
     except Escape:
         got, matches = "error", None
     except Exception as exc:  # an instrument may break in any way; that is a failed control
-        got, matches = "error", None
-        return {"name": control.name, "expect": control.expect, "got": got, "ok": control.expect == "error", "raised": repr(exc)}
+        return {"name": control.name, "expect": control.expect, "got": "error", "match_count": None, "ok": False, "raised": repr(exc)}
     ok = got == control.expect and (control.expect_matches is None or matches == control.expect_matches)
     return {"name": control.name, "expect": control.expect, "got": got, "match_count": matches, "ok": ok}
 
@@ -227,9 +227,19 @@ def fixture_controls(nonce: str) -> list[Control]:
     ]
 
 
+def existence_controls(target: str, present: bool) -> list[Control]:
+    """The paired run on the probe's own target for existence: `exists` and `missing` must diverge,
+    and agree with `present`, which the caller learned without the instrument."""
+    a = CONTROL_ASSERTION
+    return [
+        Control(name="target/exists", spec=ProbeSpec(target=target, mode="exists", assertion=a), expect="verified" if present else "falsified"),
+        Control(name="target/missing", spec=ProbeSpec(target=target, mode="missing", assertion=a), expect="falsified" if present else "verified_missing"),
+    ]
+
+
 def target_controls(target: str, data: bytes) -> list[Control]:
-    """The paired run on the probe's own target: a needle taken from its bytes (known present)
-    and a random one checked absent. Empty when the target offers no usable present needle."""
+    """The paired run on the probe's own target for content: a needle taken from its bytes (known
+    present) and a random one checked absent. Empty when the target offers no usable present needle."""
     present = next((line.strip()[:32] for line in data.decode("utf-8", errors="ignore").splitlines() if line.strip()), "")
     if not present or present.encode("utf-8") not in data:
         return []
@@ -292,8 +302,7 @@ class Instrument:
             path = resolve(spec.target, self.roots)
         except Escape as exc:
             return self._result(spec, None, Outcome(verdict="error", evidence=_bare_evidence(spec, None, str(exc))), test.passed, controls)
-        if spec.mode == "contains":
-            controls += self._target_controls(spec.target, path)
+        controls += self._target_controls(spec, path)
         passed = all(c["ok"] for c in controls)
         try:
             outcome = self.evaluate(path, spec, self.max_file_bytes)
@@ -303,14 +312,16 @@ class Instrument:
             outcome = Outcome(verdict="error", evidence=_bare_evidence(spec, str(path), f"the instrument returned an unknown verdict {outcome.verdict!r}"))
         return self._result(spec, str(path), outcome, passed, controls)
 
-    def _target_controls(self, target: str, path: Path) -> list[dict[str, Any]]:
-        try:
-            if not path.is_file() or path.stat().st_size > self.max_file_bytes:
-                return []
-            data = path.read_bytes()
-        except OSError:
-            return []  # the probe itself will report why it cannot read the target
-        return [{**_run_control(c, self.roots, self.evaluate, self.max_file_bytes), "on": "target"} for c in target_controls(target, data)]
+    def _target_controls(self, spec: ProbeSpec, path: Path) -> list[dict[str, Any]]:
+        """The paired runs on the probe's own target, judged by what this method reads itself."""
+        planned = existence_controls(spec.target, os.path.exists(path))
+        if spec.mode == "contains":
+            try:
+                if path.is_file() and path.stat().st_size <= self.max_file_bytes:
+                    planned += target_controls(spec.target, path.read_bytes())
+            except OSError:
+                pass  # the probe itself will report why it cannot read the target
+        return [{**_run_control(c, self.roots, self.evaluate, self.max_file_bytes), "on": "target"} for c in planned]
 
     @staticmethod
     def _result(spec: ProbeSpec, resolved: str | None, outcome: Outcome, passed: bool, controls: list[dict[str, Any]]) -> ProbeResult:

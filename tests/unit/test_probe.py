@@ -121,6 +121,20 @@ def test_the_paired_run_on_the_target_catches_an_instrument_that_fails_only_ther
     assert failed and all(c["on"] == "target" for c in failed)
 
 
+def test_the_paired_existence_run_catches_a_lie_about_the_target(root: Path) -> None:
+    def sees_a_ghost(path: Path, spec: ProbeSpec, max_file_bytes: int) -> Outcome:
+        if path.name == "gone.txt":  # claims the missing file is there, whatever it is asked
+            return Outcome(verdict="verified" if spec.mode == "exists" else "falsified", evidence={"path": str(path)})
+        return probe.evaluate(path, spec, max_file_bytes)
+
+    inst = Instrument.create([root], evaluate_fn=sees_a_ghost)
+    assert inst.self_test().passed
+    result = inst.probe(ProbeSpec(target="gone.txt", mode="exists"))
+    assert result.verdict == "error" and result.evidence["untrusted_verdict"] == "verified"
+    assert {c["name"] for c in result.controls if not c["ok"]} == {"target/exists", "target/missing"}
+    assert inst.probe(ProbeSpec(target="package.json", mode="exists")).verdict == "verified"
+
+
 def test_dotdot_escape_is_an_error_naming_the_cause(root: Path, tmp_path: Path) -> None:
     (tmp_path / "secret.txt").write_text("password")
     result = honest(root).probe(ProbeSpec(target="../secret.txt", mode="contains", needle="password"))
