@@ -82,10 +82,10 @@ def new_retraction(agent_id: str, fields: dict[str, Any], corrected_at: dt.datet
         raise ToolInputError("bad probe: a needle or negate needs a probe target and mode")
     new = retractions.NewRetraction(
         agent_id=agent_id, corrected_at=corrected_at,
-        claim_verbatim=fields["claim_verbatim"], stood_on=fields["stood_on"], why_wrong=fields["why_wrong"],
-        corrected_claim=fields["corrected_claim"], test_procedure=fields["test_procedure"],
-        expected_retraction_pass_obs=fields["expected_retraction_pass_obs"],
-        overturn_retraction_condition=fields["overturn_retraction_condition"],
+        claim_verbatim=fields.get("claim_verbatim"), stood_on=fields.get("stood_on"), why_wrong=fields.get("why_wrong"),
+        corrected_claim=fields.get("corrected_claim"), test_procedure=fields.get("test_procedure"),
+        expected_retraction_pass_obs=fields.get("expected_retraction_pass_obs"),
+        overturn_retraction_condition=fields.get("overturn_retraction_condition"),
         caught_by=fields.get("caught_by") or "self", row_class=fields.get("row_class") or "claim",
         probe_target=spec.target if spec else None, probe_mode=spec.mode if spec else None,
         probe_needle=spec.needle if spec else None, probe_negate=spec.negate if spec else False,

@@ -253,6 +253,8 @@ async def test_retract_settle_and_probe_tools(store_config: Callable[..., Config
         ctx = ctx_for(config, st)
         with pytest.raises(ToolInputError, match="same observation"):
             await epistemic.retract.handler(ctx, **fields(overturn_retraction_condition="PROBE.TXT is there."))
+        with pytest.raises(ToolInputError, match="why_wrong is required"):
+            await epistemic.retract.handler(ctx, **{**fields(), "why_wrong": "   "})
         with pytest.raises(ToolInputError, match="bad probe: mode exists takes no needle"):
             await epistemic.retract.handler(ctx, **fields(), probe={"target": "report.txt", "mode": "exists", "needle": "x"})
         async with st.pg_conn() as conn:
