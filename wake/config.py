@@ -113,6 +113,21 @@ class ToolsConfig(_Model):
     entry_points: bool = True
 
 
+class ProbesConfig(_Model):
+    # Directories claim probes may read, relative to the config file's directory (like
+    # persona_files). Empty: the state directory's `probes/`. A relative probe target resolves
+    # against the first root; nothing outside the roots is ever read.
+    roots: tuple[str, ...] = ()
+    max_file_bytes: int = Field(1_048_576, gt=0)
+
+
+class RetractionsConfig(_Model):
+    # A falsifier is due this many days after its correction (seed 000: three).
+    falsifier_maturity_days: int = Field(3, ge=0)
+    # How many due falsifiers the arrival block shows (and probes); the total is counted.
+    due_shown: int = Field(5, ge=1)
+
+
 class ModelRoute(_Model):
     base_url: str
     model: str
@@ -216,6 +231,8 @@ class Config(_Model):
     log: LogConfig = LogConfig()
     tools: ToolsConfig = ToolsConfig()
     models: dict[str, ModelRoute] = {}
+    probes: ProbesConfig = ProbesConfig()
+    retractions: RetractionsConfig = RetractionsConfig()
     agents: dict[str, AgentConfig]
 
     _path: Path = PrivateAttr(default=Path("."))

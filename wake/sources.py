@@ -9,7 +9,7 @@ import zoneinfo
 from typing import Any
 
 from ledgers import introspection
-from wake import diff
+from wake import diff, epistemic
 from wake.arrival import CacheTier, Found, Source
 
 RECENT_WAKES = 5
@@ -57,6 +57,7 @@ BUILTIN: dict[str, Source] = {
         Source(name="identity", cache_tier=CacheTier.static, fn=identity),
         Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes),
         Source(name="clock", cache_tier=CacheTier.volatile, fn=clock),
+        Source(name="due_falsifiers", cache_tier=CacheTier.volatile, fn=epistemic.due_falsifiers),
         Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True),
     )
 }

@@ -1,0 +1,66 @@
+-- name: insert
+-- matures_at is $18 when given, else corrected_at + $17 days. Inserting an existing id is a no-op
+-- (that is how the demo seed stays idempotent).
+INSERT INTO retraction_ledger (
+    id, agent_id, claim_verbatim, stood_on, why_wrong, corrected_claim, caught_by, row_class,
+    test_procedure, expected_retraction_pass_obs, overturn_retraction_condition, corrected_at,
+    probe_target, probe_mode, probe_needle, probe_negate, matures_at
+) VALUES (
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+    COALESCE($18::timestamptz, $12::timestamptz + make_interval(days => $17::int))
+)
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+
+-- name: get
+SELECT id, agent_id, claim_verbatim, stood_on, why_wrong, corrected_claim, caught_by, row_class,
+       test_procedure, expected_retraction_pass_obs, overturn_retraction_condition, verdict,
+       corrected_at, matures_at, falsifier_checked_at, falsifier_outcome,
+       probe_target, probe_mode, probe_needle, probe_negate, created_at
+  FROM retraction_ledger
+ WHERE id = $1
+
+-- name: find_by_prefix
+SELECT id FROM retraction_ledger
+ WHERE id::text LIKE $1 || '%' AND ($2::text IS NULL OR agent_id = $2)
+ ORDER BY corrected_at DESC
+ LIMIT 2
+
+-- name: due
+-- Falsifiers that have matured by $2 and are still unchecked, oldest maturity first.
+SELECT id, agent_id, claim_verbatim, stood_on, why_wrong, corrected_claim, caught_by, row_class,
+       test_procedure, expected_retraction_pass_obs, overturn_retraction_condition, verdict,
+       corrected_at, matures_at, falsifier_checked_at, falsifier_outcome,
+       probe_target, probe_mode, probe_needle, probe_negate, created_at
+  FROM retraction_ledger
+ WHERE agent_id = $1 AND verdict = 'unchecked' AND matures_at <= $2
+ ORDER BY matures_at, id
+ LIMIT $3
+
+-- name: count_due
+SELECT COUNT(*)::int FROM retraction_ledger
+ WHERE agent_id = $1 AND verdict = 'unchecked' AND matures_at <= $2
+
+-- name: list
+-- Newest corrections first; $2 (a time) keeps only falsifiers due at it; $1 NULL means every agent.
+SELECT id, agent_id, claim_verbatim, stood_on, why_wrong, corrected_claim, caught_by, row_class,
+       test_procedure, expected_retraction_pass_obs, overturn_retraction_condition, verdict,
+       corrected_at, matures_at, falsifier_checked_at, falsifier_outcome,
+       probe_target, probe_mode, probe_needle, probe_negate, created_at
+  FROM retraction_ledger
+ WHERE ($1::text IS NULL OR agent_id = $1)
+   AND ($2::timestamptz IS NULL OR (verdict = 'unchecked' AND matures_at <= $2))
+ ORDER BY corrected_at DESC, id
+ LIMIT $3
+
+-- name: count
+SELECT COUNT(*)::int FROM retraction_ledger
+ WHERE ($1::text IS NULL OR agent_id = $1)
+   AND ($2::timestamptz IS NULL OR (verdict = 'unchecked' AND matures_at <= $2))
+
+-- name: settle
+-- Settle an unchecked falsifier once; returns nothing when the row is missing or already settled.
+UPDATE retraction_ledger
+   SET verdict = $3, falsifier_outcome = $4, falsifier_checked_at = $5
+ WHERE id = $1 AND agent_id = $2 AND verdict = 'unchecked'
+RETURNING id, verdict, falsifier_outcome, falsifier_checked_at
