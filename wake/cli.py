@@ -17,7 +17,7 @@ import click
 
 from ledgers import introspection, schema
 from surfaces import capability
-from wake import __version__, cycle, diff, doctor, logs, manifest, report, session, stores
+from wake import __version__, cycle, diff, doctor, graph, logs, manifest, report, session, stores
 from wake.config import Config, load_config
 from wake.errors import NotFound, SchemaError, WakeError
 
@@ -110,7 +110,8 @@ def doctor_cmd(ctx: _Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --status: print JSON.")
 @pass_ctx
 def migrate_cmd(ctx: _Context, show_status: bool, as_json: bool) -> None:
-    """Apply pending database migrations (safe to run concurrently)."""
+    """Apply pending database migrations (safe to run concurrently), and, when Neo4j is
+    configured, create the graph's missing constraints and indexes (idempotent)."""
     config = ctx.config
 
     async def body() -> Any:
@@ -121,6 +122,7 @@ def migrate_cmd(ctx: _Context, show_status: bool, as_json: bool) -> None:
                 return await schema.migrate(conn)
 
     result = _run(body)
+    graph_line = _run(lambda: graph.migrate(config, status_only=show_status)) if not (show_status and as_json) else None
     if show_status:
         if as_json:
             click.echo(json.dumps([
@@ -132,12 +134,14 @@ def migrate_cmd(ctx: _Context, show_status: bool, as_json: bool) -> None:
             state = f"applied {s.applied_at:%Y-%m-%d %H:%M:%S%z}" if s.applied_at else "pending"
             unknown = "  (unknown to this code)" if not s.known else ""
             click.echo(f"{s.version:04d}  {s.name:<32}  {state}{unknown}")
+        click.echo(graph_line or "graph: neo4j is not configured; no graph schema")
         return
     if result:
         for m in result:
             click.echo(f"applied {m.version:04d}_{m.name}")
     else:
         click.echo(f"schema is current (version {schema.head()})")
+    click.echo(graph_line or "graph: neo4j is not configured; no graph schema")
 
 
 def main() -> None:
