@@ -39,6 +39,10 @@ MAX_NAME_CHARS = 200
 T = TypeVar("T")
 
 
+class GraphStaleFence(StaleFence):
+    """The agent's Fence node in the graph holds a newer fence than this write's."""
+
+
 class GraphUnavailable(Exception):
     """Neo4j could not answer: unreachable, session expired, or timed out."""
 
@@ -128,7 +132,7 @@ class Graph:
                 record = await (await tx.run(_q("fence"), agent_id=agent_id, fence=fence, now=now)).single()
                 newest = int(record["newest"])
                 if newest > fence:
-                    raise StaleFence(agent_id, fence, newest)  # raised inside: the transaction rolls back
+                    raise GraphStaleFence(agent_id, fence, newest)  # raised inside: the transaction rolls back
             result = await tx.run(_q(query), {**params, "agent_id": agent_id, "fence": fence, "now": now})
             return [_row(r) async for r in result]
 

@@ -43,7 +43,8 @@ async def _answer(ctx: Any, name: str, call: Callable[[graph.Graph], Awaitable[d
     except ValueError as exc:
         return {"error": f"invalid argument: {exc}"}
     except StaleFence as exc:
-        log.warning("fence.stale", store="neo4j", tool=name, agent=ctx.agent_id, fence=exc.fence, newest=exc.newest)
+        if isinstance(exc, graph.GraphStaleFence):  # ctx.write() logged PostgreSQL's own refusal
+            log.warning("fence.stale", store="neo4j", tool=name, agent=ctx.agent_id, fence=exc.fence, newest=exc.newest)
         return {"error": f"refused, nothing was written: {exc}"}
     except graph.GraphUnavailable as exc:
         log.warning("tool.error", tool=name, agent=ctx.agent_id, error=str(exc))

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from ledgers import schema
-from wake import config as wake_config
 from tests.support.neo4j_fixtures import neo4j_dedicated, neo4j_server_uri, neo4j_uri  # noqa: F401  (fixtures)
+from wake import config as wake_config
 from wake import engines
 
 TEMPLATE_DB = "wake_test_template"

@@ -176,12 +176,19 @@ async def test_stale_fence_is_refused_and_writes_nothing(store_config: Callable[
         # the graph's own fence node refuses an older fence even where PostgreSQL is not consulted
         g = graph.of(st)
         assert g is not None
-        with pytest.raises(fences.StaleFence) as caught:
+        with pytest.raises(graph.GraphStaleFence) as caught:
             await graph.link(g, _w(fence=new.fence - 1), "C", "KNOWS", "D")
-        assert caught.value.newest == new.fence
+        assert isinstance(caught.value, fences.StaleFence) and caught.value.newest == new.fence
+
         assert _cypher(neo4j_uri, "MATCH (e:Entity {name: 'C'}) RETURN count(e) AS n") == [{"n": 0}]
         await graph.link(g, _w(fence=new.fence + 1), "C", "KNOWS", "D")
         assert _cypher(neo4j_uri, "MATCH (f:Fence {agent_id: 'demo'}) RETURN f.fence AS fence") == [{"fence": new.fence + 1}]
+        # PostgreSQL accepts the lease's fence, the graph has seen a newer one: the tool is refused
+        with structlog.testing.capture_logs() as logged:
+            refused = await link(_ctx(config, st, fence=new.fence), source="E", relation="KNOWS", target="F")
+        assert refused["error"].startswith(f"refused, nothing was written: stale fence for agent 'demo': this wake holds {new.fence}")
+        assert [e.get("store") for e in logged if e["event"] == "fence.stale"] == ["neo4j"]
+        assert _cypher(neo4j_uri, "MATCH (e:Entity {name: 'E'}) RETURN count(e) AS n") == [{"n": 0}]
         await new.release()
 
 
