@@ -42,7 +42,8 @@ def test_migrate_covers_the_graph_and_a_wake_shows_the_graph_block(wake_cli: CLI
     without = wake_cli("migrate", extra_env={"DATABASE_URL": pg_dsn, "REDIS_URL": redis_url})
     assert without.stdout.splitlines()[-1] == "graph: neo4j is not configured; no graph schema"
 
-    woke = wake_cli("up", "--tier", "whisper", "--json", extra_env=env)
+    # a cold server's first query can take over a second on a loaded machine
+    woke = wake_cli("up", "--tier", "whisper", "--json", extra_env={**env, "WAKE_AGENTS__DEMO__TIERS__WHISPER__SOURCE_TIMEOUT_MS": "10000"})
     assert woke.returncode == 0, woke.stderr
     out = json.loads(woke.stdout)
     blocks = {b["name"]: b for b in out["blocks"]}

@@ -20,6 +20,9 @@ from wake.config import Config
 
 FIXED_NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
 GRAPH = [sources.BUILTIN["graph"]]
+# A cold server's first queries can take over a second on a loaded machine; these tests are about
+# what the block says, not about how fast it is.
+PATIENT = {"WAKE_AGENTS__DEMO__TIERS__FULL__SOURCE_TIMEOUT_MS": "10000"}
 
 
 def _neo4j(uri: str, **keys: Any) -> str:
@@ -63,7 +66,7 @@ async def _block(config: Config, st: stores.Stores, now: dt.datetime = FIXED_NOW
 
 
 async def test_block_renders_the_anchors_and_one_hop_with_relationship_types(store_config: Callable[..., Config], neo4j_uri: str) -> None:
-    config = store_config(_neo4j(neo4j_uri))
+    config = store_config(_neo4j(neo4j_uri), **PATIENT)
     hour = dt.timedelta(hours=1)
     async with stores.connected(config) as st:
         g = graph.of(st)
@@ -96,7 +99,7 @@ async def test_block_caps_nodes_and_characters_with_exact_totals(store_config: C
             "MERGE (n:Entity {agent_id: 'demo', name: 'n-' + i + '-' + j, kind: 'thing'}) "
             "MERGE (e)-[r:MENTIONS]->(n) SET r.created_at = $now - duration({seconds: j})", now=FIXED_NOW)
     for max_nodes, max_chars in ((5, 2000), (20, 2000), (500, 600)):
-        config = store_config(_neo4j(neo4j_uri, block_max_nodes=max_nodes, block_max_chars=max_chars))
+        config = store_config(_neo4j(neo4j_uri, block_max_nodes=max_nodes, block_max_chars=max_chars), **PATIENT)
         async with stores.connected(config) as st:
             block = await _block(config, st)
         entity_lines = [line for line in block.text.splitlines() if line.startswith(("- ", "  "))]
@@ -112,11 +115,11 @@ async def test_block_caps_nodes_and_characters_with_exact_totals(store_config: C
 
 async def test_block_is_empty_when_nothing_anchors_it_and_disabled_without_neo4j(store_config: Callable[..., Config], neo4j_uri: str) -> None:
     _raw_link(neo4j_uri, "a", "KNOWS", "b", FIXED_NOW)  # entities, but no anchor
-    config = store_config(_neo4j(neo4j_uri))
+    config = store_config(_neo4j(neo4j_uri), **PATIENT)
     async with stores.connected(config) as st:
         block = await _block(config, st)
     assert (block.retrieval, block.result, block.text) == ("ok", "empty", graph_block.EMPTY)
-    config = store_config()
+    config = store_config(**PATIENT)
     async with stores.connected(config) as st:
         block = await _block(config, st)
     assert (block.retrieval, block.result) == ("disabled", "unknown")
@@ -124,7 +127,7 @@ async def test_block_is_empty_when_nothing_anchors_it_and_disabled_without_neo4j
 
 
 async def test_tools_link_read_and_unlink(store_config: Callable[..., Config], neo4j_uri: str) -> None:
-    config = store_config(_neo4j(neo4j_uri))
+    config = store_config(_neo4j(neo4j_uri), **PATIENT)
     registry = session.build_registry(config)
     assert {"graph_neighbors", "graph_link", "graph_unlink"} <= {t.name for t in registry}
     assert {t.name for t in registry.binding(["wake.whisper"])} >= {"graph_neighbors"}
@@ -158,7 +161,7 @@ async def test_tools_link_read_and_unlink(store_config: Callable[..., Config], n
 
 
 async def test_stale_fence_is_refused_and_writes_nothing(store_config: Callable[..., Config], neo4j_uri: str) -> None:
-    config = store_config(_neo4j(neo4j_uri))
+    config = store_config(_neo4j(neo4j_uri), **PATIENT)
     link = graph_tools.graph_link.handler
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
@@ -197,7 +200,7 @@ async def test_server_stopped_mid_run_fails_the_block_and_the_tools_not_the_wake
 ) -> None:
     server = neo4j_dedicated()
     # a source timeout above the driver's retry time, so the block keeps the server's own reason
-    config = store_config(_neo4j(server.uri, timeout_s=3), WAKE_AGENTS__DEMO__TIERS__WHISPER__SOURCE_TIMEOUT_MS="5000")
+    config = store_config(_neo4j(server.uri, timeout_s=3), WAKE_AGENTS__DEMO__TIERS__WHISPER__SOURCE_TIMEOUT_MS="10000")
     registry = session.build_registry(config)
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
@@ -227,7 +230,7 @@ async def test_schema_is_created_idempotently(store_config: Callable[..., Config
     for name in graph.schema_object_names():
         kind = "CONSTRAINT" if name in ("wake_agent_id", "wake_entity_key", "wake_fence_agent") else "INDEX"
         _cypher(neo4j_uri, f"DROP {kind} {name} IF EXISTS")
-    config = store_config(_neo4j(neo4j_uri))
+    config = store_config(_neo4j(neo4j_uri), **PATIENT)
     async with stores.connected(config) as st:
         g = graph.of(st)
         assert g is not None
