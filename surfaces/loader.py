@@ -5,15 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from surfaces import builtin, epistemic, names
+from surfaces import graph as graph_tools
 from surfaces.registry import Registry
 
 
-def build(modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, entry_points: bool = True) -> Registry:
+def build(modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, entry_points: bool = True, graph: bool = False) -> Registry:
+    """`graph`: Neo4j is configured, so the graph tools exist (surfaces/graph.py)."""
     registry = Registry(names.known_surfaces(set(extra_surfaces)))
     for tool in builtin.TOOLS:
         registry.register(tool)
     for tool in epistemic.TOOLS:
         registry.register(tool)
+    if graph:
+        for tool in graph_tools.TOOLS:
+            registry.register(tool)
     for module in modules:
         registry.load_module(module)
     if entry_points:

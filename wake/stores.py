@@ -134,7 +134,12 @@ async def open_neo4j(config: Config) -> Any:
     uri = config.neo4j.uri
     assert uri
     driver = neo4j.AsyncGraphDatabase.driver(
-        uri, auth=neo4j_auth(config), connection_timeout=config.neo4j.timeout_s
+        uri, auth=neo4j_auth(config), connection_timeout=config.neo4j.timeout_s,
+        # retry a failed transaction briefly only: the block and tools should report an outage
+        # (ServiceUnavailable) within their own timeout, not wait it out
+        max_transaction_retry_time=min(1.0, config.neo4j.timeout_s / 4),
+        # "relationship type does not exist" is normal in a young graph, not worth a warning
+        notifications_disabled_classifications=[neo4j.NotificationDisabledClassification.UNRECOGNIZED],
     )
     try:
         await asyncio.wait_for(driver.verify_connectivity(), timeout=config.neo4j.timeout_s)
