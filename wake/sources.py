@@ -55,8 +55,8 @@ BUILTIN: dict[str, Source] = {
     s.name: s
     for s in (
         Source(name="identity", cache_tier=CacheTier.static, fn=identity),
-        Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes),
-        Source(name="clock", cache_tier=CacheTier.volatile, fn=clock),
-        Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True),
+        Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes, changes_every_wake=True),
+        Source(name="clock", cache_tier=CacheTier.volatile, fn=clock, changes_every_wake=True),
+        Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True, changes_every_wake=True),
     )
 }
