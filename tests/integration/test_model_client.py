@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.openai_server import Response, ScriptedServer, completion, error, openai_server  # noqa: F401
+from tests.support.openai_server import Response, ScriptedServer, completion, error
 from wake.config import ModelRoute
 from wake.model import Client, ModelError
+
+
+@pytest.fixture
+def openai_server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as server:
+        yield server
+
 
 BODY: dict[str, Any] = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 16}
 

@@ -145,14 +145,3 @@ class ScriptedServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-
-try:
-    import pytest
-
-    @pytest.fixture
-    def openai_server() -> Any:
-        """A started scripted server, stopped after the test (import this fixture into a test module)."""
-        with ScriptedServer() as server:
-            yield server
-except ImportError:  # the benchmark imports this module without pytest
-    pass
