@@ -2,8 +2,8 @@
 
 The request body is `model`, then `tools` (the binding, sorted by name), then the messages:
 a system message (the harness preamble, then the `static` and `stable` blocks) and a user
-message (the `session` and `volatile` blocks, then the instruction). Everything that changes
-often comes last, so consecutive wakes of a tier share a byte-identical prefix and a provider's
+message (the `session` and `volatile` blocks, those whose source declares `changes_every_wake`
+last, then the instruction). Everything that changes often comes last, so consecutive wakes of a tier share a byte-identical prefix and a provider's
 prompt cache serves it.
 """
 
@@ -37,7 +37,8 @@ def _render(blocks: Sequence[Block]) -> str:
 def messages(blocks: Sequence[Block]) -> list[dict[str, Any]]:
     ordered = prompt_order(blocks)
     settled = [b for b in ordered if b.cache_tier <= CacheTier.stable]
-    moving = [b for b in ordered if b.cache_tier > CacheTier.stable]
+    # Blocks that change on every wake by construction go after the rest of the moving part.
+    moving = sorted((b for b in ordered if b.cache_tier > CacheTier.stable), key=lambda b: (b.changes_every_wake, b.cache_tier))
     system = PREAMBLE + ("\n\n" + _render(settled) if settled else "")
     user = (_render(moving) + "\n\n" if moving else "") + INSTRUCTION
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

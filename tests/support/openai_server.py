@@ -7,6 +7,7 @@ its headers, the client's address and when it arrived.
 Usage is derived from the request like a provider with a prompt cache would report it: prompt
 tokens = body bytes / 4, cached tokens = the prefix shared with the previous request / 4,
 completion tokens = reply bytes / 4. A scripted `cost` is reported as OpenRouter's `usage.cost`.
+Test suites and `bench/prompt_cache.py` share it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +75,9 @@ def _common_prefix(a: bytes, b: bytes) -> int:
 
 
 class ScriptedServer:
-    def __init__(self) -> None:
+    def __init__(self, default: Callable[[dict[str, Any]], Response] | None = None) -> None:
+        """`default(request_json)` answers when the script is empty (else "Nothing to do.")."""
+        self.default = default or (lambda _request: completion("Nothing to do."))
         self.script: collections.deque[Response] = collections.deque()
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
@@ -90,7 +94,7 @@ class ScriptedServer:
                 with server._lock:
                     previous = server.requests[-1].raw if server.requests else b""
                     server.requests.append(Recorded(time.monotonic(), self.path, {k.lower(): v for k, v in self.headers.items()}, raw, self.client_address))
-                    step = server.script.popleft() if server.script else completion("Nothing to do.")
+                    step = server.script.popleft() if server.script else server.default(json.loads(raw))
                 if step.delay_s:
                     time.sleep(step.delay_s)
                 body = step.body
