@@ -28,6 +28,7 @@ BLOCKS = [
 ]
 HASHES = {"identity": "i1", "threads": "t1", "recent_wakes": "r1", "clock": "c1"}
 TOOLS = {"local_time": "lt1"}
+DEFAULT_GATE = GateConfig()
 
 
 def _previous(hashes: dict[str, str], blocks: list[Block] = BLOCKS, status: str = "completed") -> dict[str, Any]:
@@ -39,7 +40,7 @@ def _previous(hashes: dict[str, str], blocks: list[Block] = BLOCKS, status: str 
     }
 
 
-def _decide(blocks: list[Block], hashes: dict[str, str], previous: dict[str, Any] | None, config: GateConfig = GateConfig(), tier: str = "whisper", tools: dict[str, str] = TOOLS) -> gate.Decision:
+def _decide(blocks: list[Block], hashes: dict[str, str], previous: dict[str, Any] | None, config: GateConfig = DEFAULT_GATE, tier: str = "whisper", tools: dict[str, str] = TOOLS) -> gate.Decision:
     states = {b.name: _state(b, hashes[b.name]) for b in blocks}
     return gate.decide(tier=tier, blocks=blocks, hashes=hashes, previous_tier=previous, tier_diff=diff.compare(previous, tools, states), config=config)
 
