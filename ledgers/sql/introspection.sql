@@ -46,7 +46,7 @@ SELECT * FROM wake_introspection_ledger
 SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
        manifest_root, active_tools_count, registry_tool_count, note, error,
        model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals,
-       stop_reason, escalation_cause
+       stop_reason, final_text, escalation_cause
   FROM wake_introspection_ledger
  WHERE ($1::text IS NULL OR agent_id = $1)
    AND ($2::text IS NULL OR tier = $2)
