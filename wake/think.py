@@ -161,6 +161,12 @@ class Loop:
         except ModelError as exc:
             error = logs.redact_text(str(exc))
             return Thought(status="failed", note=f"model call failed after {exc.attempts} attempt(s)", error=error, thinking=self.thinking("error"), final_text=None)
+        except StaleFence:
+            raise  # a newer holder exists: this wake writes nothing more
+        except BaseException as exc:  # cancelled or crashed mid-loop: what was spent still goes on the row
+            stop = "aborted" if isinstance(exc, asyncio.CancelledError) else "error"
+            await asyncio.shield(self._record_partial(stop))
+            raise
         u = self.budget.usage
         note = (
             f"model {self.route.model}: {self.budget.turns} turns, {self.budget.tool_calls} tool calls"
@@ -229,6 +235,13 @@ class Loop:
         if tool.mutates:
             await self._record_action(tool, arguments)
         return truncate(_as_text(result), self.conf.tool_result_max_chars), None
+
+    async def _record_partial(self, stop_reason: str) -> None:
+        try:
+            async with self.ctx.write() as conn:
+                await introspection.record_thinking(conn, self.ctx.wake_id, self.thinking(stop_reason))
+        except Exception:  # the settle that follows reports the wake; this is best effort
+            self.log.exception("think.record_failed", stop_reason=stop_reason)
 
     async def _record_action(self, tool: Tool, arguments: dict[str, Any]) -> None:
         ctx = self.ctx

@@ -10,7 +10,7 @@ ALTER TABLE wake_introspection_ledger
     ADD COLUMN tool_calls        integer NOT NULL DEFAULT 0 CHECK (tool_calls >= 0),
     ADD COLUMN refusals          integer NOT NULL DEFAULT 0 CHECK (refusals >= 0 AND refusals <= tool_calls),
     -- done | max_turns | max_tool_calls | max_output_tokens | max_cost_usd | daily_cap |
-    -- repeated_call | context_window | gate | escalated | error; NULL for a harness-only wake
+    -- repeated_call | context_window | gate | escalated | error | aborted; NULL for a harness-only wake
     ADD COLUMN stop_reason       text,
     ADD COLUMN final_text        text,
     ADD COLUMN escalation_cause  text,

@@ -313,3 +313,25 @@ async def test_prefix_stability_only_the_clock_changed(make_config: Callable[...
     print(f"shared prefix {share:.3f} of {len(b)} bytes")
     assert b"Now: " in a[int(len(a) * share) - 200 :]  # the first difference is in the clock block
     assert server.requests[1].json["messages"][0] == server.requests[0].json["messages"][0]  # the system message
+
+
+async def test_a_wake_cancelled_mid_loop_keeps_what_it_spent_on_the_row(make_config: Callable[..., Config], server: ScriptedServer) -> None:
+    import asyncio
+
+    from tests.support.openai_server import Response
+
+    config = make_config()
+    server.push(completion(None, [("local_time", {})], cost=0.0003), Response(body=completion("too late").body, delay_s=1.5))
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        task = asyncio.create_task(cycle.run_wake(config=config, stores=st, registry=session.build_registry(config), agent_id="demo", tier="surface"))
+        while len(server.requests) < 2:
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        async with st.pg_conn() as conn:
+            [recent] = await introspection.recent(conn, agent_id="demo")
+    row = await _row(config, recent["wake_id"])
+    assert (row["status"], row["stop_reason"], row["turns"], row["tool_calls"]) == ("aborted", "aborted", 1, 1)
+    assert float(row["cost_usd"]) == 0.0003 and row["prompt_tokens"] > 0
