@@ -130,6 +130,10 @@ class ModelRoute(_Model):
     retry_cap_s: float = Field(30.0, ge=0)
     # Merged into every request body, e.g. {usage = {include = true}} for OpenRouter.
     extra_body: dict[str, Any] = {}
+    # The budget's last call: keep the tools with tool_choice "none" (the prompt cache still hits;
+    # providers that refuse tool messages without tools accept it), or omit them (for a server
+    # that ignores tool_choice, e.g. Ollama).
+    summary_tools: Literal["choice_none", "omit"] = "choice_none"
 
     @field_validator("base_url")
     @classmethod

@@ -14,7 +14,9 @@ cut to `think.tool_result_max_chars` with a marker. A successful call of a tool 
 `mutates` is recorded in `last_actions` in the wake's fenced transaction.
 
 The loop ends when the model answers without a tool call (`done`), or when a budget is spent; then
-one last call without tools asks for the summary. The final assistant text is the daybook entry.
+one last call asks for the summary with no tool callable (`tool_choice: "none"`, or no tools at
+all: the route's `summary_tools`); any tool call in its reply is not run. The final assistant text
+is the daybook entry.
 """
 
 from __future__ import annotations
@@ -108,8 +110,12 @@ class Loop:
         return self.route.context_window - len(prompt.body_bytes(body)) // 4
 
     async def _call(self, *, with_tools: bool, max_tokens: int) -> Reply | None:
-        body: dict[str, Any] = {"tools": self.specs} if with_tools and self.specs else {}
+        """One model call; `with_tools=False` is the summary call: no tool can be called."""
+        keep_specs = with_tools or self.route.summary_tools == "choice_none"
+        body: dict[str, Any] = {"tools": self.specs} if keep_specs and self.specs else {}
         body["messages"] = self.messages
+        if not with_tools and "tools" in body:
+            body["tool_choice"] = "none"
         room = self._room(body)
         if room < MIN_ROOM_TOKENS:
             return None
@@ -119,7 +125,7 @@ class Loop:
         self.budget.spend(reply.usage)
         today = await self.daily.add(reply.usage.cost_usd)
         self.log.info(
-            "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns, tools_offered=len(body.get("tools", [])),
+            "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns, tools_offered=0 if "tool_choice" in body else len(body.get("tools", [])),
             prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens,
             cached_tokens=reply.usage.cached_tokens, cost_usd=round(reply.usage.cost_usd, 8), cost_reported=reply.usage.cost_reported,
             today_usd=round(today, 6), finish_reason=reply.finish_reason, tool_calls=len(reply.tool_calls),

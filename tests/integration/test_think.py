@@ -29,11 +29,12 @@ def server() -> Iterator[ScriptedServer]:
         yield s
 
 
-def _toml(server: ScriptedServer, *, budget_toml: str = "", daily_cap: str = "", extra: str = "", sources_toml: str = "") -> tuple[str, str]:
+def _toml(server: ScriptedServer, *, budget_toml: str = "", daily_cap: str = "", extra: str = "", sources_toml: str = "", route: str = "") -> tuple[str, str]:
     extra_toml = f"""{TOOLS}
 [models.scripted]
 base_url = "{server.url}"
 model = "scripted-1"
+{route}
 timeout_s = 2
 max_retries = 1
 retry_cap_s = 0.05
@@ -175,7 +176,9 @@ async def test_budget_exhaustion_ends_with_one_summary_call_without_tools(make_c
     assert len(server.requests) == 3
     assert server.requests[1].tool_names is not None
     last = server.requests[2].json
-    assert "tools" not in last and last["messages"][-1]["role"] == "user"
+    assert last["tool_choice"] == "none" and last["messages"][-1]["role"] == "user"  # no tool callable
+    assert last["tools"] == server.requests[1].json["tools"]  # kept, so the prompt cache still hits
+    assert server.requests[2].raw.startswith(server.requests[1].raw.split(b', "max_tokens"')[0][:-1])  # up to the messages' "]"
     assert "budget is spent (max_turns)" in last["messages"][-1]["content"]
     assert last["max_tokens"] == config.think.summary_max_tokens
     row = await _row(config, o.wake_id)
@@ -189,15 +192,20 @@ async def test_tool_call_budget_and_the_repeat_breaker(make_config: Callable[...
     o = await _wake(config)
     answers = [m["content"] for m in server.requests[1].json["messages"] if m["role"] == "tool"]
     assert json.loads(answers[2])["error"] == "not run: this wake's tool-call budget is spent"
-    assert "tools" not in server.requests[1].json
+    assert server.requests[1].json["tool_choice"] == "none"
     assert (await _row(config, o.wake_id))["stop_reason"] == "max_tool_calls"
 
-    config = make_config(budget_toml="budget = { max_turns = 8, max_tool_calls = 10, max_output_tokens = 4096, max_cost_usd = 1.0 }")
-    server.push(*[completion(None, [("local_time", {})])] * 3, completion("summary after the breaker"))
+    config = make_config(
+        budget_toml="budget = { max_turns = 8, max_tool_calls = 10, max_output_tokens = 4096, max_cost_usd = 1.0 }",
+        route='summary_tools = "omit"',
+    )
+    server.push(*[completion(None, [("local_time", {})])] * 3, completion("summary after the breaker", [("local_time", {})]))
     again = await _wake(config)
+    assert "tools" not in server.requests[-1].json and "tool_choice" not in server.requests[-1].json
     row = await _row(config, again.wake_id)
     assert row["stop_reason"] == "repeated_call" and row["final_text"] == "summary after the breaker"
     assert row["turns"] == 4 and row["tool_calls"] == 3  # the third identical call tripped it (max_repeat_calls = 2)
+    assert len(server.requests) == 2 + 4  # the tool call in the summary reply was not run
 
 
 async def test_max_output_tokens_is_passed_down_and_ends_the_loop(make_config: Callable[..., Config], server: ScriptedServer) -> None:
