@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -37,6 +38,7 @@ class WakeRow:
     diff: dict[str, Any] | None = None
     note: str | None = None
     error: str | None = None
+    escalation_cause: str | None = None
 
     @property
     def active_tool_names(self) -> list[str]:
@@ -54,7 +56,7 @@ async def insert(conn: asyncpg.Connection, row: WakeRow, *, status: str = "start
         row.manifest_root, json.dumps(row.blocks), len(row.tool_hashes), row.active_tool_names,
         json.dumps(row.tool_hashes), row.registry_tool_count, row.fence, row.host, row.pid,
         row.version, row.config_hash, json.dumps(row.diff) if row.diff is not None else None,
-        row.note, row.error,
+        row.note, row.error, row.escalation_cause,
     )
 
 
@@ -63,6 +65,33 @@ async def settle(conn: asyncpg.Connection, wake_id: uuid.UUID, status: str, *, n
     if status not in SETTLED:
         raise ValueError(f"unknown status {status!r}")
     return await conn.fetchval(_sql("settle"), wake_id, status, note, error) is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Thinking:
+    """Steps 8-9 as the row stores them."""
+
+    model: str | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    turns: int = 0
+    tool_calls: int = 0
+    refusals: int = 0
+    stop_reason: str | None = None
+
+
+async def record_thinking(conn: asyncpg.Connection, wake_id: uuid.UUID, t: Thinking) -> bool:
+    """Store the model loop's totals on a started row; False if the row is not open."""
+    return await conn.fetchval(
+        _sql("record_thinking"), wake_id, t.model, t.prompt_tokens, t.completion_tokens, t.cached_tokens,
+        Decimal(str(round(t.cost_usd, 8))), t.turns, t.tool_calls, t.refusals, t.stop_reason,
+    ) is not None
+
+
+async def record_final_text(conn: asyncpg.Connection, wake_id: uuid.UUID, text: str) -> bool:
+    return await conn.fetchval(_sql("record_final_text"), wake_id, text) is not None
 
 
 def _decode(record: asyncpg.Record | None) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ Sources marked `derived` (the binding diff) run after the others and see their b
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -57,6 +58,7 @@ class Block:
     reason: str | None
     latency_ms: float
     rows: int
+    changes_every_wake: bool = False
 
     def state(self, text_hash: str) -> dict[str, Any]:
         """The block as the ledger stores it."""
@@ -75,6 +77,9 @@ class Source:
     cache_tier: CacheTier
     fn: SourceFn
     derived: bool = False
+    # Its text differs on every wake by construction (the clock, the harness's own history), so
+    # it witnesses no news: the whisper gate does not compare it.
+    changes_every_wake: bool = False
 
 
 _abandoned: set[asyncio.Task[Any]] = set()
@@ -136,6 +141,8 @@ async def run_source(source: Source, ctx: Any, timeout_s: float) -> Block:
                 name=source.name, cache_tier=source.cache_tier, text=found.text, retrieval="ok",
                 result="present" if found.rows > 0 else "empty", reason=None, latency_ms=elapsed(), rows=found.rows,
             )
+    if source.changes_every_wake:
+        block = dataclasses.replace(block, changes_every_wake=True)
     log.info("arrival.block", block=block.name, retrieval=block.retrieval, result=block.result, reason=block.reason, latency_ms=round(block.latency_ms, 2), rows=block.rows)
     return block
 

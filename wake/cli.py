@@ -131,11 +131,10 @@ def migrate_cmd(ctx: _Context, show_status: bool, as_json: bool) -> None:
     config = ctx.config
 
     async def body() -> Any:
-        async with stores.connected(config, neo4j=False) as st:
-            async with st.pg_conn() as conn:
-                if show_status:
-                    return await schema.status(conn)
-                return await schema.migrate(conn)
+        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
+            if show_status:
+                return await schema.status(conn)
+            return await schema.migrate(conn)
 
     result = _run(body)
     graph_line = _run(lambda: graph.migrate(config, status_only=show_status)) if not (show_status and as_json) else None
@@ -193,7 +192,7 @@ def up_cmd(ctx: _Context, agent_id: str | None, tier: str, dry_run: bool, as_jso
 
     async def body() -> Any:
         async with session.open_session(config) as s:
-            return await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=agent, tier=tier, dry_run=dry_run)
+            return await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=agent, tier=tier, dry_run=dry_run, models=s.models)
 
     o = _run(body)
     if as_json:
@@ -201,7 +200,7 @@ def up_cmd(ctx: _Context, agent_id: str | None, tier: str, dry_run: bool, as_jso
             "wake_id": o.wake_id, "agent": o.agent_id, "tier": o.tier, "status": o.status, "note": o.note, "error": o.error,
             "manifest": o.manifest.as_dict() if o.manifest else None, "tools": [t.name for t in o.binding],
             "blocks": [{"name": b.name, **b.state(o.manifest.blocks[b.name] if o.manifest else "")} for b in o.blocks],
-            "diff": o.diff, "recorded": o.recorded, **({"prompt": o.prompt} if dry_run else {}),
+            "diff": o.diff, "recorded": o.recorded, **({"prompt": o.prompt} if dry_run else {}), **report.thinking_json(o),
         }))
     elif dry_run:
         click.echo("=== arrival prompt ===")

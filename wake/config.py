@@ -143,7 +143,19 @@ class ModelRoute(_Model):
     context_window: int = Field(128_000, gt=0)
     input_usd_per_mtok: float = Field(0.0, ge=0)
     output_usd_per_mtok: float = Field(0.0, ge=0)
+    # Price of prompt tokens the provider served from its cache; unset means the input price.
+    cached_input_usd_per_mtok: float | None = Field(None, ge=0)
     timeout_s: float = Field(60.0, gt=0)
+    # Retries on 408, 409, 429, 5xx, timeouts and transport errors (never on other 4xx).
+    max_retries: int = Field(4, ge=0)
+    # The longest wait between two attempts, whatever Retry-After asks for.
+    retry_cap_s: float = Field(30.0, ge=0)
+    # Merged into every request body, e.g. {usage = {include = true}} for OpenRouter.
+    extra_body: dict[str, Any] = {}
+    # The budget's last call: keep the tools with tool_choice "none" (the prompt cache still hits;
+    # providers that refuse tool messages without tools accept it), or omit them (for a server
+    # that ignores tool_choice, e.g. Ollama).
+    summary_tools: Literal["choice_none", "omit"] = "choice_none"
 
     @field_validator("base_url")
     @classmethod
@@ -158,6 +170,36 @@ class BudgetConfig(_Model):
     max_tool_calls: int = Field(16, ge=0)
     max_output_tokens: int = Field(4096, ge=1)
     max_cost_usd: float = Field(0.10, ge=0)
+
+
+class ThinkConfig(_Model):
+    """The model loop's limits on tools (budgets are per tier)."""
+
+    tool_timeout_s: float = Field(30.0, gt=0)
+    tool_result_max_chars: int = Field(8000, ge=100)
+    # The same call (name and arguments) may run this many times in one wake; one more trips it.
+    max_repeat_calls: int = Field(3, ge=1)
+    summary_max_tokens: int = Field(512, ge=16)
+
+
+class EscalationRule(_Model):
+    """Promote a whisper to a deeper wake when `when` holds for `block` (any block if unset)."""
+
+    when: Literal["present", "changed", "newly_failing"]
+    block: str | None = None
+    to: Literal["surface", "full"] = "surface"
+
+    @model_validator(mode="after")
+    def _block_needed(self) -> EscalationRule:
+        if self.when in ("present", "changed") and self.block is None:
+            raise ValueError(f"expected a block name for when = {self.when!r}")
+        return self
+
+
+class GateConfig(_Model):
+    # Blocks whose `present` result means something is due: the whisper cannot be quiet.
+    due_blocks: tuple[str, ...] = ("due_falsifiers",)
+    escalate: tuple[EscalationRule, ...] = ()
 
 
 class TierConfig(_Model):
@@ -240,6 +282,8 @@ class Config(_Model):
     models: dict[str, ModelRoute] = {}
     probes: ProbesConfig = ProbesConfig()
     retractions: RetractionsConfig = RetractionsConfig()
+    think: ThinkConfig = ThinkConfig()
+    gate: GateConfig = GateConfig()
     agents: dict[str, AgentConfig]
 
     _path: Path = PrivateAttr(default=Path("."))
@@ -267,6 +311,10 @@ class Config(_Model):
                             (*where, "sources", i),
                             f"unknown source {source!r}; expected one of {', '.join(sorted(sources.BUILTIN))}",
                         )
+                if tier_name == "whisper":
+                    for i, rule in enumerate(self.gate.escalate):
+                        if rule.to not in agent.tiers:
+                            raise _KeyError(("gate", "escalate", i, "to"), f"agent {agent_id!r} has no {rule.to} tier to escalate to")
                 if tier.model is not None and tier.model not in self.models:
                     raise _KeyError(
                         (*where, "model"),

@@ -1,9 +1,10 @@
 """One wake, step by step (DESIGN "One wake"). This module reads like the steps it runs.
 
 Steps 1-3 (trigger, slot claim, lease and fence) belong to the daemon; `run_wake` is called
-with them done (or, for a manual wake, not needed). Steps 4-7 and 10 are here; step 8 (the gate)
-and step 9 (the model loop) arrive with the thinking issue: until then a wake runs harness-only
-and says so on its row.
+with them done (or, for a manual wake, not needed). Steps 4-10 are here: the gate (`wake.gate`)
+and the model loop (`wake.think`) run only for a tier with a model route; without one a wake
+runs harness-only and says so on its row. A whisper the gate escalates settles first, then the
+promoted wake runs at once (trigger `escalation`, its cause on the row) under the same fence.
 
 Every attempt leaves exactly one row: an exception anywhere settles it `failed` with the error,
 a cancellation settles it `aborted`, and an exception before the row exists still writes one.
@@ -22,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledgers import introspection
-from surfaces.registry import Registry, Tool
 from ledgers.fences import StaleFence
-from wake import __version__, arrival, clock, diff, lease, logs, manifest, sources
+from surfaces.registry import Registry, Tool
+from wake import __version__, arrival, clock, diff, gate, lease, logs, manifest, model, sources
+from wake import think as thinking_loop
 from wake.arrival import Block, Source
 from wake.config import Config
 from wake.stores import Stores
@@ -79,6 +81,11 @@ class WakeOutcome:
     error: str | None
     recorded: bool
     duration_ms: float
+    gate: str | None = None
+    thinking: introspection.Thinking | None = None
+    final_text: str | None = None
+    escalation_cause: str | None = None
+    escalated: WakeOutcome | None = None
 
 
 def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
@@ -128,8 +135,12 @@ async def run_wake(
     dry_run: bool = False,
     source_list: Sequence[Source] | None = None,
     fence: int | None = None,
+    models: model.Client | None = None,
+    escalation_cause: str | None = None,
 ) -> WakeOutcome:
-    """Run one wake: arrive, bind, manifest, record, (think), settle."""
+    """Run one wake: arrive, bind, manifest, record, gate, think, settle (then any escalation).
+
+    `models` is the process's model client (the session's); without one, this wake opens its own."""
     tier_conf = config.tier(agent_id, tier)
     wake_id = uuid.uuid4()
     started_at = now()
@@ -139,6 +150,7 @@ async def run_wake(
     row_base = dict(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for, started_at=started_at,
         host=socket.gethostname(), pid=os.getpid(), version=__version__, config_hash=config.config_hash(), fence=fence,
+        escalation_cause=escalation_cause,
     )
     recorded = False
     blocks: list[Block] = []
@@ -146,6 +158,10 @@ async def run_wake(
     mani: manifest.Manifest | None = None
     wake_diff: dict[str, Any] | None = None
     status, note, error = "failed", None, None
+    decision: gate.Decision | None = None
+    thought: thinking_loop.Thought | None = None
+    own_client = models is None
+    models = models or model.Client()
     try:
         binding = bind(registry, config, agent_id, tier)
         bound.info("bind.done", tools=[t.name for t in binding], bound=len(binding), registry=len(registry))
@@ -168,7 +184,12 @@ async def run_wake(
                 await introspection.insert(conn, row)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
-            status, note = await think(config, agent_id, tier)
+            ctx = dataclasses.replace(ctx, earlier=tuple(blocks), diff=wake_diff)
+            decision = gate_check(ctx, blocks, mani)
+            thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
+            status, note, error = thought.status, thought.note, thought.error
+            if thought.final_text:
+                await record_daybook(ctx, thought.final_text)
     except asyncio.CancelledError:
         status, error = "aborted", "cancelled"
         raise
@@ -177,22 +198,68 @@ async def run_wake(
         bound.exception("wake.failed")
     finally:
         if not dry_run:
-            recorded = await asyncio.shield(_settle(stores, recorded, row_base, status, note, error, registry, mani, blocks)) or recorded
+            settled = _settle(stores, recorded, row_base, status, note, error, registry, mani, blocks, thought.thinking if thought else None)
+            recorded = await asyncio.shield(settled) or recorded
+        if own_client:
+            await asyncio.shield(models.aclose())
         duration_ms = clock.monotonic_ms() - started
         bound.info("wake.settled", status=status, note=note, error=error, duration_ms=round(duration_ms, 2), root=mani.root if mani else None)
+    escalated = None
+    if decision is not None and decision.action == "escalate" and recorded and status == "completed":
+        assert decision.to is not None
+        escalated = await run_wake(
+            config=config, stores=stores, registry=registry, agent_id=agent_id, tier=decision.to, trigger="escalation",
+            now=now, fence=fence, models=None if own_client else models, escalation_cause=f"whisper {str(wake_id)[:8]}: {decision.reason}",
+        )
     return WakeOutcome(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, status=status, blocks=blocks, binding=binding,
         manifest=mani, diff=wake_diff, prompt=arrival.render_prompt(blocks), note=note, error=error, recorded=recorded,
-        duration_ms=duration_ms,
+        duration_ms=duration_ms, gate=decision.reason if decision else None, thinking=thought.thinking if thought else None,
+        final_text=thought.final_text if thought else None, escalation_cause=escalation_cause, escalated=escalated,
     )
 
 
-async def think(config: Config, agent_id: str, tier: str) -> tuple[str, str]:
-    """Steps 8-9 placeholder: no model call yet; the row says so."""
-    route = config.tier(agent_id, tier).model
-    if route is None:
-        return "completed", "harness-only: no model route is configured for this tier"
-    return "completed", f"harness-only: this version calls no model (route {route!r} is configured but unused)"
+def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -> gate.Decision:
+    """Step 8: quiet, escalate or open. A tier without a model route has nothing to gate."""
+    if ctx.config.tier(ctx.agent_id, ctx.tier).model is None:
+        return gate.Decision(action="open", reason="harness-only: not gated")
+    decision = gate.decide(
+        tier=ctx.tier, blocks=blocks, hashes=mani.blocks, previous_tier=ctx.previous_tier, tier_diff=ctx.diff["tier"],
+        config=ctx.config.gate,
+    )
+    if decision.action != "open":
+        log.info("gate.quiet" if decision.action == "quiet" else "gate.escalate", agent=ctx.agent_id, tier=ctx.tier, wake_id=str(ctx.wake_id), reason=decision.reason, to=decision.to)
+    return decision
+
+
+def gated(decision: gate.Decision) -> thinking_loop.Thought:
+    """A wake the gate ended: no model call, no tokens."""
+    if decision.action == "quiet":
+        return thinking_loop.Thought(
+            status="quiet", note=f"gate: {decision.reason}", error=None,
+            thinking=introspection.Thinking(model=None, stop_reason="gate"), final_text=None,
+        )
+    return thinking_loop.Thought(
+        status="completed", note=f"escalated to {decision.to}: {decision.reason}", error=None,
+        thinking=introspection.Thinking(model=None, stop_reason="escalated"), final_text=None,
+    )
+
+
+async def think(ctx: WakeContext, blocks: list[Block], models: model.Client) -> thinking_loop.Thought:
+    """Step 9: the model loop over the tier's route; without a route, harness-only (the row says so)."""
+    route_name = ctx.config.tier(ctx.agent_id, ctx.tier).model
+    if route_name is None:
+        return thinking_loop.Thought(
+            status="completed", note="harness-only: no model route is configured for this tier", error=None, thinking=None, final_text=None,
+        )
+    return await thinking_loop.run(ctx, route_name=route_name, route=ctx.config.models[route_name], blocks=blocks, client=models)
+
+
+async def record_daybook(ctx: WakeContext, text: str) -> None:
+    """The wake's final assistant text is its daybook entry. Until the daybook ledger is merged
+    it is kept on the introspection row (`final_text`); this is the one place that writes it."""
+    async with ctx.write() as conn:
+        await introspection.record_final_text(conn, ctx.wake_id, text)
 
 
 def _row(
@@ -208,12 +275,14 @@ def _row(
 
 async def _settle(
     stores: Stores, recorded: bool, row_base: dict[str, Any], status: str, note: str | None, error: str | None,
-    registry: Registry, mani: manifest.Manifest | None, blocks: list[Block],
+    registry: Registry, mani: manifest.Manifest | None, blocks: list[Block], thinking: introspection.Thinking | None = None,
 ) -> bool:
-    """Step 10: close the row; write a failed row if the wake died before recording one."""
+    """Step 10: close the row with the loop's totals; write a failed row if the wake died before recording one."""
     try:
         async with lease.fenced(stores, row_base["agent_id"], row_base["fence"]) as conn:
             if recorded:
+                if thinking is not None:
+                    await introspection.record_thinking(conn, row_base["wake_id"], thinking)
                 await introspection.settle(conn, row_base["wake_id"], status, note=note, error=error)
                 return True
             row = _row(row_base, registry, mani, blocks, note=note, error=error)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
@@ -52,11 +53,38 @@ def outcome(o: WakeOutcome) -> str:
         reason = f"  ({b.reason})" if b.reason else ""
         lines.append(f"  {b.name:<16} {b.cache_tier.name:<9} {b.retrieval:<8} {b.result:<8} {b.latency_ms:8.2f} ms  rows {b.rows}{reason}")
     lines += diff_lines(o.diff)
+    lines += thinking_lines(o)
     if o.note:
         lines.append(f"note: {o.note}")
     if o.error:
         lines.append(f"error: {o.error}")
+    if o.escalated is not None:
+        lines += ["", f"escalated: {o.escalated.escalation_cause}", outcome(o.escalated)]
     return "\n".join(lines)
+
+
+def thinking_lines(o: WakeOutcome) -> list[str]:
+    """Steps 8-9 of a wake: the gate's verdict, the model's usage, the daybook text."""
+    lines = [f"gate: {o.gate}"] if o.gate else []
+    t = o.thinking
+    if t is not None and t.model is not None:
+        lines.append(
+            f"model {t.model}: {t.turns} turns, {t.tool_calls} tool calls ({t.refusals} refused), tokens {t.prompt_tokens} in"
+            f" ({t.cached_tokens} cached) + {t.completion_tokens} out, ${t.cost_usd:.6f}, stopped: {t.stop_reason}"
+        )
+    if o.final_text:
+        lines.append("daybook entry:")
+        lines += [f"  {line}" for line in o.final_text.splitlines()]
+    return lines
+
+
+def thinking_json(o: WakeOutcome) -> dict[str, Any]:
+    t = o.thinking
+    return {
+        "gate": o.gate, "thinking": dataclasses.asdict(t) if t is not None else None, "final_text": o.final_text,
+        "trigger": o.trigger, "escalation_cause": o.escalation_cause,
+        "escalated": {"wake_id": o.escalated.wake_id, "tier": o.escalated.tier, "status": o.escalated.status, **thinking_json(o.escalated)} if o.escalated else None,
+    }
 
 
 def row(r: Mapping[str, Any]) -> str:
@@ -73,13 +101,14 @@ def row(r: Mapping[str, Any]) -> str:
 
 
 def ledger(rows: Sequence[Mapping[str, Any]]) -> str:
-    header = ("STARTED (UTC)", "AGENT", "TIER", "TRIGGER", "STATUS", "TOOLS", "DURATION", "ROOT", "WAKE")
+    header = ("STARTED (UTC)", "AGENT", "TIER", "TRIGGER", "STATUS", "TOOLS", "DURATION", "COST", "ROOT", "WAKE")
     table = [header]
     for r in rows:
         duration = f"{(r['finished_at'] - r['started_at']).total_seconds() * 1000:.0f} ms" if r["finished_at"] else "running"
         table.append((
             f"{r['started_at'].astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", r["agent_id"], r["tier"], r["trigger"], r["status"],
-            f"{r['active_tools_count']}/{r['registry_tool_count']}", duration, (r["manifest_root"] or "-")[:12], str(r["wake_id"])[:8],
+            f"{r['active_tools_count']}/{r['registry_tool_count']}", duration,
+            f"${r['cost_usd']:.4f}" if r.get("model") else "-", (r["manifest_root"] or "-")[:12], str(r["wake_id"])[:8],
         ))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
-    return "\n".join("  ".join(f"{str(c):<{w}}" for c, w in zip(row, widths, strict=True)).rstrip() for row in table)
+    return "\n".join("  ".join(f"{c!s:<{w}}" for c, w in zip(row, widths, strict=True)).rstrip() for row in table)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledgers import graph, schema
 from surfaces import loader
 from surfaces.registry import DeclarationError, Registry
-from wake import logs, stores
+from wake import logs, model, stores
 from wake.config import Config
 from wake.errors import RegistryError, SchemaError
 
@@ -29,6 +29,8 @@ class Session:
     config: Config
     stores: stores.Stores
     registry: Registry
+    # The process's one model client (keep-alive pool); pass it to `cycle.run_wake(models=...)`.
+    models: model.Client = field(default_factory=model.Client)
 
 
 async def prepare_schema(st: stores.Stores) -> None:
@@ -55,4 +57,8 @@ async def open_session(config: Config, *, neo4j: bool = True) -> AsyncIterator[S
     registry = build_registry(config)
     async with stores.connected(config, neo4j=neo4j) as st:
         await prepare_schema(st)
-        yield Session(config=config, stores=st, registry=registry)
+        session = Session(config=config, stores=st, registry=registry)
+        try:
+            yield session
+        finally:
+            await session.models.aclose()

@@ -56,9 +56,9 @@ BUILTIN: dict[str, Source] = {
     for s in (
         Source(name="identity", cache_tier=CacheTier.static, fn=identity),
         Source(name="graph", cache_tier=CacheTier.stable, fn=graph.block),
-        Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes),
-        Source(name="clock", cache_tier=CacheTier.volatile, fn=clock),
+        Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes, changes_every_wake=True),
+        Source(name="clock", cache_tier=CacheTier.volatile, fn=clock, changes_every_wake=True),
         Source(name="due_falsifiers", cache_tier=CacheTier.volatile, fn=epistemic.due_falsifiers),
-        Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True),
+        Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True, changes_every_wake=True),
     )
 }

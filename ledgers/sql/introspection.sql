@@ -2,10 +2,10 @@
 INSERT INTO wake_introspection_ledger (
     wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
     manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
-    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error
+    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, CASE WHEN $6 = 'started' THEN NULL ELSE now() END,
-    $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21
+    $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22
 )
 
 -- name: settle
@@ -13,6 +13,17 @@ UPDATE wake_introspection_ledger
    SET status = $2, finished_at = now(), note = COALESCE($3, note), error = $4
  WHERE wake_id = $1 AND status = 'started'
 RETURNING wake_id
+
+-- name: record_thinking
+-- Steps 8-9 on a started row: the route, usage totals, the loop's counts and how it stopped.
+UPDATE wake_introspection_ledger
+   SET model = $2, prompt_tokens = $3, completion_tokens = $4, cached_tokens = $5, cost_usd = $6,
+       turns = $7, tool_calls = $8, refusals = $9, stop_reason = $10
+ WHERE wake_id = $1 AND status = 'started'
+RETURNING wake_id
+
+-- name: record_final_text
+UPDATE wake_introspection_ledger SET final_text = $2 WHERE wake_id = $1 RETURNING wake_id
 
 -- name: get
 SELECT * FROM wake_introspection_ledger WHERE wake_id = $1
@@ -33,7 +44,9 @@ SELECT * FROM wake_introspection_ledger
 
 -- name: recent
 SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
-       manifest_root, active_tools_count, registry_tool_count, note, error
+       manifest_root, active_tools_count, registry_tool_count, note, error,
+       model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals,
+       stop_reason, final_text, escalation_cause
   FROM wake_introspection_ledger
  WHERE ($1::text IS NULL OR agent_id = $1)
    AND ($2::text IS NULL OR tier = $2)

@@ -19,6 +19,8 @@ EXPECTED_COLUMNS = {
         "wake_id", "agent_id", "tier", "trigger", "scheduled_for", "status", "started_at", "finished_at",
         "manifest_root", "blocks", "active_tools_count", "active_tool_names", "tool_hashes",
         "registry_tool_count", "fence", "host", "pid", "version", "config_hash", "diff", "note", "error",
+        "model", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls",
+        "refusals", "stop_reason", "final_text", "escalation_cause",
     },
 }
 

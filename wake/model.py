@@ -1,0 +1,280 @@
+"""The model client: OpenAI-compatible chat completions with tools, over one httpx AsyncClient.
+
+OpenRouter, vLLM, Ollama and the llama.cpp server all speak this API; a tier's route
+(`[models.<name>]`) names the base URL, the model, the prices and the retry policy.
+
+Retry policy (the decision is data: `Failure.retryable` and `Failure.wait_s`, read by tenacity):
+
+- retried: HTTP 408, 409, 429 and 5xx; timeouts and transport errors; an error carried inside a
+  200 body, or `finish_reason: "error"`, when its code is one of those (or it has none);
+- never retried: any other 4xx, a body that is not a chat completion;
+- the wait honours `retry-after-ms`, then `Retry-After` (seconds or an HTTP date), up to
+  `retry_cap_s`; without either, exponential backoff with jitter up to the same cap;
+- every response is closed before the next attempt.
+
+A failure is never an empty success: it raises `ModelError` with the status and the provider's
+message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import email.utils
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import tenacity
+
+from wake import clock, logs, secrets
+from wake.config import ModelRoute
+from wake.errors import WakeError
+
+log = logs.get("wake.model")
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+BACKOFF_BASE_S = 0.5
+CONNECT_TIMEOUT_S = 10.0
+# Keep-alive connections for the whole process; a wake makes its calls one after another.
+POOL_LIMITS = httpx.Limits(max_connections=20, max_keepalive_connections=10, keepalive_expiry=60.0)
+
+
+class ModelError(WakeError):
+    """The provider failed (after any retries); `status` is the HTTP or in-body code, if any."""
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+class Failure(Exception):
+    """One failed attempt, with the retry decision attached."""
+
+    def __init__(self, message: str, *, status: int | None, retryable: bool, wait_s: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.wait_s = wait_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_reported: bool = False
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            cost_reported=self.cost_reported or other.cost_reported,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """One completed call: the assistant message, why it stopped, what it cost."""
+
+    content: str | None
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str | None
+    usage: Usage
+    attempts: int
+    latency_ms: float
+    raw_message: dict[str, Any] = field(default_factory=dict)
+
+
+def is_retryable_status(status: int | None) -> bool:
+    return status is None or status in RETRYABLE_STATUS or 500 <= status <= 599
+
+
+def retry_after_s(headers: Mapping[str, str], now: dt.datetime | None = None) -> float | None:
+    """The server's requested wait: `retry-after-ms`, else `Retry-After` in seconds or as an HTTP date."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return max(0.0, (when - (now or clock.now())).total_seconds())
+
+
+def cost_of(route: ModelRoute, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> float:
+    """USD from the route's prices; cached prompt tokens at the cached price (default: input price)."""
+    cached_price = route.input_usd_per_mtok if route.cached_input_usd_per_mtok is None else route.cached_input_usd_per_mtok
+    return (
+        (prompt_tokens - cached_tokens) * route.input_usd_per_mtok
+        + cached_tokens * cached_price
+        + completion_tokens * route.output_usd_per_mtok
+    ) / 1_000_000
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def usage_of(route: ModelRoute, body: Mapping[str, Any]) -> Usage:
+    raw = body.get("usage") or {}
+    prompt, completion = _int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens"))
+    cached = min(prompt, _int((raw.get("prompt_tokens_details") or {}).get("cached_tokens")))
+    reported = raw.get("cost")
+    if isinstance(reported, (int, float)) and not isinstance(reported, bool):
+        return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, cost_usd=float(reported), cost_reported=True)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, cost_usd=cost_of(route, prompt, completion, cached))
+
+
+def _error_status(error: Any) -> int | None:
+    code = error.get("code") if isinstance(error, Mapping) else None
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    if isinstance(code, str) and code.isdigit():
+        return int(code)
+    return None
+
+
+def _error_message(error: Any) -> str:
+    if isinstance(error, Mapping):
+        return str(error.get("message") or json.dumps(error)[:300])
+    return str(error)[:300]
+
+
+def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usage]:
+    """The first choice's message, its finish reason and the usage of a 200 body; raises `Failure`
+    for an error inside the body and for a body that is not a chat completion."""
+    if not isinstance(body, Mapping):
+        raise Failure(f"malformed response: expected a JSON object, got {type(body).__name__}", status=None, retryable=False)
+    if body.get("error") is not None:
+        status = _error_status(body["error"])
+        raise Failure(f"provider error in a 200 body (code {status}): {_error_message(body['error'])}", status=status, retryable=is_retryable_status(status))
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise Failure("malformed response: no choices", status=None, retryable=False)
+    choice = choices[0]
+    finish = choice.get("finish_reason")
+    if finish == "error" or choice.get("error") is not None:
+        status = _error_status(choice.get("error"))
+        raise Failure(f"provider error mid-generation (code {status}): {_error_message(choice.get('error') or 'finish_reason error')}", status=status, retryable=is_retryable_status(status))
+    message = choice.get("message")
+    if not isinstance(message, Mapping):
+        raise Failure("malformed response: the choice has no message", status=None, retryable=False)
+    return dict(message), finish, usage_of(route, body)
+
+
+class Client:
+    """One per process (the session holds it); every route shares its keep-alive pool."""
+
+    def __init__(self, *, http: httpx.AsyncClient | None = None) -> None:
+        self._http = http
+        self._owned = http is None
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(limits=POOL_LIMITS, http2=False)
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None and self._owned:
+            await self._http.aclose()
+            self._http = None
+
+    async def complete(self, route: ModelRoute, body: Mapping[str, Any], *, api_key: secrets.Secret | None = None) -> Reply:
+        """POST one chat completion, retrying as the module docstring says."""
+        url = route.base_url.rstrip("/") + "/chat/completions"
+        headers = {"content-type": "application/json"}
+        if api_key is not None:
+            headers["authorization"] = f"Bearer {api_key.reveal()}"
+        payload = json.dumps({"model": route.model, **body, **route.extra_body}, ensure_ascii=False).encode("utf-8")
+        timeout = httpx.Timeout(route.timeout_s, connect=min(CONNECT_TIMEOUT_S, route.timeout_s))
+        started = clock.monotonic_ms()
+        attempts = 0
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            hinted = exc.wait_s if isinstance(exc, Failure) else None
+            if hinted is None:
+                hinted = random.uniform(0, BACKOFF_BASE_S * 2 ** (state.attempt_number - 1))
+            return min(hinted, route.retry_cap_s)
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            log.warning(
+                "model.retry", model=route.model, attempt=state.attempt_number, status=getattr(exc, "status", None),
+                error=logs.redact_text(str(exc)), wait_s=round(state.upcoming_sleep, 3),
+            )
+
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception(lambda e: isinstance(e, Failure) and e.retryable),
+            stop=tenacity.stop_after_attempt(route.max_retries + 1),
+            wait=wait,
+            before_sleep=before_sleep,
+            sleep=asyncio.sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    message, finish, usage = await self._attempt(url, headers, payload, timeout, route)
+        except Failure as exc:
+            raise ModelError(f"model {route.model} at {logs.redact_text(route.base_url)}: {exc}", status=exc.status, attempts=attempts) from exc
+        tool_calls = message.get("tool_calls") or []
+        content = message.get("content")
+        return Reply(
+            content=content if isinstance(content, str) else None, tool_calls=list(tool_calls) if isinstance(tool_calls, list) else [],
+            finish_reason=finish, usage=usage, attempts=attempts, latency_ms=clock.monotonic_ms() - started, raw_message=message,
+        )
+
+    async def _attempt(
+        self, url: str, headers: dict[str, str], payload: bytes, timeout: httpx.Timeout, route: ModelRoute
+    ) -> tuple[dict[str, Any], str | None, Usage]:
+        request = self.http.build_request("POST", url, headers=headers, content=payload, timeout=timeout)
+        try:
+            response = await self.http.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise Failure(f"timed out after {route.timeout_s}s ({type(exc).__name__})", status=None, retryable=True) from exc
+        except httpx.TransportError as exc:
+            raise Failure(f"transport error: {type(exc).__name__}: {exc}", status=None, retryable=True) from exc
+        try:
+            try:
+                raw = await response.aread()
+            except httpx.TimeoutException as exc:
+                raise Failure(f"timed out reading the response after {route.timeout_s}s", status=None, retryable=True) from exc
+            except httpx.TransportError as exc:
+                raise Failure(f"transport error reading the response: {type(exc).__name__}", status=None, retryable=True) from exc
+            status = response.status_code
+            if status != 200:
+                detail = raw[:300].decode("utf-8", "replace")
+                raise Failure(
+                    f"HTTP {status}: {detail}", status=status, retryable=is_retryable_status(status),
+                    wait_s=retry_after_s(response.headers) if is_retryable_status(status) else None,
+                )
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                raise Failure(f"malformed response: not JSON ({exc})", status=None, retryable=False) from exc
+            return parse(route, body)
+        finally:
+            await response.aclose()  # before any retry: the connection goes back to the pool

@@ -1,0 +1,70 @@
+"""The messages of a wake, ordered for provider prompt caches.
+
+The request body is `model`, then `tools` (the binding, sorted by name), then the messages:
+a system message (the harness preamble, then the `static` and `stable` blocks) and a user
+message (the `session` and `volatile` blocks, those whose source declares `changes_every_wake`
+last, then the instruction). Everything that changes often comes last, so consecutive wakes of a tier share a byte-identical prefix and a provider's
+prompt cache serves it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from surfaces.registry import Tool
+from wake.arrival import Block, CacheTier, prompt_order
+
+PREAMBLE = (
+    "You are a long-lived agent, woken on a schedule by the wake harness; no human prompted this wake.\n"
+    "The harness assembled the context below before your first token. Each block says what it is; "
+    "a block reading \"could not check: ...\" means the harness could not look, not that there is nothing.\n"
+    "You may call only the tools offered in this request; a call to any other tool is refused and recorded.\n"
+    "When you are done, answer without a tool call: that text is your daybook entry for this wake."
+)
+INSTRUCTION = "Act on what needs acting on, then write your daybook entry for this wake."
+SUMMARY = (
+    "This wake's budget is spent ({reason}). Call no tools. Write your daybook entry for this wake now: "
+    "what you saw, what you did, what is still open."
+)
+
+
+def _render(blocks: Sequence[Block]) -> str:
+    return "\n\n".join(f"## {b.name}\n{b.text}" for b in blocks)
+
+
+def messages(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+    ordered = prompt_order(blocks)
+    settled = [b for b in ordered if b.cache_tier <= CacheTier.stable]
+    # Blocks that change on every wake by construction go after the rest of the moving part.
+    moving = sorted((b for b in ordered if b.cache_tier > CacheTier.stable), key=lambda b: (b.changes_every_wake, b.cache_tier))
+    system = PREAMBLE + ("\n\n" + _render(settled) if settled else "")
+    user = (_render(moving) + "\n\n" if moving else "") + INSTRUCTION
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def tool_spec(tool: Tool) -> dict[str, Any]:
+    """The OpenAI function declaration of one bound tool."""
+    return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": dict(tool.parameters)}}
+
+
+def summary_request(reason: str) -> dict[str, Any]:
+    return {"role": "user", "content": SUMMARY.format(reason=reason)}
+
+
+def shared_prefix_share(a: bytes, b: bytes) -> float:
+    """The common prefix of two request bodies as a share of the longer one."""
+    longest = max(len(a), len(b))
+    if longest == 0:
+        return 1.0
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n / longest
+
+
+def body_bytes(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")

@@ -1,0 +1,264 @@
+"""Step 9, the model loop: offered exactly the binding, bounded by the tier's budgets.
+
+Each turn sends the conversation with the bound tools. Every tool call is checked before it runs:
+
+- its name must be in the binding, else it is **refused** (answered as an error, logged
+  `tool.refused`, counted on the row); nothing the model says widens the binding;
+- its arguments must parse as a JSON object and validate against the tool's schema;
+- the same call (name and arguments) may run `think.max_repeat_calls` times; once more trips the
+  circuit breaker and ends the loop.
+
+Handlers run under `think.tool_timeout_s`; an exception is answered as a tool error, never a
+crash (except a stale fence: a newer holder exists and this wake must stop writing). Results are
+cut to `think.tool_result_max_chars` with a marker. A successful call of a tool declared
+`mutates` is recorded in `last_actions` in the wake's fenced transaction.
+
+The loop ends when the model answers without a tool call (`done`), or when a budget is spent; then
+one last call asks for the summary with no tool callable (`tool_choice: "none"`, or no tools at
+all: the route's `summary_tools`); any tool call in its reply is not run. The final assistant text
+is the daybook entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+
+from ledgers import actions, introspection
+from ledgers.fences import StaleFence
+from surfaces.registry import Tool
+from wake import budget, clock, logs, prompt, secrets
+from wake.arrival import Block
+from wake.config import ModelRoute
+from wake.model import Client, ModelError, Reply
+
+TRUNCATED = "\n…[truncated: {shown} of {total} characters shown]"
+MIN_ROOM_TOKENS = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class Thought:
+    status: str  # completed | halted | failed
+    note: str
+    error: str | None
+    thinking: introspection.Thinking | None  # None: harness-only, nothing to record
+    final_text: str | None
+
+
+def api_key(route: ModelRoute) -> secrets.Secret | None:
+    if route.api_key_credential is None:
+        return None
+    secret = secrets.read_secret(route.api_key_credential)
+    if secret is None:
+        raise ModelError(
+            f"credential {route.api_key_credential!r} not found in $CREDENTIALS_DIRECTORY or "
+            f"${secrets.env_name(route.api_key_credential)}"
+        )
+    return secret
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + TRUNCATED.format(shown=limit, total=len(text))
+
+
+def _as_text(result: Any) -> str:
+    return result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
+
+
+def _error(message: str) -> str:
+    return json.dumps({"error": message}, ensure_ascii=False)
+
+
+class Loop:
+    """The state of one wake's conversation."""
+
+    def __init__(self, ctx: Any, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client) -> None:
+        self.ctx = ctx
+        self.route_name = route_name
+        self.route = route
+        self.client = client
+        self.conf = ctx.config.think
+        self.log = logs.get("wake.think").bind(agent=ctx.agent_id, tier=ctx.tier, wake_id=str(ctx.wake_id))
+        agent = ctx.config.agents[ctx.agent_id]
+        self.budget = budget.WakeBudget(limits=ctx.config.tier(ctx.agent_id, ctx.tier).budget)
+        self.daily = budget.DailyCap(redis=ctx.stores.redis, key=budget.cost_key(ctx.agent_id, agent.timezone, ctx.now), cap_usd=agent.daily_cost_cap_usd)
+        self.tools: dict[str, Tool] = {t.name: t for t in ctx.binding}
+        self.specs = [prompt.tool_spec(t) for t in ctx.binding]
+        self.messages = prompt.messages(blocks)
+        self.refusals = 0
+        self.repeats: collections.Counter[str] = collections.Counter()
+        self.key: secrets.Secret | None = None
+
+    def thinking(self, stop_reason: str | None) -> introspection.Thinking:
+        u = self.budget.usage
+        return introspection.Thinking(
+            model=self.route.model, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+            cached_tokens=u.cached_tokens, cost_usd=u.cost_usd, turns=self.budget.turns, tool_calls=self.budget.tool_calls,
+            refusals=self.refusals, stop_reason=stop_reason,
+        )
+
+    def _room(self, body: dict[str, Any]) -> int:
+        """Tokens left in the context window, estimating four bytes a token."""
+        return self.route.context_window - len(prompt.body_bytes(body)) // 4
+
+    async def _call(self, *, with_tools: bool, max_tokens: int) -> Reply | None:
+        """One model call; `with_tools=False` is the summary call: no tool can be called."""
+        keep_specs = with_tools or self.route.summary_tools == "choice_none"
+        body: dict[str, Any] = {"tools": self.specs} if keep_specs and self.specs else {}
+        body["messages"] = self.messages
+        if not with_tools and "tools" in body:
+            body["tool_choice"] = "none"
+        room = self._room(body)
+        if room < MIN_ROOM_TOKENS:
+            return None
+        body["max_tokens"] = min(max_tokens, room)
+        reply = await self.client.complete(self.route, body, api_key=self.key)
+        self.budget.turns += 1
+        self.budget.spend(reply.usage)
+        today = await self.daily.add(reply.usage.cost_usd)
+        self.log.info(
+            "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns, tools_offered=0 if "tool_choice" in body else len(body.get("tools", [])),
+            prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens,
+            cached_tokens=reply.usage.cached_tokens, cost_usd=round(reply.usage.cost_usd, 8), cost_reported=reply.usage.cost_reported,
+            today_usd=round(today, 6), finish_reason=reply.finish_reason, tool_calls=len(reply.tool_calls),
+            attempts=reply.attempts, latency_ms=round(reply.latency_ms, 2),
+        )
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+        self.messages.append(message)
+        return reply
+
+    async def run(self) -> Thought:
+        self.key = api_key(self.route)
+        if await self.daily.exhausted():
+            spent = await self.daily.spent_usd()
+            return Thought(
+                status="halted", note=f"daily cost cap reached (${spent:.4f} of ${self.daily.cap_usd:.4f} today): no model call",
+                error=None, thinking=self.thinking("daily_cap"), final_text=None,
+            )
+        stop: str | None = None
+        final: str | None = None
+        try:
+            while stop is None:
+                stop = self.budget.exhausted() or ("daily_cap" if await self.daily.exhausted() else None)
+                if stop:
+                    break
+                reply = await self._call(with_tools=True, max_tokens=self.budget.output_tokens_left)
+                if reply is None:
+                    stop = "context_window"
+                elif not reply.tool_calls:
+                    final, stop = reply.content, "done"
+                else:
+                    stop = await self._tool_calls(reply.tool_calls)
+            if stop != "done":
+                summary = prompt.summary_request(stop)
+                self.messages.append(summary)
+                reply = await self._call(with_tools=False, max_tokens=self.conf.summary_max_tokens)
+                final = reply.content if reply is not None else None
+        except ModelError as exc:
+            error = logs.redact_text(str(exc))
+            return Thought(status="failed", note=f"model call failed after {exc.attempts} attempt(s)", error=error, thinking=self.thinking("error"), final_text=None)
+        except StaleFence:
+            raise  # a newer holder exists: this wake writes nothing more
+        except BaseException as exc:  # cancelled or crashed mid-loop: what was spent still goes on the row
+            stop = "aborted" if isinstance(exc, asyncio.CancelledError) else "error"
+            await asyncio.shield(self._record_partial(stop))
+            raise
+        u = self.budget.usage
+        note = (
+            f"model {self.route.model}: {self.budget.turns} turns, {self.budget.tool_calls} tool calls"
+            f" ({self.refusals} refused), {u.prompt_tokens}+{u.completion_tokens} tokens ({u.cached_tokens} cached),"
+            f" ${u.cost_usd:.6f}; stopped: {stop}"
+        )
+        return Thought(status="completed", note=note, error=None, thinking=self.thinking(stop), final_text=final or None)
+
+    async def _tool_calls(self, calls: list[dict[str, Any]]) -> str | None:
+        """Answer every call of one assistant turn (the API needs an answer to each); the stop
+        reason if a budget or the breaker ended the loop."""
+        stop: str | None = None
+        for n, call in enumerate(calls):
+            fn = call.get("function") if isinstance(call, dict) else None
+            fn = fn if isinstance(fn, dict) else {}
+            call_id = str(call.get("id") or f"call_{self.budget.turns}_{n}") if isinstance(call, dict) else f"call_{n}"
+            name = str(fn.get("name") or "")
+            if stop is not None:
+                answer = _error(f"not run: the wake is ending ({stop})")
+            elif self.budget.tool_calls_left <= 0:
+                stop, answer = "max_tool_calls", _error("not run: this wake's tool-call budget is spent")
+            else:
+                self.budget.tool_calls += 1
+                answer, tripped = await self._one(name, fn.get("arguments"))
+                stop = stop or tripped
+            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
+        return stop
+
+    async def _one(self, name: str, raw_arguments: Any) -> tuple[str, str | None]:
+        tool = self.tools.get(name)
+        if tool is None:
+            self.refusals += 1
+            self.log.warning("tool.refused", tool=name, bound=sorted(self.tools))
+            return _error(f"refused: tool {name!r} is not bound in this wake; you hold: {', '.join(sorted(self.tools)) or 'no tools'}"), None
+        try:
+            arguments = raw_arguments if isinstance(raw_arguments, dict) else json.loads(raw_arguments or "{}")
+        except (TypeError, ValueError) as exc:
+            self.log.info("tool.call", tool=name, ok=False, error="arguments not JSON")
+            return _error(f"arguments are not valid JSON: {exc}"), None
+        if not isinstance(arguments, dict):
+            self.log.info("tool.call", tool=name, ok=False, error="arguments not an object")
+            return _error("arguments must be a JSON object"), None
+        problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(dict(tool.parameters)).iter_errors(arguments))
+        if problem is not None:
+            where = "/".join(str(p) for p in problem.absolute_path) or "(top level)"
+            self.log.info("tool.call", tool=name, ok=False, error="arguments invalid")
+            return _error(f"arguments do not match the schema at {where}: {problem.message}"), None
+        key = name + json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+        self.repeats[key] += 1
+        if self.repeats[key] > self.conf.max_repeat_calls:
+            self.log.warning("tool.breaker", tool=name, repeats=self.repeats[key])
+            return _error(f"not run: this exact call was made more than {self.conf.max_repeat_calls} times in this wake"), "repeated_call"
+        started = clock.monotonic_ms()
+        try:
+            result = await asyncio.wait_for(tool.handler(self.ctx, **arguments), timeout=self.conf.tool_timeout_s)
+        except StaleFence:
+            raise
+        except TimeoutError:
+            self.log.warning("tool.call", tool=name, ok=False, error="timeout", latency_ms=round(clock.monotonic_ms() - started, 2))
+            return _error(f"the tool timed out after {self.conf.tool_timeout_s}s"), None
+        except Exception as exc:  # a handler may fail in any way; the model is told, the wake goes on
+            message = logs.redact_text(f"{type(exc).__name__}: {exc}")
+            self.log.warning("tool.call", tool=name, ok=False, error=message, latency_ms=round(clock.monotonic_ms() - started, 2))
+            return _error(f"the tool failed: {message}"), None
+        self.log.info("tool.call", tool=name, ok=True, mutates=tool.mutates, latency_ms=round(clock.monotonic_ms() - started, 2))
+        if tool.mutates:
+            await self._record_action(tool, arguments)
+        return truncate(_as_text(result), self.conf.tool_result_max_chars), None
+
+    async def _record_partial(self, stop_reason: str) -> None:
+        try:
+            async with self.ctx.write() as conn:
+                await introspection.record_thinking(conn, self.ctx.wake_id, self.thinking(stop_reason))
+        except Exception:  # the settle that follows reports the wake; this is best effort
+            self.log.exception("think.record_failed", stop_reason=stop_reason)
+
+    async def _record_action(self, tool: Tool, arguments: dict[str, Any]) -> None:
+        ctx = self.ctx
+        async with ctx.write() as conn:
+            await actions.record(
+                conn, agent_id=ctx.agent_id, surface=f"wake.{ctx.tier}", tool=tool.name,
+                summary=truncate(f"{tool.name} {json.dumps(arguments, sort_keys=True, default=str)}", 200),
+                arguments=arguments, wake_id=ctx.wake_id, fence=ctx.fence, acted_at=clock.now(),
+            )
+
+
+async def run(ctx: Any, *, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client) -> Thought:
+    """Run the model loop of one wake."""
+    return await Loop(ctx, route_name, route, blocks, client).run()
