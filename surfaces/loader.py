@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from surfaces import builtin, names
+from surfaces import builtin, ledger_tools, names
 from surfaces.registry import Registry
 
 
 def build(modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, entry_points: bool = True) -> Registry:
     registry = Registry(names.known_surfaces(set(extra_surfaces)))
     for tool in builtin.TOOLS:
+        registry.register(tool)
+    for tool in ledger_tools.TOOLS:
         registry.register(tool)
     for module in modules:
         registry.load_module(module)

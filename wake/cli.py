@@ -323,3 +323,8 @@ def registry_cmd(ctx: _Context, as_json: bool) -> None:
     tier_binds = {f"{a}.{t}": list(conf.binds) for a, agent in config.agents.items() for t, conf in agent.tiers.items()}
     cmap = capability.build(registry, tier_binds)
     click.echo(report.to_json(cmap.as_dict()) if as_json else capability.as_table(cmap))
+
+
+from wake import ledger_cli  # noqa: E402 - its commands call the helpers above at run time
+
+ledger_cli.register(cli)

@@ -82,7 +82,7 @@ class WakeOutcome:
 
 
 def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
-    return [sources.BUILTIN[name] for name in config.tier(agent_id, tier).sources]
+    return [sources.resolve(config, name) for name in config.tier(agent_id, tier).sources]
 
 
 def _with_diff(ctx: WakeContext, earlier: list[Block]) -> WakeContext:

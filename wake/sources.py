@@ -9,7 +9,7 @@ import zoneinfo
 from typing import Any
 
 from ledgers import introspection
-from wake import diff
+from wake import diff, recall, settled, sql_sources
 from wake.arrival import CacheTier, Found, Source
 
 RECENT_WAKES = 5
@@ -58,5 +58,17 @@ BUILTIN: dict[str, Source] = {
         Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes),
         Source(name="clock", cache_tier=CacheTier.volatile, fn=clock),
         Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True),
+        Source(name="living_summaries", cache_tier=CacheTier.stable, fn=recall.living_summaries),
+        Source(name="provenance_facts", cache_tier=CacheTier.session, fn=recall.provenance_facts),
+        Source(name="daybook", cache_tier=CacheTier.session, fn=recall.recent_daybook),
+        Source(name="settled_facts", cache_tier=CacheTier.volatile, fn=settled.settled_facts),
     )
 }
+
+
+def resolve(config: Any, name: str) -> Source:
+    """A built-in source, else the operator's `[sql_sources.<name>]` (config validation has
+    already refused any other name)."""
+    if name in BUILTIN:
+        return BUILTIN[name]
+    return sql_sources.source(name, config.sql_sources[name])
