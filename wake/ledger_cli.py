@@ -1,4 +1,4 @@
-"""Commands over the epistemic ledgers: `wake demo seed`, `wake facts` (docs/facts.md).
+"""Commands over the epistemic ledgers: `wake demo seed`, `wake facts`, `wake tell` (docs/facts.md).
 
 Registered on the main group by `wake.cli`; they reuse its helpers at call time.
 """
@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ledgers import facts
+from ledgers import contact, facts
 from wake import clock, demo, report, session, stores
 
 
@@ -80,6 +80,29 @@ def facts_cmd(obj: Any, agent_id: str | None, include_all: bool, limit: int, as_
     click.echo(f"{len(rows)} of {total} facts")
 
 
+@click.command("tell")
+@click.argument("message")
+@click.option("--agent", "agent_id", help="Agent id ([agents.<id>] in the config).")
+@click.option("--author", default="operator", show_default=True, help="Who is speaking.")
+@click.option("--channel", default="cli", show_default=True, help="Where it came in.")
+@click.pass_obj
+def tell_cmd(obj: Any, message: str, agent_id: str | None, author: str, channel: str) -> None:
+    """Record a message from a human to the agent, verbatim (human_contact). Prints its id: a
+    `saw` fact cites it as source_ref and is attested against its text."""
+    base = _cli()
+    config = obj.config
+    agent = base._default_agent(config, agent_id)
+    if not message.strip():
+        raise click.UsageError("the message is empty")
+
+    async def body() -> Any:
+        async with session.open_session(config, neo4j=False) as s, s.stores.pg_conn() as conn:
+            return await contact.record(conn, agent_id=agent, author=author, channel=channel, body=message, received_at=clock.now())
+
+    click.echo(str(base._run(body)))
+
+
 def register(group: click.Group) -> None:
     group.add_command(demo_group)
     group.add_command(facts_cmd)
+    group.add_command(tell_cmd)

@@ -55,3 +55,12 @@ def test_demo_seed_then_dry_run_shows_every_block(wake_cli: CLI) -> None:
     assert listed.stdout.strip().endswith("5 of 5 facts")
     default = wake_cli("facts")
     assert "Lisbon" not in default.stdout and default.stdout.strip().endswith("4 of 4 facts")
+
+    told = wake_cli("tell", "The storage box moved to the attic.", "--author", "henke")
+    assert told.returncode == 0, told.stderr
+    message_id = told.stdout.strip()
+    assert len(message_id) == 36
+    later = json.loads(wake_cli("up", "--dry-run", "--json").stdout)
+    contact = _blocks(later["prompt"])["recent_contact"]
+    assert "henke (cli): The storage box moved to the attic." in contact and "(2 of 5 shown)" in contact
+    assert wake_cli("tell", "   ").returncode == 2  # an empty message is a usage error, nothing stored
