@@ -149,10 +149,16 @@ async def for_arrival(conn: asyncpg.Connection, agent_id: str, timezone: str, *,
     return rows, int(counts["active"]), int(counts["unverified"])
 
 
+def _anchor(anchor: dict[str, str]) -> str:
+    """`[file: path]`; a message or wake anchor carries what the read-time check found."""
+    check = anchor.get("check", "unchecked")
+    return f" [{anchor['type']}: {anchor['ref']}" + ("" if check == "unchecked" else f", {'found' if check == 'found' else 'MISSING'}") + "]"
+
+
 def render_line(row: dict[str, Any]) -> str:
     """One fact with its passport: `(saw, 16 Jul 2026) key: value`, or for a predecessor in a
     chain `[SUPERSEDED] (saw, recorded 2026-10-02, superseded 2026-10-21) key: value`."""
-    anchors = "".join(f" [{a['type']}: {a['ref']}]" for a in row["anchors"])
+    anchors = "".join(_anchor(a) for a in row["anchors"])
     if row["depth"] == 0:
         return f"- ({row['origin']}, {row['recorded_on']}) {row['fact_key']}: {row['fact_value']}{anchors}"
     superseded = f", superseded {row['superseded_day']}" if row["superseded_day"] else ""

@@ -39,7 +39,19 @@ WITH RECURSIVE live AS (
       JOIN facts p ON p.fact_id = h.supersedes_id
      WHERE c.depth < $4
 )
-SELECT c.head_id, c.depth, f.fact_id, f.category, f.fact_key, f.fact_value, f.origin, f.status, f.anchors,
+SELECT c.head_id, c.depth, f.fact_id, f.category, f.fact_key, f.fact_value, f.origin, f.status,
+       -- verify-on-read: a message or wake anchor is checked against its ledger now
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'type', a->>'type', 'ref', a->>'ref',
+                   'check', CASE a->>'type'
+                       WHEN 'message' THEN CASE WHEN EXISTS (
+                           SELECT 1 FROM human_contact m WHERE m.message_id::text = lower(a->>'ref') AND m.agent_id = f.agent_id
+                       ) THEN 'found' ELSE 'missing' END
+                       WHEN 'wake' THEN CASE WHEN EXISTS (
+                           SELECT 1 FROM wake_introspection_ledger w WHERE w.wake_id::text = lower(a->>'ref') AND w.agent_id = f.agent_id
+                       ) THEN 'found' ELSE 'missing' END
+                       ELSE 'unchecked' END) ORDER BY a.ord), '[]'::jsonb)
+          FROM jsonb_array_elements(f.anchors) WITH ORDINALITY AS a(a, ord)) AS anchors,
        to_char(f.recorded_at AT TIME ZONE $2, 'FMDD Mon YYYY') AS recorded_on,
        to_char(f.recorded_at AT TIME ZONE $2, 'YYYY-MM-DD') AS recorded_day,
        to_char(f.superseded_at AT TIME ZONE $2, 'YYYY-MM-DD') AS superseded_day

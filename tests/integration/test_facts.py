@@ -163,3 +163,23 @@ async def test_a_store_error_is_could_not_check_not_no_facts(store_config: Calla
     for block in blocks:
         assert block.retrieval == "failed" and block.result == "unknown", block
         assert block.text.startswith("could not check: "), block.text
+
+
+async def test_message_and_wake_anchors_are_verified_on_read(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    gone = uuid.uuid4()
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        async with st.pg_conn() as conn:
+            m = await _message(conn, "the canary wrote probe.txt")
+            await facts.remember(
+                conn, agent_id="demo", key="canary", value="wrote probe.txt", origin="did", recorded_at=at("2026-11-01T10:00:00"),
+                anchors=[{"type": "message", "ref": str(m).upper()}, {"type": "wake", "ref": str(gone)}, {"type": "url", "ref": "https://x.org"}],
+            )
+            with pytest.raises(facts.FactError, match=r"anchors\[0\]\.type must be one of file, message, wake, url"):
+                await facts.remember(conn, agent_id="demo", key="k2", value="v", origin="did", recorded_at=at("2026-11-01T10:00:00"),
+                                     anchors=[{"type": "hunch", "ref": "x"}])
+        found = await recall.provenance_facts(wake_ctx(config, st, at("2026-11-02T10:00:00")))
+    assert found.text.splitlines()[1] == (
+        f"- (did, 1 Nov 2026) canary: wrote probe.txt [message: {str(m).upper()}, found] [wake: {gone}, MISSING] [url: https://x.org]"
+    )
