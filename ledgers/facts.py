@@ -138,6 +138,18 @@ async def supersede(
     return Remembered(fact_id=new_id, status=status, attestation=verdict, supersedes_id=fact_id)
 
 
+RETIRED_STATUSES = ("overridden", "expired", "refuted")
+
+
+async def retire(conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID, status: str) -> None:
+    """Take an active fact out of arrivals with no replacement: `overridden` (a human corrected
+    it), `expired` (no longer true with time) or `refuted` (a retraction disproved it)."""
+    if status not in RETIRED_STATUSES:
+        raise FactError(f"status must be one of {', '.join(RETIRED_STATUSES)}, got {status!r}")
+    if await conn.fetchval(_sql("retire"), fact_id, agent_id, status) is None:
+        raise FactError(f"no active fact {fact_id} for agent {agent_id!r}")
+
+
 async def for_arrival(conn: asyncpg.Connection, agent_id: str, timezone: str, *, limit: int, chain_depth: int) -> tuple[list[dict[str, Any]], int, int]:
     """Active facts with their chains (rows ordered head, then its predecessors), the exact
     number of active facts and the number held back as unverified."""

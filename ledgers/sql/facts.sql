@@ -75,3 +75,10 @@ SELECT f.fact_id, f.agent_id, f.category, f.fact_key, f.fact_value, f.origin, f.
  WHERE f.agent_id = $1 AND ($2::boolean OR f.status IN ('active', 'superseded'))
  ORDER BY f.recorded_at DESC, f.fact_id
  LIMIT $3
+
+-- name: retire
+-- Take an active fact out of arrivals without a replacement: overridden, expired or refuted.
+UPDATE facts
+   SET status = $3
+ WHERE fact_id = $1 AND agent_id = $2 AND status = 'active'
+RETURNING fact_id

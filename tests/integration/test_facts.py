@@ -183,3 +183,26 @@ async def test_message_and_wake_anchors_are_verified_on_read(store_config: Calla
     assert found.text.splitlines()[1] == (
         f"- (did, 1 Nov 2026) canary: wrote probe.txt [message: {str(m).upper()}, found] [wake: {gone}, MISSING] [url: https://x.org]"
     )
+
+
+async def test_retired_facts_leave_the_arrival(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        async with st.pg_conn() as conn:
+            kept = await facts.remember(conn, agent_id="demo", key="kept", value="still true", origin="did", recorded_at=at("2026-11-01T10:00:00"))
+            ids = {
+                status: (await facts.remember(conn, agent_id="demo", key=f"k_{status}", value=f"was {status}", origin="did",
+                                              recorded_at=at("2026-11-01T11:00:00"))).fact_id
+                for status in facts.RETIRED_STATUSES
+            }
+            for status, fact_id in ids.items():
+                await facts.retire(conn, agent_id="demo", fact_id=fact_id, status=status)
+            with pytest.raises(facts.FactError, match="no active fact"):
+                await facts.retire(conn, agent_id="demo", fact_id=ids["refuted"], status="expired")
+            with pytest.raises(facts.FactError, match="status must be one of overridden, expired, refuted"):
+                await facts.retire(conn, agent_id="demo", fact_id=kept.fact_id, status="superseded")
+            listed, _ = await facts.listing(conn, "demo", include_all=True, limit=10)
+        found = await recall.provenance_facts(wake_ctx(config, st, at("2026-11-02T10:00:00")))
+    assert {r["fact_key"]: r["status"] for r in listed} == {"kept": "active", "k_overridden": "overridden", "k_expired": "expired", "k_refuted": "refuted"}
+    assert found.rows == 1 and "was " not in found.text and "kept: still true" in found.text
