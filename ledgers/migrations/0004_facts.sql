@@ -47,6 +47,7 @@ CREATE TABLE facts (
 -- One active fact per key: a new value supersedes the old one, it does not sit beside it.
 CREATE UNIQUE INDEX facts_one_active_key ON facts (agent_id, fact_key) WHERE status = 'active';
 CREATE INDEX facts_agent_recent ON facts (agent_id, recorded_at DESC);
+CREATE INDEX facts_agent_active_recent ON facts (agent_id, recorded_at DESC) WHERE status = 'active';
 CREATE INDEX facts_supersedes ON facts (supersedes_id) WHERE supersedes_id IS NOT NULL;
 
 -- Open commitments: the settled-facts block shows the three newest with the exact total.
