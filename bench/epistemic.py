@@ -26,8 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wake import logs, recall, session, settled  # noqa: E402
 from wake import config as wake_config  # noqa: E402
+from wake import logs, recall, session, settled  # noqa: E402
 from wake.cycle import WakeContext  # noqa: E402
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
