@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from surfaces import builtin, epistemic, names
+from surfaces import builtin, epistemic, ledger_tools, names
 from surfaces import graph as graph_tools
 from surfaces.registry import Registry
 
@@ -13,6 +13,8 @@ def build(modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, en
     """`graph`: Neo4j is configured, so the graph tools exist (surfaces/graph.py)."""
     registry = Registry(names.known_surfaces(set(extra_surfaces)))
     for tool in builtin.TOOLS:
+        registry.register(tool)
+    for tool in ledger_tools.TOOLS:
         registry.register(tool)
     for tool in epistemic.TOOLS:
         registry.register(tool)

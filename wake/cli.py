@@ -543,3 +543,8 @@ def probes_cmd(ctx: _Context, agent_id: str | None, retraction_ref: str | None, 
 
     rows = _run(body)
     click.echo(report.to_json(rows) if as_json else epistemic.format_records(rows))
+
+
+from wake import ledger_cli  # noqa: E402 - its commands call the helpers above at run time
+
+ledger_cli.register(cli)

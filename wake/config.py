@@ -238,11 +238,45 @@ class TierConfig(_Model):
         return self
 
 
+# Context values an operator SQL source may pass as parameters ($1, $2, ... in `params` order).
+SQL_SOURCE_PARAMS = ("agent_id", "tier", "trigger", "timezone", "now", "local_date", "wake_id")
+CacheTierName = Literal["static", "stable", "session", "volatile"]
+
+
+class SqlSourceConfig(_Model):
+    """An operator-defined arrival source: one SELECT, run READ ONLY (docs/facts.md)."""
+
+    sql: str = Field(min_length=1)
+    params: tuple[Literal[SQL_SOURCE_PARAMS], ...] = ()  # type: ignore[valid-type]
+    cache_tier: CacheTierName = "volatile"
+    timeout_ms: int = Field(1000, gt=0)
+    max_rows: int = Field(20, ge=1, le=1000)
+    template: str = Field(min_length=1)  # one line per row, str.format over the row's columns
+    header: str | None = None
+    empty_text: str = "(no rows)"
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        import string
+
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+        except ValueError as exc:
+            raise ValueError(f"expected a str.format template such as '{{title}} due {{due_on}}', got {value!r} ({exc})") from exc
+        if any(not f or f.isdigit() for f in fields):
+            raise ValueError(f"expected named fields only ({{column}}), got {value!r}")
+        return value
+
+
 class AgentConfig(_Model):
     timezone: str = "UTC"
     persona_files: tuple[str, ...] = ()
     quiet_hours: str | None = None
     daily_cost_cap_usd: float | None = Field(None, ge=0)
+    # An [sql_sources.<name>] whose first row is the settled-facts block's "latest settled state";
+    # none: the built-in `settled_state` table.
+    settled_state_source: str | None = None
     tiers: dict[str, TierConfig]
 
     @field_validator("timezone")
@@ -284,6 +318,7 @@ class Config(_Model):
     retractions: RetractionsConfig = RetractionsConfig()
     think: ThinkConfig = ThinkConfig()
     gate: GateConfig = GateConfig()
+    sql_sources: dict[str, SqlSourceConfig] = {}
     agents: dict[str, AgentConfig]
 
     _path: Path = PrivateAttr(default=Path("."))
@@ -295,7 +330,16 @@ class Config(_Model):
         surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
         if not self.agents:
             raise _KeyError(("agents",), "expected at least one agent table [agents.<id>]")
+        for name in self.sql_sources:
+            if name in sources.BUILTIN or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
+                raise _KeyError(("sql_sources", name), "expected a name of lowercase letters, digits and _ that is not a built-in source")
         for agent_id, agent in self.agents.items():
+            if agent.settled_state_source is not None and agent.settled_state_source not in self.sql_sources:
+                raise _KeyError(
+                    ("agents", agent_id, "settled_state_source"),
+                    f"unknown sql source {agent.settled_state_source!r}; expected one of [sql_sources.*]: "
+                    + (", ".join(sorted(self.sql_sources)) or "(none defined)"),
+                )
             for tier_name, tier in agent.tiers.items():
                 where = ("agents", agent_id, "tiers", tier_name)
                 for i, surface in enumerate(tier.binds):
@@ -306,10 +350,11 @@ class Config(_Model):
                             " (declare new ones in tools.surfaces)",
                         )
                 for i, source in enumerate(tier.sources):
-                    if source not in sources.BUILTIN:
+                    if source not in sources.BUILTIN and source not in self.sql_sources:
                         raise _KeyError(
                             (*where, "sources", i),
-                            f"unknown source {source!r}; expected one of {', '.join(sorted(sources.BUILTIN))}",
+                            f"unknown source {source!r}; expected one of {', '.join(sorted(sources.BUILTIN))}"
+                            " or an [sql_sources.<name>]",
                         )
                 if tier_name == "whisper":
                     for i, rule in enumerate(self.gate.escalate):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledgers import introspection
+from ledgers import daybook, introspection
 from ledgers.fences import StaleFence
 from surfaces.registry import Registry, Tool
 from wake import __version__, arrival, clock, diff, gate, lease, logs, manifest, model, sources
@@ -89,7 +89,7 @@ class WakeOutcome:
 
 
 def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
-    return [sources.BUILTIN[name] for name in config.tier(agent_id, tier).sources]
+    return [sources.resolve(config, name) for name in config.tier(agent_id, tier).sources]
 
 
 def _with_diff(ctx: WakeContext, earlier: list[Block]) -> WakeContext:
@@ -256,10 +256,12 @@ async def think(ctx: WakeContext, blocks: list[Block], models: model.Client) -> 
 
 
 async def record_daybook(ctx: WakeContext, text: str) -> None:
-    """The wake's final assistant text is its daybook entry. Until the daybook ledger is merged
-    it is kept on the introspection row (`final_text`); this is the one place that writes it."""
+    """The wake's final assistant text is its daybook entry (the `daybook` ledger, which the next
+    wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary."""
     async with ctx.write() as conn:
         await introspection.record_final_text(conn, ctx.wake_id, text)
+        if text.strip():
+            await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now)
 
 
 def _row(

@@ -9,7 +9,7 @@ import zoneinfo
 from typing import Any
 
 from ledgers import introspection
-from wake import diff, epistemic, graph
+from wake import diff, epistemic, graph, recall, settled, sql_sources
 from wake.arrival import CacheTier, Found, Source
 
 RECENT_WAKES = 5
@@ -60,5 +60,17 @@ BUILTIN: dict[str, Source] = {
         Source(name="clock", cache_tier=CacheTier.volatile, fn=clock, changes_every_wake=True),
         Source(name="due_falsifiers", cache_tier=CacheTier.volatile, fn=epistemic.due_falsifiers),
         Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True, changes_every_wake=True),
+        Source(name="living_summaries", cache_tier=CacheTier.stable, fn=recall.living_summaries),
+        Source(name="provenance_facts", cache_tier=CacheTier.session, fn=recall.provenance_facts),
+        Source(name="daybook", cache_tier=CacheTier.session, fn=recall.recent_daybook),
+        Source(name="settled_facts", cache_tier=CacheTier.volatile, fn=settled.settled_facts),
     )
 }
+
+
+def resolve(config: Any, name: str) -> Source:
+    """A built-in source, else the operator's `[sql_sources.<name>]` (config validation has
+    already refused any other name)."""
+    if name in BUILTIN:
+        return BUILTIN[name]
+    return sql_sources.source(name, config.sql_sources[name])

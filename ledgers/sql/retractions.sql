@@ -64,3 +64,14 @@ UPDATE retraction_ledger
    SET verdict = $3, falsifier_outcome = $4, falsifier_checked_at = $5
  WHERE id = $1 AND agent_id = $2 AND verdict = 'unchecked'
 RETURNING id, verdict, falsifier_outcome, falsifier_checked_at
+
+-- name: newest
+-- The agent's newest retractions for the settled-facts block, with the exact total (a window
+-- COUNT, never the LIMIT). The correction date is formatted in SQL in the agent's zone ($3).
+SELECT claim_verbatim, corrected_claim, verdict,
+       to_char(corrected_at AT TIME ZONE $3, 'YYYY-MM-DD') AS corrected_on,
+       count(*) OVER () AS total
+  FROM retraction_ledger
+ WHERE agent_id = $1
+ ORDER BY corrected_at DESC, id
+ LIMIT $2

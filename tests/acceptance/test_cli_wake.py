@@ -7,6 +7,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from surfaces import loader
+
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -22,7 +24,12 @@ def test_wake_up_then_inspect_it(wake_cli: CLI, tmp_path: Path) -> None:
     wake_id = lines[0].removeprefix("wake ")
     assert len(wake_id) == 36
     assert lines[2].startswith("manifest root ") and len(lines[2].split()[-1]) == 64
-    assert lines[3].startswith("tools bound (3): claim_probe, local_time, wake_manifest")
+    base = loader.build(entry_points=False)
+    whisper = [t.name for t in base.binding(["wake.whisper"])]
+    surface_added = sorted({t.name for t in base.binding(["wake.whisper", "wake.surface"])} - set(whisper))
+    assert "wake_history" in surface_added
+    assert "local_time" in whisper and "wake_manifest" in whisper
+    assert lines[3].startswith(f"tools bound ({len(whisper)}): {', '.join(whisper)}")
     assert any(line.strip().startswith("identity") and " ok " in line and " ms" in line for line in lines)
     assert "diff vs previous agent wake: first wake" in first.stdout
     events = [json.loads(line)["event"] for line in first.stderr.splitlines() if line.startswith("{")]
@@ -31,7 +38,7 @@ def test_wake_up_then_inspect_it(wake_cli: CLI, tmp_path: Path) -> None:
 
     second = wake_cli("up", "--tier", "surface", "--json")
     outcome = json.loads(second.stdout)
-    assert outcome["diff"]["agent"]["tools"]["added"] == ["retract", "settle_falsifier", "wake_history"]
+    assert outcome["diff"]["agent"]["tools"]["added"] == surface_added
 
     ledger = wake_cli("ledger")
     assert ledger.stdout.splitlines()[0].split()[:3] == ["STARTED", "(UTC)", "AGENT"]
@@ -40,10 +47,10 @@ def test_wake_up_then_inspect_it(wake_cli: CLI, tmp_path: Path) -> None:
     assert [r["tier"] for r in only_surface] == ["surface"]
 
     shown = json.loads(wake_cli("show", wake_id[:8], "--json").stdout)
-    assert shown["wake_id"] == wake_id and shown["status"] == "completed" and shown["active_tools_count"] == 3
+    assert shown["wake_id"] == wake_id and shown["status"] == "completed" and shown["active_tools_count"] == len(whisper)
 
     diffed = wake_cli("diff")
-    assert diffed.returncode == 0 and "added=retract,settle_falsifier,wake_history" in diffed.stdout
+    assert diffed.returncode == 0 and f"added={','.join(surface_added)}" in diffed.stdout
 
     verified = wake_cli("verify", wake_id, "--live")
     assert verified.returncode == 0, verified.stderr

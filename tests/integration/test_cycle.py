@@ -24,6 +24,9 @@ from wake.config import Config
 REPO = Path(__file__).resolve().parents[2]
 THIRTY = '[tools]\nmodules = ["tests.support.thirty_tools"]\nsurfaces = ["ops"]\n'
 FIXED_NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
+# The built-in tools (every ledger's) with no operator module: the counts below add the thirty to them.
+BASE = loader.build(entry_points=False)
+BASE_BOUND = {tier: len(BASE.binding(binds)) for tier, binds in (("whisper", ["wake.whisper"]), ("surface", ["wake.whisper", "wake.surface"]), ("full", ["wake"]))}
 
 
 async def _wake(config: Config, registry: Registry, tier: str = "whisper", **kw: Any) -> cycle.WakeOutcome:
@@ -40,20 +43,20 @@ async def _rows(config: Config) -> list[dict[str, Any]]:
 async def test_capability_map_binds_declarations_and_ledger_counts_the_binding(store_config: Callable[..., Config]) -> None:
     config = store_config(THIRTY)
     registry = session.build_registry(config)
-    assert len(registry) == 36  # 30 operator tools + 3 built-ins + 3 epistemic
+    assert len(registry) == 30 + len(BASE)  # 30 operator tools + the built-ins
     outcomes = {tier: await _wake(config, registry, tier) for tier in ("whisper", "surface", "full")}
     for tier, o in outcomes.items():
         names = [t.name for t in o.binding]
         assert not any(n.startswith("chat_") for n in names), tier
         assert "ops_report" not in names
         assert names == sorted(names)
-    assert len(outcomes["whisper"].binding) == 5 + 4 + 3  # whisper_*, anywake_*, local_time, wake_manifest, claim_probe
-    assert len(outcomes["surface"].binding) == 5 + 5 + 4 + 3 + 3
-    assert len(outcomes["full"].binding) == 5 + 5 + 5 + 4 + 3 + 3
+    assert len(outcomes["whisper"].binding) == 5 + 4 + BASE_BOUND["whisper"]  # whisper_*, anywake_*, built-ins
+    assert len(outcomes["surface"].binding) == 5 + 5 + 4 + BASE_BOUND["surface"]
+    assert len(outcomes["full"].binding) == 5 + 5 + 5 + 4 + BASE_BOUND["full"]
     rows = {r["tier"]: r for r in await _rows(config)}
     for tier, o in outcomes.items():
         assert rows[tier]["active_tools_count"] == len(o.binding) == len(rows[tier]["active_tool_names"])
-        assert rows[tier]["registry_tool_count"] == 36
+        assert rows[tier]["registry_tool_count"] == 30 + len(BASE)
         assert rows[tier]["active_tool_names"] == [t.name for t in o.binding]
 
 
@@ -63,12 +66,12 @@ def test_wake_registry_flags_the_inert_declaration(store_config: Callable[..., C
     done = subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), "registry"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "! tool ops_report declares surface 'ops', which no tier binds" in done.stdout
-    assert "registry: 36 tools" in done.stdout
+    assert f"registry: {30 + len(BASE)} tools" in done.stdout
     as_json = subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), "registry", "--json"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
     import json
 
     cmap = json.loads(as_json.stdout)
-    assert cmap["tiers"]["demo.whisper"]["bound"] == 12 and cmap["registry_size"] == 36
+    assert cmap["tiers"]["demo.whisper"]["bound"] == 9 + BASE_BOUND["whisper"] and cmap["registry_size"] == 30 + len(BASE)
     chat = next(t for t in cmap["tools"] if t["name"] == "chat_00")
     assert chat["bound_by"] == [] and chat["surfaces"] == ["chat"]
 
@@ -86,7 +89,7 @@ async def test_removing_a_wake_declaration_shows_as_removed(store_config: Callab
     assert second.diff["agent"]["tools"]["removed"] == ["whisper_03"]
     assert second.diff["tier"]["tools"]["removed"] == ["whisper_03"]
     diff_block = next(b for b in second.blocks if b.name == "binding_diff")
-    assert "- tools: removed whisper_03 (now holding 11)" in diff_block.text
+    assert f"- tools: removed whisper_03 (now holding {8 + BASE_BOUND['whisper']})" in diff_block.text
     [row] = [r for r in await _rows(config) if r["wake_id"] == second.wake_id]
     assert row["diff"]["agent"]["tools"]["removed"] == ["whisper_03"]
     # a changed declaration (schema) is "changed", not added/removed

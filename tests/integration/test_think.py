@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from ledgers import actions, introspection
+from ledgers import actions, daybook, introspection
 from surfaces.registry import Registry
 from tests.support import think_tools
 from tests.support.openai_server import ScriptedServer, completion, error
@@ -106,6 +106,9 @@ async def test_tool_call_round_trip_records_usage_and_the_mutating_action(make_c
     row = await _row(config, o.wake_id)
     assert (row["model"], row["turns"], row["tool_calls"], row["refusals"], row["stop_reason"]) == ("scripted-1", 3, 2, 0, "done")
     assert row["final_text"] == o.final_text == "Checked the time, wrote a note. Nothing else is open."
+    async with stores.connected(config) as st, st.pg_conn() as conn:
+        entries, total = await daybook.recent(conn, "demo", limit=5)
+    assert total == 1 and (entries[0]["entry"], entries[0]["wake_id"]) == (o.final_text, o.wake_id)  # the daybook entry
     assert row["prompt_tokens"] == sum(len(r.raw) // 4 for r in server.requests) and row["completion_tokens"] > 0
     assert row["cached_tokens"] > 0  # turns 2 and 3 extend turn 1's body: a shared prefix
     expected_cost = ((row["prompt_tokens"] - row["cached_tokens"]) * 1.0 + row["cached_tokens"] * 1.0 + row["completion_tokens"] * 4.0) / 1e6

@@ -1,0 +1,61 @@
+"""`commitments`: what the agent said it would do. Due dates are DATE columns, formatted in SQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import asyncpg
+
+from ledgers import queries
+
+CLOSED_STATUSES = ("done", "dropped")
+
+
+class CommitmentError(ValueError):
+    """A commitment cannot be changed as asked; nothing was written."""
+
+
+def _sql(name: str) -> str:
+    return queries.load("commitments")[name]
+
+
+async def add(
+    conn: asyncpg.Connection, *, agent_id: str, title: str, due_on: dt.date | None, created_at: dt.datetime,
+    wake_id: uuid.UUID | None = None,
+) -> int:
+    title = title.strip()
+    if not title:
+        raise CommitmentError("title must be non-empty")
+    return int(await conn.fetchval(_sql("add"), agent_id, title, due_on, wake_id, created_at))
+
+
+async def complete(
+    conn: asyncpg.Connection, *, agent_id: str, commitment_id: int, completed_at: dt.datetime, status: str = "done",
+    outcome: str | None = None,
+) -> int:
+    if status not in CLOSED_STATUSES:
+        raise CommitmentError(f"status must be one of {', '.join(CLOSED_STATUSES)}, got {status!r}")
+    done = await conn.fetchval(_sql("complete"), commitment_id, agent_id, status, outcome, completed_at)
+    if done is None:
+        row = await conn.fetchrow(_sql("state"), commitment_id, agent_id)
+        if row is None:
+            raise CommitmentError(f"no commitment {commitment_id} for agent {agent_id!r}")
+        raise CommitmentError(f"commitment {commitment_id} is already {row['status']}")
+    return int(done)
+
+
+async def open_newest(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The newest open commitments and the exact number open (a COUNT, never the LIMIT)."""
+    if limit < 1:
+        raise ValueError("limit must be at least 1: the total rides on the returned rows")
+    rows = [dict(r) for r in await conn.fetch(_sql("open_newest"), agent_id, limit)]
+    total = int(rows[0]["total"]) if rows else 0
+    for row in rows:
+        row.pop("total")
+    return rows, total
+
+
+async def closed_recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(_sql("closed_recent"), agent_id, limit)]

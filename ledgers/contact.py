@@ -1,0 +1,29 @@
+"""`human_contact`: raw messages from humans, verbatim. A `saw` fact cites one and is attested
+against its body (`ledgers.attestation`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import asyncpg
+
+from ledgers import queries
+
+
+def _sql(name: str) -> str:
+    return queries.load("contact")[name]
+
+
+async def record(
+    conn: asyncpg.Connection, *, agent_id: str, author: str, channel: str, body: str, received_at: dt.datetime,
+    message_id: uuid.UUID | None = None,
+) -> uuid.UUID | None:
+    """Store one message; returns its id, or None when `message_id` was already stored."""
+    return await conn.fetchval(_sql("record"), message_id, agent_id, author, channel, body, received_at)
+
+
+async def get(conn: asyncpg.Connection, agent_id: str, message_id: uuid.UUID) -> dict[str, Any] | None:
+    row = await conn.fetchrow(_sql("get"), message_id, agent_id)
+    return dict(row) if row else None

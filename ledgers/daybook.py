@@ -1,0 +1,34 @@
+"""`daybook`: what the agent wrote at the end of its wakes (the model loop appends the final
+assistant text; the `write_daybook` tool appends mid-wake)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import asyncpg
+
+from ledgers import queries
+
+
+def _sql(name: str) -> str:
+    return queries.load("daybook")[name]
+
+
+async def append(conn: asyncpg.Connection, *, agent_id: str, wake_id: uuid.UUID | None, entry: str, written_at: dt.datetime) -> int:
+    entry = entry.strip()
+    if not entry:
+        raise ValueError("a daybook entry must be non-empty")
+    return int(await conn.fetchval(_sql("append"), agent_id, wake_id, entry, written_at))
+
+
+async def recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The newest entries and the exact number of entries (a COUNT, never the LIMIT)."""
+    if limit < 1:
+        raise ValueError("limit must be at least 1: the total rides on the returned rows")
+    rows = [dict(r) for r in await conn.fetch(_sql("recent"), agent_id, limit)]
+    total = int(rows[0]["total"]) if rows else 0
+    for row in rows:
+        row.pop("total")
+    return rows, total

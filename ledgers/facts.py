@@ -1,0 +1,187 @@
+"""Facts with provenance passports (seed 000, 3.2; DESIGN "Ledgers").
+
+Every fact carries an `origin` stamped at write time: `did` (the agent's own action or lookup)
+or `saw` (told by a human, observed from outside). A `saw` fact must cite the raw message it came
+from (`source_ref`, a `human_contact` row) and is attested only when its value passes
+`ledgers.attestation.attest` against that message's body; an unattested one is stored with status
+`unverified` and never rendered in an arrival. A new value for a key supersedes the active fact:
+the old row becomes `superseded` with `superseded_at`, the new row points back with
+`supersedes_id`, and the arrival renders the chain under the live fact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from ledgers import attestation, contact, queries
+
+ORIGINS = ("did", "saw")
+STATUSES = ("active", "overridden", "superseded", "expired", "unverified", "refuted")
+ANCHOR_TYPES = ("file", "message", "wake", "url")
+
+
+class FactError(ValueError):
+    """A fact cannot be written as asked; the message says why and nothing was written."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Remembered:
+    fact_id: uuid.UUID
+    status: str
+    attestation: attestation.Attestation | None
+    supersedes_id: uuid.UUID | None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"fact_id": str(self.fact_id), "status": self.status}
+        if self.attestation is not None:
+            out["attested"] = self.attestation.attested
+            out["attestation"] = self.attestation.reason
+        if self.supersedes_id is not None:
+            out["supersedes_id"] = str(self.supersedes_id)
+        if self.status == "unverified":
+            out["note"] = "stored unverified: it will not appear in arrivals until a message attests it"
+        return out
+
+
+def _sql(name: str) -> str:
+    return queries.load("facts")[name]
+
+
+def check_anchors(anchors: Any) -> list[dict[str, str]]:
+    """Typed anchors: a list of {"type": file|message|wake|url, "ref": non-empty string}."""
+    if not isinstance(anchors, list):
+        raise FactError("anchors must be a list of {type, ref} objects")
+    checked = []
+    for i, anchor in enumerate(anchors):
+        if not isinstance(anchor, dict) or set(anchor) != {"type", "ref"}:
+            raise FactError(f"anchors[{i}] must be an object with exactly the keys type and ref")
+        if anchor["type"] not in ANCHOR_TYPES:
+            raise FactError(f"anchors[{i}].type must be one of {', '.join(ANCHOR_TYPES)}, got {anchor['type']!r}")
+        if not isinstance(anchor["ref"], str) or not anchor["ref"].strip():
+            raise FactError(f"anchors[{i}].ref must be a non-empty string")
+        checked.append({"type": anchor["type"], "ref": anchor["ref"]})
+    return checked
+
+
+async def _passport(
+    conn: asyncpg.Connection, agent_id: str, value: str, origin: str, source_ref: uuid.UUID | None
+) -> tuple[str, uuid.UUID | None, attestation.Attestation | None]:
+    """(status, attested_ref, attestation) of a new fact."""
+    if origin not in ORIGINS:
+        raise FactError(f"origin must be 'did' or 'saw', got {origin!r}")
+    if source_ref is None:
+        if origin == "saw":
+            raise FactError("a 'saw' fact must cite the raw message it came from (source_ref)")
+        return "active", None, None
+    message = await contact.get(conn, agent_id, source_ref)
+    if message is None:
+        raise FactError(f"source_ref {source_ref} is not a message of agent {agent_id!r} (human_contact)")
+    if origin == "did":
+        return "active", None, None
+    verdict = attestation.attest(value, message["body"])
+    return ("active", source_ref, verdict) if verdict.attested else ("unverified", None, verdict)
+
+
+async def remember(
+    conn: asyncpg.Connection, *, agent_id: str, key: str, value: str, origin: str, recorded_at: dt.datetime,
+    category: str = "general", source_ref: uuid.UUID | None = None, anchors: list[dict[str, str]] | None = None,
+    wake_id: uuid.UUID | None = None, fact_id: uuid.UUID | None = None,
+) -> Remembered:
+    """Store a new fact (call inside a transaction). A key that already has an active fact is
+    refused: a new value for it goes through `supersede`."""
+    key, value = key.strip(), value.strip()
+    if not key or not value:
+        raise FactError("key and value must be non-empty")
+    status, attested_ref, verdict = await _passport(conn, agent_id, value, origin, source_ref)
+    if status == "active":
+        existing = await conn.fetchval(_sql("active_with_key"), agent_id, key)
+        if existing is not None:
+            raise FactError(f"fact {key!r} is already active ({existing}); use supersede_fact to change its value")
+    new_id = await conn.fetchval(
+        _sql("insert"), fact_id, agent_id, category, key, value, origin, status, attested_ref, source_ref, None,
+        json.dumps(check_anchors(anchors or [])), wake_id, recorded_at,
+    )
+    return Remembered(fact_id=new_id, status=status, attestation=verdict, supersedes_id=None)
+
+
+async def supersede(
+    conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID, value: str, origin: str, recorded_at: dt.datetime,
+    source_ref: uuid.UUID | None = None, anchors: list[dict[str, str]] | None = None, wake_id: uuid.UUID | None = None,
+    new_fact_id: uuid.UUID | None = None,
+) -> Remembered:
+    """Replace an active fact's value with a new fact that points back at it (same key).
+
+    An unattested `saw` value cannot unseat an active fact: it is stored `unverified` with its
+    `supersedes_id` set, and the old fact stays active.
+    """
+    value = value.strip()
+    if not value:
+        raise FactError("value must be non-empty")
+    old = await conn.fetchrow(_sql("lock"), fact_id, agent_id)
+    if old is None:
+        raise FactError(f"no fact {fact_id} for agent {agent_id!r}")
+    if old["status"] != "active":
+        raise FactError(f"fact {fact_id} is {old['status']}, not active: only an active fact can be superseded")
+    status, attested_ref, verdict = await _passport(conn, agent_id, value, origin, source_ref)
+    if status == "active":
+        await conn.fetchval(_sql("mark_superseded"), fact_id, agent_id, recorded_at)
+    new_id = await conn.fetchval(
+        _sql("insert"), new_fact_id, agent_id, old["category"], old["fact_key"], value, origin, status, attested_ref,
+        source_ref, fact_id, json.dumps(check_anchors(anchors or [])), wake_id, recorded_at,
+    )
+    return Remembered(fact_id=new_id, status=status, attestation=verdict, supersedes_id=fact_id)
+
+
+RETIRED_STATUSES = ("overridden", "expired", "refuted")
+
+
+async def retire(conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID, status: str) -> None:
+    """Take an active fact out of arrivals with no replacement: `overridden` (a human corrected
+    it), `expired` (no longer true with time) or `refuted` (a retraction disproved it)."""
+    if status not in RETIRED_STATUSES:
+        raise FactError(f"status must be one of {', '.join(RETIRED_STATUSES)}, got {status!r}")
+    if await conn.fetchval(_sql("retire"), fact_id, agent_id, status) is None:
+        raise FactError(f"no active fact {fact_id} for agent {agent_id!r}")
+
+
+async def for_arrival(conn: asyncpg.Connection, agent_id: str, timezone: str, *, limit: int, chain_depth: int) -> tuple[list[dict[str, Any]], int, int]:
+    """Active facts with their chains (rows ordered head, then its predecessors), the exact
+    number of active facts and the number held back as unverified."""
+    rows = [dict(r) for r in await conn.fetch(_sql("for_arrival"), agent_id, timezone, limit, chain_depth)]
+    counts = await conn.fetchrow(_sql("counts"), agent_id)
+    for row in rows:
+        if isinstance(row["anchors"], str):
+            row["anchors"] = json.loads(row["anchors"])
+    return rows, int(counts["active"]), int(counts["unverified"])
+
+
+def _anchor(anchor: dict[str, str]) -> str:
+    """`[file: path]`; a message or wake anchor carries what the read-time check found."""
+    check = anchor.get("check", "unchecked")
+    return f" [{anchor['type']}: {anchor['ref']}" + ("" if check == "unchecked" else f", {'found' if check == 'found' else 'MISSING'}") + "]"
+
+
+def render_line(row: dict[str, Any]) -> str:
+    """One fact with its passport: `(saw, 16 Jul 2026) key: value`, or for a predecessor in a
+    chain `[SUPERSEDED] (saw, recorded 2026-10-02, superseded 2026-10-21) key: value`."""
+    anchors = "".join(_anchor(a) for a in row["anchors"])
+    if row["depth"] == 0:
+        return f"- ({row['origin']}, {row['recorded_on']}) {row['fact_key']}: {row['fact_value']}{anchors}"
+    superseded = f", superseded {row['superseded_day']}" if row["superseded_day"] else ""
+    return f"  {'  ' * (row['depth'] - 1)}[{row['status'].upper()}] ({row['origin']}, recorded {row['recorded_day']}{superseded}) {row['fact_key']}: {row['fact_value']}{anchors}"
+
+
+async def listing(conn: asyncpg.Connection, agent_id: str, *, include_all: bool, limit: int) -> tuple[list[dict[str, Any]], int]:
+    rows = [dict(r) for r in await conn.fetch(_sql("listing"), agent_id, include_all, limit)]
+    total = int(rows[0]["total"]) if rows else 0
+    for row in rows:
+        row.pop("total")
+        if isinstance(row["anchors"], str):
+            row["anchors"] = json.loads(row["anchors"])
+    return rows, total

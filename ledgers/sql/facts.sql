@@ -1,0 +1,87 @@
+-- name: insert
+INSERT INTO facts (fact_id, agent_id, category, fact_key, fact_value, origin, status, attested_ref,
+                   source_ref, supersedes_id, anchors, wake_id, recorded_at)
+VALUES (COALESCE($1, gen_random_uuid()), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13)
+RETURNING fact_id
+
+-- name: lock
+-- The fact a supersession replaces, locked for the rest of the transaction.
+SELECT fact_id, fact_key, category, status
+  FROM facts
+ WHERE fact_id = $1 AND agent_id = $2
+   FOR UPDATE
+
+-- name: active_with_key
+SELECT fact_id FROM facts WHERE agent_id = $1 AND fact_key = $2 AND status = 'active'
+
+-- name: mark_superseded
+UPDATE facts
+   SET status = 'superseded', superseded_at = $3
+ WHERE fact_id = $1 AND agent_id = $2 AND status = 'active'
+RETURNING fact_id
+
+-- name: for_arrival
+-- The agent's newest active facts (at most $3) with their supersession chains (at most $4 links
+-- back), passports formatted in SQL in the agent's timezone ($2). `depth` 0 is the live fact.
+WITH RECURSIVE chain AS (
+    SELECT l.fact_id AS head_id, l.recorded_at AS head_recorded_at, 0 AS depth, l.fact_id, l.supersedes_id
+      FROM (SELECT a.fact_id, a.recorded_at, a.supersedes_id
+              FROM facts a
+             WHERE a.agent_id = $1 AND a.status = 'active'
+             ORDER BY a.recorded_at DESC, a.fact_id
+             LIMIT $3) l
+    UNION ALL
+    -- OFFSET 0 keeps each step a primary-key lookup (no hash join over the whole table)
+    SELECT c.head_id, c.head_recorded_at, c.depth + 1, p.fact_id, p.supersedes_id
+      FROM chain c
+     CROSS JOIN LATERAL (SELECT s.fact_id, s.supersedes_id FROM facts s WHERE s.fact_id = c.supersedes_id OFFSET 0) p
+     WHERE c.depth < $4
+)
+SELECT c.head_id, c.depth, f.fact_id, f.category, f.fact_key, f.fact_value, f.origin, f.status,
+       -- verify-on-read: a message or wake anchor is checked against its ledger now
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'type', x.anchor->>'type', 'ref', x.anchor->>'ref',
+                   'check', CASE
+                       WHEN x.ref_id IS NULL THEN 'unchecked'
+                       WHEN x.anchor->>'type' = 'message' AND EXISTS (
+                           SELECT 1 FROM human_contact m WHERE m.message_id = x.ref_id AND m.agent_id = f.agent_id
+                       ) THEN 'found'
+                       WHEN x.anchor->>'type' = 'wake' AND EXISTS (
+                           SELECT 1 FROM wake_introspection_ledger w WHERE w.wake_id = x.ref_id AND w.agent_id = f.agent_id
+                       ) THEN 'found'
+                       ELSE 'missing' END) ORDER BY x.ord), '[]'::jsonb)
+          FROM (SELECT e.anchor, e.ord,
+                       CASE WHEN e.anchor->>'type' IN ('message', 'wake')
+                             AND e.anchor->>'ref' ~* '^[0-9a-f]{8}-?([0-9a-f]{4}-?){3}[0-9a-f]{12}$'
+                            THEN (e.anchor->>'ref')::uuid END AS ref_id
+                  FROM jsonb_array_elements(f.anchors) WITH ORDINALITY AS e(anchor, ord)) x) AS anchors,
+       to_char(f.recorded_at AT TIME ZONE $2, 'FMDD Mon YYYY') AS recorded_on,
+       to_char(f.recorded_at AT TIME ZONE $2, 'YYYY-MM-DD') AS recorded_day,
+       to_char(f.superseded_at AT TIME ZONE $2, 'YYYY-MM-DD') AS superseded_day
+  FROM chain c
+ CROSS JOIN LATERAL (SELECT * FROM facts r WHERE r.fact_id = c.fact_id OFFSET 0) f
+ ORDER BY c.head_recorded_at DESC, c.head_id, c.depth
+
+-- name: counts
+-- Exact counts beside the arrival's LIMIT: active facts, and unverified ones held back.
+SELECT count(*) FILTER (WHERE status = 'active') AS active,
+       count(*) FILTER (WHERE status = 'unverified') AS unverified
+  FROM facts
+ WHERE agent_id = $1
+
+-- name: listing
+-- Every fact of the agent, any status, for the operator (`wake facts`), newest first.
+SELECT f.fact_id, f.agent_id, f.category, f.fact_key, f.fact_value, f.origin, f.status, f.attested_ref,
+       f.source_ref, f.supersedes_id, f.anchors, f.wake_id, f.recorded_at, f.superseded_at,
+       count(*) OVER () AS total
+  FROM facts f
+ WHERE f.agent_id = $1 AND ($2::boolean OR f.status IN ('active', 'superseded'))
+ ORDER BY f.recorded_at DESC, f.fact_id
+ LIMIT $3
+
+-- name: retire
+-- Take an active fact out of arrivals without a replacement: overridden, expired or refuted.
+UPDATE facts
+   SET status = $3
+ WHERE fact_id = $1 AND agent_id = $2 AND status = 'active'
+RETURNING fact_id

@@ -1,0 +1,188 @@
+"""Tools over the epistemic ledgers: facts, commitments, the daybook.
+
+Every one of them writes, so each is declared `mutates=True` and writes only through
+`ctx.write()` (the fenced transaction: a wake whose fence is stale writes nothing). Bad input
+raises an error whose message says what to fix; the transaction rolls back and nothing is kept.
+The model loop, not these tools, records a `last_actions` row for every successful call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from ledgers import commitments, daybook, facts
+from surfaces.registry import Tool, tool
+
+_UUID = {"type": "string", "pattern": "^[0-9a-fA-F-]{32,36}$"}
+_ANCHORS = {
+    "type": "array",
+    "description": "Where the fact can be checked again: files, messages, wakes, URLs.",
+    "items": {
+        "type": "object",
+        "properties": {"type": {"enum": list(facts.ANCHOR_TYPES)}, "ref": {"type": "string", "minLength": 1}},
+        "required": ["type", "ref"],
+        "additionalProperties": False,
+    },
+    "default": [],
+}
+_ORIGIN = {
+    "enum": list(facts.ORIGINS),
+    "description": "did = your own action or lookup; saw = told by a human or observed (cite the message in source_ref).",
+}
+# Surfaces: recording and changing beliefs is deliberate work for surface and full wakes (and chat);
+# a whisper may tick off a commitment and write its daybook line.
+_DELIBERATE = {"chat", "wake.surface", "wake.full"}
+
+
+def _uuid(value: str | None, name: str) -> uuid.UUID | None:
+    if value is None:
+        return None
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        raise ValueError(f"{name} must be a UUID, got {value!r}") from None
+
+
+def _date(value: str | None) -> dt.date | None:
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"due_on must be a calendar date YYYY-MM-DD, got {value!r}") from None
+
+
+@tool(
+    name="remember_fact",
+    description=(
+        "Store a fact with its provenance passport. origin is required: 'did' for what you did or looked up "
+        "yourself, 'saw' for what a human told you (cite the raw message id in source_ref). A 'saw' fact whose "
+        "value is not found in the cited message is stored unverified and kept out of your arrivals."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "key": {"type": "string", "minLength": 1, "maxLength": 100},
+            "value": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "origin": _ORIGIN,
+            "category": {"type": "string", "minLength": 1, "maxLength": 50, "default": "general"},
+            "source_ref": {**_UUID, "description": "The human_contact message id the fact came from."},
+            "anchors": _ANCHORS,
+        },
+        "required": ["key", "value", "origin"],
+        "additionalProperties": False,
+    },
+    surfaces=_DELIBERATE,
+    mutates=True,
+)
+async def remember_fact(
+    ctx: Any, key: str, value: str, origin: str, category: str = "general", source_ref: str | None = None,
+    anchors: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    async with ctx.write() as conn:
+        done = await facts.remember(
+            conn, agent_id=ctx.agent_id, key=key, value=value, origin=origin, category=category,
+            source_ref=_uuid(source_ref, "source_ref"), anchors=anchors, wake_id=ctx.wake_id, recorded_at=ctx.now,
+        )
+    return done.as_dict()
+
+
+@tool(
+    name="supersede_fact",
+    description=(
+        "Replace an active fact's value with a new one (same key). The old fact is kept as [SUPERSEDED] and shown "
+        "under the new one. A 'saw' value not attested by its cited message does not unseat the old fact."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "fact_id": _UUID,
+            "value": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "origin": _ORIGIN,
+            "source_ref": {**_UUID, "description": "The human_contact message id the new value came from."},
+            "anchors": _ANCHORS,
+        },
+        "required": ["fact_id", "value", "origin"],
+        "additionalProperties": False,
+    },
+    surfaces=_DELIBERATE,
+    mutates=True,
+)
+async def supersede_fact(
+    ctx: Any, fact_id: str, value: str, origin: str, source_ref: str | None = None, anchors: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    old_id = _uuid(fact_id, "fact_id")
+    assert old_id is not None
+    async with ctx.write() as conn:
+        done = await facts.supersede(
+            conn, agent_id=ctx.agent_id, fact_id=old_id, value=value, origin=origin,
+            source_ref=_uuid(source_ref, "source_ref"), anchors=anchors, wake_id=ctx.wake_id, recorded_at=ctx.now,
+        )
+    return done.as_dict()
+
+
+@tool(
+    name="add_commitment",
+    description="Record something you committed to do, optionally with a due date (YYYY-MM-DD, a calendar day).",
+    parameters={
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "minLength": 1, "maxLength": 300},
+            "due_on": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+        },
+        "required": ["title"],
+        "additionalProperties": False,
+    },
+    surfaces=_DELIBERATE,
+    mutates=True,
+)
+async def add_commitment(ctx: Any, title: str, due_on: str | None = None) -> dict[str, Any]:
+    due = _date(due_on)
+    async with ctx.write() as conn:
+        commitment_id = await commitments.add(conn, agent_id=ctx.agent_id, title=title, due_on=due, created_at=ctx.now, wake_id=ctx.wake_id)
+    return {"commitment_id": commitment_id, "status": "open", **({"due_on": due.isoformat()} if due else {})}
+
+
+@tool(
+    name="complete_commitment",
+    description="Close an open commitment: status 'done' (default) or 'dropped', with what came of it.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "commitment_id": {"type": "integer", "minimum": 1},
+            "status": {"enum": list(commitments.CLOSED_STATUSES), "default": "done"},
+            "outcome": {"type": "string", "maxLength": 1000},
+        },
+        "required": ["commitment_id"],
+        "additionalProperties": False,
+    },
+    surfaces={"chat", "wake"},
+    mutates=True,
+)
+async def complete_commitment(ctx: Any, commitment_id: int, status: str = "done", outcome: str | None = None) -> dict[str, Any]:
+    async with ctx.write() as conn:
+        await commitments.complete(conn, agent_id=ctx.agent_id, commitment_id=commitment_id, status=status, outcome=outcome, completed_at=ctx.now)
+    return {"commitment_id": commitment_id, "status": status}
+
+
+@tool(
+    name="write_daybook",
+    description="Append an entry to your daybook; the newest entries arrive at your next wakes.",
+    parameters={
+        "type": "object",
+        "properties": {"entry": {"type": "string", "minLength": 1, "maxLength": 8000}},
+        "required": ["entry"],
+        "additionalProperties": False,
+    },
+    surfaces={"wake"},
+    mutates=True,
+)
+async def write_daybook(ctx: Any, entry: str) -> dict[str, Any]:
+    async with ctx.write() as conn:
+        entry_id = await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=entry, written_at=ctx.now)
+    return {"entry_id": entry_id}
+
+
+TOOLS: tuple[Tool, ...] = (remember_fact, supersede_fact, add_commitment, complete_commitment, write_daybook)

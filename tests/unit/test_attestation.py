@@ -1,0 +1,77 @@
+"""Attestation boundaries (issue 5 item 1): containment, exactly 60%, one shared token,
+punctuation, case, stop words."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledgers import attestation
+from ledgers.attestation import attest, content_tokens, tokens
+
+
+def test_tokenizer_splits_on_punctuation_and_folds_case() -> None:
+    assert tokens("Kvällsskift runs 15:00-23:00!") == ["kvällsskift", "runs", "15", "00", "23", "00"]
+    assert tokens("KVÄLLSSKIFT") == tokens("kvällsskift")
+    assert tokens("Straße") == tokens("STRASSE")  # casefold, not lower
+    assert tokens("ﬁle_name") == ["file", "name"]  # NFKC ligature; underscore separates
+    assert content_tokens("the box is in the basement") == {"box", "basement"}
+
+
+def test_contained_value_is_attested_whatever_the_punctuation_and_case() -> None:
+    message = "From October my Kvällsskift runs 15:00-23:00, Monday to Thursday."
+    result = attest("kvällsskift RUNS 15.00–23.00", message)
+    assert result.attested and result.how == "contained"
+
+
+def test_containment_is_at_word_boundaries() -> None:
+    # "art" is inside "party" as characters, not as a word; one token is also too few to overlap.
+    assert not attest("art", "we had a party").attested
+    assert attest("party", "we had a party.").attested
+
+
+def test_exactly_sixty_percent_with_three_tokens_is_attested() -> None:
+    value = "box fourteen basement key door"  # 5 content tokens
+    message = "The box in the basement has a key hanging somewhere."  # shares box, basement, key = 3 of 5
+    result = attest(value, message)
+    assert (result.shared, result.of) == (3, 5)
+    assert result.attested and result.how == "overlap"
+
+
+def test_just_under_sixty_percent_is_not_attested() -> None:
+    value = "box fourteen basement key door lock"  # 6 content tokens
+    message = "The box in the basement has a key hanging somewhere."  # 3 of 6 = 50%
+    result = attest(value, message)
+    assert (result.shared, result.of) == (3, 6)
+    assert not result.attested
+    assert "3 of 6" in result.reason and "60%" in result.reason
+
+
+def test_a_single_shared_token_never_attests_even_at_one_hundred_percent() -> None:
+    # "the shift": one content token, shared, 100% -- but the rule asks for at least 2 tokens,
+    # and "the shift" is not contained in "shift change tomorrow".
+    result = attest("the shift", "Shift change tomorrow")
+    assert (result.shared, result.of) == (1, 1)
+    assert not result.attested
+
+
+def test_two_shared_tokens_of_three_attest() -> None:
+    result = attest("evening shift Thursday", "My shift is in the evening.")
+    assert (result.shared, result.of) == (2, 3) and result.attested
+
+
+def test_stop_words_attest_nothing() -> None:
+    # every token is a stop word: all seven are in the message, none is content
+    result = attest("and then we were there with them", "them with there were we then, and so on")
+    assert (result.shared, result.of) == (0, 0) and not result.attested
+    # the same words in the same order are contained, and containment attests
+    assert attest("and then we were there with them", "And then we were there with them.").attested
+
+
+def test_an_empty_or_punctuation_only_value_is_never_attested() -> None:
+    assert not attest("", "anything").attested
+    assert not attest("!!! ...", "!!! ...").attested
+
+
+@pytest.mark.parametrize("word", sorted(["and", "och", "the", "att", "is", "är"]))
+def test_the_documented_stop_words_are_in_the_list(word: str) -> None:
+    assert word in attestation.STOP_WORDS

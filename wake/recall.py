@@ -1,0 +1,66 @@
+"""Arrival sources over what the agent holds from before: provenance facts, living summaries,
+the daybook. Each renders what it read; an empty ledger says so; a store error fails the block
+("could not check"), never "nothing"."""
+
+from __future__ import annotations
+
+import zoneinfo
+from typing import Any
+
+from ledgers import daybook, facts, summaries
+from wake.arrival import Found
+
+FACTS_SHOWN = 12
+CHAIN_DEPTH = 3
+DAYBOOK_SHOWN = 3
+DAYBOOK_CHARS = 400
+
+
+async def provenance_facts(ctx: Any) -> Found:
+    """Active facts with passports and their supersession chains; unverified ones stay out."""
+    async with ctx.stores.pg_conn() as conn:
+        rows, total, unverified = await facts.for_arrival(conn, ctx.agent_id, ctx.timezone, limit=FACTS_SHOWN, chain_depth=CHAIN_DEPTH)
+    held_back = (
+        f"\n({unverified} unverified fact{'s' if unverified != 1 else ''} held back: not attested by the message cited)"
+        if unverified else ""
+    )
+    if not rows:
+        return Found(text=f"No active facts are recorded.{held_back}", rows=0)
+    heads = sum(1 for r in rows if r["depth"] == 0)
+    head = f"Facts ({heads} of {total} active, newest first; did = your own action or lookup, saw = told or observed):"
+    return Found(text="\n".join([head, *(facts.render_line(r) for r in rows)]) + held_back, rows=total)
+
+
+async def living_summaries(ctx: Any) -> Found:
+    """Each aspect's current text, and what its last fold merged (the trail's reader)."""
+    async with ctx.stores.pg_conn() as conn:
+        rows = await summaries.current(conn, ctx.agent_id)
+    if not rows:
+        return Found(text="No living summaries are recorded yet.", rows=0)
+    zone = zoneinfo.ZoneInfo(ctx.timezone)
+    parts = []
+    for r in rows:
+        part = [f"### {r['aspect']} (v{r['version']}, folded {r['folded_at'].astimezone(zone):%Y-%m-%d %H:%M})", r["content"].strip()]
+        if r["trail_id"] is None:
+            part.append("What changed since the last fold: could not check: no trail row for this version")
+        elif r["merged_deltas"]:
+            part.append(f"What changed since the last fold ({r['trail_folded_at'].astimezone(zone):%Y-%m-%d}): " + "; ".join(str(d) for d in r["merged_deltas"]))
+        else:
+            part.append("What changed since the last fold: nothing was merged")
+        parts.append("\n".join(part))
+    return Found(text="\n\n".join(parts), rows=len(rows))
+
+
+async def recent_daybook(ctx: Any) -> Found:
+    async with ctx.stores.pg_conn() as conn:
+        rows, total = await daybook.recent(conn, ctx.agent_id, limit=DAYBOOK_SHOWN)
+    if not rows:
+        return Found(text="The daybook is empty.", rows=0)
+    zone = zoneinfo.ZoneInfo(ctx.timezone)
+    lines = [f"Daybook ({len(rows)} of {total} entries, newest first):"]
+    for r in rows:
+        entry = " ".join(r["entry"].split())
+        entry = entry if len(entry) <= DAYBOOK_CHARS else entry[: DAYBOOK_CHARS - 1] + "…"
+        wake = f" (wake {str(r['wake_id'])[:8]})" if r["wake_id"] else ""
+        lines.append(f"- #{r['entry_id']} {r['written_at'].astimezone(zone):%Y-%m-%d %H:%M}{wake}: {entry}")
+    return Found(text="\n".join(lines), rows=total)

@@ -1,0 +1,97 @@
+"""The settled-facts arrival block: "[Settled Facts & Recent Ground Truth]" (seed 000, 4.3).
+
+At most 8 lines, one join in one place, delivered before the first token:
+
+1. the latest settled state (the `settled_state` table, or the operator's
+   `agents.<id>.settled_state_source`);
+2. open commitments: the three newest, with the exact total ("3 of 6") from a COUNT;
+3. the three newest retractions;
+4. confirmed mutating actions of the last 48 hours across surfaces (`last_actions`).
+
+DATE columns are formatted in SQL (`to_char`), so neither the connection's timezone nor the
+agent's can move a day. A part that cannot be read says "could not check: <why>" on its own line;
+the others still render.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from typing import Any
+
+import asyncpg
+
+from ledgers import actions, commitments, retractions, settled
+from wake import logs, sql_sources
+from wake.arrival import Found
+
+HEADER = "[Settled Facts & Recent Ground Truth]"
+MAX_LINES = 8
+SHOWN = 3
+ACTIONS_WINDOW = dt.timedelta(hours=48)
+
+def _clip(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+async def _state(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
+    name = ctx.config.agents[ctx.agent_id].settled_state_source
+    if name is not None:
+        conf = ctx.config.sql_sources[name]
+        rows, _ = await sql_sources.fetch(conn, name, conf, ctx)
+        if not rows:
+            return f"Settled state: none recorded ({name})", 0
+        return f"Settled state: {sql_sources.render_row(name, conf, rows[0])}", 1
+    row = await settled.latest_state(conn, ctx.agent_id)
+    if row is None:
+        return "Settled state: none recorded", 0
+    return f"Settled state: {row['state_on']} {row['subject']}: {_clip(row['state'])}", 1
+
+
+async def _commitments(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
+    rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=SHOWN)
+    if not rows:
+        return "Open commitments: none", 0
+    items = "; ".join(f"#{r['commitment_id']} {_clip(r['title'], 60)}" + (f" (due {r['due_on']})" if r["due_on"] else "") for r in rows)
+    return f"Open commitments ({len(rows)} of {total}, newest first): {items}", total
+
+
+async def _retractions(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
+    rows, total = await retractions.newest(conn, ctx.agent_id, SHOWN, ctx.timezone)
+    if not rows:
+        return "Retractions: none", 0
+    items = "; ".join(
+        f"{r['corrected_on']} \"{_clip(r['claim_verbatim'], 50)}\" -> \"{_clip(r['corrected_claim'], 50)}\" ({r['verdict']})" for r in rows
+    )
+    return f"Retractions ({len(rows)} of {total}, newest first): {items}", total
+
+
+async def _actions(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
+    rows, total = await actions.since(conn, ctx.agent_id, ctx.now - ACTIONS_WINDOW, limit=SHOWN)
+    if not rows:
+        return "Confirmed actions, last 48 h: none", 0
+    zone = zoneinfo.ZoneInfo(ctx.timezone)
+    items = "; ".join(f"{r['acted_at'].astimezone(zone):%a %H:%M} {r['tool']} on {r['surface']}: {_clip(r['summary'], 60)}" for r in rows)
+    return f"Confirmed actions, last 48 h ({len(rows)} of {total}, newest first): {items}", total
+
+
+PARTS = (("Settled state", _state), ("Open commitments", _commitments), ("Retractions", _retractions), ("Confirmed actions, last 48 h", _actions))
+log = logs.get("wake.settled")
+
+
+async def settled_facts(ctx: Any) -> Found:
+    lines, rows = [HEADER], 0
+    async with ctx.stores.pg_conn() as conn:
+        for label, part in PARTS:
+            try:
+                line, found = await part(ctx, conn)
+            except (asyncpg.PostgresError, sql_sources.SqlSourceError) as exc:
+                # One unreadable part is reported on its line; the block's other lines still hold.
+                reason = logs.redact_text(f"{type(exc).__name__}: {exc}")
+                line, found = f"{label}: could not check: {reason}", 0
+                log.warning("settled.part_failed", part=label, error=reason)
+            lines.append(line)
+            rows += found
+    assert len(lines) <= MAX_LINES
+    return Found(text="\n".join(lines), rows=rows)

@@ -1,0 +1,95 @@
+"""Operator-defined SQL sources (`[sql_sources.<name>]`, docs/facts.md).
+
+Each is one SELECT with parameters taken from the wake context, run in a READ ONLY transaction
+with its own `statement_timeout`; a statement that writes fails with a clear error, which the
+arrival engine turns into a typed failed block ("could not check: ..."). At most `max_rows` rows
+are rendered, one line each through `template`; the total beside them is an exact COUNT.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from typing import Any
+
+import asyncpg
+
+from wake.arrival import CacheTier, Found, Source
+from wake.config import SqlSourceConfig
+
+# The operator's SQL runs as a CTE, so a data-modifying statement reaches the READ ONLY check
+# (and fails there with a clear message) instead of failing as a syntax error.
+_WRAPPED = "WITH operator_source AS (\n{sql}\n) SELECT q.*, count(*) OVER () AS wake_total FROM operator_source q LIMIT ${limit}"
+
+
+class SqlSourceError(Exception):
+    """An operator SQL source failed; the message names the source and the cause."""
+
+
+def param_value(name: str, ctx: Any) -> Any:
+    if name == "agent_id":
+        return ctx.agent_id
+    if name == "tier":
+        return ctx.tier
+    if name == "trigger":
+        return ctx.trigger
+    if name == "timezone":
+        return ctx.timezone
+    if name == "now":
+        return ctx.now
+    if name == "local_date":
+        return ctx.now.astimezone(zoneinfo.ZoneInfo(ctx.timezone)).date()
+    if name == "wake_id":
+        return ctx.wake_id
+    raise SqlSourceError(f"unknown parameter {name!r}")
+
+
+async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx: Any) -> tuple[list[dict[str, Any]], int]:
+    """Run the source READ ONLY under its timeout: up to `max_rows` rows and the exact total."""
+    args = [param_value(p, ctx) for p in conf.params]
+    sql = _WRAPPED.format(sql=conf.sql.strip().rstrip(";"), limit=len(args) + 1)
+    try:
+        async with conn.transaction(readonly=True):
+            await conn.execute(f"SET LOCAL statement_timeout = {int(conf.timeout_ms)}")
+            records = await conn.fetch(sql, *args, conf.max_rows)
+    except asyncpg.ReadOnlySQLTransactionError as exc:
+        raise SqlSourceError(f"sql source {name!r} tried to write ({exc}); operator sources run in a READ ONLY transaction") from exc
+    except asyncpg.QueryCanceledError as exc:
+        raise SqlSourceError(f"sql source {name!r} timed out after {conf.timeout_ms} ms") from exc
+    except asyncpg.PostgresError as exc:
+        raise SqlSourceError(f"sql source {name!r} failed: {type(exc).__name__}: {exc}") from exc
+    rows = [dict(r) for r in records]
+    total = int(rows[0]["wake_total"]) if rows else 0
+    for row in rows:
+        row.pop("wake_total")
+    return rows, total
+
+
+def render_row(name: str, conf: SqlSourceConfig, row: dict[str, Any]) -> str:
+    try:
+        return conf.template.format_map(row)
+    except KeyError as exc:
+        raise SqlSourceError(
+            f"sql source {name!r}: template names column {exc.args[0]!r}, which the query does not return"
+            f" (columns: {', '.join(row) or 'none'})"
+        ) from None
+    except (ValueError, TypeError) as exc:
+        raise SqlSourceError(f"sql source {name!r}: template cannot format this row: {exc}") from exc
+
+
+def render(name: str, conf: SqlSourceConfig, rows: list[dict[str, Any]], total: int) -> str:
+    lines = [conf.header] if conf.header else []
+    if not rows:
+        return "\n".join([*lines, conf.empty_text])
+    lines += [render_row(name, conf, row) for row in rows]
+    if total > len(rows):
+        lines.append(f"({len(rows)} of {total} shown)")
+    return "\n".join(lines)
+
+
+def source(name: str, conf: SqlSourceConfig) -> Source:
+    async def run(ctx: Any) -> Found:
+        async with ctx.stores.pg_conn() as conn:
+            rows, total = await fetch(conn, name, conf, ctx)
+        return Found(text=render(name, conf, rows, total), rows=total)
+
+    return Source(name=name, cache_tier=CacheTier[conf.cache_tier], fn=run)
