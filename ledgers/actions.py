@@ -28,12 +28,4 @@ async def record(
 async def since(conn: asyncpg.Connection, agent_id: str, after: dt.datetime, *, limit: int) -> tuple[list[dict[str, Any]], int]:
     """Up to `limit` actions at or after `after`, newest first, and the exact total (a window
     COUNT over every matching row, never the LIMIT)."""
-    if limit < 1:
-        raise ValueError("limit must be at least 1: the total rides on the returned rows")
-    rows = [dict(r) for r in await conn.fetch(_sql("since"), agent_id, after, limit)]
-    total = int(rows[0]["total"]) if rows else 0
-    for row in rows:
-        row.pop("total")
-        if isinstance(row["arguments"], str):
-            row["arguments"] = json.loads(row["arguments"])
-    return rows, total
+    return queries.counted(await conn.fetch(_sql("since"), agent_id, after, limit), limit, json_columns=("arguments",))

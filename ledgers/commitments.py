@@ -48,13 +48,7 @@ async def complete(
 
 async def open_newest(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
     """The newest open commitments and the exact number open (a COUNT, never the LIMIT)."""
-    if limit < 1:
-        raise ValueError("limit must be at least 1: the total rides on the returned rows")
-    rows = [dict(r) for r in await conn.fetch(_sql("open_newest"), agent_id, limit)]
-    total = int(rows[0]["total"]) if rows else 0
-    for row in rows:
-        row.pop("total")
-    return rows, total
+    return queries.counted(await conn.fetch(_sql("open_newest"), agent_id, limit), limit)
 
 
 async def closed_recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> list[dict[str, Any]]:

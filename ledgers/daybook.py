@@ -25,10 +25,4 @@ async def append(conn: asyncpg.Connection, *, agent_id: str, wake_id: uuid.UUID 
 
 async def recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
     """The newest entries and the exact number of entries (a COUNT, never the LIMIT)."""
-    if limit < 1:
-        raise ValueError("limit must be at least 1: the total rides on the returned rows")
-    rows = [dict(r) for r in await conn.fetch(_sql("recent"), agent_id, limit)]
-    total = int(rows[0]["total"]) if rows else 0
-    for row in rows:
-        row.pop("total")
-    return rows, total
+    return queries.counted(await conn.fetch(_sql("recent"), agent_id, limit), limit)

@@ -178,10 +178,4 @@ def render_line(row: dict[str, Any]) -> str:
 
 
 async def listing(conn: asyncpg.Connection, agent_id: str, *, include_all: bool, limit: int) -> tuple[list[dict[str, Any]], int]:
-    rows = [dict(r) for r in await conn.fetch(_sql("listing"), agent_id, include_all, limit)]
-    total = int(rows[0]["total"]) if rows else 0
-    for row in rows:
-        row.pop("total")
-        if isinstance(row["anchors"], str):
-            row["anchors"] = json.loads(row["anchors"])
-    return rows, total
+    return queries.counted(await conn.fetch(_sql("listing"), agent_id, include_all, limit), limit, json_columns=("anchors",))

@@ -8,8 +8,11 @@ a freshly migrated database, which proves the schema and the code agree.
 from __future__ import annotations
 
 import functools
+import json
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -34,3 +37,22 @@ def all_queries() -> dict[str, str]:
         for path in sorted(SQL_DIR.glob("*.sql"))
         for name, sql in load(path.stem).items()
     }
+
+
+def counted(records: Iterable[Mapping[str, Any]], limit: int, *, json_columns: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], int]:
+    """Rows of a query that selects `count(*) OVER () AS total`, and that total.
+
+    The window COUNT is computed before the LIMIT, so the total is the exact number of matching
+    rows, never the number shown (seed 000: "a count that reported the LIMIT"). It rides on the
+    returned rows, so a LIMIT below 1 could not carry it and is refused. `json_columns` are decoded.
+    """
+    if limit < 1:
+        raise ValueError("limit must be at least 1: the total rides on the returned rows")
+    rows = [dict(r) for r in records]
+    total = int(rows[0]["total"]) if rows else 0
+    for row in rows:
+        row.pop("total")
+        for key in json_columns:
+            if isinstance(row.get(key), str):
+                row[key] = json.loads(row[key])
+    return rows, total

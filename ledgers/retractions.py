@@ -145,10 +145,7 @@ async def listing(conn: asyncpg.Connection, *, agent_id: str | None, due_at: dt.
 
 async def newest(conn: asyncpg.Connection, agent_id: str, limit: int, timezone: str) -> tuple[list[dict[str, Any]], int]:
     """The newest retractions (claim, correction, verdict, `corrected_on` in the agent's zone) and the exact total."""
-    if limit < 1:
-        raise ValueError("limit must be at least 1: the total rides on the returned rows")
-    rows = [dict(r) for r in await conn.fetch(_sql("newest"), agent_id, limit, timezone)]
-    return rows, int(rows[0]["total"]) if rows else 0
+    return queries.counted(await conn.fetch(_sql("newest"), agent_id, limit, timezone), limit)
 
 
 async def settle(
