@@ -138,6 +138,20 @@ class BudgetConfig(_Model):
     max_cost_usd: float = Field(0.10, ge=0)
 
 
+class DaemonConfig(_Model):
+    """`wake daemon` (docs/daemon.md)."""
+
+    # SIGTERM: running wakes get this long to finish, then they are cancelled (settled aborted).
+    drain_s: float = Field(60.0, gt=0)
+    # The agent lease's TTL; its holder renews every TTL/3. A dead holder blocks the agent this long.
+    lease_ttl_s: float = Field(60.0, gt=0)
+    # How often a replica publishes its heartbeat to Redis (it expires after three beats).
+    heartbeat_s: float = Field(10.0, gt=0)
+    # A scheduled surface or full wake that finds the agent busy waits this long for the lease
+    # before it is recorded `skipped` (busy); a whisper never waits.
+    busy_wait_s: float = Field(30.0, ge=0)
+
+
 class TierConfig(_Model):
     cron: str | None = None
     every: str | None = None
@@ -215,6 +229,7 @@ class Config(_Model):
     neo4j: Neo4jConfig = Neo4jConfig()
     log: LogConfig = LogConfig()
     tools: ToolsConfig = ToolsConfig()
+    daemon: DaemonConfig = DaemonConfig()
     models: dict[str, ModelRoute] = {}
     agents: dict[str, AgentConfig]
 
