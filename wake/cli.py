@@ -17,7 +17,7 @@ import click
 
 from ledgers import introspection, schema
 from surfaces import capability
-from wake import __version__, cycle, diff, doctor, logs, manifest, operator, report, session, stores
+from wake import __version__, cycle, diff, doctor, leased, logs, manifest, operator, report, session, stores
 from wake.config import Config, load_config
 from wake.errors import NotFound, SchemaError, WakeError
 
@@ -173,7 +173,9 @@ def up_cmd(ctx: _Context, agent_id: str | None, tier: str, dry_run: bool, as_jso
 
     async def body() -> Any:
         async with session.open_session(config) as s:
-            return await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=agent, tier=tier, dry_run=dry_run)
+            if dry_run:  # records nothing, so it needs no lease
+                return await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=agent, tier=tier, dry_run=True)
+            return await leased.run_manual(config, s.stores, s.registry, agent, tier)
 
     o = _run(body)
     if as_json:
@@ -367,3 +369,19 @@ def status_cmd(ctx: _Context, as_json: bool) -> None:
     config = ctx.config
     result = _run(lambda: operator.status(config))
     click.echo(report.to_json(result) if as_json else "\n".join(operator.status_lines(result)))
+
+
+@cli.command("daemon")
+@pass_ctx
+def daemon_cmd(ctx: _Context) -> None:
+    """Run the scheduler: every agent's tiers on their schedules, until SIGTERM (docs/daemon.md).
+
+    Logs JSON lines to stdout (journald). SIGTERM/SIGINT drain running wakes for `daemon.drain_s`
+    and exit 0; SIGHUP reloads the config (a bad one is logged and the old one kept). Speaks
+    systemd's notify protocol when $NOTIFY_SOCKET is set.
+    """
+    from wake import daemon
+
+    config = ctx.config
+    logs.configure(config.log.format, config.log.level, stream=sys.stdout)
+    sys.exit(_run(lambda: daemon.Daemon(config=config).run()))

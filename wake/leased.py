@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ledgers import introspection
-from wake import lease, logs
+from wake import cycle, lease, logs
 from wake.config import Config
 from wake.errors import WakeError
 from wake.stores import Stores
@@ -62,3 +62,22 @@ async def agent_lease(
     async with lease.held(stores, agent_id, ttl_ms=ttl_ms, owner=owner, guarded=guarded, wait_s=wait_s) as held:
         await close_abandoned(stores, agent_id, held.fence)
         yield held
+
+
+async def run_manual(config: Config, stores: Stores, registry: Any, agent_id: str, tier: str) -> Any:
+    """`wake up`: one manual wake in this process, under the agent's lease like every daemon wake,
+    so the two never overlap. Raises `AgentBusy` when another wake holds the lease, `LeaseLost`
+    when this one lost it (the wake was cancelled and settled `aborted` if it still could)."""
+    task = asyncio.current_task()
+    try:
+        async with agent_lease(config, stores, agent_id, owner=owner(), guarded=task) as held:
+            try:
+                return await cycle.run_wake(config=config, stores=stores, registry=registry, agent_id=agent_id, tier=tier, fence=held.fence)
+            except asyncio.CancelledError:
+                if held.lost.is_set() and task is not None and task.uncancel() == 0:
+                    raise LeaseLost(f"the wake of agent {agent_id!r} lost its lease (fence {held.fence}) and was cancelled") from None
+                raise
+    except lease.LeaseBusy as busy:
+        raise AgentBusy(
+            f"agent {agent_id!r} is busy: another wake holds its lease ({busy.holder or 'holder unknown'}); try again when it has settled"
+        ) from None
