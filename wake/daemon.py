@@ -74,6 +74,8 @@ class Daemon:
     notifier: notify.Notifier = field(default_factory=notify.Notifier.from_env)
     now: Callable[[], dt.datetime] = clock.now
     timings: list[Timing] | None = None
+    # Off in tests that run several daemons in one process.
+    handle_signals: bool = True
 
     replica_id: str = field(default_factory=control.new_replica_id)
     owner: str = field(default_factory=leased.owner)
@@ -98,7 +100,8 @@ class Daemon:
             self.stores = st
             await session.prepare_schema(st)
             await self._close_abandoned_at_start()
-            self._install_signals()
+            if self.handle_signals:
+                self._install_signals()
             self.scheduler = AsyncIOScheduler(timezone=dt.UTC, job_defaults=JOB_DEFAULTS)
             self.scheduler.start()
             self._schedule_all()

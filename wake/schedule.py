@@ -88,7 +88,29 @@ class Schedule:
 
     def cron_trigger(self) -> CronTrigger:
         assert self.cron is not None
-        return CronTrigger.from_crontab(self.cron, timezone=self.zone)
+        return crontab_trigger(self.cron, self.zone)
+
+
+_CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def crontab_trigger(expr: str, zone: zoneinfo.ZoneInfo) -> CronTrigger:
+    """APScheduler's CronTrigger for a 5-field crontab, with cron(5)'s day-of-week numbers.
+
+    APScheduler 3 counts numeric days from Monday = 0, crontab from Sunday = 0 (7 too): `1` must
+    mean Monday. Numbers and number ranges are turned into day names, which mean the same to both.
+    """
+    fields = expr.split()
+    if len(fields) == 5:
+        items = []
+        for item in fields[4].split(","):
+            lo, sep, hi = item.partition("-")
+            if lo.isdigit() and (not sep or hi.isdigit()) and int(lo) <= 7 and int(hi or lo) <= 7:
+                items += [_CRON_DAYS[d] for d in range(int(lo), int(hi or lo) + 1)]
+            else:
+                items.append(item)
+        fields[4] = ",".join(dict.fromkeys(items))
+    return CronTrigger.from_crontab(" ".join(fields), timezone=zone)
 
 
 def from_config(config: Config, agent_id: str, tier: str) -> Schedule:
@@ -117,11 +139,20 @@ def slot_after(s: Schedule, t: dt.datetime) -> dt.datetime:
     if s.every_s:
         n = int((t - EPOCH) // dt.timedelta(seconds=s.every_s)) + 1
         return EPOCH + dt.timedelta(seconds=n * s.every_s)
-    # CronTrigger returns the first fire at or after `now`, rounded up to a whole second.
-    nxt = s.cron_trigger().get_next_fire_time(None, t.astimezone(s.zone) + dt.timedelta(microseconds=1))
-    if nxt is None:
-        raise ValueError(f"cron {s.cron!r} never fires after {t.isoformat()}")
-    return nxt.astimezone(dt.UTC)
+    # CronTrigger returns the first fire at or after `now`, rounded up to a whole second. Step in
+    # UTC, then convert: local wall-clock arithmetic would lose the fold of a repeated hour.
+    trigger = s.cron_trigger()
+    after = t.astimezone(dt.UTC)
+    while True:
+        nxt = trigger.get_next_fire_time(None, (after + dt.timedelta(microseconds=1)).astimezone(s.zone))
+        if nxt is None or nxt.astimezone(dt.UTC) <= after:
+            raise ValueError(f"cron {s.cron!r} has no slot after {t.isoformat()}")
+        after = nxt.astimezone(dt.UTC)
+        # A cron names local wall times: in the hour repeated when clocks go back, each wall time
+        # runs once (its first occurrence), like cron(8). A wall time skipped when clocks go
+        # forward runs at the same wall time one hour later (APScheduler's choice).
+        if not after.astimezone(s.zone).fold:
+            return after
 
 
 def slot_at_or_before(s: Schedule, t: dt.datetime) -> dt.datetime | None:
