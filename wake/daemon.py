@@ -117,6 +117,9 @@ class Daemon:
             await self.stop.wait()
             failed.cancel()
             await self._shutdown(side)
+            if self.handle_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                    asyncio.get_running_loop().remove_signal_handler(sig)
         log.info("daemon.stopped", replica=self.replica_id)
         return 0
 
