@@ -106,12 +106,12 @@ class Daemon:
             self.scheduler.start()
             self._schedule_all()
             self._catch_up()
+            self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
             side = [
                 asyncio.create_task(notify.watchdog_loop(self.notifier), name="watchdog"),
                 asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
                 asyncio.create_task(self._trigger_loop(), name="triggers"),
             ]
-            self.notifier.ready(self.status_text())
             log.info("daemon.ready", replica=self.replica_id, jobs=len(self.schedules), embedded=list(st.embedded), status=self.status_text())
             failed = asyncio.create_task(self._first_failure(side), name="side-task-watch")
             await self.stop.wait()
