@@ -296,3 +296,32 @@ def test_notify_socket_gets_ready_watchdog_and_stopping(start: Callable[..., Rep
             messages.append(sock.recv(4096).decode())
         assert replica.proc.wait(30) == 0
     assert messages.index(next(m for m in messages if m.startswith("STOPPING=1"))) > messages.index("WATCHDOG=1")
+
+
+def test_wake_up_takes_the_lease_and_refuses_a_busy_agent(start: Callable[..., Replica], tmp_path: Path, redis_url: str) -> None:
+    import redis
+
+    dsn = start.pg_dsn  # type: ignore[attr-defined]
+    config = tmp_path / "up.toml"
+    config.write_text(f'[postgres]\ndsn = "{dsn}"\n[redis]\nurl = "{redis_url}"\n{agents()}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL"))}
+    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
+
+    def up() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "wake", "--config", str(config), "up"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.set("wake:lease:demo", "elsewhere:4242:cafe", px=30_000)  # a daemon's wake in progress
+    busy = up()
+    assert busy.returncode == 75, busy.stderr
+    assert busy.stderr.strip().splitlines()[-1] == (
+        "wake: agent 'demo' is busy: another wake holds its lease (elsewhere:4242:cafe); try again when it has settled"
+    )
+    assert query(dsn, "SELECT count(*) AS n FROM wake_introspection_ledger") == [{"n": 0}]
+    client.delete("wake:lease:demo")
+    done = up()
+    assert done.returncode == 0, done.stderr
+    [row] = query(dsn, "SELECT trigger, status, fence FROM wake_introspection_ledger")
+    assert row["trigger"] == "manual" and row["status"] == "completed" and row["fence"] is not None
+    assert client.get("wake:lease:demo") is None  # released
+    client.close()
