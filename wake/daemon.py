@@ -61,6 +61,7 @@ class Timing:
     tier: str
     slot: dt.datetime
     started: dt.datetime  # when the job handed the slot over
+    running_at: dt.datetime | None = None  # when the wake itself began (slot claimed, lease held)
     claim_ms: float = 0.0
     lease_ms: float = 0.0
     release_ms: float = 0.0
@@ -286,6 +287,7 @@ class Daemon:
                     await cycle.record_skipped(config=self.config, stores=self.stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=slot, wake_id=wake_id, reason="shutting down", now=self.now())
                     return
                 t2 = clock.monotonic_ms()
+                timing.running_at = self.now()
                 outcome = await self._run_wake(agent_id, tier, trigger, slot, wake_id, held)
                 timing.wake_ms = clock.monotonic_ms() - t2
                 timing.outcome = outcome.status
