@@ -17,7 +17,7 @@ import click
 
 from ledgers import introspection, schema
 from surfaces import capability
-from wake import __version__, cycle, diff, doctor, leased, logs, manifest, operator, report, session, stores
+from wake import __version__, cycle, diff, doctor, logs, manifest, operator, report, session, stores
 from wake.config import Config, load_config
 from wake.errors import NotFound, SchemaError, WakeError
 
@@ -170,6 +170,8 @@ def up_cmd(ctx: _Context, agent_id: str | None, tier: str, dry_run: bool, as_jso
     agent = _default_agent(config, agent_id)
     if tier not in config.agents[agent].tiers:
         raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
+
+    from wake import leased
 
     async def body() -> Any:
         async with session.open_session(config) as s:

@@ -38,7 +38,19 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from ledgers import introspection, slots
 from surfaces.registry import Registry
-from wake import __version__, clock, control, cycle, lease, leased, logs, notify, schedule, session, stores
+from wake import (
+    __version__,
+    clock,
+    control,
+    cycle,
+    lease,
+    leased,
+    logs,
+    notify,
+    schedule,
+    session,
+    stores,
+)
 from wake.config import Config, load_config_file
 from wake.errors import WakeError
 
