@@ -150,6 +150,9 @@ class DaemonConfig(_Model):
     # A scheduled surface or full wake that finds the agent busy waits this long for the lease
     # before it is recorded `skipped` (busy); a whisper never waits.
     busy_wait_s: float = Field(30.0, ge=0)
+    # Wakes this replica runs at once (claim to settle); more due slots queue for a turn instead
+    # of all contending for the PostgreSQL pool. Keep it near postgres.pool_max_size.
+    max_concurrent_wakes: int = Field(16, ge=1)
 
 
 class TierConfig(_Model):
@@ -234,6 +237,7 @@ class Config(_Model):
     agents: dict[str, AgentConfig]
 
     _path: Path = PrivateAttr(default=Path("."))
+    _hash: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _references(self) -> Config:
@@ -277,9 +281,12 @@ class Config(_Model):
         return self._path.parent
 
     def config_hash(self) -> str:
-        """SHA-256 of the effective configuration (after overrides), canonical JSON."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        """SHA-256 of the effective configuration (after overrides), canonical JSON. Computed once:
+        every wake records it, and with a thousand agents it costs tens of milliseconds."""
+        if self._hash is None:
+            canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+            self._hash = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return self._hash
 
     def tier(self, agent_id: str, tier: str) -> TierConfig:
         if agent_id not in self.agents:

@@ -74,6 +74,7 @@ class Timing:
     slot: dt.datetime
     started: dt.datetime  # when the job handed the slot over
     running_at: dt.datetime | None = None  # when the wake itself began (slot claimed, lease held)
+    jitter_s: float = 0.0
     claim_ms: float = 0.0
     lease_ms: float = 0.0
     release_ms: float = 0.0
@@ -103,6 +104,7 @@ class Daemon:
         self.registry: Registry | None = None
         self.stores: stores.Stores | None = None
         self.scheduler: AsyncIOScheduler | None = None
+        self.turns = asyncio.Semaphore(self.config.daemon.max_concurrent_wakes)
 
     # -- the life of the process ------------------------------------------------------------------
 
@@ -205,8 +207,9 @@ class Daemon:
         )
 
     def status_text(self) -> str:
-        fires = self.next_fires()
-        head = f"next wake {fires[0]['agent']}/{fires[0]['tier']} at {fires[0]['at']}" if fires else "no wake scheduled"
+        jobs = [j for j in self.scheduler.get_jobs() if j.next_run_time] if self.scheduler is not None else []
+        first = min(jobs, key=lambda j: j.next_run_time, default=None)
+        head = f"next wake {first.args[0]}/{first.args[1]} at {first.next_run_time.astimezone(dt.UTC).isoformat()}" if first else "no wake scheduled"
         return f"{head}; {len(self.running)} running"
 
     async def _fire(self, agent_id: str, tier: str) -> None:
@@ -275,6 +278,16 @@ class Daemon:
         delay = schedule.jitter_delay_s(sched, slot) if trigger == "schedule" else 0.0
         if delay:
             await asyncio.sleep(delay)
+        timing.jitter_s = delay
+        async with self.turns:
+            if self.stopping:
+                timing.outcome = "shutdown"
+                return  # never claimed: another replica (or the next start's catch-up) may run it
+            await self._claim_and_run(sched, slot, trigger, timing)
+
+    async def _claim_and_run(self, sched: schedule.Schedule, slot: dt.datetime, trigger: str, timing: Timing) -> None:
+        assert self.stores is not None
+        agent_id, tier = sched.agent_id, sched.tier
         wake_id = uuid.uuid4()
         t0 = clock.monotonic_ms()
         async with self.stores.pg_conn() as conn:
@@ -320,7 +333,8 @@ class Daemon:
             "agent": agent_id, "tier": tier, "wake_id": str(wake_id), "trigger": trigger,
             "started_at": self.now().isoformat(), "fence": held.fence,
         }
-        self.notifier.status(self.status_text())
+        if self.notifier.enabled:
+            self.notifier.status(self.status_text())
         try:
             return await cycle.run_wake(
                 config=self.config, stores=self.stores, registry=self.registry, agent_id=agent_id, tier=tier,
@@ -366,6 +380,11 @@ class Daemon:
             await self._report(request.request_id, {"event": "refused", "reason": f"unknown {what}; configured: {known}"})
             return
         wake_id = uuid.uuid4()
+        async with self.turns:
+            await self._run_manual_leased(request, wake_id)
+
+    async def _run_manual_leased(self, request: control.TriggerRequest, wake_id: uuid.UUID) -> None:
+        assert self.stores is not None
         try:
             async with leased.agent_lease(self.config, self.stores, request.agent, owner=self.owner, guarded=asyncio.current_task()) as held:
                 await self._report(request.request_id, {"event": "started", "wake_id": str(wake_id)})
@@ -394,7 +413,8 @@ class Daemon:
                 await control.heartbeat(self.stores.redis, self.state(), ttl_s=3 * beat_s)
             except Exception as exc:  # Redis away: the replica just looks dead to `wake status` meanwhile
                 log.warning("daemon.heartbeat_failed", error=logs.redact_text(str(exc)))
-            self.notifier.status(self.status_text())
+            if self.notifier.enabled:
+                self.notifier.status(self.status_text())
             await asyncio.sleep(beat_s)
 
     async def reload(self) -> bool:

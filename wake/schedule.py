@@ -21,6 +21,7 @@ Time is always an argument: `slot_at_or_before`, `slot_after`, `next_fire`, `fir
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import zoneinfo
 from collections.abc import Iterator
@@ -39,7 +40,7 @@ CATCH_UP_BY_DEFAULT: frozenset[str] = frozenset({"surface", "full"})
 # A schedule whose every slot falls in quiet hours has no next fire; stop looking after this many.
 _MAX_QUIET_STEPS = 100_000
 # How far back a cron schedule is searched for its previous slot (yearly crons still resolve).
-_CRON_LOOKBACK = (dt.timedelta(hours=1), dt.timedelta(days=2), dt.timedelta(days=32), dt.timedelta(days=400))
+_CRON_LOOKBACK = (dt.timedelta(minutes=5), dt.timedelta(hours=1), dt.timedelta(days=2), dt.timedelta(days=32), dt.timedelta(days=400))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +95,7 @@ class Schedule:
 _CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
+@functools.lru_cache(maxsize=4096)
 def crontab_trigger(expr: str, zone: zoneinfo.ZoneInfo) -> CronTrigger:
     """APScheduler's CronTrigger for a 5-field crontab, with cron(5)'s day-of-week numbers.
 
