@@ -325,3 +325,34 @@ def test_wake_up_takes_the_lease_and_refuses_a_busy_agent(start: Callable[..., R
     assert row["trigger"] == "manual" and row["status"] == "completed" and row["fence"] is not None
     assert client.get("wake:lease:demo") is None  # released
     client.close()
+
+
+def test_trigger_and_status_against_a_running_daemon(start: Callable[..., Replica], tmp_path: Path, redis_url: str) -> None:
+    dsn = start.pg_dsn  # type: ignore[attr-defined]
+    replica = start("heartbeat_s = 0.5", agents('every = "15m"', surface='every = "1h"'), extra=SLOW, think_s=3)
+    replica.wait_event("daemon.ready")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL"))}
+    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "wake", "--config", str(tmp_path / "wake-0.toml"), *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+
+    started = cli("trigger", "--agent", "demo", "--tier", "surface", "--no-wait", "--json")
+    assert started.returncode == 0, started.stderr
+    wake_id = json.loads(started.stdout)["wake_id"]
+    wait_rows(dsn, "SELECT 1 FROM wake_introspection_ledger WHERE wake_id = $1 AND status = 'started'", uuid.UUID(wake_id))
+    time.sleep(1)  # a heartbeat with the wake in it
+    status = json.loads(cli("status", "--json").stdout)
+    assert [r["pid"] for r in status["replicas"]] == [replica.pid]
+    [running] = status["running"]
+    assert (running["agent"], running["tier"], running["wake_id"], running["trigger"]) == ("demo", "surface", wake_id, "manual")
+    assert {(f["agent"], f["tier"]) for f in status["next_fires"]} == {("demo", "whisper"), ("demo", "surface")}
+    busy = cli("trigger", "--agent", "demo", "--tier", "whisper")
+    assert busy.returncode == 1 and "busy" in busy.stderr, busy.stderr
+    wait_rows(dsn, "SELECT 1 FROM wake_introspection_ledger WHERE wake_id = $1 AND status = 'completed'", uuid.UUID(wake_id))
+    waited = cli("trigger", "--agent", "demo", "--tier", "whisper", "--json")
+    assert waited.returncode == 0, waited.stderr
+    outcome = json.loads(waited.stdout)
+    assert outcome["outcome"] == "settled" and outcome["status"] == "completed"
+    assert query(dsn, "SELECT trigger, tier FROM wake_introspection_ledger WHERE wake_id = $1", uuid.UUID(outcome["wake_id"])) == [{"trigger": "manual", "tier": "whisper"}]
+    assert replica.stop() == 0
