@@ -128,3 +128,13 @@ async def recent(conn: asyncpg.Connection, *, agent_id: str | None = None, tier:
 
 async def last_two(conn: asyncpg.Connection, agent_id: str) -> list[uuid.UUID]:
     return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id)]
+
+
+async def abandon_started(conn: asyncpg.Connection, agent_id: str, reason: str) -> list[dict[str, Any]]:
+    """Close every row of the agent still `started` as `abandoned`; call only under the agent's
+    lease (its previous holder is gone). Returns the rows closed."""
+    return [dict(r) for r in await conn.fetch(_sql("abandon_started"), agent_id, reason)]
+
+
+async def agents_with_started(conn: asyncpg.Connection) -> list[str]:
+    return [r["agent_id"] for r in await conn.fetch(_sql("agents_with_started"))]

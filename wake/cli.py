@@ -190,9 +190,13 @@ def up_cmd(ctx: _Context, agent_id: str | None, tier: str, dry_run: bool, as_jso
     if tier not in config.agents[agent].tiers:
         raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
 
+    from wake import leased
+
     async def body() -> Any:
         async with session.open_session(config) as s:
-            return await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=agent, tier=tier, dry_run=dry_run, models=s.models)
+            if dry_run:  # records nothing, so it needs no lease
+                return await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=agent, tier=tier, dry_run=True, models=s.models)
+            return await leased.run_manual(config, s.stores, s.registry, agent, tier, models=s.models)
 
     o = _run(body)
     if as_json:
@@ -548,3 +552,19 @@ def probes_cmd(ctx: _Context, agent_id: str | None, retraction_ref: str | None, 
 from wake import ledger_cli  # noqa: E402 - its commands call the helpers above at run time
 
 ledger_cli.register(cli)
+
+
+@cli.command("daemon")
+@pass_ctx
+def daemon_cmd(ctx: _Context) -> None:
+    """Run the scheduler: every agent's tiers on their schedules, until SIGTERM (docs/daemon.md).
+
+    Logs JSON lines to stdout (journald). SIGTERM/SIGINT drain running wakes for `daemon.drain_s`
+    and exit 0; SIGHUP reloads the config (a bad one is logged and the old one kept). Speaks
+    systemd's notify protocol when $NOTIFY_SOCKET is set.
+    """
+    from wake import daemon
+
+    config = ctx.config
+    logs.configure(config.log.format, config.log.level, stream=sys.stdout)
+    sys.exit(_run(lambda: daemon.Daemon(config=config).run()))

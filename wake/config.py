@@ -202,6 +202,23 @@ class GateConfig(_Model):
     escalate: tuple[EscalationRule, ...] = ()
 
 
+class DaemonConfig(_Model):
+    """`wake daemon` (docs/daemon.md)."""
+
+    # SIGTERM: running wakes get this long to finish, then they are cancelled (settled aborted).
+    drain_s: float = Field(60.0, gt=0)
+    # The agent lease's TTL; its holder renews every TTL/3. A dead holder blocks the agent this long.
+    lease_ttl_s: float = Field(60.0, gt=0)
+    # How often a replica publishes its heartbeat to Redis (it expires after three beats).
+    heartbeat_s: float = Field(10.0, gt=0)
+    # A scheduled surface or full wake that finds the agent busy waits this long for the lease
+    # before it is recorded `skipped` (busy); a whisper never waits.
+    busy_wait_s: float = Field(30.0, ge=0)
+    # Wakes this replica runs at once (claim to settle); more due slots queue for a turn instead
+    # of all contending for the PostgreSQL pool. Keep it near postgres.pool_max_size.
+    max_concurrent_wakes: int = Field(16, ge=1)
+
+
 class TierConfig(_Model):
     cron: str | None = None
     every: str | None = None
@@ -313,6 +330,7 @@ class Config(_Model):
     neo4j: Neo4jConfig = Neo4jConfig()
     log: LogConfig = LogConfig()
     tools: ToolsConfig = ToolsConfig()
+    daemon: DaemonConfig = DaemonConfig()
     models: dict[str, ModelRoute] = {}
     probes: ProbesConfig = ProbesConfig()
     retractions: RetractionsConfig = RetractionsConfig()
@@ -322,6 +340,7 @@ class Config(_Model):
     agents: dict[str, AgentConfig]
 
     _path: Path = PrivateAttr(default=Path("."))
+    _hash: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _references(self) -> Config:
@@ -379,9 +398,12 @@ class Config(_Model):
         return self._path.parent
 
     def config_hash(self) -> str:
-        """SHA-256 of the effective configuration (after overrides), canonical JSON."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        """SHA-256 of the effective configuration (after overrides), canonical JSON. Computed once:
+        every wake records it, and with a thousand agents it costs tens of milliseconds."""
+        if self._hash is None:
+            canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+            self._hash = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return self._hash
 
     def tier(self, agent_id: str, tier: str) -> TierConfig:
         if agent_id not in self.agents:

@@ -137,12 +137,14 @@ async def run_wake(
     fence: int | None = None,
     models: model.Client | None = None,
     escalation_cause: str | None = None,
+    wake_id: uuid.UUID | None = None,
 ) -> WakeOutcome:
     """Run one wake: arrive, bind, manifest, record, gate, think, settle (then any escalation).
 
-    `models` is the process's model client (the session's); without one, this wake opens its own."""
+    `models` is the process's model client (the session's); without one, this wake opens its own.
+    `wake_id` lets a caller (the daemon, reporting to `wake trigger`) know the id before the wake starts."""
     tier_conf = config.tier(agent_id, tier)
-    wake_id = uuid.uuid4()
+    wake_id = wake_id or uuid.uuid4()
     started_at = now()
     started = clock.monotonic_ms()
     bound = logs.get("wake.cycle").bind(agent=agent_id, tier=tier, wake_id=str(wake_id))
@@ -262,6 +264,23 @@ async def record_daybook(ctx: WakeContext, text: str) -> None:
         await introspection.record_final_text(conn, ctx.wake_id, text)
         if text.strip():
             await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now)
+
+
+async def record_skipped(
+    *, config: Config, stores: Stores, agent_id: str, tier: str, trigger: str, scheduled_for: dt.datetime | None,
+    wake_id: uuid.UUID, reason: str, now: dt.datetime,
+) -> None:
+    """The row of a scheduled wake that did not run (e.g. `busy`: another wake held the lease).
+    Unfenced: its writer holds no lease, and the slot claim already makes it the slot's only row."""
+    row = introspection.WakeRow(
+        wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for, started_at=now,
+        manifest_root=None, host=socket.gethostname(), pid=os.getpid(), version=__version__,
+        config_hash=config.config_hash(), note=f"skipped: {reason}",
+    )
+    async with stores.pg_conn() as conn:
+        await introspection.insert(conn, row, status="skipped")
+    log.info("wake.skipped", agent=agent_id, tier=tier, wake_id=str(wake_id), reason=reason, scheduled_for=scheduled_for.isoformat() if scheduled_for else None)
+
 
 
 def _row(

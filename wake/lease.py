@@ -29,6 +29,8 @@ log = logs.get("wake.lease")
 
 LEASE_KEY = "wake:lease:{agent}"
 FENCE_KEY = "wake:fence:{agent}"
+# How often a caller willing to wait retries a busy lease.
+_BUSY_POLL_S = 0.25
 
 # KEYS: lease, fence counter. ARGV: token, ttl_ms, floor (PostgreSQL's newest fence + 1).
 # Returns the new fence, or 0 when the lease is held by someone else.
@@ -115,12 +117,24 @@ async def holder(redis: aioredis.Redis, agent_id: str) -> str | None:
     return str(value) if value is not None else None
 
 
-async def acquire(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "") -> Lease:
+async def acquire(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", wait_s: float = 0.0) -> Lease:
     """Take the agent's lease and a new fence, and record the fence in PostgreSQL.
 
-    Raises `LeaseBusy` when the lease is held. `owner` is a readable prefix of the token
-    (host:pid) so `wake status` can say who holds it.
+    Raises `LeaseBusy` when the lease is still held after `wait_s` (0: one try). `owner` is a
+    readable prefix of the token (host:pid) so `wake status` can say who holds it.
     """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        try:
+            return await _acquire_once(stores, agent_id, ttl_ms=ttl_ms, owner=owner)
+        except LeaseBusy:
+            if loop.time() >= deadline:
+                raise
+            await asyncio.sleep(min(_BUSY_POLL_S, max(0.0, deadline - loop.time())))
+
+
+async def _acquire_once(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str) -> Lease:
     token = f"{owner}:{secrets.token_hex(8)}" if owner else secrets.token_hex(12)
     async with stores.pg_conn() as conn:
         floor = (await fences.newest(conn, agent_id) or 0) + 1
@@ -140,9 +154,11 @@ async def acquire(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = ""
 
 
 @contextlib.asynccontextmanager
-async def held(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", guarded: asyncio.Task[Any] | None = None) -> AsyncIterator[Lease]:
+async def held(
+    stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", guarded: asyncio.Task[Any] | None = None, wait_s: float = 0.0,
+) -> AsyncIterator[Lease]:
     """Hold the lease for the body, renewing it; release it (if still ours) on the way out."""
-    lease = await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner)
+    lease = await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner, wait_s=wait_s)
     keeper = asyncio.create_task(lease.keep(guarded), name=f"lease-keeper:{agent_id}")
     try:
         yield lease

@@ -59,3 +59,14 @@ SELECT wake_id FROM wake_introspection_ledger
  WHERE agent_id = $1 AND manifest_root IS NOT NULL AND status <> 'started'
  ORDER BY started_at DESC
  LIMIT 2
+
+-- name: abandon_started
+-- Close the agent's rows left `started` by a holder whose lease is gone (run under the new
+-- holder's fence, so only the lease holder ever does it).
+UPDATE wake_introspection_ledger
+   SET status = 'abandoned', finished_at = now(), error = $2
+ WHERE agent_id = $1 AND status = 'started'
+RETURNING wake_id, host, pid, fence
+
+-- name: agents_with_started
+SELECT DISTINCT agent_id FROM wake_introspection_ledger WHERE status = 'started'

@@ -1,0 +1,131 @@
+"""Scheduler benchmark: one daemon, many agents, short intervals, the embedded stores, no model.
+Prints figures; it is not a timed test.
+
+    python bench/scheduler.py [--agents 1000] [--duration-s 90] [--whisper 30s] [--surface 60s]
+                              [--full-cron "*/2 * * * *"] [--jitter-s 10] [--max-concurrent N]
+                              [--state-dir DIR]
+
+Every agent has the three tiers; each fire goes the whole way: slot claim in PostgreSQL, lease and
+fence (Redis + PostgreSQL), the wake (the four default sources, manifest, ledger row, settle),
+release. Figures, over the slots that fell after a warm-up:
+
+- lag from the slot to the job firing, and from the slot plus its jitter delay to the wake
+  running (claimed and leased), p50/p99;
+- wakes per second (settled wakes / measured window) against the rate the schedules ask for;
+- resident memory now and at its peak;
+- the lease and claim overhead per wake (claim + acquire and close-abandoned + release), p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from wake import config as wake_config  # noqa: E402
+from wake import daemon, logs, notify  # noqa: E402
+
+WARMUP_S = 10
+
+
+def _config(state_dir: Path, args: argparse.Namespace) -> wake_config.Config:
+    agents, whisper, surface, full_cron, jitter = args.agents, args.whisper, args.surface, args.full_cron, args.jitter_s
+    lines = [
+        f'state_dir = "{state_dir}"',
+        "[postgres]\npool_max_size = 16",
+        f"[daemon]\nheartbeat_s = 5\nbusy_wait_s = 0\nmax_concurrent_wakes = {args.max_concurrent}",
+    ]
+    for i in range(agents):
+        a = f"agents.a{i:04d}"
+        lines.append(
+            f'[{a}]\ntimezone = "UTC"\n'
+            f'[{a}.tiers.whisper]\nevery = "{whisper}"\njitter_s = {jitter}\nbinds = ["wake.whisper"]\n'
+            f'[{a}.tiers.surface]\nevery = "{surface}"\njitter_s = {jitter}\nbinds = ["wake.surface"]\n'
+            f'[{a}.tiers.full]\ncron = "{full_cron}"\njitter_s = {jitter}\nbinds = ["wake"]\n'
+        )
+    path = state_dir / "wake.toml"
+    path.write_text("\n".join(lines))
+    return wake_config.load_config_file(path, environ={})
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _rss_kib() -> tuple[int, int]:
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+async def main(args: argparse.Namespace, state_dir: Path) -> None:
+    logs.configure("json", "error", stream=sys.stderr)
+    print(f"building the config: {args.agents} agents x 3 tiers ...", flush=True)
+    config = _config(state_dir, args)
+    timings: list[daemon.Timing] = []
+    d = daemon.Daemon(config=config, notifier=notify.Notifier(None), timings=timings, handle_signals=False)
+    runner = asyncio.create_task(d.run())
+    while d.scheduler is None or not d.scheduler.running:
+        await asyncio.sleep(0.2)
+        if runner.done():
+            runner.result()
+    began = dt.datetime.now(dt.UTC)
+    print(f"daemon up ({len(d.schedules)} jobs); running {args.duration_s:.0f}s, first {WARMUP_S}s are warm-up ...", flush=True)
+    await asyncio.sleep(args.duration_s)
+    ended = dt.datetime.now(dt.UTC)
+    rss, peak = _rss_kib()
+    d.request_stop()
+    await runner
+
+    window_start = began + dt.timedelta(seconds=WARMUP_S)
+    measured = [t for t in timings if window_start <= t.slot < ended]
+    ran = [t for t in measured if t.outcome in ("completed", "quiet")]
+    fire_lag = [(t.started - t.slot).total_seconds() * 1000 for t in measured]
+    run_lag = [((t.running_at - t.slot).total_seconds() - t.jitter_s) * 1000 for t in ran if t.running_at]
+    overhead = [t.claim_ms + t.lease_ms + t.release_ms for t in ran]
+    window_s = (ended - window_start).total_seconds()
+    every_s = {"whisper": wake_config.parse_duration_s(args.whisper), "surface": wake_config.parse_duration_s(args.surface)}
+    asked = args.agents * (1 / every_s["whisper"] + 1 / every_s["surface"])
+    outcomes: dict[str, int] = {}
+    for t in measured:
+        outcomes[t.outcome or "unfinished"] = outcomes.get(t.outcome or "unfinished", 0) + 1
+
+    print(f"\nagents x tiers            {args.agents} x 3 = {len(d.schedules)} jobs; whisper {args.whisper}, surface {args.surface}, full cron {args.full_cron!r}, jitter {args.jitter_s}s, {args.max_concurrent} wakes at once")
+    print(f"measured window           {window_s:.1f}s; slots fired {len(measured)}; outcomes {outcomes}")
+    print(f"lag slot -> job fired     p50 {_pct(fire_lag, 0.5):8.1f} ms   p99 {_pct(fire_lag, 0.99):8.1f} ms   max {max(fire_lag, default=float('nan')):8.1f} ms")
+    print(f"lag due -> wake running   p50 {_pct(run_lag, 0.5):8.1f} ms   p99 {_pct(run_lag, 0.99):8.1f} ms")
+    print(f"wakes per second          {len(ran) / window_s:8.1f}  (whisper and surface ask ~{asked:.0f}/s, plus full per its cron)")
+    print(f"wake duration             p50 {_pct([t.wake_ms for t in ran], 0.5):8.1f} ms   p99 {_pct([t.wake_ms for t in ran], 0.99):8.1f} ms")
+    print(f"lease+claim overhead      p50 {_pct(overhead, 0.5):8.2f} ms   p99 {_pct(overhead, 0.99):8.2f} ms   mean {statistics.fmean(overhead) if overhead else float('nan'):.2f} ms per wake")
+    print(f"  of which claim          p50 {_pct([t.claim_ms for t in ran], 0.5):8.2f} ms; lease acquire+close p50 {_pct([t.lease_ms for t in ran], 0.5):.2f} ms; release p50 {_pct([t.release_ms for t in ran], 0.5):.2f} ms")
+    print(f"resident memory           {rss / 1024:8.1f} MiB now, {peak / 1024:.1f} MiB peak")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--duration-s", type=float, default=90)
+    parser.add_argument("--whisper", default="30s")
+    parser.add_argument("--surface", default="60s")
+    parser.add_argument("--full-cron", default="*/2 * * * *")
+    parser.add_argument("--jitter-s", type=int, default=10)
+    parser.add_argument("--max-concurrent", type=int, default=16)
+    parser.add_argument("--state-dir", type=Path)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    if args.state_dir:
+        args.state_dir.mkdir(parents=True, exist_ok=True)
+        asyncio.run(main(args, args.state_dir.resolve()))
+    else:
+        with tempfile.TemporaryDirectory(prefix="wake-bench-") as tmp:
+            asyncio.run(main(args, Path(tmp)))
+    print(f"(total {time.perf_counter() - started:.0f}s)")

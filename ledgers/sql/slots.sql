@@ -1,0 +1,20 @@
+-- name: claim
+-- Claim a slot; returns a row only for the replica whose insert won.
+INSERT INTO wake_slots (agent_id, tier, scheduled_for, trigger, claimed_by, claimed_at, wake_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (agent_id, tier, scheduled_for) DO NOTHING
+RETURNING wake_id
+
+-- name: holder
+SELECT claimed_by, claimed_at, wake_id, trigger FROM wake_slots
+ WHERE agent_id = $1 AND tier = $2 AND scheduled_for = $3
+
+-- name: last_claimed
+-- The newest scheduled slot of (agent, tier) that was claimed or recorded, whichever is newer:
+-- the ledger counts too, so history from before slot claims existed is not replayed.
+SELECT max(scheduled_for) FROM (
+    SELECT max(scheduled_for) AS scheduled_for FROM wake_slots WHERE agent_id = $1 AND tier = $2
+    UNION ALL
+    SELECT max(scheduled_for) FROM wake_introspection_ledger
+     WHERE agent_id = $1 AND tier = $2 AND trigger IN ('schedule', 'catch_up')
+) AS both_sources

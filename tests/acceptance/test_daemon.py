@@ -1,0 +1,358 @@
+"""`wake daemon` as processes on one PostgreSQL and one Redis: replicas, kill -9, a stale fence,
+a restart after a gap, drain, and systemd's notify protocol on a real datagram socket.
+
+Wakes are made slow where a test must catch one in flight by `tests/support/slow_think.py`
+(a tools module that stands in for the model loop, which does not exist yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# The replicas test runs this long (the issue asks 60 s; 20 s keeps CI on two cores reasonable
+# and still covers 20 slots, each contested by three replicas).
+REPLICA_RUN_S = float(os.environ.get("WAKE_TEST_REPLICA_RUN_S", "20"))
+SLOW = '[tools]\nmodules = ["tests.support.slow_think"]\n'
+
+
+def agents(whisper: str = 'every = "1s"', surface: str | None = None, full: str | None = None) -> str:
+    body = f'[agents.demo]\ntimezone = "Europe/Stockholm"\n[agents.demo.tiers.whisper]\n{whisper}\nbinds = ["wake.whisper"]\n'
+    if surface:
+        body += f'[agents.demo.tiers.surface]\n{surface}\nbinds = ["wake.surface"]\n'
+    if full:
+        body += f'[agents.demo.tiers.full]\n{full}\nbinds = ["wake"]\n'
+    return body
+
+
+class Replica:
+    """One `wake daemon` process; its stdout (JSON log lines) goes to a file."""
+
+    def __init__(self, config: Path, log: Path, env: dict[str, str]) -> None:
+        self.log = log
+        self.out = log.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "wake", "--config", str(config), "daemon"],
+            stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO, env=env,
+        )
+        self.pid = self.proc.pid
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        found = []
+        for line in self.log.read_text().splitlines():
+            if line.startswith("{"):
+                event = json.loads(line)
+                if name is None or event.get("event") == name:
+                    found.append(event)
+        return found
+
+    def wait_event(self, name: str, timeout_s: float = 60, where: Callable[[dict[str, Any]], bool] = lambda e: True) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            hits = [e for e in self.events(name) if where(e)]
+            if hits:
+                return hits[0]
+            if self.proc.poll() is not None:
+                raise AssertionError(f"replica {self.pid} exited {self.proc.returncode} before {name}: {self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        raise AssertionError(f"no {name} from replica {self.pid} within {timeout_s}s: {self.log.read_text()[-3000:]}")
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def stop(self, timeout_s: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout_s)
+        finally:
+            self.out.close()
+
+
+@pytest.fixture
+def start(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[..., Replica]]:
+    """Start replicas with a config of `[daemon]` keys and agents, on this test's stores."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "NOTIFY_SOCKET", "WATCHDOG_"))}
+    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"))
+    replicas: list[Replica] = []
+
+    def launch(daemon: str, agents_toml: str, *, extra: str = "", think_s: float = 0, environ: dict[str, str] | None = None) -> Replica:
+        n = len(replicas)
+        config = tmp_path / f"wake-{n}.toml"
+        config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n{extra}\n[daemon]\n{daemon}\n{agents_toml}')
+        replica = Replica(config, tmp_path / f"replica-{n}.log", {**env, "WAKE_TEST_THINK_S": str(think_s), **(environ or {})})
+        replicas.append(replica)
+        return replica
+
+    launch.pg_dsn = pg_dsn  # type: ignore[attr-defined]
+    yield launch
+    for replica in replicas:
+        if replica.proc.poll() is None:
+            replica.proc.kill()
+            replica.proc.wait(10)
+        replica.out.close()
+
+
+def query(dsn: str, sql: str, *args: Any) -> list[dict[str, Any]]:
+    async def run() -> list[dict[str, Any]]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return [dict(r) for r in await conn.fetch(sql, *args)]
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def wait_rows(dsn: str, sql: str, *args: Any, timeout_s: float = 30, at_least: int = 1) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rows = query(dsn, sql, *args)
+        if len(rows) >= at_least:
+            return rows
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {at_least} rows within {timeout_s}s for: {sql}")
+
+
+def test_three_replicas_run_every_slot_exactly_once(start: Callable[..., Replica]) -> None:
+    dsn = start.pg_dsn  # type: ignore[attr-defined]
+    replicas = [start("lease_ttl_s = 10\nheartbeat_s = 1", agents()) for _ in range(3)]
+    for r in replicas:
+        r.wait_event("daemon.ready")
+    first = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=2)
+    time.sleep(REPLICA_RUN_S + 2)
+    last = first + dt.timedelta(seconds=REPLICA_RUN_S - 1)
+    time.sleep(1.5)  # the last slot's wake settles
+    for r in replicas:
+        assert r.stop() == 0
+    rows = query(dsn, "SELECT * FROM wake_introspection_ledger WHERE scheduled_for BETWEEN $1 AND $2 ORDER BY scheduled_for", first, last)
+    expected = [first + dt.timedelta(seconds=i) for i in range(int(REPLICA_RUN_S))]
+    assert [r["scheduled_for"] for r in rows] == expected  # every slot, once, no gap
+    assert {r["status"] for r in rows} <= {"completed", "skipped"}
+    assert all(r["note"].startswith("skipped: busy") for r in rows if r["status"] == "skipped")
+    claims = query(dsn, "SELECT scheduled_for, wake_id FROM wake_slots WHERE scheduled_for BETWEEN $1 AND $2 ORDER BY scheduled_for", first, last)
+    assert [(c["scheduled_for"], c["wake_id"]) for c in claims] == [(r["scheduled_for"], r["wake_id"]) for r in rows]
+    # each slot: one replica won it, every other replica that fired it was told it was taken
+    for slot in (s.isoformat() for s in expected):
+        fired = [r for r in replicas if any(e.get("scheduled_for") == slot for e in r.events("wake.started") + r.events("wake.skipped"))]
+        taken = [e for r in replicas for e in r.events("wake.skipped") if e.get("reason") == "slot_taken" and e["scheduled_for"] == slot]
+        assert len(taken) == len(fired) - 1, slot
+    contested = sum(all(any(e.get("scheduled_for") == s.isoformat() for e in r.events("wake.skipped") + r.events("wake.started")) for r in replicas) for s in expected)
+    assert contested >= 0.8 * len(expected)  # (a replica whose loop lagged a whole second coalesces a slot)
+    # one wake of the agent at a time, whichever replica ran it
+    ran = [r for r in rows if r["status"] == "completed"]
+    assert all(a["finished_at"] <= b["started_at"] for a, b in zip(ran, ran[1:], strict=False))
+    assert len({r["pid"] for r in ran}) >= 1 and len(ran) >= len(expected) // 2
+
+
+def test_kill_9_the_replica_running_a_wake(start: Callable[..., Replica]) -> None:
+    dsn = start.pg_dsn  # type: ignore[attr-defined]
+    daemon = "lease_ttl_s = 2\nheartbeat_s = 1"
+    replicas = {r.pid: r for r in (start(daemon, agents(), extra=SLOW, think_s=4) for _ in range(2))}
+    for r in replicas.values():
+        r.wait_event("daemon.ready")
+    [running] = wait_rows(dsn, "SELECT wake_id, pid FROM wake_introspection_ledger WHERE status = 'started'")
+    victim = replicas.pop(running["pid"])
+    victim.signal(signal.SIGKILL)
+    victim.proc.wait(10)
+    killed_at = dt.datetime.now(dt.UTC)
+    [survivor] = replicas.values()
+    abandoned = wait_rows(dsn, "SELECT * FROM wake_introspection_ledger WHERE wake_id = $1 AND status = 'abandoned'", running["wake_id"], timeout_s=20)
+    assert "lost the agent's lease" in abandoned[0]["error"]
+    nxt = wait_rows(dsn, "SELECT * FROM wake_introspection_ledger WHERE pid = $1 AND started_at > $2 AND status IN ('started', 'completed')", survivor.pid, killed_at)
+    assert nxt[0]["scheduled_for"] > running_slot(dsn, running["wake_id"])
+    assert any(e["wake_id"] == str(running["wake_id"]) for e in survivor.events("wake.abandoned"))
+    assert survivor.stop() == 0
+
+
+def running_slot(dsn: str, wake_id: uuid.UUID) -> dt.datetime:
+    slot: dt.datetime = query(dsn, "SELECT scheduled_for FROM wake_introspection_ledger WHERE wake_id = $1", wake_id)[0]["scheduled_for"]
+    return slot
+
+
+def test_a_stale_lease_holder_writes_nothing_after_losing_the_lease(start: Callable[..., Replica]) -> None:
+    dsn = start.pg_dsn  # type: ignore[attr-defined]
+    daemon = "lease_ttl_s = 2\nheartbeat_s = 1"
+    replicas = {r.pid: r for r in (start(daemon, agents(), extra=SLOW, think_s=6) for _ in range(2))}
+    for r in replicas.values():
+        r.wait_event("daemon.ready")
+    [stale] = wait_rows(dsn, "SELECT wake_id, pid, fence FROM wake_introspection_ledger WHERE status = 'started'")
+    holder = replicas.pop(stale["pid"])
+    [other] = replicas.values()
+    holder.signal(signal.SIGSTOP)
+    try:
+        # past the TTL the other replica takes the lease with a newer fence and closes the row
+        fresh = wait_rows(dsn, "SELECT wake_id, fence FROM wake_introspection_ledger WHERE pid = $1 AND fence > $2", other.pid, stale["fence"], timeout_s=20)
+        assert query(dsn, "SELECT status FROM wake_introspection_ledger WHERE wake_id = $1", stale["wake_id"]) == [{"status": "abandoned"}]
+    finally:
+        holder.signal(signal.SIGCONT)
+    refused = holder.wait_event("test.action_refused", where=lambda e: e["wake_id"] == str(stale["wake_id"]))
+    assert refused["fence"] == stale["fence"] and refused["newest"] > stale["fence"]
+    holder.wait_event("wake.settle_refused", where=lambda e: e["wake_id"] == str(stale["wake_id"]))
+    assert holder.events("fence.stale")
+    assert any(e["fence"] == stale["fence"] for e in holder.events("lease.lost"))
+    # the fresh wake's own write goes through; the stale one's never does
+    wait_rows(dsn, "SELECT 1 FROM last_actions WHERE wake_id = $1", fresh[0]["wake_id"], timeout_s=20)
+    assert query(dsn, "SELECT * FROM last_actions WHERE wake_id = $1", stale["wake_id"]) == []
+    assert query(dsn, "SELECT status, finished_at IS NOT NULL AS closed FROM wake_introspection_ledger WHERE wake_id = $1", stale["wake_id"]) == [{"status": "abandoned", "closed": True}]
+    assert holder.stop() == 0 and other.stop() == 0
+
+
+def test_restart_after_a_three_hour_gap_catches_up_once(start: Callable[..., Replica]) -> None:
+    dsn = start.pg_dsn  # type: ignore[attr-defined]
+    tiers = agents('every = "15m"', surface='every = "1h"', full='cron = "0 * * * *"')
+    now = dt.datetime.now(dt.UTC)
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    gap_start = hour - dt.timedelta(hours=3)
+    for tier in ("whisper", "surface", "full"):
+        query(dsn, "INSERT INTO wake_slots (agent_id, tier, scheduled_for, trigger, claimed_by, wake_id) VALUES ('demo', $1, $2, 'schedule', 'before-the-gap', $3) RETURNING 1", tier, gap_start, uuid.uuid4())
+    first = start("", tiers)
+    first.wait_event("daemon.ready")
+    rows = wait_rows(dsn, "SELECT * FROM wake_introspection_ledger WHERE trigger = 'catch_up' AND status <> 'started'", at_least=2)
+    time.sleep(1)
+    assert first.stop() == 0
+    rows = query(dsn, "SELECT tier, trigger, scheduled_for, status FROM wake_introspection_ledger ORDER BY tier")
+    newest_quarter = now.replace(minute=now.minute // 15 * 15, second=0, microsecond=0)
+    assert rows == [
+        {"tier": "full", "trigger": "catch_up", "scheduled_for": hour, "status": "completed"},
+        {"tier": "surface", "trigger": "catch_up", "scheduled_for": hour, "status": "completed"},
+    ]
+    [skipped] = first.events("wake.catch_up_skipped")
+    assert skipped["tier"] == "whisper" and skipped["missed"] in {newest_quarter.isoformat(), (newest_quarter + dt.timedelta(minutes=15)).isoformat()}
+    second = start("", tiers)
+    second.wait_event("daemon.ready")
+    time.sleep(1.5)
+    assert second.stop() == 0
+    assert len(query(dsn, "SELECT 1 FROM wake_introspection_ledger WHERE trigger = 'catch_up'")) == 2  # never replayed
+    assert second.events("wake.catch_up") == []
+
+
+def test_sigterm_drains_a_running_wake_and_cancels_past_drain_s(start: Callable[..., Replica]) -> None:
+    dsn = start.pg_dsn  # type: ignore[attr-defined]
+    patient = start("drain_s = 15", agents('every = "1s"'), extra=SLOW, think_s=3)
+    [running] = wait_rows(dsn, "SELECT wake_id FROM wake_introspection_ledger WHERE status = 'started'")
+    patient.signal(signal.SIGHUP)  # a reload on the way: harmless
+    patient.wait_event("daemon.reloaded")
+    began = time.monotonic()
+    patient.signal(signal.SIGTERM)
+    assert patient.proc.wait(20) == 0
+    assert time.monotonic() - began < 15
+    assert query(dsn, "SELECT status FROM wake_introspection_ledger WHERE wake_id = $1", running["wake_id"]) == [{"status": "completed"}]
+    assert query(dsn, "SELECT count(*) AS n FROM wake_introspection_ledger WHERE status = 'started'") == [{"n": 0}]
+    patient.stop()
+
+    hasty = start("drain_s = 2", agents('every = "1s"'), extra=SLOW, think_s=60)
+    [running] = wait_rows(dsn, "SELECT wake_id FROM wake_introspection_ledger WHERE status = 'started'")
+    began = time.monotonic()
+    hasty.signal(signal.SIGTERM)
+    assert hasty.proc.wait(20) == 0
+    assert time.monotonic() - began < 2 + 5  # drain_s, then the cancelled wake settles
+    [row] = query(dsn, "SELECT status, error FROM wake_introspection_ledger WHERE wake_id = $1", running["wake_id"])
+    assert row == {"status": "aborted", "error": "cancelled"}
+    assert hasty.events("daemon.drain_timeout")[0]["cancelled"] >= 1
+    hasty.stop()
+
+
+def test_sighup_with_a_bad_config_keeps_the_old_one(start: Callable[..., Replica], tmp_path: Path) -> None:
+    replica = start("", agents('every = "15m"'))
+    replica.wait_event("daemon.ready")
+    config = tmp_path / "wake-0.toml"
+    config.write_text(config.read_text().replace('every = "15m"', 'every = "whenever"'))
+    replica.signal(signal.SIGHUP)
+    failed = replica.wait_event("daemon.reload_failed")
+    assert "agents.demo.tiers.whisper.every" in failed["error"] and "whenever" in failed["error"]
+    assert replica.proc.poll() is None  # still running, on the old config
+    assert replica.stop() == 0
+
+
+def test_notify_socket_gets_ready_watchdog_and_stopping(start: Callable[..., Replica], tmp_path: Path) -> None:
+    path = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(path)
+        sock.settimeout(30)
+        replica = start("", agents('every = "15m"'), environ={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "400000"})
+        messages = [sock.recv(4096).decode()]
+        assert messages[0].split("\n")[0] == "READY=1", messages
+        assert "STATUS=next wake demo/whisper at " in messages[0]
+        while sum(m == "WATCHDOG=1" for m in messages) < 3:
+            messages.append(sock.recv(4096).decode())
+        replica.signal(signal.SIGTERM)
+        while not messages[-1].startswith("STOPPING=1"):
+            messages.append(sock.recv(4096).decode())
+        assert replica.proc.wait(30) == 0
+    assert messages.index(next(m for m in messages if m.startswith("STOPPING=1"))) > messages.index("WATCHDOG=1")
+
+
+def test_wake_up_takes_the_lease_and_refuses_a_busy_agent(start: Callable[..., Replica], tmp_path: Path, redis_url: str) -> None:
+    import redis
+
+    dsn = start.pg_dsn  # type: ignore[attr-defined]
+    config = tmp_path / "up.toml"
+    config.write_text(f'[postgres]\ndsn = "{dsn}"\n[redis]\nurl = "{redis_url}"\n{agents()}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL"))}
+    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
+
+    def up() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "wake", "--config", str(config), "up"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.set("wake:lease:demo", "elsewhere:4242:cafe", px=30_000)  # a daemon's wake in progress
+    busy = up()
+    assert busy.returncode == 75, busy.stderr
+    assert busy.stderr.strip().splitlines()[-1] == (
+        "wake: agent 'demo' is busy: another wake holds its lease (elsewhere:4242:cafe); try again when it has settled"
+    )
+    assert query(dsn, "SELECT count(*) AS n FROM wake_introspection_ledger") == [{"n": 0}]
+    client.delete("wake:lease:demo")
+    done = up()
+    assert done.returncode == 0, done.stderr
+    [row] = query(dsn, "SELECT trigger, status, fence FROM wake_introspection_ledger")
+    assert row["trigger"] == "manual" and row["status"] == "completed" and row["fence"] is not None
+    assert client.get("wake:lease:demo") is None  # released
+    client.close()
+
+
+def test_trigger_and_status_against_a_running_daemon(start: Callable[..., Replica], tmp_path: Path, redis_url: str) -> None:
+    dsn = start.pg_dsn  # type: ignore[attr-defined]
+    replica = start("heartbeat_s = 0.5", agents('every = "15m"', surface='every = "1h"'), extra=SLOW, think_s=3)
+    replica.wait_event("daemon.ready")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL"))}
+    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "wake", "--config", str(tmp_path / "wake-0.toml"), *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+
+    started = cli("trigger", "--agent", "demo", "--tier", "surface", "--no-wait", "--json")
+    assert started.returncode == 0, started.stderr
+    wake_id = json.loads(started.stdout)["wake_id"]
+    wait_rows(dsn, "SELECT 1 FROM wake_introspection_ledger WHERE wake_id = $1 AND status = 'started'", uuid.UUID(wake_id))
+    time.sleep(1)  # a heartbeat with the wake in it
+    status = json.loads(cli("status", "--json").stdout)
+    assert [r["pid"] for r in status["replicas"]] == [replica.pid]
+    [running] = status["running"]
+    assert (running["agent"], running["tier"], running["wake_id"], running["trigger"]) == ("demo", "surface", wake_id, "manual")
+    assert {(f["agent"], f["tier"]) for f in status["next_fires"]} == {("demo", "whisper"), ("demo", "surface")}
+    busy = cli("trigger", "--agent", "demo", "--tier", "whisper")
+    assert busy.returncode == 1 and "busy" in busy.stderr, busy.stderr
+    wait_rows(dsn, "SELECT 1 FROM wake_introspection_ledger WHERE wake_id = $1 AND status = 'completed'", uuid.UUID(wake_id))
+    waited = cli("trigger", "--agent", "demo", "--tier", "whisper", "--json")
+    assert waited.returncode == 0, waited.stderr
+    outcome = json.loads(waited.stdout)
+    assert outcome["outcome"] == "settled" and outcome["status"] == "completed"
+    assert query(dsn, "SELECT trigger, tier FROM wake_introspection_ledger WHERE wake_id = $1", uuid.UUID(outcome["wake_id"])) == [{"trigger": "manual", "tier": "whisper"}]
+    assert replica.stop() == 0

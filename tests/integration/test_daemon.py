@@ -1,0 +1,219 @@
+"""The daemon's decisions over real PostgreSQL and Redis, in one process: claims, busy agents,
+abandoned rows, catch-up, reload, manual triggers, a whole run with its heartbeat."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import structlog
+
+from ledgers import introspection, slots
+from wake import clock, control, daemon, lease, notify, schedule, session, stores
+from wake.config import Config
+
+AGENTS = """
+[agents.demo]
+timezone = "Europe/Stockholm"
+
+[agents.demo.tiers.whisper]
+every = "15m"
+binds = ["wake.whisper"]
+
+[agents.demo.tiers.surface]
+every = "1h"
+binds = ["wake.surface"]
+
+[agents.demo.tiers.full]
+cron = "0 * * * *"
+binds = ["wake"]
+"""
+DAEMON = "[daemon]\nlease_ttl_s = 5\nheartbeat_s = 0.2\nbusy_wait_s = 2\ndrain_s = 5\n"
+
+
+@pytest.fixture
+async def opened(store_config: Callable[..., Config]) -> AsyncIterator[Callable[..., daemon.Daemon]]:
+    """Daemons sharing this test's stores, ready for `run_slot` and friends (not `run`)."""
+    config = store_config(DAEMON, agents=AGENTS)
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        registry = session.build_registry(config)
+
+        def make(**kw: Any) -> daemon.Daemon:
+            d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False, **kw)
+            d.stores, d.registry = st, registry
+            d.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(config)}
+            return d
+
+        yield make
+
+
+async def _rows(d: daemon.Daemon) -> list[dict[str, Any]]:
+    assert d.stores is not None
+    async with d.stores.pg_conn() as conn:
+        return await introspection.recent(conn, limit=100)
+
+
+async def test_a_slot_runs_once_whoever_fires_it(opened: Callable[..., daemon.Daemon]) -> None:
+    a, b, late = opened(), opened(), opened(now=lambda: clock.now() - dt.timedelta(seconds=3))
+    whisper = a.schedules[("demo", "whisper")]
+    slot = schedule.fire_at_or_before(whisper, clock.now())
+    assert slot is not None
+    with structlog.testing.capture_logs() as logs:
+        await asyncio.gather(a.run_slot(whisper, slot, "schedule"), b.run_slot(whisper, slot, "schedule"))
+        await late.run_slot(whisper, slot, "schedule")  # a replica whose clock is late, firing the same slot
+    rows = await _rows(a)
+    assert [(r["tier"], r["trigger"], r["scheduled_for"], r["status"]) for r in rows] == [("whisper", "schedule", slot, "completed")]
+    taken = [e for e in logs if e["event"] == "wake.skipped" and e.get("reason") == "slot_taken"]
+    assert len(taken) == 2
+    winner = a.replica_id if rows[0]["wake_id"] == (await _slot(a, slot))["wake_id"] else b.replica_id
+    assert {e["claimed_by"] for e in taken} == {winner}
+    assert {e["wake_id"] for e in taken} == {str(rows[0]["wake_id"])}
+
+
+async def _slot(d: daemon.Daemon, slot: dt.datetime, tier: str = "whisper") -> dict[str, Any]:
+    assert d.stores is not None
+    async with d.stores.pg_conn() as conn:
+        got = await slots.holder(conn, "demo", tier, slot)
+    assert got is not None
+    return got
+
+
+async def test_busy_agent_whisper_is_skipped_and_surface_waits(opened: Callable[..., daemon.Daemon]) -> None:
+    d = opened()
+    assert d.stores is not None
+    other = await lease.acquire(d.stores, "demo", ttl_ms=5000, owner="someone:1")
+    slot = dt.datetime(2026, 11, 29, 9, tzinfo=dt.UTC)
+    await d.run_slot(d.schedules[("demo", "whisper")], slot, "schedule")
+    [skipped] = await _rows(d)
+    assert (skipped["status"], skipped["scheduled_for"], skipped["manifest_root"]) == ("skipped", slot, None)
+    assert skipped["note"].startswith("skipped: busy: another wake of the agent holds its lease (someone:1:")
+
+    async def release_soon() -> None:
+        await asyncio.sleep(0.5)
+        await other.release()
+
+    releaser = asyncio.create_task(release_soon())
+    await d.run_slot(d.schedules[("demo", "surface")], slot, "schedule")  # waits up to busy_wait_s = 2
+    await releaser
+    surface = [r for r in await _rows(d) if r["tier"] == "surface"]
+    assert [r["status"] for r in surface] == ["completed"]
+
+
+async def test_rows_of_a_dead_holder_are_abandoned_by_the_next_lease_holder(opened: Callable[..., daemon.Daemon]) -> None:
+    d = opened()
+    assert d.stores is not None
+    dead = introspection.WakeRow(
+        wake_id=uuid.uuid4(), agent_id="demo", tier="full", trigger="manual", scheduled_for=None, started_at=clock.now(),
+        manifest_root="0" * 64, host="gone", pid=1, version="0", config_hash="x", fence=1,
+    )
+    async with d.stores.pg_conn() as conn:
+        await introspection.insert(conn, dead)
+    await d._close_abandoned_at_start()
+    async with d.stores.pg_conn() as conn:
+        row = await introspection.get(conn, dead.wake_id)
+    assert row is not None and row["status"] == "abandoned" and "lost the agent's lease" in row["error"]
+    assert row["finished_at"] is not None
+
+
+async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_never_whisper(opened: Callable[..., daemon.Daemon]) -> None:
+    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
+    if now > clock.now():
+        now -= dt.timedelta(hours=1)
+    d = opened(now=lambda: now)
+    assert d.stores is not None
+    three_hours_ago = now.replace(minute=0) - dt.timedelta(hours=3)
+    async with d.stores.pg_conn() as conn:
+        for tier in ("whisper", "surface", "full"):
+            await slots.claim(conn, agent_id="demo", tier=tier, scheduled_for=three_hours_ago, trigger="schedule", claimed_by="old", claimed_at=three_hours_ago, wake_id=uuid.uuid4())
+    with structlog.testing.capture_logs() as logs:
+        await d._catch_up_all()
+        await asyncio.gather(*list(d.tasks))
+    rows = await _rows(d)
+    assert sorted((r["tier"], r["trigger"], r["scheduled_for"], r["status"]) for r in rows) == [
+        ("full", "catch_up", now.replace(minute=0), "completed"),
+        ("surface", "catch_up", now.replace(minute=0), "completed"),
+    ]
+    assert [e["tier"] for e in logs if e["event"] == "wake.catch_up_skipped"] == ["whisper"]
+    # a second restart finds nothing missed: the catch-up claimed the slot
+    await opened(now=lambda: now + dt.timedelta(minutes=5))._catch_up_all()
+    assert len(await _rows(d)) == 2
+
+
+async def test_manual_trigger_through_redis(opened: Callable[..., daemon.Daemon]) -> None:
+    d = opened()
+    assert d.stores is not None
+    redis = d.stores.redis
+
+    async def ask(agent: str, tier: str) -> list[dict[str, Any]]:
+        req = await control.request_wake(redis, agent, tier, clock.now())
+        popped = await control.next_request(redis, 1)
+        assert popped == req
+        await d.run_manual(popped)
+        return [e async for e in control.events(redis, req.request_id, 2)]
+
+    started, settled = await ask("demo", "surface")
+    assert started["event"] == "started" and settled == {"event": "settled", "wake_id": started["wake_id"], "status": "completed", "note": settled["note"], "error": None}
+    [row] = await _rows(d)
+    assert (str(row["wake_id"]), row["trigger"], row["scheduled_for"]) == (started["wake_id"], "manual", None)
+    [refused] = await ask("nobody", "whisper")
+    assert refused["event"] == "refused" and "unknown agent 'nobody'" in refused["reason"]
+    held = await lease.acquire(d.stores, "demo", ttl_ms=5000, owner="other:2")
+    [busy] = await ask("demo", "full")
+    assert busy["event"] == "refused" and "busy" in busy["reason"] and "other:2" in busy["reason"]
+    await held.release()
+
+
+async def test_reload_keeps_the_old_config_when_the_new_one_is_bad(opened: Callable[..., daemon.Daemon]) -> None:
+    d = opened()
+    d.scheduler = daemon.AsyncIOScheduler(timezone=dt.UTC, job_defaults=daemon.JOB_DEFAULTS)
+    d.scheduler.start()
+    try:
+        d._schedule_all()
+        before = d.config
+        text = before.path.read_text()
+        before.path.write_text(text.replace('every = "15m"', 'every = "soon"'))
+        with structlog.testing.capture_logs() as logs:
+            assert await d.reload() is False
+        assert d.config is before
+        [failed] = [e for e in logs if e["event"] == "daemon.reload_failed"]
+        assert "agents.demo.tiers.whisper.every" in failed["error"]
+        before.path.write_text(text.replace('every = "15m"', 'every = "5m"'))
+        assert await d.reload() is True
+        assert d.schedules[("demo", "whisper")].every_s == 300
+        job = d.scheduler.get_job("demo/whisper")
+        assert job is not None and job.next_run_time.minute % 5 == 0 and job.next_run_time.second == 0
+        assert len(d.scheduler.get_jobs()) == 3
+    finally:
+        d.scheduler.shutdown(wait=False)
+
+
+async def test_a_running_daemon_fires_heartbeats_and_drains(store_config: Callable[..., Config]) -> None:
+    config = store_config(DAEMON, agents=AGENTS.replace('every = "15m"', 'every = "1s"'))
+    d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False)
+    runner = asyncio.create_task(d.run())
+    async with stores.connected(config) as st:
+        for _ in range(100):
+            live = await control.live_replicas(st.redis)
+            if live and len(await _rows_of(st)) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        [replica] = live
+        assert replica.replica_id == d.replica_id
+        assert {(f["agent"], f["tier"]) for f in replica.next_fires} == {("demo", "whisper"), ("demo", "surface"), ("demo", "full")}
+        d.request_stop()
+        assert await asyncio.wait_for(runner, 10) == 0
+        assert await control.live_replicas(st.redis) == []  # forgotten on a clean exit
+        rows = await _rows_of(st)
+    assert len(rows) >= 2 and all(r["status"] in ("completed", "skipped") for r in rows)
+    whispers = sorted(r["scheduled_for"] for r in rows if r["tier"] == "whisper")
+    assert all((b - a) == dt.timedelta(seconds=1) for a, b in zip(whispers, whispers[1:], strict=False))
+
+
+async def _rows_of(st: stores.Stores) -> list[dict[str, Any]]:
+    async with st.pg_conn() as conn:
+        return await introspection.recent(conn, limit=1000)

@@ -1,0 +1,56 @@
+"""A tools module for the daemon's acceptance tests (loaded through `tools.modules`).
+
+It stands in for a slow model loop without a model server: every wake's think step (after the
+row is recorded `started`) sleeps `WAKE_TEST_THINK_S` seconds, so a test can catch a wake in
+flight, and then makes one fenced write, a `last_actions` row, the way a mutating tool would. The
+write is attempted even when the wake is cancelled (a process resuming after SIGSTOP): a stale
+fence must refuse it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from ledgers import actions
+from ledgers.fences import StaleFence
+from surfaces.registry import Registry, Tool
+from wake import clock, cycle, logs
+
+log = logs.get("tests.slow_think")
+_think = cycle.think
+
+
+async def _write_action(ctx: Any) -> None:
+    try:
+        async with ctx.write() as conn:
+            await actions.record(
+                conn, agent_id=ctx.agent_id, surface=f"wake.{ctx.tier}", tool="slow_think", summary="thought slowly",
+                arguments={}, wake_id=ctx.wake_id, fence=ctx.fence, acted_at=clock.now(),
+            )
+        log.info("test.action_written", wake_id=str(ctx.wake_id), fence=ctx.fence)
+    except StaleFence as exc:
+        log.warning("test.action_refused", wake_id=str(ctx.wake_id), fence=ctx.fence, newest=exc.newest)
+
+
+async def _slow_think(ctx: Any, blocks: Any, models: Any) -> Any:
+    try:
+        await asyncio.sleep(float(os.environ.get("WAKE_TEST_THINK_S", "0")))
+    finally:
+        await asyncio.shield(_write_action(ctx))
+    return await _think(ctx, blocks, models)
+
+
+cycle.think = _slow_think
+
+
+async def _noop(ctx: Any) -> dict[str, str]:
+    return {}
+
+
+def register(registry: Registry) -> None:
+    registry.register(Tool(
+        name="slow_think_marker", description="Marks that the slow-think test module is loaded.",
+        parameters={"type": "object", "properties": {}}, version="1", handler=_noop, mutates=False, surfaces=frozenset({"chat"}),
+    ))

@@ -1,0 +1,441 @@
+"""`wake daemon`: the process around the wake cycle (DESIGN steps 1-3 and the life around them).
+
+The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer).
+APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier); a job
+only names its slot and hands it to a tracked task, so every wake in flight is one task the
+daemon can drain or cancel.
+
+One scheduled slot, in order: wait its jitter (the same on every replica) → claim it in
+`wake_slots` (the loser logs `wake.skipped reason=slot_taken` and stops) → take the agent's lease
+and fence (busy: whisper gives up at once, surface and full wait `busy_wait_s`, then the slot is
+recorded `skipped`, reason `busy`) → run the wake under the fence; losing the lease cancels it.
+
+Job defaults, on purpose:
+
+- `coalesce=True`: after a blocked loop or a suspended process several slots may be due at
+  once; run only the newest. Older slots are the missed-run policy's business, not a burst.
+- `misfire_grace_time=None`: a late slot still runs, however late (the claim makes a late run
+  safe: a slot some other replica ran is refused). Dropping it would be a silent gap.
+- `max_instances=1`: the job body returns as soon as it has handed the slot to a task, so one
+  instance never blocks the next slot; overlap between wakes of an agent is the lease's job,
+  which (unlike APScheduler) sees every replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from ledgers import introspection, slots
+from surfaces.registry import Registry
+from wake import (
+    __version__,
+    clock,
+    control,
+    cycle,
+    lease,
+    leased,
+    logs,
+    model,
+    notify,
+    schedule,
+    session,
+    stores,
+)
+from wake.config import Config, load_config_file
+from wake.errors import WakeError
+
+log = logs.get("wake.daemon")
+
+JOB_DEFAULTS: dict[str, Any] = {"coalesce": True, "misfire_grace_time": None, "max_instances": 1}
+# Tiers that do not wait for a busy agent: a whisper is cheap and the next one is minutes away.
+NO_WAIT_TIERS: frozenset[str] = frozenset({"whisper"})
+# The trigger consumer's blocking pop; short so a shutdown is not held up by it.
+TRIGGER_POP_S = 1.0
+# A cancelled wake gets this long to settle `aborted` before the daemon stops waiting for it.
+CANCEL_GRACE_S = 10.0
+
+
+@dataclass(kw_only=True)
+class Timing:
+    """Per-wake timings the benchmark reads (bench/scheduler.py)."""
+
+    agent: str
+    tier: str
+    slot: dt.datetime
+    started: dt.datetime  # when the job handed the slot over
+    running_at: dt.datetime | None = None  # when the wake itself began (slot claimed, lease held)
+    jitter_s: float = 0.0
+    claim_ms: float = 0.0
+    lease_ms: float = 0.0
+    release_ms: float = 0.0
+    wake_ms: float = 0.0
+    outcome: str = ""
+
+
+@dataclass(kw_only=True)
+class Daemon:
+    config: Config
+    notifier: notify.Notifier = field(default_factory=notify.Notifier.from_env)
+    now: Callable[[], dt.datetime] = clock.now
+    timings: list[Timing] | None = None
+    # Off in tests that run several daemons in one process.
+    handle_signals: bool = True
+
+    replica_id: str = field(default_factory=control.new_replica_id)
+    owner: str = field(default_factory=leased.owner)
+    started_at: dt.datetime = field(default_factory=clock.now)
+
+    def __post_init__(self) -> None:
+        self.stop = asyncio.Event()
+        self.stopping = False
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.running: dict[asyncio.Task[Any], dict[str, Any]] = {}
+        self.schedules: dict[tuple[str, str], schedule.Schedule] = {}
+        self.registry: Registry | None = None
+        self.stores: stores.Stores | None = None
+        self.scheduler: AsyncIOScheduler | None = None
+        self.models = model.Client()  # one keep-alive pool for every wake of this process
+        self.turns = asyncio.Semaphore(self.config.daemon.max_concurrent_wakes)
+
+    # -- the life of the process ------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Run until SIGTERM/SIGINT, then drain; returns the exit status (0 after a clean drain)."""
+        self.registry = session.build_registry(self.config)
+        async with stores.connected(self.config) as st:
+            self.stores = st
+            await session.prepare_schema(st)
+            await self._close_abandoned_at_start()
+            if self.handle_signals:
+                self._install_signals()
+            self.scheduler = AsyncIOScheduler(timezone=dt.UTC, job_defaults=JOB_DEFAULTS)
+            self.scheduler.start()
+            self._schedule_all()
+            self._catch_up()
+            self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
+            side = [
+                asyncio.create_task(notify.watchdog_loop(self.notifier), name="watchdog"),
+                asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+                asyncio.create_task(self._trigger_loop(), name="triggers"),
+            ]
+            log.info("daemon.ready", replica=self.replica_id, jobs=len(self.schedules), embedded=list(st.embedded), status=self.status_text())
+            failed = asyncio.create_task(self._first_failure(side), name="side-task-watch")
+            await self.stop.wait()
+            failed.cancel()
+            await self._shutdown(side)
+            await self.models.aclose()
+            if self.handle_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                    asyncio.get_running_loop().remove_signal_handler(sig)
+        log.info("daemon.stopped", replica=self.replica_id)
+        return 0
+
+    def request_stop(self, signum: int | None = None) -> None:
+        if not self.stop.is_set():
+            log.info("daemon.stopping", signal=signal.Signals(signum).name if signum else None, running=len(self.running))
+            self.stop.set()
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop, sig)
+        loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload(), name="reload"))
+
+    async def _first_failure(self, side: list[asyncio.Task[Any]]) -> None:
+        """A side task that dies takes the daemon down (systemd restarts it), logged. One that
+        just ends (the watchdog loop without a watchdog) is fine."""
+        waiting = set(side)
+        while waiting:
+            done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None and not self.stopping:
+                    log.error("daemon.side_task_failed", task=task.get_name(), error=repr(task.exception()))
+                    self.request_stop()
+                    return
+
+    async def _shutdown(self, side: list[asyncio.Task[Any]]) -> None:
+        """Stop firing, say STOPPING=1, drain within `drain_s`, cancel what remains, release."""
+        self.stopping = True
+        if self.scheduler is not None and self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        drain_s = self.config.daemon.drain_s
+        self.notifier.stopping(f"draining {len(self.running)} wake(s), up to {drain_s:g}s")
+        pending = {t for t in self.tasks if not t.done()}
+        if pending:
+            log.info("daemon.draining", wakes=len(self.running), tasks=len(pending), drain_s=drain_s)
+            _, pending = await asyncio.wait(pending, timeout=drain_s)
+        if pending:
+            log.warning("daemon.drain_timeout", cancelled=len(pending))
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=CANCEL_GRACE_S)
+        for task in side:
+            task.cancel()
+        await asyncio.gather(*side, return_exceptions=True)
+        assert self.stores is not None
+        with contextlib.suppress(Exception):
+            await control.forget(self.stores.redis, self.replica_id)
+
+    # -- schedules --------------------------------------------------------------------------------
+
+    def _schedule_all(self) -> None:
+        assert self.scheduler is not None
+        for job in self.scheduler.get_jobs():
+            job.remove()
+        self.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(self.config)}
+        for (agent_id, tier), sched in self.schedules.items():
+            self.scheduler.add_job(
+                self._fire, trigger=schedule.SlotTrigger(sched), args=[agent_id, tier], id=f"{agent_id}/{tier}",
+                name=f"wake {agent_id}/{tier}", replace_existing=True,
+            )
+        log.info("daemon.scheduled", jobs=len(self.schedules), next=self.status_text())
+
+    def next_fires(self) -> list[dict[str, Any]]:
+        if self.scheduler is None:
+            return []
+        return sorted(
+            ({"agent": j.args[0], "tier": j.args[1], "at": j.next_run_time.astimezone(dt.UTC).isoformat()} for j in self.scheduler.get_jobs() if j.next_run_time),
+            key=lambda f: f["at"],
+        )
+
+    def status_text(self) -> str:
+        jobs = [j for j in self.scheduler.get_jobs() if j.next_run_time] if self.scheduler is not None else []
+        first = min(jobs, key=lambda j: j.next_run_time, default=None)
+        head = f"next wake {first.args[0]}/{first.args[1]} at {first.next_run_time.astimezone(dt.UTC).isoformat()}" if first else "no wake scheduled"
+        return f"{head}; {len(self.running)} running"
+
+    async def _fire(self, agent_id: str, tier: str) -> None:
+        """The APScheduler job: name the slot now (before any jitter) and hand it to a task."""
+        sched = self.schedules.get((agent_id, tier))
+        if sched is None or self.stopping:
+            return
+        slot = schedule.fire_at_or_before(sched, self.now())
+        if slot is None:
+            return
+        self._spawn(self.run_slot(sched, slot, "schedule"), name=f"slot:{agent_id}/{tier}:{slot.isoformat()}")
+
+    def _catch_up(self) -> None:
+        """At start, one wake for the newest missed slot of every tier whose policy says `one`."""
+        self._spawn(self._catch_up_all(), name="catch-up")
+
+    async def _catch_up_all(self) -> None:
+        assert self.stores is not None
+        now = self.now()
+        for sched in list(self.schedules.values()):
+            async with self.stores.pg_conn() as conn:
+                last = await slots.last_claimed(conn, sched.agent_id, sched.tier)
+            missed = schedule.last_missed(sched, last, now)
+            if missed is None:
+                continue
+            if sched.catch_up != "one":
+                log.info("wake.catch_up_skipped", agent=sched.agent_id, tier=sched.tier, missed=missed.isoformat(), last=last.isoformat() if last else None)
+                continue
+            log.info("wake.catch_up", agent=sched.agent_id, tier=sched.tier, slot=missed.isoformat(), last=last.isoformat() if last else None)
+            self._spawn(self.run_slot(sched, missed, "catch_up"), name=f"catch-up:{sched.agent_id}/{sched.tier}")
+
+    async def _close_abandoned_at_start(self) -> None:
+        """Rows left `started` by a dead process are closed once their lease has expired: take each
+        such agent's lease (if free) and close them under the new fence."""
+        assert self.stores is not None
+        async with self.stores.pg_conn() as conn:
+            agents = await introspection.agents_with_started(conn)
+        for agent_id in agents:
+            with contextlib.suppress(lease.LeaseBusy):
+                async with leased.agent_lease(self.config, self.stores, agent_id, owner=self.owner):
+                    pass
+
+    # -- one wake ---------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Any, *, name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(self._logged(coro), name=name)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def _logged(self, coro: Any) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a store outage must not kill the daemon; the next slot retries
+            log.error("daemon.task_failed", task=asyncio.current_task().get_name() if asyncio.current_task() else None, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+
+    async def run_slot(self, sched: schedule.Schedule, slot: dt.datetime, trigger: str) -> None:
+        """Claim `slot`, take the lease, run the wake; or log/record why not."""
+        assert self.stores is not None
+        agent_id, tier = sched.agent_id, sched.tier
+        timing = Timing(agent=agent_id, tier=tier, slot=slot, started=self.now())
+        if self.timings is not None:
+            self.timings.append(timing)
+        delay = schedule.jitter_delay_s(sched, slot) if trigger == "schedule" else 0.0
+        if delay:
+            await asyncio.sleep(delay)
+        timing.jitter_s = delay
+        async with self.turns:
+            if self.stopping:
+                timing.outcome = "shutdown"
+                return  # never claimed: another replica (or the next start's catch-up) may run it
+            await self._claim_and_run(sched, slot, trigger, timing)
+
+    async def _claim_and_run(self, sched: schedule.Schedule, slot: dt.datetime, trigger: str, timing: Timing) -> None:
+        assert self.stores is not None
+        agent_id, tier = sched.agent_id, sched.tier
+        wake_id = uuid.uuid4()
+        t0 = clock.monotonic_ms()
+        async with self.stores.pg_conn() as conn:
+            won = await slots.claim(
+                conn, agent_id=agent_id, tier=tier, scheduled_for=slot, trigger=trigger, claimed_by=self.replica_id,
+                claimed_at=self.now(), wake_id=wake_id,
+            )
+            holder = None if won else await slots.holder(conn, agent_id, tier, slot)
+        timing.claim_ms = clock.monotonic_ms() - t0
+        if not won:
+            timing.outcome = "slot_taken"
+            log.info("wake.skipped", reason="slot_taken", agent=agent_id, tier=tier, scheduled_for=slot.isoformat(), trigger=trigger,
+                     claimed_by=holder["claimed_by"] if holder else None, wake_id=str(holder["wake_id"]) if holder else None)
+            return
+        wait_s = 0.0 if tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
+        t1 = clock.monotonic_ms()
+        try:
+            async with leased.agent_lease(self.config, self.stores, agent_id, owner=self.owner, guarded=asyncio.current_task(), wait_s=wait_s) as held:
+                timing.lease_ms = clock.monotonic_ms() - t1
+                if self.stopping:
+                    timing.outcome = "shutdown"
+                    await cycle.record_skipped(config=self.config, stores=self.stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=slot, wake_id=wake_id, reason="shutting down", now=self.now())
+                    return
+                t2 = clock.monotonic_ms()
+                timing.running_at = self.now()
+                outcome = await self._run_wake(agent_id, tier, trigger, slot, wake_id, held)
+                timing.wake_ms = clock.monotonic_ms() - t2
+                timing.outcome = outcome.status
+                t3 = clock.monotonic_ms()
+            timing.release_ms = clock.monotonic_ms() - t3
+        except lease.LeaseBusy as busy:
+            timing.outcome = "busy"
+            await cycle.record_skipped(
+                config=self.config, stores=self.stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=slot,
+                wake_id=wake_id, reason=f"busy: another wake of the agent holds its lease ({busy.holder or 'holder unknown'})", now=self.now(),
+            )
+
+    async def _run_wake(self, agent_id: str, tier: str, trigger: str, slot: dt.datetime | None, wake_id: uuid.UUID, held: lease.Lease) -> cycle.WakeOutcome:
+        assert self.stores is not None and self.registry is not None
+        task = asyncio.current_task()
+        assert task is not None
+        self.running[task] = {
+            "agent": agent_id, "tier": tier, "wake_id": str(wake_id), "trigger": trigger,
+            "started_at": self.now().isoformat(), "fence": held.fence,
+        }
+        if self.notifier.enabled:
+            self.notifier.status(self.status_text())
+        try:
+            return await cycle.run_wake(
+                config=self.config, stores=self.stores, registry=self.registry, agent_id=agent_id, tier=tier,
+                trigger=trigger, scheduled_for=slot, now=self.now, fence=held.fence, wake_id=wake_id, models=self.models,
+            )
+        finally:
+            self.running.pop(task, None)
+            if held.lost.is_set():
+                log.warning("wake.cancelled", reason="lease lost", agent=agent_id, tier=tier, wake_id=str(wake_id), fence=held.fence)
+
+    # -- manual wakes through Redis -----------------------------------------------------------------
+
+    async def _trigger_loop(self) -> None:
+        assert self.stores is not None
+        while not self.stopping:
+            try:
+                request = await control.next_request(self.stores.redis, TRIGGER_POP_S)
+            except Exception as exc:  # Redis away: keep trying, the heartbeat says it too
+                log.warning("daemon.trigger_poll_failed", error=logs.redact_text(str(exc)))
+                await asyncio.sleep(TRIGGER_POP_S)
+                continue
+            if request is not None:
+                if self.stopping:
+                    await self._report(request.request_id, {"event": "refused", "reason": "the daemon is shutting down"})
+                    return
+                self._spawn(self.run_manual(request), name=f"manual:{request.agent}/{request.tier}")
+
+    async def _report(self, request_id: str, event: dict[str, Any]) -> None:
+        assert self.stores is not None
+        try:
+            await control.report(self.stores.redis, request_id, event)
+        except Exception as exc:  # the operator's wait times out; the ledger still has the wake
+            log.warning("daemon.report_failed", request_id=request_id, event=event.get("event"), error=logs.redact_text(str(exc)))
+
+    async def run_manual(self, request: control.TriggerRequest) -> None:
+        """A `wake trigger` request: refused when the agent or tier is unknown or the agent busy."""
+        assert self.stores is not None
+        log.info("trigger.received", request_id=request.request_id, agent=request.agent, tier=request.tier)
+        agent = self.config.agents.get(request.agent)
+        if agent is None or request.tier not in agent.tiers:
+            known = ", ".join(f"{a}/{t}" for a, conf in self.config.agents.items() for t in conf.tiers)
+            what = f"agent {request.agent!r}" if agent is None else f"tier {request.tier!r} of agent {request.agent!r}"
+            await self._report(request.request_id, {"event": "refused", "reason": f"unknown {what}; configured: {known}"})
+            return
+        wake_id = uuid.uuid4()
+        async with self.turns:
+            await self._run_manual_leased(request, wake_id)
+
+    async def _run_manual_leased(self, request: control.TriggerRequest, wake_id: uuid.UUID) -> None:
+        assert self.stores is not None
+        try:
+            async with leased.agent_lease(self.config, self.stores, request.agent, owner=self.owner, guarded=asyncio.current_task()) as held:
+                await self._report(request.request_id, {"event": "started", "wake_id": str(wake_id)})
+                try:
+                    outcome = await self._run_wake(request.agent, request.tier, "manual", None, wake_id, held)
+                except asyncio.CancelledError:
+                    await asyncio.shield(self._report(request.request_id, {"event": "settled", "wake_id": str(wake_id), "status": "aborted", "note": None, "error": "cancelled"}))
+                    raise
+                await self._report(request.request_id, {"event": "settled", "wake_id": str(wake_id), "status": outcome.status, "note": outcome.note, "error": outcome.error})
+        except lease.LeaseBusy as busy:
+            await self._report(request.request_id, {"event": "refused", "reason": f"agent {request.agent!r} is busy: another wake holds its lease ({busy.holder or 'holder unknown'})"})
+
+    # -- heartbeat, status, reload ------------------------------------------------------------------
+
+    def state(self) -> control.ReplicaState:
+        return control.ReplicaState(
+            replica_id=self.replica_id, host=socket.gethostname(), pid=os.getpid(), version=__version__,
+            started_at=self.started_at, heartbeat_at=self.now(), running=list(self.running.values()), next_fires=self.next_fires(),
+        )
+
+    async def _heartbeat_loop(self) -> None:
+        assert self.stores is not None
+        beat_s = self.config.daemon.heartbeat_s
+        while True:
+            try:
+                await control.heartbeat(self.stores.redis, self.state(), ttl_s=3 * beat_s)
+            except Exception as exc:  # Redis away: the replica just looks dead to `wake status` meanwhile
+                log.warning("daemon.heartbeat_failed", error=logs.redact_text(str(exc)))
+            if self.notifier.enabled:
+                self.notifier.status(self.status_text())
+            await asyncio.sleep(beat_s)
+
+    async def reload(self) -> bool:
+        """SIGHUP: validate and load the config file again, and reschedule; a bad one changes nothing."""
+        path = self.config.path
+        try:
+            new = load_config_file(path, environ=os.environ)
+            registry = session.build_registry(new)
+        except WakeError as exc:
+            log.error("daemon.reload_failed", path=str(path), error=str(exc), kept=self.config.config_hash()[:12])
+            self.notifier.status(f"reload failed, old config kept: {exc}; " + self.status_text())
+            return False
+        restart_only = [k for k in ("postgres", "redis", "neo4j", "state_dir") if getattr(new, k) != getattr(self.config, k)]
+        if restart_only:
+            log.warning("daemon.reload_needs_restart", keys=restart_only)
+        self.config, self.registry = new, registry
+        if not self.stopping:
+            self._schedule_all()
+        log.info("daemon.reloaded", path=str(path), config_hash=new.config_hash()[:12], jobs=len(self.schedules))
+        self.notifier.status(self.status_text())
+        return True

@@ -1,0 +1,253 @@
+"""Step 1 of a wake: when each (agent, tier) fires, as pure functions of time, and the APScheduler
+trigger built on them.
+
+A *slot* is the unjittered instant a schedule names. It is the key every replica claims
+(`wake_slots`), so it must be the same on every replica whatever its clock or start time:
+
+- `every = "15m"` slots are multiples of the interval counted from the Unix epoch (UTC), never
+  "start time + interval";
+- `cron = "..."` slots come from APScheduler's CronTrigger in the agent's IANA timezone;
+- jitter delays the *execution* of a slot by a deterministic amount (a hash of agent, tier and
+  slot: every replica waits the same), it never moves the slot. APScheduler's own `jitter` is
+  not used, because it shifts the fire time and the slot would be lost with it.
+
+Quiet hours (`agents.X.quiet_hours = "23:00-07:00"`, local, may wrap midnight) drop slots when
+the tier skips them: whisper and surface by default, full not; `skip_quiet_hours` overrides.
+
+Time is always an argument: `slot_at_or_before`, `slot_after`, `next_fire`, `fires_between`,
+`last_missed` and `in_quiet_hours` take the instants they reason about.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import zoneinfo
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+
+from wake.config import Config, parse_duration_s
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# Tiers that skip quiet hours unless `skip_quiet_hours` says otherwise.
+QUIET_BY_DEFAULT: frozenset[str] = frozenset({"whisper", "surface"})
+# Tiers that run one catch-up wake for missed slots at start unless `catch_up` says otherwise.
+CATCH_UP_BY_DEFAULT: frozenset[str] = frozenset({"surface", "full"})
+# A schedule whose every slot falls in quiet hours has no next fire; stop looking after this many.
+_MAX_QUIET_STEPS = 100_000
+# How far back a cron schedule is searched for its previous slot (yearly crons still resolve).
+_CRON_LOOKBACK = (dt.timedelta(minutes=5), dt.timedelta(hours=1), dt.timedelta(days=2), dt.timedelta(days=32), dt.timedelta(days=400))
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuietHours:
+    start_min: int  # minutes after local midnight
+    end_min: int
+
+    @classmethod
+    def parse(cls, text: str) -> QuietHours:
+        start, end = text.split("-")
+        return cls(start_min=_minutes(start), end_min=_minutes(end))
+
+    def contains(self, local: dt.datetime) -> bool:
+        minute = local.hour * 60 + local.minute
+        if self.start_min <= self.end_min:
+            return self.start_min <= minute < self.end_min
+        return minute >= self.start_min or minute < self.end_min  # wraps midnight
+
+
+def _minutes(hhmm: str) -> int:
+    hours, minutes = hhmm.split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """One (agent, tier)'s schedule, resolved from the config."""
+
+    agent_id: str
+    tier: str
+    timezone: str
+    every_s: int | None = None
+    cron: str | None = None
+    jitter_s: int = 0
+    quiet: QuietHours | None = None
+    skip_quiet: bool = False
+    catch_up: str = "skip"
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo:
+        return zoneinfo.ZoneInfo(self.timezone)
+
+    def describe(self) -> str:
+        what = f"every {self.every_s}s" if self.every_s else f"cron {self.cron!r} {self.timezone}"
+        return what + (" (skips quiet hours)" if self.skip_quiet and self.quiet else "")
+
+    def cron_trigger(self) -> CronTrigger:
+        assert self.cron is not None
+        return crontab_trigger(self.cron, self.zone)
+
+
+_CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+@functools.lru_cache(maxsize=4096)
+def crontab_trigger(expr: str, zone: zoneinfo.ZoneInfo) -> CronTrigger:
+    """APScheduler's CronTrigger for a 5-field crontab, with cron(5)'s day-of-week numbers.
+
+    APScheduler 3 counts numeric days from Monday = 0, crontab from Sunday = 0 (7 too): `1` must
+    mean Monday. Numbers and number ranges are turned into day names, which mean the same to both.
+    """
+    fields = expr.split()
+    if len(fields) == 5:
+        items = []
+        for item in fields[4].split(","):
+            lo, sep, hi = item.partition("-")
+            if lo.isdigit() and (not sep or hi.isdigit()) and int(lo) <= 7 and int(hi or lo) <= 7:
+                items += [_CRON_DAYS[d] for d in range(int(lo), int(hi or lo) + 1)]
+            else:
+                items.append(item)
+        fields[4] = ",".join(dict.fromkeys(items))
+    return CronTrigger.from_crontab(" ".join(fields), timezone=zone)
+
+
+def from_config(config: Config, agent_id: str, tier: str) -> Schedule:
+    agent = config.agents[agent_id]
+    conf = config.tier(agent_id, tier)
+    spec = config.schedule_of(agent_id, tier)
+    skip_quiet = conf.skip_quiet_hours if conf.skip_quiet_hours is not None else tier in QUIET_BY_DEFAULT
+    catch_up = conf.catch_up or ("one" if tier in CATCH_UP_BY_DEFAULT else "skip")
+    return Schedule(
+        agent_id=agent_id, tier=tier, timezone=agent.timezone,
+        every_s=parse_duration_s(spec["every"]) if "every" in spec else None, cron=spec.get("cron"),
+        jitter_s=conf.jitter_s, quiet=QuietHours.parse(agent.quiet_hours) if agent.quiet_hours else None,
+        skip_quiet=skip_quiet, catch_up=catch_up,
+    )
+
+
+def all_schedules(config: Config) -> list[Schedule]:
+    return [from_config(config, a, t) for a, agent in config.agents.items() for t in agent.tiers]
+
+
+# -- raw slots (quiet hours ignored) -------------------------------------------------------------
+
+
+def slot_after(s: Schedule, t: dt.datetime) -> dt.datetime:
+    """The first slot strictly after `t`."""
+    if s.every_s:
+        n = int((t - EPOCH) // dt.timedelta(seconds=s.every_s)) + 1
+        return EPOCH + dt.timedelta(seconds=n * s.every_s)
+    # CronTrigger returns the first fire at or after `now`, rounded up to a whole second. Step in
+    # UTC, then convert: local wall-clock arithmetic would lose the fold of a repeated hour.
+    trigger = s.cron_trigger()
+    after = t.astimezone(dt.UTC)
+    while True:
+        nxt = trigger.get_next_fire_time(None, (after + dt.timedelta(microseconds=1)).astimezone(s.zone))
+        if nxt is None or nxt.astimezone(dt.UTC) <= after:
+            raise ValueError(f"cron {s.cron!r} has no slot after {t.isoformat()}")
+        after = nxt.astimezone(dt.UTC)
+        # A cron names local wall times: in the hour repeated when clocks go back, each wall time
+        # runs once (its first occurrence), like cron(8). A wall time skipped when clocks go
+        # forward runs at the same wall time one hour later (APScheduler's choice).
+        if not after.astimezone(s.zone).fold:
+            return after
+
+
+def slot_at_or_before(s: Schedule, t: dt.datetime) -> dt.datetime | None:
+    """The newest slot at or before `t` (None for a cron that never fired within ~400 days)."""
+    if s.every_s:
+        n = int((t - EPOCH) // dt.timedelta(seconds=s.every_s))
+        return EPOCH + dt.timedelta(seconds=n * s.every_s)
+    for back in _CRON_LOOKBACK:
+        found = None
+        candidate = slot_after(s, t - back)
+        while candidate <= t:
+            found = candidate
+            candidate = slot_after(s, candidate)
+        if found is not None:
+            return found
+    return None
+
+
+# -- fires (quiet hours applied) -----------------------------------------------------------------
+
+
+def in_quiet_hours(quiet: QuietHours | None, timezone: str, t: dt.datetime) -> bool:
+    return quiet is not None and quiet.contains(t.astimezone(zoneinfo.ZoneInfo(timezone)))
+
+
+def skipped_for_quiet(s: Schedule, slot: dt.datetime) -> bool:
+    return s.skip_quiet and in_quiet_hours(s.quiet, s.timezone, slot)
+
+
+def next_fire(s: Schedule, after: dt.datetime) -> dt.datetime | None:
+    """The first slot strictly after `after` that this tier runs (quiet hours applied)."""
+    slot = slot_after(s, after)
+    for _ in range(_MAX_QUIET_STEPS):
+        if not skipped_for_quiet(s, slot):
+            return slot
+        slot = slot_after(s, slot)
+    return None
+
+
+def fires_between(s: Schedule, start: dt.datetime, end: dt.datetime) -> Iterator[dt.datetime]:
+    """Every slot this tier runs in (start, end]."""
+    slot = next_fire(s, start)
+    while slot is not None and slot <= end:
+        yield slot
+        slot = next_fire(s, slot)
+
+
+def fire_at_or_before(s: Schedule, t: dt.datetime, *, after: dt.datetime | None = None) -> dt.datetime | None:
+    """The newest slot this tier runs at or before `t` (and strictly after `after`), or None."""
+    slot = slot_at_or_before(s, t)
+    for _ in range(_MAX_QUIET_STEPS):
+        if slot is None or (after is not None and slot <= after):
+            return None
+        if not skipped_for_quiet(s, slot):
+            return slot
+        slot = slot_at_or_before(s, slot - dt.timedelta(microseconds=1))
+    return None
+
+
+def last_missed(s: Schedule, last_claimed: dt.datetime | None, now: dt.datetime) -> dt.datetime | None:
+    """The newest slot this tier runs in (last_claimed, now], or None. A schedule that never ran
+    has missed nothing: the first start does not invent history."""
+    if last_claimed is None:
+        return None
+    return fire_at_or_before(s, now, after=last_claimed)
+
+
+def jitter_delay_s(s: Schedule, slot: dt.datetime) -> float:
+    """How long to wait before running `slot`: in [0, jitter_s), the same on every replica."""
+    if s.jitter_s <= 0:
+        return 0.0
+    digest = hashlib.sha256(f"{s.agent_id}/{s.tier}/{slot.isoformat()}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 * s.jitter_s
+
+
+class SlotTrigger(BaseTrigger):
+    """An APScheduler trigger that fires exactly at this tier's slots (quiet hours applied)."""
+
+    __slots__ = ("schedule",)
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+
+    def get_next_fire_time(self, previous_fire_time: dt.datetime | None, now: dt.datetime) -> dt.datetime | None:
+        # APScheduler's contract: after a fire, the next slot strictly after it (even if already
+        # past: the scheduler collects those as missed and coalesces them); first, the first slot
+        # at or after `now`.
+        if previous_fire_time is not None:
+            return next_fire(self.schedule, previous_fire_time)
+        return next_fire(self.schedule, now - dt.timedelta(microseconds=1))
+
+    def __str__(self) -> str:
+        return f"slots[{self.schedule.describe()}]"
+
+    def __repr__(self) -> str:
+        return f"<SlotTrigger {self.schedule.agent_id}/{self.schedule.tier} {self.schedule.describe()}>"
