@@ -36,6 +36,7 @@ class Remembered:
     status: str
     attestation: attestation.Attestation | None
     supersedes_id: uuid.UUID | None
+    key: str = ""  # the fact's key, for the graph anchor's default subject (not part of the answer)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"fact_id": str(self.fact_id), "status": self.status}
@@ -107,7 +108,7 @@ async def remember(
         _sql("insert"), fact_id, agent_id, category, key, value, origin, status, attested_ref, source_ref, None,
         json.dumps(check_anchors(anchors or [])), wake_id, recorded_at,
     )
-    return Remembered(fact_id=new_id, status=status, attestation=verdict, supersedes_id=None)
+    return Remembered(fact_id=new_id, status=status, attestation=verdict, supersedes_id=None, key=key)
 
 
 async def supersede(
@@ -135,7 +136,7 @@ async def supersede(
         _sql("insert"), new_fact_id, agent_id, old["category"], old["fact_key"], value, origin, status, attested_ref,
         source_ref, fact_id, json.dumps(check_anchors(anchors or [])), wake_id, recorded_at,
     )
-    return Remembered(fact_id=new_id, status=status, attestation=verdict, supersedes_id=fact_id)
+    return Remembered(fact_id=new_id, status=status, attestation=verdict, supersedes_id=fact_id, key=old["fact_key"])
 
 
 RETIRED_STATUSES = ("overridden", "expired", "refuted")

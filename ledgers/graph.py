@@ -311,3 +311,14 @@ async def anchor(
     if role not in ANCHOR_ROLES:
         raise ValueError(f"role must be one of {', '.join(ANCHOR_ROLES)}, got {role!r}")
     await graph.write("anchor", **w.params(), role=role, name=entity_name(name, "name"), kind=kind, at=at or w.now, ref=w.ref, open=open_)
+
+
+async def close_commitment(graph: Graph, w: Write) -> list[str]:
+    """Set `open = false` on the COMMITMENT anchors whose ref is `w.ref`; the entities' names."""
+    return [r["name"] for r in await graph.write("close_commitment", **w.params(), ref=w.ref)]
+
+
+async def fact_subject(graph: Graph, agent_id: str, ref: str) -> tuple[str, str | None] | None:
+    """(name, kind) of the entity the fact row `ref` anchors, or None."""
+    rows = await graph.read("fact_anchor", agent_id=agent_id, ref=ref)
+    return (rows[0]["name"], rows[0]["kind"]) if rows else None

@@ -4,6 +4,10 @@ Every one of them writes, so each is declared `mutates=True` and writes only thr
 `ctx.write()` (the fenced transaction: a wake whose fence is stale writes nothing). Bad input
 raises an error whose message says what to fix; the transaction rolls back and nothing is kept.
 The model loop, not these tools, records a `last_actions` row for every successful call.
+
+With Neo4j configured, facts and commitments also anchor their entity in the graph
+(`surfaces.graph_anchors`): inside the same fenced transaction, and reported in the result's
+`graph` field; a graph failure never loses the row.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import uuid
 from typing import Any
 
 from ledgers import commitments, daybook, facts
+from surfaces import graph_anchors
 from surfaces.registry import Tool, tool
 
 _UUID = {"type": "string", "pattern": "^[0-9a-fA-F-]{32,36}$"}
@@ -59,7 +64,9 @@ def _date(value: str | None) -> dt.date | None:
     description=(
         "Store a fact with its provenance passport. origin is required: 'did' for what you did or looked up "
         "yourself, 'saw' for what a human told you (cite the raw message id in source_ref). A 'saw' fact whose "
-        "value is not found in the cited message is stored unverified and kept out of your arrivals."
+        "value is not found in the cited message is stored unverified and kept out of your arrivals. When your graph "
+        "is configured, an active fact anchors the entity `about` (default: the key) there; the result's 'graph' "
+        "field says whether it did."
     ),
     parameters={
         "type": "object",
@@ -70,6 +77,8 @@ def _date(value: str | None) -> dt.date | None:
             "category": {"type": "string", "minLength": 1, "maxLength": 50, "default": "general"},
             "source_ref": {**_UUID, "description": "The human_contact message id the fact came from."},
             "anchors": _ANCHORS,
+            "about": {**graph_anchors.ABOUT, "description": "The entity the fact is about in your graph; default: the key."},
+            "about_kind": graph_anchors.ABOUT_KIND,
         },
         "required": ["key", "value", "origin"],
         "additionalProperties": False,
@@ -79,21 +88,26 @@ def _date(value: str | None) -> dt.date | None:
 )
 async def remember_fact(
     ctx: Any, key: str, value: str, origin: str, category: str = "general", source_ref: str | None = None,
-    anchors: list[dict[str, str]] | None = None,
+    anchors: list[dict[str, str]] | None = None, about: str | None = None, about_kind: str | None = None,
 ) -> dict[str, Any]:
+    subject = graph_anchors.about(about)
     async with ctx.write() as conn:
         done = await facts.remember(
             conn, agent_id=ctx.agent_id, key=key, value=value, origin=origin, category=category,
             source_ref=_uuid(source_ref, "source_ref"), anchors=anchors, wake_id=ctx.wake_id, recorded_at=ctx.now,
         )
-    return done.as_dict()
+        anchored = await graph_anchors.fact(
+            ctx, "remember_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind, key=done.key,
+        )
+    return {**done.as_dict(), **anchored}
 
 
 @tool(
     name="supersede_fact",
     description=(
         "Replace an active fact's value with a new one (same key). The old fact is kept as [SUPERSEDED] and shown "
-        "under the new one. A 'saw' value not attested by its cited message does not unseat the old fact."
+        "under the new one. A 'saw' value not attested by its cited message does not unseat the old fact. When your "
+        "graph is configured, the new fact anchors `about` there (default: the old fact's entity, else the key)."
     ),
     parameters={
         "type": "object",
@@ -103,6 +117,8 @@ async def remember_fact(
             "origin": _ORIGIN,
             "source_ref": {**_UUID, "description": "The human_contact message id the new value came from."},
             "anchors": _ANCHORS,
+            "about": {**graph_anchors.ABOUT, "description": "The entity the fact is about in your graph; default: the old fact's."},
+            "about_kind": graph_anchors.ABOUT_KIND,
         },
         "required": ["fact_id", "value", "origin"],
         "additionalProperties": False,
@@ -111,26 +127,37 @@ async def remember_fact(
     mutates=True,
 )
 async def supersede_fact(
-    ctx: Any, fact_id: str, value: str, origin: str, source_ref: str | None = None, anchors: list[dict[str, str]] | None = None
+    ctx: Any, fact_id: str, value: str, origin: str, source_ref: str | None = None, anchors: list[dict[str, str]] | None = None,
+    about: str | None = None, about_kind: str | None = None,
 ) -> dict[str, Any]:
     old_id = _uuid(fact_id, "fact_id")
     assert old_id is not None
+    subject = graph_anchors.about(about)
     async with ctx.write() as conn:
         done = await facts.supersede(
             conn, agent_id=ctx.agent_id, fact_id=old_id, value=value, origin=origin,
             source_ref=_uuid(source_ref, "source_ref"), anchors=anchors, wake_id=ctx.wake_id, recorded_at=ctx.now,
         )
-    return done.as_dict()
+        anchored = await graph_anchors.fact(
+            ctx, "supersede_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind,
+            supersedes_id=old_id, key=done.key,
+        )
+    return {**done.as_dict(), **anchored}
 
 
 @tool(
     name="add_commitment",
-    description="Record something you committed to do, optionally with a due date (YYYY-MM-DD, a calendar day).",
+    description=(
+        "Record something you committed to do, optionally with a due date (YYYY-MM-DD, a calendar day). When your "
+        "graph is configured and you name the entity it is `about`, it anchors that entity there while it is open."
+    ),
     parameters={
         "type": "object",
         "properties": {
             "title": {"type": "string", "minLength": 1, "maxLength": 300},
             "due_on": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+            "about": {**graph_anchors.ABOUT, "description": "The entity the commitment is about in your graph; without it, no anchor."},
+            "about_kind": graph_anchors.ABOUT_KIND,
         },
         "required": ["title"],
         "additionalProperties": False,
@@ -138,16 +165,23 @@ async def supersede_fact(
     surfaces=_DELIBERATE,
     mutates=True,
 )
-async def add_commitment(ctx: Any, title: str, due_on: str | None = None) -> dict[str, Any]:
+async def add_commitment(
+    ctx: Any, title: str, due_on: str | None = None, about: str | None = None, about_kind: str | None = None
+) -> dict[str, Any]:
     due = _date(due_on)
+    subject = graph_anchors.about(about)
     async with ctx.write() as conn:
         commitment_id = await commitments.add(conn, agent_id=ctx.agent_id, title=title, due_on=due, created_at=ctx.now, wake_id=ctx.wake_id)
-    return {"commitment_id": commitment_id, "status": "open", **({"due_on": due.isoformat()} if due else {})}
+        anchored = await graph_anchors.commitment(ctx, "add_commitment", commitment_id=commitment_id, name=subject, kind=about_kind)
+    return {"commitment_id": commitment_id, "status": "open", **({"due_on": due.isoformat()} if due else {}), **anchored}
 
 
 @tool(
     name="complete_commitment",
-    description="Close an open commitment: status 'done' (default) or 'dropped', with what came of it.",
+    description=(
+        "Close an open commitment: status 'done' (default) or 'dropped', with what came of it. Its graph anchor, "
+        "if any, is closed too."
+    ),
     parameters={
         "type": "object",
         "properties": {
@@ -164,7 +198,8 @@ async def add_commitment(ctx: Any, title: str, due_on: str | None = None) -> dic
 async def complete_commitment(ctx: Any, commitment_id: int, status: str = "done", outcome: str | None = None) -> dict[str, Any]:
     async with ctx.write() as conn:
         await commitments.complete(conn, agent_id=ctx.agent_id, commitment_id=commitment_id, status=status, outcome=outcome, completed_at=ctx.now)
-    return {"commitment_id": commitment_id, "status": status}
+        anchored = await graph_anchors.close_commitment(ctx, "complete_commitment", commitment_id=commitment_id)
+    return {"commitment_id": commitment_id, "status": status, **anchored}
 
 
 @tool(

@@ -97,3 +97,18 @@ SET e.kind = coalesce(e.kind, $kind), e.updated_at = $now
 MERGE (a)-[x:$($role) {ref: $ref}]->(e)
 SET x.at = $at, x.open = $open
 RETURN e.name AS name
+
+// name: fact_anchor
+// The entity a fact row anchors (`$ref` = `fact:<id>`): a superseding fact keeps its subject.
+MATCH (:Agent {id: $agent_id})-[x:FACT {ref: $ref}]->(e:Entity {agent_id: $agent_id})
+RETURN e.name AS name, e.kind AS kind
+ORDER BY x.at DESC
+LIMIT 1
+
+// name: close_commitment
+// A closed commitment no longer anchors the block: its COMMITMENT anchors (`$ref` =
+// `commitment:<id>`) get `open = false`; the entity and its other anchors stay.
+MATCH (:Agent {id: $agent_id})-[x:COMMITMENT {ref: $ref}]->(e:Entity {agent_id: $agent_id})
+SET x.open = false
+RETURN e.name AS name
+ORDER BY name
