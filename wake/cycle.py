@@ -268,17 +268,22 @@ async def record_daybook(ctx: WakeContext, text: str) -> None:
 
 async def record_skipped(
     *, config: Config, stores: Stores, agent_id: str, tier: str, trigger: str, scheduled_for: dt.datetime | None,
-    wake_id: uuid.UUID, reason: str, now: dt.datetime,
+    wake_id: uuid.UUID, reason: str, now: dt.datetime, status: str = "skipped",
 ) -> None:
-    """The row of a scheduled wake that did not run (e.g. `busy`: another wake held the lease).
+    """The row of a scheduled wake that did not run: `skipped` (e.g. `busy`: another wake held the
+    lease) or `failed` (its lease could not be taken: a store failed between claim and wake).
     Unfenced: its writer holds no lease, and the slot claim already makes it the slot's only row."""
     row = introspection.WakeRow(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for, started_at=now,
         manifest_root=None, host=socket.gethostname(), pid=os.getpid(), version=__version__,
-        config_hash=config.config_hash(), note=f"skipped: {reason}",
+        config_hash=config.config_hash(), note=f"skipped: {reason}" if status == "skipped" else None,
+        error=None if status == "skipped" else reason,
     )
     async with stores.pg_conn() as conn:
-        await introspection.insert(conn, row, status="skipped")
+        await introspection.insert(conn, row, status=status)
+    if status != "skipped":
+        log.error("wake.failed", agent=agent_id, tier=tier, wake_id=str(wake_id), error=reason, scheduled_for=scheduled_for.isoformat() if scheduled_for else None)
+        return
     log.info("wake.skipped", agent=agent_id, tier=tier, wake_id=str(wake_id), reason=reason, scheduled_for=scheduled_for.isoformat() if scheduled_for else None)
 
 

@@ -307,6 +307,7 @@ class Daemon:
             return
         wait_s = 0.0 if tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
         t1 = clock.monotonic_ms()
+        wake_started = False
         try:
             async with leased.agent_lease(self.config, self.stores, agent_id, owner=self.owner, guarded=asyncio.current_task(), wait_s=wait_s) as held:
                 timing.lease_ms = clock.monotonic_ms() - t1
@@ -316,6 +317,7 @@ class Daemon:
                     return
                 t2 = clock.monotonic_ms()
                 timing.running_at = self.now()
+                wake_started = True
                 outcome = await self._run_wake(agent_id, tier, trigger, slot, wake_id, held)
                 timing.wake_ms = clock.monotonic_ms() - t2
                 timing.outcome = outcome.status
@@ -326,6 +328,17 @@ class Daemon:
             await cycle.record_skipped(
                 config=self.config, stores=self.stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=slot,
                 wake_id=wake_id, reason=f"busy: another wake of the agent holds its lease ({busy.holder or 'holder unknown'})", now=self.now(),
+            )
+        except Exception as exc:
+            if wake_started:  # the wake wrote its own row; only the release failed
+                raise
+            # Claimed but never started (a store failed while taking the lease): the slot is spent,
+            # so it still gets its one row, saying why (if PostgreSQL itself is down, the log does).
+            timing.outcome = "failed"
+            reason = logs.redact_text(f"lease not taken: {type(exc).__name__}: {exc}")
+            await cycle.record_skipped(
+                config=self.config, stores=self.stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=slot,
+                wake_id=wake_id, reason=reason, now=self.now(), status="failed",
             )
 
     async def _run_wake(self, agent_id: str, tier: str, trigger: str, slot: dt.datetime | None, wake_id: uuid.UUID, held: lease.Lease) -> cycle.WakeOutcome:

@@ -4,12 +4,14 @@ abandoned rows, catch-up, reload, manual triggers, a whole run with its heartbea
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 import structlog
 
 from ledgers import introspection, slots
@@ -102,6 +104,24 @@ async def test_busy_agent_whisper_is_skipped_and_surface_waits(opened: Callable[
     await releaser
     surface = [r for r in await _rows(d) if r["tier"] == "surface"]
     assert [r["status"] for r in surface] == ["completed"]
+
+
+async def test_a_claimed_slot_whose_lease_cannot_be_taken_still_leaves_its_one_row(opened: Callable[..., daemon.Daemon], tmp_path: Any) -> None:
+    d = opened()
+    assert d.stores is not None
+    real = d.stores
+    d.stores = dataclasses.replace(real, redis=aioredis.Redis(unix_socket_path=str(tmp_path / "no-redis.sock"), decode_responses=True))
+    slot = dt.datetime(2026, 11, 29, 9, 15, tzinfo=dt.UTC)
+    try:
+        await d.run_slot(d.schedules[("demo", "whisper")], slot, "schedule")
+    finally:
+        await d.stores.redis.aclose()
+        d.stores = real
+    [failed] = await _rows(d)
+    assert (failed["status"], failed["scheduled_for"], failed["manifest_root"]) == ("failed", slot, None)
+    assert failed["error"].startswith("lease not taken: ConnectionError")
+    await d.run_slot(d.schedules[("demo", "whisper")], slot, "schedule")  # the slot is spent: never run again
+    assert [r["wake_id"] for r in await _rows(d)] == [failed["wake_id"]]
 
 
 async def test_rows_of_a_dead_holder_are_abandoned_by_the_next_lease_holder(opened: Callable[..., daemon.Daemon]) -> None:
