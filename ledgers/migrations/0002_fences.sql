@@ -3,6 +3,5 @@
 -- holder's advance waits until the older write has committed or rolled back.
 CREATE TABLE agent_fences (
     agent_id   text PRIMARY KEY,
-    fence      bigint NOT NULL CHECK (fence > 0),
-    updated_at timestamptz NOT NULL DEFAULT now()
+    fence      bigint NOT NULL CHECK (fence > 0)
 );

@@ -5,8 +5,7 @@ SELECT fence FROM agent_fences WHERE agent_id = $1
 -- Record a fence when its lease is taken; never moves backwards. Returns the newest fence.
 INSERT INTO agent_fences AS f (agent_id, fence) VALUES ($1, $2)
 ON CONFLICT (agent_id) DO UPDATE
-   SET fence = GREATEST(f.fence, EXCLUDED.fence),
-       updated_at = CASE WHEN EXCLUDED.fence > f.fence THEN now() ELSE f.updated_at END
+   SET fence = GREATEST(f.fence, EXCLUDED.fence)
 RETURNING fence
 
 -- name: check

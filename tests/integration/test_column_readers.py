@@ -26,10 +26,6 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
         "checksum": "read by ledgers/schema.py to refuse an edited migration, same reason",
         "applied_at": "read by ledgers/schema.py (`wake migrate --status`), same reason",
     },
-    "agent_fences": {
-        "updated_at": "KNOWN DEFECT, not excused: fences.advance writes it on every new fence and nothing reads it; "
-        "`wake status` (the daemon's) should show when each agent's fence last moved. Drop this line when it does.",
-    },
 }
 
 _NAME = r"[a-z_][a-z0-9_]*"
