@@ -62,7 +62,9 @@ BUILTIN: dict[str, Source] = {
         Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True, changes_every_wake=True),
         Source(name="living_summaries", cache_tier=CacheTier.stable, fn=recall.living_summaries),
         Source(name="provenance_facts", cache_tier=CacheTier.session, fn=recall.provenance_facts),
-        Source(name="daybook", cache_tier=CacheTier.session, fn=recall.recent_daybook),
+        # Every wake that thinks writes its final text here, so the block changes on each of them:
+        # the agent's own words are not news, and comparing them would keep the whisper gate open forever.
+        Source(name="daybook", cache_tier=CacheTier.session, fn=recall.recent_daybook, changes_every_wake=True),
         Source(name="settled_facts", cache_tier=CacheTier.volatile, fn=settled.settled_facts),
     )
 }

@@ -271,9 +271,13 @@ def _fixed_source(name: str, tier: arrival.CacheTier, text: str, rows: int = 1) 
 async def test_the_gate_a_second_identical_whisper_makes_zero_requests(make_config: Callable[..., Config], server: ScriptedServer) -> None:
     config = make_config()
     threads = _fixed_source("open_threads", arrival.CacheTier.session, "- reply to Ada about the lease")
-    base = [sources.BUILTIN["identity"], threads, sources.BUILTIN["clock"], sources.BUILTIN["recent_wakes"], sources.BUILTIN["binding_diff"]]
+    base = [
+        sources.BUILTIN["identity"], threads, sources.BUILTIN["daybook"], sources.BUILTIN["clock"], sources.BUILTIN["recent_wakes"],
+        sources.BUILTIN["binding_diff"],
+    ]
     first = await _wake(config, "whisper", source_list=base, now=lambda: T0)
     assert first.status == "completed" and len(server.requests) == 1
+    assert first.final_text  # its daybook entry changes the next arrival's daybook block: the agent's own words are not news
     with structlog.testing.capture_logs() as logged:
         second = await _wake(config, "whisper", source_list=base, now=lambda: T0 + dt.timedelta(minutes=15))
     assert second.status == "quiet" and len(server.requests) == 1  # zero requests
