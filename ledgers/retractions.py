@@ -151,8 +151,9 @@ async def newest(conn: asyncpg.Connection, agent_id: str, limit: int, timezone: 
 async def settle(
     conn: asyncpg.Connection, row_id: uuid.UUID, agent_id: str, *, verdict: str, outcome: str, checked_at: dt.datetime
 ) -> dict[str, Any]:
-    """Record the falsifier's verdict and outcome once. Raises `RetractionInputError` for a bad
-    verdict, a blank outcome, an unknown row or one already settled."""
+    """Record the falsifier's verdict and outcome once, once it has matured. Raises
+    `RetractionInputError` for a bad verdict, a blank outcome, an unknown row, one already settled,
+    or one not yet due: a falsifier tests the correction after time has passed, not at once."""
     if verdict not in SETTLED_VERDICTS:
         raise RetractionInputError(f"verdict must be one of {', '.join(SETTLED_VERDICTS)}, got {verdict!r}")
     if not isinstance(outcome, str) or not outcome.strip():
@@ -163,6 +164,11 @@ async def settle(
     existing = await get(conn, row_id)
     if existing is None or existing["agent_id"] != agent_id:
         raise RetractionInputError(f"no retraction {row_id} for agent {agent_id!r}")
+    if existing["verdict"] == "unchecked":
+        raise RetractionInputError(
+            f"the falsifier of retraction {row_id} is not due until {existing['matures_at']:%Y-%m-%d %H:%M %Z}: "
+            "it tests the correction after time has passed, not at once"
+        )
     raise RetractionInputError(
         f"retraction {row_id} was already settled as {existing['verdict']} at {existing['falsifier_checked_at']:%Y-%m-%d %H:%M %Z}"
     )

@@ -59,10 +59,11 @@ SELECT COUNT(*)::int FROM retraction_ledger
    AND ($2::timestamptz IS NULL OR (verdict = 'unchecked' AND matures_at <= $2))
 
 -- name: settle
--- Settle an unchecked falsifier once; returns nothing when the row is missing or already settled.
+-- Settle an unchecked, matured falsifier once; returns nothing when the row is missing, already
+-- settled, or not yet due at $5.
 UPDATE retraction_ledger
    SET verdict = $3, falsifier_outcome = $4, falsifier_checked_at = $5
- WHERE id = $1 AND agent_id = $2 AND verdict = 'unchecked'
+ WHERE id = $1 AND agent_id = $2 AND verdict = 'unchecked' AND matures_at <= $5
 RETURNING id, verdict, falsifier_outcome, falsifier_checked_at
 
 -- name: newest

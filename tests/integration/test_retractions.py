@@ -134,6 +134,8 @@ async def test_falsifiers_mature_and_are_due_until_settled(store_config: Callabl
                 await retractions.settle(conn, young, "demo", verdict="upheld", outcome="  ", checked_at=NOW)
             with pytest.raises(retractions.RetractionInputError, match="no retraction"):
                 await retractions.settle(conn, young, "other", verdict="upheld", outcome="x", checked_at=NOW)
+            with pytest.raises(retractions.RetractionInputError, match=r"is not due until 2026-\d\d-\d\d \d\d:\d\d"):
+                await retractions.settle(conn, young, "demo", verdict="upheld", outcome="too early", checked_at=NOW)
             assert (await retractions.get(conn, young) or {})["verdict"] == "unchecked"
     finally:
         await st.close()
@@ -281,10 +283,13 @@ async def test_retract_settle_and_probe_tools(store_config: Callable[..., Config
         assert tied["assertion"] == "the word is absent" and tied["verdict"] == "verified"
         assert all(r["wake_id"] == ctx.wake_id for r in records)
 
-        settled = await epistemic.settle_falsifier.handler(ctx, id=str(rid), verdict="overturned", outcome="the probe found it")
+        with pytest.raises(ToolInputError, match="not due until"):  # corrected just now: its falsifier has not matured
+            await epistemic.settle_falsifier.handler(ctx, id=str(rid), verdict="overturned", outcome="at once")
+        later = ctx_for(config, st, now=ctx.now + dt.timedelta(days=3))
+        settled = await epistemic.settle_falsifier.handler(later, id=str(rid), verdict="overturned", outcome="the probe found it")
         assert settled["verdict"] == "overturned" and "retraction stands" in settled["meaning"]
         with pytest.raises(ToolInputError, match="already settled"):
-            await epistemic.settle_falsifier.handler(ctx, id=str(rid), verdict="upheld", outcome="x")
+            await epistemic.settle_falsifier.handler(later, id=str(rid), verdict="upheld", outcome="x")
         with pytest.raises(ToolInputError, match="full uuid"):
             await epistemic.settle_falsifier.handler(ctx, id="abc", verdict="upheld", outcome="x")
     finally:
