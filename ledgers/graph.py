@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import neo4j
 import neo4j.exceptions
 
+from ledgers import queries
 from ledgers.fences import StaleFence
 
 CYPHER_DIR = Path(__file__).resolve().parent / "cypher"
@@ -54,14 +55,7 @@ class GraphUnavailable(Exception):
 @functools.cache
 def load(file: str) -> dict[str, str]:
     """The named queries of `ledgers/cypher/<file>.cypher`."""
-    text = (CYPHER_DIR / f"{file}.cypher").read_text(encoding="utf-8")
-    parts = _NAME.split(text)
-    found: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in found:
-            raise ValueError(f"{file}.cypher: query {name!r} defined twice")
-        found[name] = body.strip()
-    return found
+    return queries.split_named((CYPHER_DIR / f"{file}.cypher").read_text(encoding="utf-8"), _NAME, f"{file}.cypher")
 
 
 def _q(name: str) -> str:

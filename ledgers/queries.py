@@ -18,16 +18,22 @@ SQL_DIR = Path(__file__).resolve().parent / "sql"
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 
+def split_named(text: str, marker: re.Pattern[str], source: str) -> dict[str, str]:
+    """The sections of `text` introduced by `marker` lines (whose one group is the name), stripped.
+    Shared by the SQL files here and the Cypher files of `ledgers.graph`."""
+    parts = marker.split(text)
+    found: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in found:
+            raise ValueError(f"{source}: query {name!r} defined twice")
+        found[name] = body.strip()
+    return found
+
+
 @functools.cache
 def load(ledger: str) -> dict[str, str]:
     text = (SQL_DIR / f"{ledger}.sql").read_text(encoding="utf-8")
-    parts = _NAME.split(text)
-    queries: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in queries:
-            raise ValueError(f"{ledger}.sql: query {name!r} defined twice")
-        queries[name] = body.strip().rstrip(";")
-    return queries
+    return {name: body.rstrip(";") for name, body in split_named(text, _NAME, f"{ledger}.sql").items()}
 
 
 def all_queries() -> dict[str, str]:
