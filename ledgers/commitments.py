@@ -17,6 +17,10 @@ class CommitmentError(ValueError):
     """A commitment cannot be changed as asked; nothing was written."""
 
 
+class AlreadyClosed(CommitmentError):
+    """The commitment was closed before."""
+
+
 def _sql(name: str) -> str:
     return queries.load("commitments")[name]
 
@@ -42,7 +46,7 @@ async def complete(
         row = await conn.fetchrow(_sql("state"), commitment_id, agent_id)
         if row is None:
             raise CommitmentError(f"no commitment {commitment_id} for agent {agent_id!r}")
-        raise CommitmentError(f"commitment {commitment_id} is already {row['status']}")
+        raise AlreadyClosed(f"commitment {commitment_id} is already {row['status']}")
     return int(done)
 
 

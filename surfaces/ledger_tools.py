@@ -196,9 +196,17 @@ async def add_commitment(
     mutates=True,
 )
 async def complete_commitment(ctx: Any, commitment_id: int, status: str = "done", outcome: str | None = None) -> dict[str, Any]:
-    async with ctx.write() as conn:
-        await commitments.complete(conn, agent_id=ctx.agent_id, commitment_id=commitment_id, status=status, outcome=outcome, completed_at=ctx.now)
-        anchored = await graph_anchors.close_commitment(ctx, "complete_commitment", commitment_id=commitment_id)
+    try:
+        async with ctx.write() as conn:
+            await commitments.complete(conn, agent_id=ctx.agent_id, commitment_id=commitment_id, status=status, outcome=outcome, completed_at=ctx.now)
+            anchored = await graph_anchors.close_commitment(ctx, "complete_commitment", commitment_id=commitment_id)
+    except commitments.AlreadyClosed as exc:
+        # Closed in the ledger before; if the graph missed that close (Neo4j was down), a second
+        # call repairs it. The call is still refused as already done.
+        async with ctx.write():
+            anchored = await graph_anchors.close_commitment(ctx, "complete_commitment", commitment_id=commitment_id)
+        graph_note = f" (graph: {anchored['graph']})" if "graph" in anchored else ""
+        raise commitments.AlreadyClosed(f"{exc}{graph_note}") from None
     return {"commitment_id": commitment_id, "status": status, **anchored}
 
 

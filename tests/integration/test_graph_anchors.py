@@ -14,7 +14,7 @@ import neo4j
 import pytest
 import structlog.testing
 
-from ledgers import contact, graph
+from ledgers import commitments, contact, graph
 from ledgers.fences import StaleFence
 from surfaces import loader
 from tests.support.ledger_ctx import wake_ctx
@@ -208,6 +208,12 @@ async def test_neo4j_down_keeps_the_rows_and_reports_the_anchor_failure(
         async with st.pg_conn() as conn:
             stored = await conn.fetch("SELECT fact_id, status FROM facts")
             commitment = await conn.fetchval("SELECT status FROM commitments WHERE commitment_id = $1", made["commitment_id"])
+
+        server.start()  # back, same port: the commitment's anchor is still open in the graph
+        assert "- Apollo: COMMITMENT" in await _block_text(config, st)
+        with pytest.raises(commitments.AlreadyClosed, match=r"already done \(graph: closed COMMITMENT anchor on 'Apollo'\)"):
+            await _call(ctx, "complete_commitment", commitment_id=made["commitment_id"])  # a retry repairs the graph
+        assert "Apollo" not in await _block_text(config, st)
         await held.release()
     assert {(str(r["fact_id"]), r["status"]) for r in stored} == {(fact["fact_id"], "superseded"), (newer["fact_id"], "active")}
     assert commitment == "done"
