@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
@@ -21,7 +21,7 @@ async def record(
     message_id: uuid.UUID | None = None,
 ) -> uuid.UUID | None:
     """Store one message; returns its id, or None when `message_id` was already stored."""
-    return await conn.fetchval(_sql("record"), message_id, agent_id, author, channel, body, received_at)
+    return cast("uuid.UUID | None", await conn.fetchval(_sql("record"), message_id, agent_id, author, channel, body, received_at))
 
 
 async def get(conn: asyncpg.Connection, agent_id: str, message_id: uuid.UUID) -> dict[str, Any] | None:

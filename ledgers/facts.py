@@ -156,6 +156,7 @@ async def for_arrival(conn: asyncpg.Connection, agent_id: str, timezone: str, *,
     number of active facts and the number held back as unverified."""
     rows = [dict(r) for r in await conn.fetch(_sql("for_arrival"), agent_id, timezone, limit, chain_depth)]
     counts = await conn.fetchrow(_sql("counts"), agent_id)
+    assert counts is not None  # an aggregate without GROUP BY always returns one row
     for row in rows:
         if isinstance(row["anchors"], str):
             row["anchors"] = json.loads(row["anchors"])

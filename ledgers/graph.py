@@ -236,10 +236,10 @@ async def view(graph: Graph, agent_id: str, *, since: dt.datetime, max_anchors: 
 def entity_name(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{what} must be a non-empty entity name")
-    value = value.strip()
-    if len(value) > MAX_NAME_CHARS:
+    name = value.strip()
+    if len(name) > MAX_NAME_CHARS:
         raise ValueError(f"{what} is longer than {MAX_NAME_CHARS} characters")
-    return value
+    return name
 
 
 def relation(value: Any) -> str:

@@ -12,7 +12,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncpg
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -45,7 +48,7 @@ def all_queries() -> dict[str, str]:
     }
 
 
-def counted(records: Iterable[Mapping[str, Any]], limit: int, *, json_columns: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], int]:
+def counted(records: Iterable[Mapping[str, Any] | asyncpg.Record], limit: int, *, json_columns: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], int]:
     """Rows of a query that selects `count(*) OVER () AS total`, and that total.
 
     The window COUNT is computed before the LIMIT, so the total is the exact number of matching

@@ -15,7 +15,7 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ledgers import probes, retractions
 from surfaces import probe
@@ -71,6 +71,11 @@ async def run_probe(
     return result, record.id
 
 
+def _text(fields: dict[str, Any], key: str) -> str:
+    # unchecked on purpose: NewRetraction.validate refuses a missing, blank or non-text field by name
+    return cast(str, fields.get(key))
+
+
 def new_retraction(agent_id: str, fields: dict[str, Any], corrected_at: dt.datetime) -> retractions.NewRetraction:
     """Build and validate a retraction from the tool's or the CLI's fields."""
     spec = None
@@ -82,10 +87,10 @@ def new_retraction(agent_id: str, fields: dict[str, Any], corrected_at: dt.datet
         raise ToolInputError("bad probe: a needle or negate needs a probe target and mode")
     new = retractions.NewRetraction(
         agent_id=agent_id, corrected_at=corrected_at,
-        claim_verbatim=fields.get("claim_verbatim"), stood_on=fields.get("stood_on"), why_wrong=fields.get("why_wrong"),
-        corrected_claim=fields.get("corrected_claim"), test_procedure=fields.get("test_procedure"),
-        expected_retraction_pass_obs=fields.get("expected_retraction_pass_obs"),
-        overturn_retraction_condition=fields.get("overturn_retraction_condition"),
+        claim_verbatim=_text(fields, "claim_verbatim"), stood_on=_text(fields, "stood_on"), why_wrong=_text(fields, "why_wrong"),
+        corrected_claim=_text(fields, "corrected_claim"), test_procedure=_text(fields, "test_procedure"),
+        expected_retraction_pass_obs=_text(fields, "expected_retraction_pass_obs"),
+        overturn_retraction_condition=_text(fields, "overturn_retraction_condition"),
         caught_by=fields.get("caught_by") or "self", row_class=fields.get("row_class") or "claim",
         probe_target=spec.target if spec else None, probe_mode=spec.mode if spec else None,
         probe_needle=spec.needle if spec else None, probe_negate=spec.negate if spec else False,

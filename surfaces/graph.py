@@ -26,7 +26,7 @@ log = structlog.get_logger("surfaces.graph")
 _NAME = {"type": "string", "minLength": 1, "maxLength": graph.MAX_NAME_CHARS}
 _REL = {"type": "string", "pattern": graph.RELATION.pattern, "description": "Relationship type in UPPER_SNAKE_CASE, e.g. WORKS_ON."}
 _KIND = {"type": "string", "minLength": 1, "maxLength": 64, "description": "What the entity is (person, project, place...), set when it is created."}
-_EDGE = {
+_EDGE: dict[str, Any] = {
     "type": "object",
     "properties": {"source": _NAME, "relation": _REL, "target": _NAME},
     "required": ["source", "relation", "target"],

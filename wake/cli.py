@@ -274,6 +274,7 @@ def diff_cmd(ctx: _Context, older: str | None, newer: str | None, agent_id: str 
         async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
             agent = _default_agent(config, agent_id)
             latest = await introspection.last_two(conn, agent)
+            b: uuid.UUID | None
             if older and newer:
                 a, b = await _resolve(conn, older), await _resolve(conn, newer)
             elif older:
@@ -433,7 +434,7 @@ def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 @click.option("--probe-negate", is_flag=True, help="With --probe-mode contains: the needle must NOT be there.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stored row as JSON.")
 @pass_ctx
-def retract_cmd(ctx: _Context, agent_id: str | None, corrected_at: Any, maturity_days: int | None, as_json: bool, **fields: Any) -> None:
+def retract_cmd(ctx: _Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, as_json: bool, **fields: Any) -> None:
     """Record a retraction with its typed falsifier. Identical observations are refused (exit 65)."""
     config = ctx.config
     agent = _default_agent(config, agent_id)

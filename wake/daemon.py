@@ -269,7 +269,7 @@ class Daemon:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a store outage must not kill the daemon; the next slot retries
-            log.error("daemon.task_failed", task=asyncio.current_task().get_name() if asyncio.current_task() else None, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+            log.error("daemon.task_failed", task=current.get_name() if (current := asyncio.current_task()) else None, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
 
     async def run_slot(self, sched: schedule.Schedule, slot: dt.datetime, trigger: str) -> None:
         """Claim `slot`, take the lease, run the wake; or log/record why not."""

@@ -42,7 +42,7 @@ async def seed(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
 
 
 async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.datetime) -> dict[str, int]:
-    days = lambda n: now - dt.timedelta(days=n)  # noqa: E731 - a local shorthand for the dates below
+    days: Callable[[int], dt.datetime] = lambda n: now - dt.timedelta(days=n)  # noqa: E731 - a local shorthand for the dates below
     marker = await contact.record(
         conn, message_id=_id(agent_id, "m-dagskift"), agent_id=agent_id, author="henke", channel="chat",
         body="Dagskift runs 07:00-16:00 until the end of September.", received_at=days(60),

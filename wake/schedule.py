@@ -146,7 +146,7 @@ def slot_after(s: Schedule, t: dt.datetime) -> dt.datetime:
     trigger = s.cron_trigger()
     after = t.astimezone(dt.UTC)
     while True:
-        nxt = trigger.get_next_fire_time(None, (after + dt.timedelta(microseconds=1)).astimezone(s.zone))
+        nxt: dt.datetime | None = trigger.get_next_fire_time(None, (after + dt.timedelta(microseconds=1)).astimezone(s.zone))
         if nxt is None or nxt.astimezone(dt.UTC) <= after:
             raise ValueError(f"cron {s.cron!r} has no slot after {t.isoformat()}")
         after = nxt.astimezone(dt.UTC)
@@ -230,7 +230,7 @@ def jitter_delay_s(s: Schedule, slot: dt.datetime) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64 * s.jitter_s
 
 
-class SlotTrigger(BaseTrigger):
+class SlotTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler 3 ships no types: BaseTrigger is Any
     """An APScheduler trigger that fires exactly at this tier's slots (quiet hours applied)."""
 
     __slots__ = ("schedule",)

@@ -12,7 +12,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import redis.asyncio as aioredis
@@ -46,7 +46,7 @@ class Stores:
         except TimeoutError as exc:
             raise StoreUnavailable("postgres", self.pg_address, f"no pooled connection within {timeout_s}s") from exc
         try:
-            yield conn
+            yield cast(asyncpg.Connection, conn)  # the pool's proxy forwards every Connection method
         finally:
             await conn_cm.__aexit__(None, None, None)
 
