@@ -31,7 +31,6 @@ from ledgers.fences import StaleFence
 
 CYPHER_DIR = Path(__file__).resolve().parent / "cypher"
 _NAME = re.compile(r"^//\s*name:\s*(\w+)\s*$", re.MULTILINE)
-_SCHEMA_NAME = re.compile(r"CREATE\s+(?:CONSTRAINT|INDEX)\s+(\w+)\s+IF NOT EXISTS", re.IGNORECASE)
 
 # A relationship type between entities: upper snake case, like Neo4j's own convention.
 RELATION = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
@@ -76,7 +75,7 @@ def _row(record: Any) -> dict[str, Any]:
 
 _UNAVAILABLE = (
     neo4j.exceptions.ServiceUnavailable, neo4j.exceptions.SessionExpired, neo4j.exceptions.DriverError,
-    neo4j.exceptions.TransientError, OSError, TimeoutError,
+    neo4j.exceptions.TransientError, OSError,
 )
 
 
@@ -153,12 +152,16 @@ class Graph:
         return await self._guard(call)
 
 
+def on(driver: Any, conf: Any, address: str) -> Graph:
+    """The graph behind `driver`, with the database and timeout of the `[neo4j]` config `conf`."""
+    return Graph(driver=driver, database=conf.database, timeout_s=conf.timeout_s, address=address)
+
+
 def of(stores: Any) -> Graph | None:
     """The graph of a `wake.stores.Stores`, or None when Neo4j is not configured."""
     if stores.neo4j is None:
         return None
-    conf = stores.config.neo4j
-    return Graph(driver=stores.neo4j, database=conf.database, timeout_s=conf.timeout_s, address=stores.neo4j_address or "?")
+    return on(stores.neo4j, stores.config.neo4j, stores.neo4j_address)
 
 
 # -- schema ------------------------------------------------------------------------------------
@@ -169,15 +172,16 @@ def schema_statements() -> dict[str, str]:
 
 
 def schema_object_names() -> list[str]:
-    return [m.group(1) for s in schema_statements().values() if (m := _SCHEMA_NAME.search(s))]
+    """The constraints and indexes the schema creates (each section is named after its object)."""
+    return list(schema_statements())
 
 
 async def ensure_schema(graph: Graph) -> list[str]:
     """Create every constraint and index that is missing (idempotent); returns those created."""
-    before = await graph.show_schema()
+    missing = await schema_missing(graph)
     for statement in schema_statements().values():
         await graph.run_schema(statement)
-    return [n for n in schema_object_names() if n not in before]
+    return missing
 
 
 async def schema_missing(graph: Graph) -> list[str]:
@@ -221,11 +225,11 @@ async def view(graph: Graph, agent_id: str, *, since: dt.datetime, max_anchors: 
     ]
     if not anchors:
         return View(anchors=[], edges=[], anchor_total=0, neighbour_total=0)
-    edges = [
-        Edge(anchor=r["anchor"], rel=r["rel"], outgoing=bool(r["outgoing"]), name=r["name"], kind=r["kind"])
-        for r in await graph.read("around", agent_id=agent_id, names=[a.name for a in anchors], limit=max_edges)
-    ]
-    counts = await graph.read("view_count", agent_id=agent_id, since=since)
+    around, counts = await asyncio.gather(
+        graph.read("around", agent_id=agent_id, names=[a.name for a in anchors], limit=max_edges),
+        graph.read("view_count", agent_id=agent_id, since=since),
+    )
+    edges = [Edge(anchor=r["anchor"], rel=r["rel"], outgoing=bool(r["outgoing"]), name=r["name"], kind=r["kind"]) for r in around]
     total = counts[0] if counts else {"anchors": 0, "neighbours": 0}
     return View(anchors=anchors, edges=edges, anchor_total=int(total["anchors"]), neighbour_total=int(total["neighbours"]))
 
@@ -254,8 +258,11 @@ async def neighbors(graph: Graph, agent_id: str, name: str, *, rel: str | None, 
     found = await graph.read("entity", agent_id=agent_id, name=name)
     if not found:
         return {"entity": name, "found": False, "total": 0, "neighbors": []}
-    rows = await graph.read("neighbors", agent_id=agent_id, name=name, rel=rel, limit=limit)
-    total = (await graph.read("neighbor_count", agent_id=agent_id, name=name, rel=rel))[0]["total"]
+    rows, counted = await asyncio.gather(
+        graph.read("neighbors", agent_id=agent_id, name=name, rel=rel, limit=limit),
+        graph.read("neighbor_count", agent_id=agent_id, name=name, rel=rel),
+    )
+    total = counted[0]["total"]
     return {
         "entity": name, "kind": found[0]["kind"], "found": True, "total": int(total),
         "neighbors": [
@@ -274,8 +281,18 @@ class Write:
     wake_id: uuid.UUID | None
     ref: str
 
+    @classmethod
+    def of_wake(cls, ctx: Any, ref: str) -> Write:
+        """A write made by the wake `ctx` (a `wake.cycle.WakeContext`), under its fence."""
+        return cls(agent_id=ctx.agent_id, fence=ctx.fence, now=ctx.now, wake_id=ctx.wake_id, ref=ref)
+
     def params(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "fence": self.fence, "now": self.now}
+
+
+def refusal(exc: neo4j.exceptions.Neo4jError) -> str:
+    """How a tool tells the model that Neo4j refused its query."""
+    return f"the graph refused the query: {exc.code}: {exc.message}"
 
 
 async def link(

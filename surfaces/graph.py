@@ -51,11 +51,7 @@ async def _answer(ctx: Any, name: str, call: Callable[[graph.Graph], Awaitable[d
         return {"error": f"could not reach the graph: {exc}"}
     except neo4j.exceptions.Neo4jError as exc:
         log.warning("tool.error", tool=name, agent=ctx.agent_id, error=str(exc))
-        return {"error": f"the graph refused the query: {exc.code}: {exc.message}"}
-
-
-def _write(ctx: Any, name: str) -> graph.Write:
-    return graph.Write(agent_id=ctx.agent_id, fence=ctx.fence, now=ctx.now, wake_id=ctx.wake_id, ref=f"{name}:{ctx.wake_id}")
+        return {"error": graph.refusal(exc)}
 
 
 @tool(
@@ -91,7 +87,7 @@ async def graph_link(
 ) -> dict[str, Any]:
     async def call(g: graph.Graph) -> dict[str, Any]:
         async with ctx.write():
-            created = await graph.link(g, _write(ctx, "graph_link"), source, relation, target, source_kind=source_kind, target_kind=target_kind)
+            created = await graph.link(g, graph.Write.of_wake(ctx, f"graph_link:{ctx.wake_id}"), source, relation, target, source_kind=source_kind, target_kind=target_kind)
         return {"linked": True, "created": created, "source": source.strip(), "relation": relation, "target": target.strip()}
 
     return await _answer(ctx, "graph_link", call)
@@ -107,7 +103,7 @@ async def graph_link(
 async def graph_unlink(ctx: Any, source: str, relation: str, target: str) -> dict[str, Any]:
     async def call(g: graph.Graph) -> dict[str, Any]:
         async with ctx.write():
-            removed = await graph.unlink(g, _write(ctx, "graph_unlink"), source, relation, target)
+            removed = await graph.unlink(g, graph.Write.of_wake(ctx, f"graph_unlink:{ctx.wake_id}"), source, relation, target)
         return {"removed": removed, "source": source.strip(), "relation": relation, "target": target.strip()}
 
     return await _answer(ctx, "graph_unlink", call)

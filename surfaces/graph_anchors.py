@@ -37,10 +37,6 @@ def about(value: str | None) -> str | None:
     return None if value is None else graph.entity_name(value, "about")
 
 
-def _write(ctx: Any, ref: str) -> graph.Write:
-    return graph.Write(agent_id=ctx.agent_id, fence=ctx.fence, now=ctx.now, wake_id=ctx.wake_id, ref=ref)
-
-
 async def _attempt(ctx: Any, tool: str, ref: str, call: Callable[[graph.Graph], Awaitable[str]]) -> dict[str, str]:
     g = graph.of(ctx.stores)
     if g is None:
@@ -53,7 +49,7 @@ async def _attempt(ctx: Any, tool: str, ref: str, call: Callable[[graph.Graph], 
     except graph.GraphUnavailable as exc:
         reason = str(exc)
     except neo4j.exceptions.Neo4jError as exc:
-        reason = f"the graph refused the query: {exc.code}: {exc.message}"
+        reason = graph.refusal(exc)
     log.warning("graph.anchor_failed", tool=tool, agent=ctx.agent_id, ref=ref, error=reason)
     return {"graph": f"could not anchor: {reason}"}
 
@@ -79,7 +75,7 @@ async def fact(
             subject, subject_kind = await graph.fact_subject(g, ctx.agent_id, f"fact:{supersedes_id}") or (None, None)
             subject_kind = kind or subject_kind
         subject = subject or key
-        await graph.anchor(g, _write(ctx, ref), "FACT", subject, kind=subject_kind, at=ctx.now)
+        await graph.anchor(g, graph.Write.of_wake(ctx, ref), "FACT", subject, kind=subject_kind, at=ctx.now)
         return f"anchored FACT on {subject!r}"
 
     return await _attempt(ctx, tool, ref, call)
@@ -92,7 +88,7 @@ async def commitment(ctx: Any, tool: str, *, commitment_id: int, name: str | Non
     ref = f"commitment:{commitment_id}"
 
     async def call(g: graph.Graph) -> str:
-        await graph.anchor(g, _write(ctx, ref), "COMMITMENT", name, kind=kind, at=ctx.now, open_=True)
+        await graph.anchor(g, graph.Write.of_wake(ctx, ref), "COMMITMENT", name, kind=kind, at=ctx.now, open_=True)
         return f"anchored open COMMITMENT on {name!r}"
 
     return await _attempt(ctx, tool, ref, call)
@@ -103,7 +99,7 @@ async def close_commitment(ctx: Any, tool: str, *, commitment_id: int) -> dict[s
     ref = f"commitment:{commitment_id}"
 
     async def call(g: graph.Graph) -> str:
-        names = await graph.close_commitment(g, _write(ctx, ref))
+        names = await graph.close_commitment(g, graph.Write.of_wake(ctx, ref))
         return f"closed COMMITMENT anchor on {', '.join(repr(n) for n in names)}" if names else "no COMMITMENT anchor to close"
 
     return await _attempt(ctx, tool, ref, call)

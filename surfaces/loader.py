@@ -12,15 +12,8 @@ from surfaces.registry import Registry
 def build(modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, entry_points: bool = True, graph: bool = False) -> Registry:
     """`graph`: Neo4j is configured, so the graph tools exist (surfaces/graph.py)."""
     registry = Registry(names.known_surfaces(set(extra_surfaces)))
-    for tool in builtin.TOOLS:
+    for tool in (*builtin.TOOLS, *ledger_tools.TOOLS, *epistemic.TOOLS, *(graph_tools.TOOLS if graph else ())):
         registry.register(tool)
-    for tool in ledger_tools.TOOLS:
-        registry.register(tool)
-    for tool in epistemic.TOOLS:
-        registry.register(tool)
-    if graph:
-        for tool in graph_tools.TOOLS:
-            registry.register(tool)
     for module in modules:
         registry.load_module(module)
     if entry_points:

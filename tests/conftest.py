@@ -14,7 +14,6 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import pytest
@@ -157,5 +156,3 @@ def store_config(write_config: Callable[..., Path], pg_dsn: str, redis_url: str,
     return make
 
 
-def run_async(coro: Any) -> Any:
-    return asyncio.run(coro)

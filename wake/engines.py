@@ -13,6 +13,7 @@ for Redis, pruning the pids of processes that died without leaving.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import json
 import os
@@ -52,8 +53,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, someone else's
+        pass
     return True
 
 
@@ -163,13 +164,9 @@ class EmbeddedRedis:
             self._write_pids(pids)
             if pids or not self._running():
                 return
-            try:
-                with self._client() as client:
-                    client.shutdown(save=True)
-            except (redis.exceptions.ConnectionError, OSError):
-                pass  # shutdown closes the connection under us
-            except redis.exceptions.RedisError:
-                pass
+            # shutdown closes the connection under us
+            with contextlib.suppress(redis.exceptions.RedisError, OSError), self._client() as client:
+                client.shutdown(save=True)
 
 
 _redis_engines: dict[Path, EmbeddedRedis] = {}

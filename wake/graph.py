@@ -113,7 +113,7 @@ async def migrate(config: Any, *, status_only: bool = False) -> str | None:
         return None
     driver = await stores.open_neo4j(config)
     try:
-        g = graph.Graph(driver=driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=stores.address(config.neo4j.uri))
+        g = graph.on(driver, config.neo4j, stores.address(config.neo4j.uri))
         where = f"neo4j {g.address} database {g.database}"
         names = graph.schema_object_names()
         try:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import asyncpg
+import neo4j
+import neo4j.exceptions
 import redis.asyncio as aioredis
 import redis.exceptions
 
@@ -23,6 +25,9 @@ from wake.config import Config
 from wake.errors import StoreUnavailable
 
 log = logs.get("wake.stores")
+
+# What a Neo4j call raises when the server is unreachable, refuses, or times out.
+NEO4J_ERRORS = (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError)
 
 
 @dataclass
@@ -128,9 +133,6 @@ def neo4j_auth(config: Config) -> tuple[str, str] | None:
 
 
 async def open_neo4j(config: Config) -> Any:
-    import neo4j
-    import neo4j.exceptions
-
     uri = config.neo4j.uri
     assert uri
     driver = neo4j.AsyncGraphDatabase.driver(
@@ -143,7 +145,7 @@ async def open_neo4j(config: Config) -> Any:
     )
     try:
         await asyncio.wait_for(driver.verify_connectivity(), timeout=config.neo4j.timeout_s)
-    except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError) as exc:
+    except NEO4J_ERRORS as exc:
         await driver.close()
         raise StoreUnavailable("neo4j", address(uri), _reason(exc)) from exc
     return driver

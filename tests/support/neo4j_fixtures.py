@@ -30,7 +30,7 @@ def _start(work_dir: Path) -> neo4j_server.Neo4jServer:
     if reason:
         _unavailable(reason)
     try:
-        return neo4j_server.Neo4jServer(work_dir, cache_dir=neo4j_server.default_cache_dir()).start()
+        return neo4j_server.Neo4jServer(work_dir).start()
     except (RuntimeError, TimeoutError, OSError) as exc:
         _unavailable(f"it did not start: {exc}")
         raise  # unreachable

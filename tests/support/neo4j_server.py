@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import fcntl
+import functools
 import os
 import re
 import shutil
@@ -46,6 +47,7 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "wake" / "neo4j"
 
 
+@functools.cache
 def java_and_maven_available() -> str | None:
     """None if `java` (>= 17) and `mvn` are usable, else why not (for pytest skips)."""
     java = shutil.which("java")
@@ -122,10 +124,6 @@ class Neo4jServer:
     @property
     def uri(self) -> str:
         return f"bolt://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
 
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
