@@ -163,5 +163,10 @@ def prompt_order(blocks: Sequence[Block]) -> list[Block]:
     return sorted(blocks, key=lambda b: b.cache_tier)
 
 
+def render(blocks: Sequence[Block]) -> str:
+    """Blocks as prompt text, in the order given."""
+    return "\n\n".join(f"## {b.name}\n{b.text}" for b in blocks)
+
+
 def render_prompt(blocks: Sequence[Block]) -> str:
-    return "\n\n".join(f"## {b.name}\n{b.text}" for b in prompt_order(blocks))
+    return render(prompt_order(blocks))

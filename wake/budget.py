@@ -51,8 +51,9 @@ class DailyCap:
             total, _ = await pipe.execute()
         return int(total) / MICRO
 
-    async def exhausted(self) -> bool:
-        return self.cap_usd is not None and await self.spent_usd() >= self.cap_usd
+    def reached(self, total_usd: float) -> bool:
+        """Whether today's total `total_usd` has reached the cap."""
+        return self.cap_usd is not None and total_usd >= self.cap_usd
 
 
 @dataclass(kw_only=True)

@@ -51,7 +51,6 @@ class WakeContext:
     previous_tier: dict[str, Any] | None
     tool_hashes: dict[str, str]
     fence: int | None = None
-    earlier: tuple[Block, ...] = ()
     diff: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -76,7 +75,6 @@ class WakeOutcome:
     binding: list[Tool]
     manifest: manifest.Manifest | None
     diff: dict[str, Any] | None
-    prompt: str
     note: str | None
     error: str | None
     recorded: bool
@@ -87,6 +85,12 @@ class WakeOutcome:
     escalation_cause: str | None = None
     escalated: WakeOutcome | None = None
 
+    @property
+    def prompt(self) -> str:
+        """The arrival as one text in prompt order (`wake up --dry-run`); the model's own messages
+        are built by `wake.prompt`."""
+        return arrival.render_prompt(self.blocks)
+
 
 def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
     return [sources.resolve(config, name) for name in config.tier(agent_id, tier).sources]
@@ -96,7 +100,6 @@ def _with_diff(ctx: WakeContext, earlier: list[Block]) -> WakeContext:
     states = {b.name: b.state(manifest.sha256_text(b.text)) for b in earlier}
     return dataclasses.replace(
         ctx,
-        earlier=tuple(earlier),
         diff={
             "agent": diff.compare(ctx.previous, ctx.tool_hashes, states),
             "tier": diff.compare(ctx.previous_tier, ctx.tool_hashes, states),
@@ -104,17 +107,17 @@ def _with_diff(ctx: WakeContext, earlier: list[Block]) -> WakeContext:
     )
 
 
-async def arrive(ctx: WakeContext, source_list: Sequence[Source], timeout_s: float) -> tuple[list[Block], dict[str, Any]]:
-    """Step 4 (and the diff of step 7, which is itself an arrival block)."""
-    seen: dict[str, Any] = {}
+async def arrive(ctx: WakeContext, source_list: Sequence[Source], timeout_s: float) -> tuple[list[Block], WakeContext]:
+    """Step 4 (and the diff of step 7, which is itself an arrival block): the blocks, and the
+    context carrying the diff that the derived sources saw."""
+    later: list[WakeContext] = []
 
-    def with_earlier(c: Any, earlier: list[Block]) -> Any:
-        later = _with_diff(c, earlier)
-        seen["diff"] = later.diff
-        return later
+    def with_diff(c: WakeContext, earlier: list[Block]) -> WakeContext:
+        later.append(_with_diff(c, earlier))
+        return later[0]
 
-    blocks = await arrival.assemble(source_list, ctx, timeout_s, with_earlier=with_earlier)
-    return blocks, seen["diff"]
+    blocks = await arrival.assemble(source_list, ctx, timeout_s, with_earlier=with_diff)
+    return blocks, later[0]
 
 
 def bind(registry: Registry, config: Config, agent_id: str, tier: str) -> list[Tool]:
@@ -170,14 +173,19 @@ async def run_wake(
         tool_hashes = {t.name: manifest.sha256_declaration(t.declaration()) for t in binding}
         async with stores.pg_conn() as conn:
             previous = await introspection.previous_settled(conn, agent_id, None, started_at)
-            previous_tier = await introspection.previous_settled(conn, agent_id, tier, started_at)
+            # The agent's previous wake is often of this tier already; none at all means none of it.
+            if previous is None or previous["tier"] == tier:
+                previous_tier = previous
+            else:
+                previous_tier = await introspection.previous_settled(conn, agent_id, tier, started_at)
         ctx = WakeContext(
             config=config, stores=stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for,
             wake_id=wake_id, now=started_at, binding=tuple(binding), previous=previous, previous_tier=previous_tier,
             tool_hashes=tool_hashes, fence=fence,
         )
-        blocks, wake_diff = await arrive(ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000)
-        mani = manifest.build(agent_id, tier, {b.name: b.text for b in blocks}, {t.name: t.declaration() for t in binding})
+        blocks, ctx = await arrive(ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000)
+        wake_diff = ctx.diff
+        mani = manifest.of_hashes(agent_id, tier, {b.name: manifest.sha256_text(b.text) for b in blocks}, tool_hashes)
         if dry_run:
             status, note = "completed", "dry run: nothing recorded"
         else:
@@ -186,7 +194,6 @@ async def run_wake(
                 await introspection.insert(conn, row)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
-            ctx = dataclasses.replace(ctx, earlier=tuple(blocks), diff=wake_diff)
             decision = gate_check(ctx, blocks, mani)
             thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
             status, note, error = thought.status, thought.note, thought.error
@@ -215,7 +222,7 @@ async def run_wake(
         )
     return WakeOutcome(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, status=status, blocks=blocks, binding=binding,
-        manifest=mani, diff=wake_diff, prompt=arrival.render_prompt(blocks), note=note, error=error, recorded=recorded,
+        manifest=mani, diff=wake_diff, note=note, error=error, recorded=recorded,
         duration_ms=duration_ms, gate=decision.reason if decision else None, thinking=thought.thinking if thought else None,
         final_text=thought.final_text if thought else None, escalation_cause=escalation_cause, escalated=escalated,
     )

@@ -73,4 +73,9 @@ class Manifest:
 def build(agent_id: str, tier: str, block_texts: Mapping[str, str], declarations: Mapping[str, Mapping[str, Any]]) -> Manifest:
     blocks = {name: sha256_text(text) for name, text in block_texts.items()}
     tools = {name: sha256_declaration(decl) for name, decl in declarations.items()}
-    return Manifest(agent_id=agent_id, tier=tier, blocks=blocks, tools=tools, root=root_hash(agent_id, tier, blocks, tools))
+    return of_hashes(agent_id, tier, blocks, tools)
+
+
+def of_hashes(agent_id: str, tier: str, blocks: Mapping[str, str], tools: Mapping[str, str]) -> Manifest:
+    """The manifest of block and tool hashes already computed (the cycle hashes tools at bind time)."""
+    return Manifest(agent_id=agent_id, tier=tier, blocks=dict(blocks), tools=dict(tools), root=root_hash(agent_id, tier, blocks, tools))

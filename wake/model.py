@@ -24,7 +24,7 @@ import email.utils
 import json
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -90,7 +90,6 @@ class Reply:
     usage: Usage
     attempts: int
     latency_ms: float
-    raw_message: dict[str, Any] = field(default_factory=dict)
 
 
 def is_retryable_status(status: int | None) -> bool:
@@ -185,9 +184,8 @@ def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usa
 class Client:
     """One per process (the session holds it); every route shares its keep-alive pool."""
 
-    def __init__(self, *, http: httpx.AsyncClient | None = None) -> None:
-        self._http = http
-        self._owned = http is None
+    def __init__(self) -> None:
+        self._http: httpx.AsyncClient | None = None
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -196,7 +194,7 @@ class Client:
         return self._http
 
     async def aclose(self) -> None:
-        if self._http is not None and self._owned:
+        if self._http is not None:
             await self._http.aclose()
             self._http = None
 
@@ -244,7 +242,7 @@ class Client:
         content = message.get("content")
         return Reply(
             content=content if isinstance(content, str) else None, tool_calls=list(tool_calls) if isinstance(tool_calls, list) else [],
-            finish_reason=finish, usage=usage, attempts=attempts, latency_ms=clock.monotonic_ms() - started, raw_message=message,
+            finish_reason=finish, usage=usage, attempts=attempts, latency_ms=clock.monotonic_ms() - started,
         )
 
     async def _attempt(

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from surfaces.registry import Tool
-from wake.arrival import Block, CacheTier, prompt_order
+from wake.arrival import Block, CacheTier, prompt_order, render
 
 PREAMBLE = (
     "You are a long-lived agent, woken on a schedule by the wake harness; no human prompted this wake.\n"
@@ -30,17 +30,13 @@ SUMMARY = (
 )
 
 
-def _render(blocks: Sequence[Block]) -> str:
-    return "\n\n".join(f"## {b.name}\n{b.text}" for b in blocks)
-
-
 def messages(blocks: Sequence[Block]) -> list[dict[str, Any]]:
     ordered = prompt_order(blocks)
     settled = [b for b in ordered if b.cache_tier <= CacheTier.stable]
     # Blocks that change on every wake by construction go after the rest of the moving part.
     moving = sorted((b for b in ordered if b.cache_tier > CacheTier.stable), key=lambda b: (b.changes_every_wake, b.cache_tier))
-    system = PREAMBLE + ("\n\n" + _render(settled) if settled else "")
-    user = (_render(moving) + "\n\n" if moving else "") + INSTRUCTION
+    system = PREAMBLE + ("\n\n" + render(settled) if settled else "")
+    user = (render(moving) + "\n\n" if moving else "") + INSTRUCTION
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

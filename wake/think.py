@@ -96,6 +96,9 @@ class Loop:
         self.refusals = 0
         self.repeats: collections.Counter[str] = collections.Counter()
         self.key: secrets.Secret | None = None
+        # Today's spending: read once, then kept from what each call's `add` returns (the agent's
+        # lease makes this wake the only spender meanwhile).
+        self.today_usd = 0.0
 
     def thinking(self, stop_reason: str | None) -> introspection.Thinking:
         u = self.budget.usage
@@ -123,7 +126,7 @@ class Loop:
         reply = await self.client.complete(self.route, body, api_key=self.key)
         self.budget.turns += 1
         self.budget.spend(reply.usage)
-        today = await self.daily.add(reply.usage.cost_usd)
+        today = self.today_usd = await self.daily.add(reply.usage.cost_usd)
         self.log.info(
             "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns, tools_offered=0 if "tool_choice" in body else len(body.get("tools", [])),
             prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens,
@@ -139,17 +142,17 @@ class Loop:
 
     async def run(self) -> Thought:
         self.key = api_key(self.route)
-        if await self.daily.exhausted():
-            spent = await self.daily.spent_usd()
+        self.today_usd = await self.daily.spent_usd()
+        if self.daily.reached(self.today_usd):
             return Thought(
-                status="halted", note=f"daily cost cap reached (${spent:.4f} of ${self.daily.cap_usd:.4f} today): no model call",
+                status="halted", note=f"daily cost cap reached (${self.today_usd:.4f} of ${self.daily.cap_usd:.4f} today): no model call",
                 error=None, thinking=self.thinking("daily_cap"), final_text=None,
             )
         stop: str | None = None
         final: str | None = None
         try:
             while stop is None:
-                stop = self.budget.exhausted() or ("daily_cap" if await self.daily.exhausted() else None)
+                stop = self.budget.exhausted() or ("daily_cap" if self.daily.reached(self.today_usd) else None)
                 if stop:
                     break
                 reply = await self._call(with_tools=True, max_tokens=self.budget.output_tokens_left)
