@@ -177,6 +177,13 @@ def _default_agent(config: Config, agent_id: str | None) -> str:
     raise click.UsageError(f"several agents are configured; name one with --agent ({', '.join(config.agents)})")
 
 
+def _agent_with_tier(config: Config, agent_id: str | None, tier: str) -> str:
+    agent = _default_agent(config, agent_id)
+    if tier not in config.agents[agent].tiers:
+        raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
+    return agent
+
+
 @cli.command("up")
 @_agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
@@ -186,9 +193,7 @@ def _default_agent(config: Config, agent_id: str | None) -> str:
 def up_cmd(ctx: _Context, agent_id: str | None, tier: str, dry_run: bool, as_json: bool) -> None:
     """Run one wake now, in this process (trigger `manual`), and print what it saw and held."""
     config = ctx.config
-    agent = _default_agent(config, agent_id)
-    if tier not in config.agents[agent].tiers:
-        raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
+    agent = _agent_with_tier(config, agent_id, tier)
 
     from wake import leased
 
@@ -363,9 +368,7 @@ def trigger_cmd(ctx: _Context, agent_id: str | None, tier: str, no_wait: bool, t
     1 when it settles otherwise or the daemon refuses, 69 when no daemon is alive, 75 on timeout.
     """
     config = ctx.config
-    agent = _default_agent(config, agent_id)
-    if tier not in config.agents[agent].tiers:
-        raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
+    agent = _agent_with_tier(config, agent_id, tier)
 
     def started(result: operator.TriggerResult) -> None:
         if not as_json:

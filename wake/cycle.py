@@ -154,8 +154,7 @@ async def run_wake(
     bound.info("wake.started", trigger=trigger, scheduled_for=scheduled_for.isoformat() if scheduled_for else None, dry_run=dry_run)
     row_base = dict(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for, started_at=started_at,
-        host=socket.gethostname(), pid=os.getpid(), version=__version__, config_hash=config.config_hash(), fence=fence,
-        escalation_cause=escalation_cause,
+        fence=fence, escalation_cause=escalation_cause, **_provenance(config),
     )
     recorded = False
     blocks: list[Block] = []
@@ -282,8 +281,7 @@ async def record_skipped(
     Unfenced: its writer holds no lease, and the slot claim already makes it the slot's only row."""
     row = introspection.WakeRow(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for, started_at=now,
-        manifest_root=None, host=socket.gethostname(), pid=os.getpid(), version=__version__,
-        config_hash=config.config_hash(), note=f"skipped: {reason}" if status == "skipped" else None,
+        manifest_root=None, **_provenance(config), note=f"skipped: {reason}" if status == "skipped" else None,
         error=None if status == "skipped" else reason,
     )
     async with stores.pg_conn() as conn:
@@ -293,6 +291,11 @@ async def record_skipped(
         return
     log.info("wake.skipped", agent=agent_id, tier=tier, wake_id=str(wake_id), reason=reason, scheduled_for=scheduled_for.isoformat() if scheduled_for else None)
 
+
+
+def _provenance(config: Config) -> dict[str, Any]:
+    """Who wrote a ledger row: host, pid, code version, config hash."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__, "config_hash": config.config_hash()}
 
 
 def _row(

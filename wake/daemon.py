@@ -105,17 +105,16 @@ class Daemon:
         self.registry: Registry | None = None
         self.stores: stores.Stores | None = None
         self.scheduler: AsyncIOScheduler | None = None
-        self.models = model.Client()  # one keep-alive pool for every wake of this process
+        self.models = model.Client()  # one keep-alive pool for every wake (run() uses the session's)
         self.turns = asyncio.Semaphore(self.config.daemon.max_concurrent_wakes)
 
     # -- the life of the process ------------------------------------------------------------------
 
     async def run(self) -> int:
         """Run until SIGTERM/SIGINT, then drain; returns the exit status (0 after a clean drain)."""
-        self.registry = session.build_registry(self.config)
-        async with stores.connected(self.config) as st:
-            self.stores = st
-            await session.prepare_schema(st)
+        async with session.open_session(self.config) as s:
+            st = self.stores = s.stores
+            self.registry, self.models = s.registry, s.models
             await self._close_abandoned_at_start()
             if self.handle_signals:
                 self._install_signals()
@@ -134,7 +133,6 @@ class Daemon:
             await self.stop.wait()
             failed.cancel()
             await self._shutdown(side)
-            await self.models.aclose()
             if self.handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     asyncio.get_running_loop().remove_signal_handler(sig)
@@ -191,13 +189,12 @@ class Daemon:
 
     def _schedule_all(self) -> None:
         assert self.scheduler is not None
-        for job in self.scheduler.get_jobs():
-            job.remove()
+        self.scheduler.remove_all_jobs()
         self.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(self.config)}
         for (agent_id, tier), sched in self.schedules.items():
             self.scheduler.add_job(
                 self._fire, trigger=schedule.SlotTrigger(sched), args=[agent_id, tier], id=f"{agent_id}/{tier}",
-                name=f"wake {agent_id}/{tier}", replace_existing=True,
+                name=f"wake {agent_id}/{tier}",
             )
         log.info("daemon.scheduled", jobs=len(self.schedules), next=self.status_text())
 
@@ -210,9 +207,8 @@ class Daemon:
         )
 
     def status_text(self) -> str:
-        jobs = [j for j in self.scheduler.get_jobs() if j.next_run_time] if self.scheduler is not None else []
-        first = min(jobs, key=lambda j: j.next_run_time, default=None)
-        head = f"next wake {first.args[0]}/{first.args[1]} at {first.next_run_time.astimezone(dt.UTC).isoformat()}" if first else "no wake scheduled"
+        fires = self.next_fires()
+        head = f"next wake {fires[0]['agent']}/{fires[0]['tier']} at {fires[0]['at']}" if fires else "no wake scheduled"
         return f"{head}; {len(self.running)} running"
 
     async def _fire(self, agent_id: str, tier: str) -> None:
@@ -232,9 +228,10 @@ class Daemon:
     async def _catch_up_all(self) -> None:
         assert self.stores is not None
         now = self.now()
-        for sched in list(self.schedules.values()):
-            async with self.stores.pg_conn() as conn:
-                last = await slots.last_claimed(conn, sched.agent_id, sched.tier)
+        scheds = list(self.schedules.values())
+        async with self.stores.pg_conn() as conn:
+            lasts = [await slots.last_claimed(conn, s.agent_id, s.tier) for s in scheds]
+        for sched, last in zip(scheds, lasts, strict=True):
             missed = schedule.last_missed(sched, last, now)
             if missed is None:
                 continue
@@ -411,7 +408,7 @@ class Daemon:
                     raise
                 await self._report(request.request_id, {"event": "settled", "wake_id": str(wake_id), "status": outcome.status, "note": outcome.note, "error": outcome.error})
         except lease.LeaseBusy as busy:
-            await self._report(request.request_id, {"event": "refused", "reason": f"agent {request.agent!r} is busy: another wake holds its lease ({busy.holder or 'holder unknown'})"})
+            await self._report(request.request_id, {"event": "refused", "reason": str(busy)})
 
     # -- heartbeat, status, reload ------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ class LeaseBusy(Exception):
 
     def __init__(self, agent_id: str, holder: str | None) -> None:
         self.agent_id, self.holder = agent_id, holder
-        super().__init__(f"agent {agent_id!r} is busy: its lease is held ({holder or 'holder unknown'})")
+        super().__init__(f"agent {agent_id!r} is busy: another wake holds its lease ({holder or 'holder unknown'})")
 
 
 @dataclass(kw_only=True)
@@ -129,9 +129,14 @@ async def acquire(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = ""
         try:
             return await _acquire_once(stores, agent_id, ttl_ms=ttl_ms, owner=owner)
         except LeaseBusy:
-            if loop.time() >= deadline:
+            # Wait on Redis alone while the lease is visibly held; try again (PostgreSQL's fence
+            # floor included, read fresh) only once it looks free.
+            while loop.time() < deadline:
+                await asyncio.sleep(min(_BUSY_POLL_S, max(0.0, deadline - loop.time())))
+                if await holder(stores.redis, agent_id) is None:
+                    break
+            else:
                 raise
-            await asyncio.sleep(min(_BUSY_POLL_S, max(0.0, deadline - loop.time())))
 
 
 async def _acquire_once(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str) -> Lease:

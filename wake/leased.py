@@ -79,5 +79,5 @@ async def run_manual(config: Config, stores: Stores, registry: Any, agent_id: st
                 raise
     except lease.LeaseBusy as busy:
         raise AgentBusy(
-            f"agent {agent_id!r} is busy: another wake holds its lease ({busy.holder or 'holder unknown'}); try again when it has settled"
+            f"{busy}; try again when it has settled"
         ) from None

@@ -59,9 +59,6 @@ class Notifier:
     def ready(self, status: str | None = None) -> bool:
         return self.send("READY=1", *([f"STATUS={status}"] if status else []), f"MAINPID={os.getpid()}")
 
-    def reloading(self) -> bool:
-        return self.send("RELOADING=1")
-
     def stopping(self, status: str | None = None) -> bool:
         return self.send("STOPPING=1", *([f"STATUS={status}"] if status else []))
 

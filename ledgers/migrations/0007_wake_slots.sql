@@ -11,3 +11,7 @@ CREATE TABLE wake_slots (
     wake_id       uuid NOT NULL,
     PRIMARY KEY (agent_id, tier, scheduled_for)
 );
+
+-- Every lease taken closes the agent's rows left `started` (abandoned); at start the daemon looks
+-- for such rows of every agent. Both read only the few open rows, however long the history.
+CREATE INDEX wake_introspection_open ON wake_introspection_ledger (agent_id) WHERE status = 'started';
