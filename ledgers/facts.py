@@ -22,7 +22,6 @@ import asyncpg
 from ledgers import attestation, contact, queries
 
 ORIGINS = ("did", "saw")
-STATUSES = ("active", "overridden", "superseded", "expired", "unverified", "refuted")
 ANCHOR_TYPES = ("file", "message", "wake", "url")
 
 
@@ -154,12 +153,9 @@ async def retire(conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID,
 async def for_arrival(conn: asyncpg.Connection, agent_id: str, timezone: str, *, limit: int, chain_depth: int) -> tuple[list[dict[str, Any]], int, int]:
     """Active facts with their chains (rows ordered head, then its predecessors), the exact
     number of active facts and the number held back as unverified."""
-    rows = [dict(r) for r in await conn.fetch(_sql("for_arrival"), agent_id, timezone, limit, chain_depth)]
+    rows = queries.decoded(await conn.fetch(_sql("for_arrival"), agent_id, timezone, limit, chain_depth), ("anchors",))
     counts = await conn.fetchrow(_sql("counts"), agent_id)
     assert counts is not None  # an aggregate without GROUP BY always returns one row
-    for row in rows:
-        if isinstance(row["anchors"], str):
-            row["anchors"] = json.loads(row["anchors"])
     return rows, int(counts["active"]), int(counts["unverified"])
 
 

@@ -95,13 +95,7 @@ async def record_final_text(conn: asyncpg.Connection, wake_id: uuid.UUID, text: 
 
 
 def _decode(record: asyncpg.Record | None) -> dict[str, Any] | None:
-    if record is None:
-        return None
-    row = dict(record)
-    for key in ("blocks", "tool_hashes", "diff"):
-        if isinstance(row.get(key), str):
-            row[key] = json.loads(row[key])
-    return row
+    return None if record is None else queries.decoded([record], ("blocks", "tool_hashes", "diff"))[0]
 
 
 async def get(conn: asyncpg.Connection, wake_id: uuid.UUID) -> dict[str, Any] | None:

@@ -55,11 +55,4 @@ async def insert(conn: asyncpg.Connection, record: ProbeRecord) -> uuid.UUID:
 async def recent(
     conn: asyncpg.Connection, *, agent_id: str | None = None, retraction_id: uuid.UUID | None = None, limit: int = 20
 ) -> list[dict[str, Any]]:
-    rows = []
-    for r in await conn.fetch(_sql("recent"), agent_id, retraction_id, limit):
-        row = dict(r)
-        for key in ("evidence", "controls"):
-            if isinstance(row[key], str):
-                row[key] = json.loads(row[key])
-        rows.append(row)
-    return rows
+    return queries.decoded(await conn.fetch(_sql("recent"), agent_id, retraction_id, limit), ("evidence", "controls"))

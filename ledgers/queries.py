@@ -12,10 +12,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import asyncpg
+import asyncpg
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -48,7 +47,22 @@ def all_queries() -> dict[str, str]:
     }
 
 
-def counted(records: Iterable[Mapping[str, Any] | asyncpg.Record], limit: int, *, json_columns: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], int]:
+Records = Iterable[Mapping[str, Any] | asyncpg.Record]
+
+
+def decoded(records: Records, json_columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Rows as dicts, with the `json_columns` that come back as text decoded."""
+    rows = [dict(r) for r in records]
+    for row in rows:
+        for key in json_columns:
+            if isinstance(row.get(key), str):
+                row[key] = json.loads(row[key])
+    return rows
+
+
+def counted(
+    records: Records, limit: int, *, json_columns: tuple[str, ...] = (), total_column: str = "total"
+) -> tuple[list[dict[str, Any]], int]:
     """Rows of a query that selects `count(*) OVER () AS total`, and that total.
 
     The window COUNT is computed before the LIMIT, so the total is the exact number of matching
@@ -57,11 +71,8 @@ def counted(records: Iterable[Mapping[str, Any] | asyncpg.Record], limit: int, *
     """
     if limit < 1:
         raise ValueError("limit must be at least 1: the total rides on the returned rows")
-    rows = [dict(r) for r in records]
-    total = int(rows[0]["total"]) if rows else 0
+    rows = decoded(records, json_columns)
+    total = int(rows[0][total_column]) if rows else 0
     for row in rows:
-        row.pop("total")
-        for key in json_columns:
-            if isinstance(row.get(key), str):
-                row[key] = json.loads(row[key])
+        row.pop(total_column)
     return rows, total

@@ -22,7 +22,6 @@ import asyncpg
 
 from ledgers import queries
 
-VERDICTS: tuple[str, ...] = ("unchecked", "upheld", "overturned", "unresolvable")
 SETTLED_VERDICTS: tuple[str, ...] = ("upheld", "overturned", "unresolvable")
 CAUGHT_BY: tuple[str, ...] = ("self", "human", "together", "reality")
 ROW_CLASSES: tuple[str, ...] = ("claim", "send")
@@ -127,20 +126,14 @@ async def resolve_id(conn: asyncpg.Connection, text: str, agent_id: str | None =
     return rows[0]["id"] if len(rows) == 1 else None
 
 
-async def due(conn: asyncpg.Connection, agent_id: str, now: dt.datetime, limit: int) -> list[dict[str, Any]]:
-    """Unchecked falsifiers matured by `now`, oldest maturity first."""
-    return [dict(r) for r in await conn.fetch(_sql("due"), agent_id, now, limit)]
-
-
-async def count_due(conn: asyncpg.Connection, agent_id: str, now: dt.datetime) -> int:
-    return int(await conn.fetchval(_sql("count_due"), agent_id, now))
+async def due(conn: asyncpg.Connection, agent_id: str, now: dt.datetime, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """Unchecked falsifiers matured by `now`, oldest maturity first, and how many are due."""
+    return queries.counted(await conn.fetch(_sql("due"), agent_id, now, limit), limit)
 
 
 async def listing(conn: asyncpg.Connection, *, agent_id: str | None, due_at: dt.datetime | None, limit: int) -> tuple[list[dict[str, Any]], int]:
     """Newest corrections first, and the exact total (a COUNT, not the page size)."""
-    rows = [dict(r) for r in await conn.fetch(_sql("list"), agent_id, due_at, limit)]
-    total = int(await conn.fetchval(_sql("count"), agent_id, due_at))
-    return rows, total
+    return queries.counted(await conn.fetch(_sql("list"), agent_id, due_at, limit), limit)
 
 
 async def newest(conn: asyncpg.Connection, agent_id: str, limit: int, timezone: str) -> tuple[list[dict[str, Any]], int]:

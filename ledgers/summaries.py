@@ -32,8 +32,4 @@ async def fold(conn: asyncpg.Connection, *, agent_id: str, aspect: str, content:
 
 
 async def current(conn: asyncpg.Connection, agent_id: str) -> list[dict[str, Any]]:
-    rows = [dict(r) for r in await conn.fetch(_sql("current"), agent_id)]
-    for row in rows:
-        if isinstance(row["merged_deltas"], str):
-            row["merged_deltas"] = json.loads(row["merged_deltas"])
-    return rows
+    return queries.decoded(await conn.fetch(_sql("current"), agent_id), ("merged_deltas",))

@@ -36,6 +36,13 @@ _ORIGIN = {
     "enum": list(facts.ORIGINS),
     "description": "did = your own action or lookup; saw = told by a human or observed (cite the message in source_ref).",
 }
+# What remember_fact and supersede_fact both take (their `about` and `source_ref` differ in wording).
+_FACT_VALUE: dict[str, Any] = {
+    "value": {"type": "string", "minLength": 1, "maxLength": 2000},
+    "origin": _ORIGIN,
+    "anchors": _ANCHORS,
+    "about_kind": graph_anchors.ABOUT_KIND,
+}
 # Surfaces: recording and changing beliefs is deliberate work for surface and full wakes (and chat);
 # a whisper may tick off a commitment and write its daybook line.
 _DELIBERATE = {"chat", "wake.surface", "wake.full"}
@@ -72,13 +79,10 @@ def _date(value: str | None) -> dt.date | None:
         "type": "object",
         "properties": {
             "key": {"type": "string", "minLength": 1, "maxLength": 100},
-            "value": {"type": "string", "minLength": 1, "maxLength": 2000},
-            "origin": _ORIGIN,
             "category": {"type": "string", "minLength": 1, "maxLength": 50, "default": "general"},
             "source_ref": {**_UUID, "description": "The human_contact message id the fact came from."},
-            "anchors": _ANCHORS,
             "about": {**graph_anchors.ABOUT, "description": "The entity the fact is about in your graph; default: the key."},
-            "about_kind": graph_anchors.ABOUT_KIND,
+            **_FACT_VALUE,
         },
         "required": ["key", "value", "origin"],
         "additionalProperties": False,
@@ -113,12 +117,9 @@ async def remember_fact(
         "type": "object",
         "properties": {
             "fact_id": _UUID,
-            "value": {"type": "string", "minLength": 1, "maxLength": 2000},
-            "origin": _ORIGIN,
             "source_ref": {**_UUID, "description": "The human_contact message id the new value came from."},
-            "anchors": _ANCHORS,
             "about": {**graph_anchors.ABOUT, "description": "The entity the fact is about in your graph; default: the old fact's."},
-            "about_kind": graph_anchors.ABOUT_KIND,
+            **_FACT_VALUE,
         },
         "required": ["fact_id", "value", "origin"],
         "additionalProperties": False,

@@ -163,6 +163,12 @@ def prompt_order(blocks: Sequence[Block]) -> list[Block]:
     return sorted(blocks, key=lambda b: b.cache_tier)
 
 
+def clip(text: str, width: int) -> str:
+    """`text` on one line (whitespace folded), cut to `width` characters with a marker."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def render(blocks: Sequence[Block]) -> str:
     """Blocks as prompt text, in the order given."""
     return "\n\n".join(f"## {b.name}\n{b.text}" for b in blocks)

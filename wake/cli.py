@@ -443,12 +443,14 @@ def retract_cmd(ctx: _Context, /, agent_id: str | None, corrected_at: Any, matur
     agent = _default_agent(config, agent_id)
 
     async def body() -> Any:
-        new = epistemic.checked(lambda: epistemic_tools.new_retraction(agent, fields, corrected_at or clock.now()))
+        with epistemic.refused_as_invalid():
+            new = epistemic_tools.new_retraction(agent, fields, corrected_at or clock.now())
         days = config.retractions.falsifier_maturity_days if maturity_days is None else maturity_days
         async with stores.connected(config, neo4j=False) as st:
             await session.prepare_schema(st)
             async with epistemic.writer(st)() as conn:
-                return await epistemic.refused_as_invalid(epistemic_tools.insert_retraction(conn, new, days))
+                with epistemic.refused_as_invalid():
+                    return await epistemic_tools.insert_retraction(conn, new, days)
 
     row = _run(body)
     if as_json:
@@ -510,7 +512,8 @@ def probe_cmd(
         raise click.UsageError("give --target and --mode (or --self-test)")
     agent = _default_agent(config, agent_id)
     try:
-        spec = epistemic.checked(lambda: epistemic_tools.make_spec(target, mode, needle, negate, assertion))
+        with epistemic.refused_as_invalid():
+            spec = epistemic_tools.make_spec(target, mode, needle, negate, assertion)
     except WakeError as exc:
         _fail(exc)
 

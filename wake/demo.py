@@ -2,9 +2,8 @@
 every arrival block doing its job.
 
 The seed is idempotent: everything is written in one transaction, keyed on a fixed message id;
-when that message is already there, nothing of this module's own data is written again. Other
-ledgers add their demo rows through `HOOKS` (each hook must be idempotent itself): a hook is
-`async def hook(conn, agent_id, now, probe_root)` and runs in the same transaction.
+when that message is already there, nothing of this module's own data is written again. The
+retraction ledger's demo row (idempotent itself) is added in the same transaction.
 """
 
 from __future__ import annotations
@@ -13,17 +12,12 @@ import collections
 import datetime as dt
 import uuid
 import zoneinfo
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 
 from ledgers import actions, commitments, contact, daybook, facts, retractions, settled, summaries
-
-Hook = Callable[[asyncpg.Connection, str, dt.datetime, Path], Awaitable[Any]]
-# Demo seeders of other ledgers, run after this one in the same transaction.
-HOOKS: list[Hook] = [retractions.seed_demo]
 
 _NS = uuid.UUID("6f1d0c5e-8a47-4f0e-9a43-2f3c1de0b5a7")
 
@@ -36,8 +30,7 @@ async def seed(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
     """Seed the agent's demo data; returns what was added per ledger ({} when already seeded)."""
     async with conn.transaction():
         added = await _own(conn, agent_id, timezone, now)
-        for hook in HOOKS:
-            await hook(conn, agent_id, now, probe_root)
+        await retractions.seed_demo(conn, agent_id, now, probe_root)
     return added
 
 

@@ -13,8 +13,8 @@ import contextlib
 import datetime as dt
 import uuid
 import zoneinfo
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 from ledgers import retractions
 from surfaces import epistemic as tools
@@ -24,7 +24,6 @@ from wake.arrival import Found
 from wake.errors import NotFound, WakeError
 
 log = logs.get("wake.epistemic")
-T = TypeVar("T")
 
 
 class InvalidInput(WakeError):
@@ -33,17 +32,11 @@ class InvalidInput(WakeError):
     exit_code = 65
 
 
-async def refused_as_invalid(coro: Awaitable[T]) -> T:
-    """Run a body whose refusals (`ToolInputError`) become the CLI's `InvalidInput`."""
+@contextlib.contextmanager
+def refused_as_invalid() -> Iterator[None]:
+    """Refusals (`ToolInputError`) in the body become the CLI's `InvalidInput`."""
     try:
-        return await coro
-    except tools.ToolInputError as exc:
-        raise InvalidInput(str(exc)) from exc
-
-
-def checked(fn: Callable[[], T]) -> T:
-    try:
-        return fn()
+        yield
     except tools.ToolInputError as exc:
         raise InvalidInput(str(exc)) from exc
 
@@ -55,8 +48,7 @@ async def due_falsifiers(ctx: Any) -> Found:
     """Retractions whose falsifier matured and is unchecked, each with what its probe found now."""
     conf = ctx.config.retractions
     async with ctx.stores.pg_conn() as conn:
-        rows = await retractions.due(conn, ctx.agent_id, ctx.now, conf.due_shown)
-        total = await retractions.count_due(conn, ctx.agent_id, ctx.now)
+        rows, total = await retractions.due(conn, ctx.agent_id, ctx.now, conf.due_shown)
     if not rows:
         return Found(text="No falsifier is due.", rows=0)
     inst = tools.instrument(ctx.config)

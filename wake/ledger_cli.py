@@ -38,9 +38,10 @@ def demo_seed_cmd(obj: Any, agent_id: str) -> None:
     probe_root = epistemic_tools.probe_roots(config)[0]  # the demo probe target is relative to the first root
 
     async def body() -> dict[str, int]:
-        probe_root.mkdir(parents=True, exist_ok=True)
-        async with session.open_session(config, neo4j=False) as s, s.stores.pg_conn() as conn:
-            return await demo.seed(conn, agent, config.agents[agent].timezone, clock.now(), probe_root)
+        async with stores.connected(config, neo4j=False) as st:
+            await session.prepare_schema(st)
+            async with st.pg_conn() as conn:
+                return await demo.seed(conn, agent, config.agents[agent].timezone, clock.now(), probe_root)
 
     added = base._run(body)
     if added:
@@ -97,8 +98,10 @@ def tell_cmd(obj: Any, message: str, agent_id: str | None, author: str, channel:
         raise click.UsageError("the message is empty")
 
     async def body() -> Any:
-        async with session.open_session(config, neo4j=False) as s, s.stores.pg_conn() as conn:
-            return await contact.record(conn, agent_id=agent, author=author, channel=channel, body=message, received_at=clock.now())
+        async with stores.connected(config, neo4j=False) as st:
+            await session.prepare_schema(st)
+            async with st.pg_conn() as conn:
+                return await contact.record(conn, agent_id=agent, author=author, channel=channel, body=message, received_at=clock.now())
 
     click.echo(str(base._run(body)))
 

@@ -8,7 +8,7 @@ import zoneinfo
 from typing import Any
 
 from ledgers import daybook, facts, summaries
-from wake.arrival import Found
+from wake.arrival import Found, clip
 
 FACTS_SHOWN = 12
 CHAIN_DEPTH = 3
@@ -59,8 +59,7 @@ async def recent_daybook(ctx: Any) -> Found:
     zone = zoneinfo.ZoneInfo(ctx.timezone)
     lines = [f"Daybook ({len(rows)} of {total} entries, newest first):"]
     for r in rows:
-        entry = " ".join(r["entry"].split())
-        entry = entry if len(entry) <= DAYBOOK_CHARS else entry[: DAYBOOK_CHARS - 1] + "…"
+        entry = clip(r["entry"], DAYBOOK_CHARS)
         wake = f" (wake {str(r['wake_id'])[:8]})" if r["wake_id"] else ""
         lines.append(f"- #{r['entry_id']} {r['written_at'].astimezone(zone):%Y-%m-%d %H:%M}{wake}: {entry}")
     return Found(text="\n".join(lines), rows=total)

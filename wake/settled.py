@@ -23,17 +23,12 @@ import asyncpg
 
 from ledgers import actions, commitments, retractions, settled
 from wake import logs, sql_sources
-from wake.arrival import Found
+from wake.arrival import Found, clip
 
 HEADER = "[Settled Facts & Recent Ground Truth]"
 MAX_LINES = 8
 SHOWN = 3
 ACTIONS_WINDOW = dt.timedelta(hours=48)
-
-def _clip(text: str, width: int = 90) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
 
 async def _state(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
     name = ctx.config.agents[ctx.agent_id].settled_state_source
@@ -46,14 +41,14 @@ async def _state(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
     row = await settled.latest_state(conn, ctx.agent_id)
     if row is None:
         return "Settled state: none recorded", 0
-    return f"Settled state: {row['state_on']} {row['subject']}: {_clip(row['state'])}", 1
+    return f"Settled state: {row['state_on']} {row['subject']}: {clip(row['state'], 90)}", 1
 
 
 async def _commitments(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
     rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=SHOWN)
     if not rows:
         return "Open commitments: none", 0
-    items = "; ".join(f"#{r['commitment_id']} {_clip(r['title'], 60)}" + (f" (due {r['due_on']})" if r["due_on"] else "") for r in rows)
+    items = "; ".join(f"#{r['commitment_id']} {clip(r['title'], 60)}" + (f" (due {r['due_on']})" if r["due_on"] else "") for r in rows)
     return f"Open commitments ({len(rows)} of {total}, newest first): {items}", total
 
 
@@ -62,7 +57,7 @@ async def _retractions(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
     if not rows:
         return "Retractions: none", 0
     items = "; ".join(
-        f"{r['corrected_on']} \"{_clip(r['claim_verbatim'], 50)}\" -> \"{_clip(r['corrected_claim'], 50)}\" ({r['verdict']})" for r in rows
+        f"{r['corrected_on']} \"{clip(r['claim_verbatim'], 50)}\" -> \"{clip(r['corrected_claim'], 50)}\" ({r['verdict']})" for r in rows
     )
     return f"Retractions ({len(rows)} of {total}, newest first): {items}", total
 
@@ -72,7 +67,7 @@ async def _actions(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
     if not rows:
         return "Confirmed actions, last 48 h: none", 0
     zone = zoneinfo.ZoneInfo(ctx.timezone)
-    items = "; ".join(f"{r['acted_at'].astimezone(zone):%a %H:%M} {r['tool']} on {r['surface']}: {_clip(r['summary'], 60)}" for r in rows)
+    items = "; ".join(f"{r['acted_at'].astimezone(zone):%a %H:%M} {r['tool']} on {r['surface']}: {clip(r['summary'], 60)}" for r in rows)
     return f"Confirmed actions, last 48 h ({len(rows)} of {total}, newest first): {items}", total
 
 

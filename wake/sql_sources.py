@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from ledgers import queries
 from wake.arrival import CacheTier, Found, Source
 from wake.config import SqlSourceConfig
 
@@ -57,11 +58,7 @@ async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx:
         raise SqlSourceError(f"sql source {name!r} timed out after {conf.timeout_ms} ms") from exc
     except asyncpg.PostgresError as exc:
         raise SqlSourceError(f"sql source {name!r} failed: {type(exc).__name__}: {exc}") from exc
-    rows = [dict(r) for r in records]
-    total = int(rows[0]["wake_total"]) if rows else 0
-    for row in rows:
-        row.pop("wake_total")
-    return rows, total
+    return queries.counted(records, conf.max_rows, total_column="wake_total")
 
 
 def render_row(name: str, conf: SqlSourceConfig, row: dict[str, Any]) -> str:

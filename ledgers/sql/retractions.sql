@@ -27,36 +27,30 @@ SELECT id FROM retraction_ledger
  LIMIT 2
 
 -- name: due
--- Falsifiers that have matured by $2 and are still unchecked, oldest maturity first.
+-- Falsifiers that have matured by $2 and are still unchecked, oldest maturity first, with the
+-- exact number due (a window COUNT, never the LIMIT).
 SELECT id, agent_id, claim_verbatim, stood_on, why_wrong, corrected_claim, caught_by, row_class,
        test_procedure, expected_retraction_pass_obs, overturn_retraction_condition, verdict,
        corrected_at, matures_at, falsifier_checked_at, falsifier_outcome,
-       probe_target, probe_mode, probe_needle, probe_negate, created_at
+       probe_target, probe_mode, probe_needle, probe_negate, created_at,
+       count(*) OVER () AS total
   FROM retraction_ledger
  WHERE agent_id = $1 AND verdict = 'unchecked' AND matures_at <= $2
  ORDER BY matures_at, id
  LIMIT $3
-
--- name: count_due
-SELECT COUNT(*)::int FROM retraction_ledger
- WHERE agent_id = $1 AND verdict = 'unchecked' AND matures_at <= $2
 
 -- name: list
 -- Newest corrections first; $2 (a time) keeps only falsifiers due at it; $1 NULL means every agent.
 SELECT id, agent_id, claim_verbatim, stood_on, why_wrong, corrected_claim, caught_by, row_class,
        test_procedure, expected_retraction_pass_obs, overturn_retraction_condition, verdict,
        corrected_at, matures_at, falsifier_checked_at, falsifier_outcome,
-       probe_target, probe_mode, probe_needle, probe_negate, created_at
+       probe_target, probe_mode, probe_needle, probe_negate, created_at,
+       count(*) OVER () AS total
   FROM retraction_ledger
  WHERE ($1::text IS NULL OR agent_id = $1)
    AND ($2::timestamptz IS NULL OR (verdict = 'unchecked' AND matures_at <= $2))
  ORDER BY corrected_at DESC, id
  LIMIT $3
-
--- name: count
-SELECT COUNT(*)::int FROM retraction_ledger
- WHERE ($1::text IS NULL OR agent_id = $1)
-   AND ($2::timestamptz IS NULL OR (verdict = 'unchecked' AND matures_at <= $2))
 
 -- name: settle
 -- Settle an unchecked, matured falsifier once; returns nothing when the row is missing, already

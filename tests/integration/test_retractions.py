@@ -109,11 +109,11 @@ async def test_falsifiers_mature_and_are_due_until_settled(store_config: Callabl
             assert row is not None and row["matures_at"] == NOW and row["verdict"] == "unchecked"
             assert row["caught_by"] == "self" and row["row_class"] == "claim"
 
-            due = await retractions.due(conn, "demo", NOW, 10)
+            due, _ = await retractions.due(conn, "demo", NOW, 10)
             assert [r["id"] for r in due] == [quick, old]  # oldest maturity first
-            assert await retractions.count_due(conn, "demo", NOW) == 2
-            assert await retractions.count_due(conn, "demo", NOW + dt.timedelta(hours=1)) == 3
-            assert [r["id"] for r in await retractions.due(conn, "demo", NOW, 1)] == [quick]  # the page, not the count
+            assert (await retractions.due(conn, "demo", NOW, 10))[1] == 2
+            assert (await retractions.due(conn, "demo", NOW + dt.timedelta(hours=1), 10))[1] == 3
+            assert [r["id"] for r in (await retractions.due(conn, "demo", NOW, 1))[0]] == [quick]  # the page, not the count
             rows, total = await retractions.listing(conn, agent_id="demo", due_at=NOW, limit=1)
             assert len(rows) == 1 and total == 2
             rows, total = await retractions.listing(conn, agent_id=None, due_at=None, limit=10)
@@ -124,7 +124,7 @@ async def test_falsifiers_mature_and_are_due_until_settled(store_config: Callabl
             assert settled["verdict"] == "overturned" and settled["falsifier_checked_at"] == NOW + dt.timedelta(minutes=5)
             row = await retractions.get(conn, old)
             assert row is not None and row["falsifier_outcome"] == "probe.txt is there, 17 bytes"
-            assert [r["id"] for r in await retractions.due(conn, "demo", NOW + dt.timedelta(days=1), 10)] == [quick, young]
+            assert [r["id"] for r in (await retractions.due(conn, "demo", NOW + dt.timedelta(days=1), 10))[0]] == [quick, young]
 
             with pytest.raises(retractions.RetractionInputError, match="already settled as overturned"):
                 await retractions.settle(conn, old, "demo", verdict="upheld", outcome="x", checked_at=NOW)
