@@ -24,7 +24,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from surfaces import loader  # noqa: E402
-from wake import arrival, cycle, logs, session, stores  # noqa: E402
+from wake import logs
+from wake.arrival import engine as arrival
+from wake.run import cycle
+from wake.run import session
+from wake import stores# noqa: E402
 from wake import config as wake_config
 
 SLEEPS_MS = (20, 30, 40, 50, 60, 70, 80, 90, 100, 120)

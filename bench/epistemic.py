@@ -26,9 +26,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wake import config as wake_config  # noqa: E402
-from wake import logs, recall, session, settled  # noqa: E402
-from wake.cycle import WakeContext  # noqa: E402
+from wake import config as wake_config# noqa: E402
+from wake import logs
+from wake.arrival import records as recall
+from wake.run import session
+from wake.arrival import settled# noqa: E402
+from wake.run.cycle import WakeContext  # noqa: E402
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 FACTS, CHAIN, UNVERIFIED = 4000, 3, 1000

@@ -30,8 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ledgers import introspection  # noqa: E402
 from tests.support.openai_server import Response, ScriptedServer, completion  # noqa: E402
-from wake import config as wake_config  # noqa: E402
-from wake import cycle, logs, prompt, session  # noqa: E402
+from wake import config as wake_config# noqa: E402
+from wake import logs
+from wake.run import cycle
+from wake.think import prompt
+from wake.run import session# noqa: E402
 
 STEP = {"whisper": dt.timedelta(minutes=15), "surface": dt.timedelta(hours=1), "full": dt.timedelta(days=1)}
 START = dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.UTC)

@@ -22,7 +22,7 @@ import redis
 from ledgers import schema
 from tests.support.neo4j_fixtures import neo4j_dedicated, neo4j_server_uri, neo4j_uri  # noqa: F401  (fixtures)
 from wake import config as wake_config
-from wake import engines
+from wake.stores import engines
 
 TEMPLATE_DB = "wake_test_template"
 

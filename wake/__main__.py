@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from wake.cli import main
+from wake.cli.main import main
 
 if __name__ == "__main__":
     main()

@@ -344,7 +344,7 @@ class Config(_Model):
 
     @model_validator(mode="after")
     def _references(self) -> Config:
-        from wake import sources
+        from wake.arrival import sources
 
         surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
         if not self.agents:

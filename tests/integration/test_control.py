@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from wake import control
+from wake.daemon import control
 
 T0 = dt.datetime(2026, 7, 16, 9, 30, tzinfo=dt.UTC)
 # Shorter than every wait below: the protocol must slice its blocking pops under it.

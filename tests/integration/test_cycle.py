@@ -18,7 +18,11 @@ import pytest
 from ledgers import introspection
 from surfaces import loader
 from surfaces.registry import Registry, Tool
-from wake import arrival, cycle, session, sources, stores
+from wake.arrival import engine as arrival
+from wake.run import cycle
+from wake.run import session
+from wake.arrival import sources
+from wake import stores
 from wake.config import Config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,14 @@ import redis.asyncio as aioredis
 import structlog
 
 from ledgers import introspection, slots
-from wake import clock, control, daemon, lease, notify, schedule, session, stores
+from wake import clock
+from wake.daemon import control
+from wake.daemon import service as daemon
+from wake.stores import lease
+from wake.daemon import notify
+from wake.daemon import schedule
+from wake.run import session
+from wake import stores
 from wake.config import Config
 
 AGENTS = """

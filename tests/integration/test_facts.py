@@ -12,7 +12,9 @@ import pytest
 
 from ledgers import contact, facts
 from tests.support.ledger_ctx import wake_ctx
-from wake import recall, session, stores
+from wake.arrival import records as recall
+from wake.run import session
+from wake import stores
 from wake.config import Config
 
 UTC = dt.UTC
@@ -152,7 +154,8 @@ async def test_an_unattested_value_does_not_unseat_the_active_fact(store_config:
 
 
 async def test_a_store_error_is_could_not_check_not_no_facts(store_config: Callable[..., Config]) -> None:
-    from wake import arrival, sources
+    from wake.arrival import engine as arrival
+    from wake.arrival import sources
 
     config = store_config()
     async with stores.connected(config) as st:

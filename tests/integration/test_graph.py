@@ -14,8 +14,12 @@ import structlog.testing
 
 from ledgers import fences, graph
 from surfaces import graph as graph_tools
-from wake import cycle, lease, session, sources, stores
-from wake import graph as graph_block
+from wake.run import cycle
+from wake.stores import lease
+from wake.run import session
+from wake.arrival import sources
+from wake import stores
+from wake.arrival import graph as graph_block
 from wake.config import Config
 
 FIXED_NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)

@@ -19,7 +19,11 @@ from ledgers import commitments, contact, graph
 from ledgers.fences import StaleFence
 from surfaces import loader
 from tests.support.ledger_ctx import wake_ctx
-from wake import cycle, lease, session, sources, stores
+from wake.run import cycle
+from wake.stores import lease
+from wake.run import session
+from wake.arrival import sources
+from wake import stores
 from wake.config import Config
 
 NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)

@@ -8,7 +8,10 @@ from collections.abc import Callable
 import pytest
 
 from ledgers import fences, introspection
-from wake import cycle, lease, session, stores
+from wake.run import cycle
+from wake.stores import lease
+from wake.run import session
+from wake import stores
 from wake.config import Config
 
 

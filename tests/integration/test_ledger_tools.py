@@ -14,8 +14,12 @@ from ledgers import contact
 from ledgers.fences import StaleFence
 from surfaces import ledger_tools, loader
 from tests.support.ledger_ctx import wake_ctx
-from wake import cycle, lease, recall, session, stores
-from wake import settled as settled_block
+from wake.run import cycle
+from wake.stores import lease
+from wake.arrival import records as recall
+from wake.run import session
+from wake import stores
+from wake.arrival import settled as settled_block
 from wake.config import Config
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)

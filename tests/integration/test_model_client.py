@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.openai_server import Response, ScriptedServer, completion, error
 from wake.config import ModelRoute
-from wake.model import Client, ModelError
+from wake.think.client import Client, ModelError
 
 
 @pytest.fixture

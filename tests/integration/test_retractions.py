@@ -17,7 +17,11 @@ import pytest
 from ledgers import fences, probes, queries, retractions
 from surfaces import epistemic, loader
 from surfaces.epistemic import ToolInputError
-from wake import cycle, lease, session, sources, stores
+from wake.run import cycle
+from wake.stores import lease
+from wake.run import session
+from wake.arrival import sources
+from wake import stores
 from wake.config import Config
 
 NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)

@@ -12,8 +12,9 @@ import pytest
 
 from ledgers import actions, commitments, retractions, settled
 from tests.support.ledger_ctx import wake_ctx
-from wake import session, stores
-from wake import settled as settled_block
+from wake.run import session
+from wake import stores
+from wake.arrival import settled as settled_block
 from wake.config import Config
 
 UTC = dt.UTC

@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.ledger_ctx import wake_ctx
-from wake import arrival, cycle, session, sources, stores
+from wake.arrival import engine as arrival
+from wake.run import cycle
+from wake.run import session
+from wake.arrival import sources
+from wake import stores
 from wake.config import Config, load_config_file
 from wake.errors import ConfigError
 

@@ -15,7 +15,13 @@ from ledgers import actions, daybook, introspection
 from surfaces.registry import Registry
 from tests.support import think_tools
 from tests.support.openai_server import ScriptedServer, completion, error
-from wake import arrival, budget, cycle, prompt, session, sources, stores
+from wake.arrival import engine as arrival
+from wake.think import budget
+from wake.run import cycle
+from wake.think import prompt
+from wake.run import session
+from wake.arrival import sources
+from wake import stores
 from wake.config import Config
 
 TOOLS = '[tools]\nmodules = ["tests.support.think_tools"]\n'

@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 
 from wake.config import Config
-from wake.cycle import WakeContext
+from wake.run.cycle import WakeContext
 from wake.stores import Stores
 
 

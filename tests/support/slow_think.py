@@ -16,7 +16,8 @@ from typing import Any
 from ledgers import actions
 from ledgers.fences import StaleFence
 from surfaces.registry import Registry, Tool
-from wake import clock, cycle, logs
+from wake import clock, logs
+from wake.run import cycle
 
 log = logs.get("tests.slow_think")
 _think = cycle.think

@@ -13,10 +13,12 @@ import pytest
 
 from surfaces.registry import DeclarationError, Registry, Tool, surface_meets
 from tests.support import thirty_tools
-from wake import arrival, diff, manifest
+from wake.arrival import engine as arrival
+from wake.witness import diff
+from wake.witness import manifest
 
 _SCRIPT = """
-from wake import manifest
+from wake.witness import manifest
 m = manifest.build("agent", "whisper", {"b": "Caf\\u00e9 \\u2014 x", "a": "cafe\\u0301"},
                    {"t2": {"name": "t2", "parameters": {"z": 1, "a": [1, 2]}}, "t1": {"name": "t1", "description": "\\u00e9"}})
 print(m.root)

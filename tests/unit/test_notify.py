@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wake import notify
+from wake.daemon import notify
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from wake import config as wake_config
-from wake import schedule as S
+from wake.daemon import schedule as S
 
 UTC = dt.UTC
 

@@ -11,11 +11,15 @@ import click
 
 from ledgers import contact, facts
 from surfaces import epistemic as epistemic_tools
-from wake import clock, demo, report, session, stores
+from wake import clock
+from wake.cli import demo
+from wake.cli import render as report
+from wake.run import session
+from wake import stores
 
 
 def _cli() -> Any:
-    from wake import cli
+    from wake.cli import main as cli
 
     return cli
 

@@ -8,7 +8,7 @@ import zoneinfo
 from typing import Any
 
 from ledgers import daybook, facts, summaries
-from wake.arrival import Found, clip
+from wake.arrival.engine import Found, clip
 
 FACTS_SHOWN = 12
 CHAIN_DEPTH = 3

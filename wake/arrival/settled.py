@@ -22,8 +22,9 @@ from typing import Any
 import asyncpg
 
 from ledgers import actions, commitments, retractions, settled
-from wake import logs, sql_sources
-from wake.arrival import Found, clip
+from wake import logs
+from wake.arrival import sql as sql_sources
+from wake.arrival.engine import Found, clip
 
 HEADER = "[Settled Facts & Recent Ground Truth]"
 MAX_LINES = 8

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 
 from wake.config import BudgetConfig
-from wake.model import Usage
+from wake.think.client import Usage
 
 COST_KEY = "wake:cost:{agent}:{date}"
 COST_KEY_TTL_S = 2 * 86400

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from ledgers import queries
-from wake.arrival import CacheTier, Found, Source
+from wake.arrival.engine import CacheTier, Found, Source
 from wake.config import SqlSourceConfig
 
 # The operator's SQL runs as a CTE, so a data-modifying statement reaches the READ ONLY check

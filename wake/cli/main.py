@@ -19,21 +19,17 @@ from ledgers import introspection, retractions, schema
 from ledgers import probes as probes_ledger
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
-from wake import (
-    __version__,
-    clock,
-    cycle,
-    diff,
-    doctor,
-    epistemic,
-    graph,
-    logs,
-    manifest,
-    operator,
-    report,
-    session,
-    stores,
-)
+from wake import __version__, clock, logs
+from wake.run import cycle
+from wake.witness import diff
+from wake.cli import doctor
+from wake.arrival import falsifiers as epistemic
+from wake.arrival import graph
+from wake.witness import manifest
+from wake.cli import remote as operator
+from wake.cli import render as report
+from wake.run import session
+from wake import stores
 from wake.config import Config, load_config
 from wake.errors import NotFound, SchemaError, WakeError
 
@@ -195,7 +191,7 @@ def up_cmd(ctx: _Context, agent_id: str | None, tier: str, dry_run: bool, as_jso
     config = ctx.config
     agent = _agent_with_tier(config, agent_id, tier)
 
-    from wake import leased
+    from wake.run import claim as leased
 
     async def body() -> Any:
         async with session.open_session(config) as s:
@@ -556,7 +552,7 @@ def probes_cmd(ctx: _Context, agent_id: str | None, retraction_ref: str | None, 
     click.echo(report.to_json(rows) if as_json else epistemic.format_records(rows))
 
 
-from wake import ledger_cli  # noqa: E402 - its commands call the helpers above at run time
+from wake.cli import ledger as ledger_cli# noqa: E402 - its commands call the helpers above at run time
 
 ledger_cli.register(cli)
 
@@ -570,7 +566,7 @@ def daemon_cmd(ctx: _Context) -> None:
     and exit 0; SIGHUP reloads the config (a bad one is logged and the old one kept). Speaks
     systemd's notify protocol when $NOTIFY_SOCKET is set.
     """
-    from wake import daemon
+    from wake.daemon import service as daemon
 
     config = ctx.config
     logs.configure(config.log.format, config.log.level, stream=sys.stdout)

@@ -20,7 +20,8 @@ import neo4j.exceptions
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from wake import engines, logs, secrets
+from wake import logs, secrets
+from wake.stores import engines
 from wake.config import Config
 from wake.errors import StoreUnavailable
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wake.arrival import Block, CacheTier
+from wake.arrival.engine import Block, CacheTier
 from wake.config import EscalationRule, GateConfig
 
 GATED_TIER = "whisper"

@@ -16,7 +16,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ledgers import introspection
-from wake import cycle, lease, logs
+from wake import logs
+from wake.run import cycle
+from wake.stores import lease
 from wake.config import Config
 from wake.errors import WakeError
 from wake.stores import Stores

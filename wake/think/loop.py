@@ -33,10 +33,12 @@ import jsonschema
 from ledgers import actions, introspection
 from ledgers.fences import StaleFence
 from surfaces.registry import Tool
-from wake import budget, clock, logs, prompt, secrets
-from wake.arrival import Block
+from wake import clock, logs, secrets
+from wake.think import budget
+from wake.think import prompt
+from wake.arrival.engine import Block
 from wake.config import ModelRoute
-from wake.model import Client, ModelError, Reply
+from wake.think.client import Client, ModelError, Reply
 
 TRUNCATED = "\n…[truncated: {shown} of {total} characters shown]"
 MIN_ROOM_TOKENS = 16

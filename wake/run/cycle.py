@@ -25,9 +25,16 @@ from typing import Any
 from ledgers import daybook, introspection
 from ledgers.fences import StaleFence
 from surfaces.registry import Registry, Tool
-from wake import __version__, arrival, clock, diff, gate, lease, logs, manifest, model, sources
-from wake import think as thinking_loop
-from wake.arrival import Block, Source
+from wake import __version__, clock, logs
+from wake.arrival import engine as arrival
+from wake.witness import diff
+from wake.think import gate
+from wake.stores import lease
+from wake.witness import manifest
+from wake.think import client as model
+from wake.arrival import sources
+from wake.think import loop as thinking_loop
+from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.stores import Stores
 

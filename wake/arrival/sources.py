@@ -9,8 +9,13 @@ import zoneinfo
 from typing import Any
 
 from ledgers import introspection
-from wake import diff, epistemic, graph, recall, settled, sql_sources
-from wake.arrival import CacheTier, Found, Source
+from wake.witness import diff
+from wake.arrival import falsifiers as epistemic
+from wake.arrival import graph
+from wake.arrival import records as recall
+from wake.arrival import settled
+from wake.arrival import sql as sql_sources
+from wake.arrival.engine import CacheTier, Found, Source
 
 RECENT_WAKES = 5
 

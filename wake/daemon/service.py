@@ -38,20 +38,16 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from ledgers import introspection, slots
 from surfaces.registry import Registry
-from wake import (
-    __version__,
-    clock,
-    control,
-    cycle,
-    lease,
-    leased,
-    logs,
-    model,
-    notify,
-    schedule,
-    session,
-    stores,
-)
+from wake import __version__, clock, logs
+from wake.daemon import control
+from wake.run import cycle
+from wake.stores import lease
+from wake.run import claim as leased
+from wake.think import client as model
+from wake.daemon import notify
+from wake.daemon import schedule
+from wake.run import session
+from wake import stores
 from wake.config import Config, load_config_file
 from wake.errors import WakeError
 

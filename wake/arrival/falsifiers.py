@@ -20,7 +20,7 @@ from ledgers import retractions
 from surfaces import epistemic as tools
 from surfaces import probe
 from wake import logs
-from wake.arrival import Found
+from wake.arrival.engine import Found
 from wake.errors import NotFound, WakeError
 
 log = logs.get("wake.epistemic")

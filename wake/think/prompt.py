@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from surfaces.registry import Tool
-from wake.arrival import Block, CacheTier, prompt_order, render
+from wake.arrival.engine import Block, CacheTier, prompt_order, render
 
 PREAMBLE = (
     "You are a long-lived agent, woken on a schedule by the wake harness; no human prompted this wake.\n"

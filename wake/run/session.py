@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from ledgers import graph, schema
 from surfaces import loader
 from surfaces.registry import DeclarationError, Registry
-from wake import logs, model, stores
+from wake import logs
+from wake.think import client as model
+from wake import stores
 from wake.config import Config
 from wake.errors import RegistryError, SchemaError
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ledgers import graph
 from wake import stores
-from wake.arrival import Disabled, Found
+from wake.arrival.engine import Disabled, Found
 from wake.errors import StoreUnavailable
 
 HEADER = "Your graph, one hop around recent facts, open commitments and last actions"

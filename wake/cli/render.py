@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wake.cycle import WakeOutcome
+from wake.run.cycle import WakeOutcome
 
 
 def _default(value: Any) -> Any:
