@@ -24,12 +24,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from surfaces import loader  # noqa: E402
-from wake import logs
-from wake.arrival import engine as arrival
-from wake.run import cycle
-from wake.run import session
-from wake import stores# noqa: E402
 from wake import config as wake_config
+from wake import (
+    logs,
+    stores,  # noqa: E402
+)
+from wake.arrival import engine as arrival
+from wake.run import session
 
 SLEEPS_MS = (20, 30, 40, 50, 60, 70, 80, 90, 100, 120)
 TIMEOUT_MS = 400
@@ -96,7 +97,7 @@ async def main(wakes: int, state_dir: Path) -> None:
         started = time.perf_counter()
         for _ in range(wakes):
             t0 = time.perf_counter()
-            outcome = await cycle.run_wake(config=config, stores=s.stores, registry=registry, agent_id="demo", tier="whisper")
+            outcome = await wakes.run(config, s.stores, registry, agent_id="demo", tier="whisper")
             durations.append((time.perf_counter() - t0) * 1000)
             assert outcome.status == "completed", outcome.error
         total_s = time.perf_counter() - started

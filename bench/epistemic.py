@@ -26,12 +26,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wake import config as wake_config# noqa: E402
+from ledgers.vocab import Tier
+from wake import config as wake_config  # noqa: E402
 from wake import logs
 from wake.arrival import records as recall
+from wake.arrival import settled  # noqa: E402
+from wake.context import WakeContext, WakeRequest  # noqa: E402
 from wake.run import session
-from wake.arrival import settled# noqa: E402
-from wake.run.cycle import WakeContext  # noqa: E402
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 FACTS, CHAIN, UNVERIFIED = 4000, 3, 1000
@@ -98,8 +99,7 @@ async def main(agents: int, runs: int, state_dir: Path) -> None:
             sizes = {t: await conn.fetchval(f"SELECT count(*) FROM {t}") for t in COLUMNS}
         print(f"history of {agents} agents loaded in {time.perf_counter() - started:.1f} s: "
               + ", ".join(f"{t} {n}" for t, n in sizes.items()))
-        ctx = WakeContext(config=config, stores=s.stores, agent_id="demo", tier="full", trigger="manual", scheduled_for=None,
-                          wake_id=uuid.uuid4(), now=NOW, binding=(), previous=None, previous_tier=None, tool_hashes={})
+        ctx = WakeContext(config=config, stores=s.stores, request=WakeRequest(agent_id="demo", tier=Tier.full), now=NOW)
         for name, fn in (("settled_facts", settled.settled_facts), ("provenance_facts", recall.provenance_facts),
                          ("living_summaries", recall.living_summaries), ("daybook", recall.recent_daybook)):
             await fn(ctx)  # warm

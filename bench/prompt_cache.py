@@ -30,11 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ledgers import introspection  # noqa: E402
 from tests.support.openai_server import Response, ScriptedServer, completion  # noqa: E402
-from wake import config as wake_config# noqa: E402
+from wake import config as wake_config  # noqa: E402
 from wake import logs
-from wake.run import cycle
+from wake.run import (
+    cycle,
+    session,  # noqa: E402
+)
 from wake.think import prompt
-from wake.run import session# noqa: E402
 
 STEP = {"whisper": dt.timedelta(minutes=15), "surface": dt.timedelta(hours=1), "full": dt.timedelta(days=1)}
 START = dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.UTC)
@@ -84,7 +86,7 @@ async def main(wakes: int, state_dir: Path) -> None:
                 for i in range(wakes):
                     at = START + i * STEP[tier]
                     sent_before = len(server.requests)
-                    o = await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id="demo", tier=tier, now=lambda at=at: at, models=s.models)
+                    o = await wakes.run(config, s.stores, s.registry, agent_id="demo", tier=tier, now=lambda at=at: at, models=s.models)
                     body = _first_body(config, o)
                     if len(server.requests) > sent_before and server.requests[sent_before].raw != body:
                         raise SystemExit(f"bench bug: the computed first request of {tier} wake {i} differs from the one sent")

@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wake import config as wake_config# noqa: E402
+from wake import config as wake_config  # noqa: E402
 from wake import logs
+from wake.daemon import notify  # noqa: E402
 from wake.daemon import service as daemon
-from wake.daemon import notify# noqa: E402
 
 WARMUP_S = 10
 

@@ -11,9 +11,7 @@ import asyncpg
 
 from ledgers import queries
 
-
-def _sql(name: str) -> str:
-    return queries.load("actions")[name]
+_sql = queries.named("actions")
 
 
 async def record(

@@ -1,4 +1,4 @@
-"""Attestation: is a `saw` fact's value actually in the raw message it cites? (seed 000, 3.2)
+"""Attestation: is a `saw` fact's value actually in the raw message it cites? (docs/design.md, "Lessons")
 
 A value is attested by a message when, after normalization, either
 

@@ -21,8 +21,7 @@ class AlreadyClosed(CommitmentError):
     """The commitment was closed before."""
 
 
-def _sql(name: str) -> str:
-    return queries.load("commitments")[name]
+_sql = queries.named("commitments")
 
 
 async def add(

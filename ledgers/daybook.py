@@ -11,9 +11,7 @@ import asyncpg
 
 from ledgers import queries
 
-
-def _sql(name: str) -> str:
-    return queries.load("daybook")[name]
+_sql = queries.named("daybook")
 
 
 async def append(conn: asyncpg.Connection, *, agent_id: str, wake_id: uuid.UUID | None, entry: str, written_at: dt.datetime) -> int:

@@ -1,4 +1,4 @@
-"""Facts with provenance passports (seed 000, 3.2; DESIGN "Ledgers").
+"""Facts with provenance passports (docs/design.md, "Ledgers").
 
 Every fact carries an `origin` stamped at write time: `did` (the agent's own action or lookup)
 or `saw` (told by a human, observed from outside). A `saw` fact must cite the raw message it came
@@ -49,8 +49,7 @@ class Remembered:
         return out
 
 
-def _sql(name: str) -> str:
-    return queries.load("facts")[name]
+_sql = queries.named("facts")
 
 
 def check_anchors(anchors: Any) -> list[dict[str, str]]:

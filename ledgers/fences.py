@@ -21,8 +21,7 @@ class StaleFence(Exception):
         super().__init__(f"stale fence for agent {agent_id!r}: this wake holds {fence}, the newest is {newest}")
 
 
-def _sql(name: str) -> str:
-    return queries.load("fences")[name]
+_sql = queries.named("fences")
 
 
 async def newest(conn: asyncpg.Connection, agent_id: str) -> int | None:

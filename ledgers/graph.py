@@ -83,7 +83,7 @@ _UNAVAILABLE = (
 class Graph:
     """The driver, the database named on every call, and the timeout of every call."""
 
-    driver: Any
+    driver: neo4j.AsyncDriver
     database: str
     timeout_s: float
     address: str
@@ -116,7 +116,7 @@ class Graph:
     async def write(self, query: str, *, agent_id: str, fence: int | None, now: dt.datetime, **params: Any) -> list[dict[str, Any]]:
         """Run one named write in a transaction fenced by the agent's Fence node.
 
-        `fence=None` (no lease held: a dry run, a test) writes unfenced, as `wake.lease.fenced` does.
+        `fence=None` (no lease held: a dry run, a test) writes unfenced, as `wake.stores.lease.fenced` does.
         """
 
         @neo4j.unit_of_work(timeout=self.timeout_s)
@@ -152,16 +152,9 @@ class Graph:
         return await self._guard(call)
 
 
-def on(driver: Any, conf: Any, address: str) -> Graph:
-    """The graph behind `driver`, with the database and timeout of the `[neo4j]` config `conf`."""
-    return Graph(driver=driver, database=conf.database, timeout_s=conf.timeout_s, address=address)
-
-
-def of(stores: Any) -> Graph | None:
-    """The graph of a `wake.stores.Stores`, or None when Neo4j is not configured."""
-    if stores.neo4j is None:
-        return None
-    return on(stores.neo4j, stores.config.neo4j, stores.neo4j_address)
+def on(driver: neo4j.AsyncDriver, *, database: str, timeout_s: float, address: str) -> Graph:
+    """The graph behind `driver`, in `database`, every query under `timeout_s`."""
+    return Graph(driver=driver, database=database, timeout_s=timeout_s, address=address)
 
 
 # -- schema ------------------------------------------------------------------------------------
@@ -280,11 +273,6 @@ class Write:
     now: dt.datetime
     wake_id: uuid.UUID | None
     ref: str
-
-    @classmethod
-    def of_wake(cls, ctx: Any, ref: str) -> Write:
-        """A write made by the wake `ctx` (a `wake.cycle.WakeContext`), under its fence."""
-        return cls(agent_id=ctx.agent_id, fence=ctx.fence, now=ctx.now, wake_id=ctx.wake_id, ref=ref)
 
     def params(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "fence": self.fence, "now": self.now}

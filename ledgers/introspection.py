@@ -18,7 +18,7 @@ SETTLED = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "sk
 
 @dataclass(frozen=True, kw_only=True)
 class WakeRow:
-    """What the cycle writes when it records a wake (DESIGN step 7)."""
+    """What the cycle writes when it records a wake (docs/design.md, step 7)."""
 
     wake_id: uuid.UUID
     agent_id: str
@@ -45,8 +45,7 @@ class WakeRow:
         return sorted(self.tool_hashes)
 
 
-def _sql(name: str) -> str:
-    return queries.load("introspection")[name]
+_sql = queries.named("introspection")
 
 
 async def insert(conn: asyncpg.Connection, row: WakeRow, *, status: str = "started") -> None:

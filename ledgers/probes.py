@@ -38,8 +38,7 @@ class ProbeRecord:
     id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
-def _sql(name: str) -> str:
-    return queries.load("probes")[name]
+_sql = queries.named("probes")
 
 
 async def insert(conn: asyncpg.Connection, record: ProbeRecord) -> uuid.UUID:

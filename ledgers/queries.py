@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,16 @@ def split_named(text: str, marker: re.Pattern[str], source: str) -> dict[str, st
 def load(ledger: str) -> dict[str, str]:
     text = (SQL_DIR / f"{ledger}.sql").read_text(encoding="utf-8")
     return {name: body.rstrip(";") for name, body in split_named(text, _NAME, f"{ledger}.sql").items()}
+
+
+def named(ledger: str) -> Callable[[str], str]:
+    """The lookup of one ledger's named queries: `_sql = queries.named("facts")`, then `_sql("insert")`.
+    The file is read once, on first use."""
+
+    def sql(name: str) -> str:
+        return load(ledger)[name]
+
+    return sql
 
 
 def all_queries() -> dict[str, str]:
@@ -66,7 +76,7 @@ def counted(
     """Rows of a query that selects `count(*) OVER () AS total`, and that total.
 
     The window COUNT is computed before the LIMIT, so the total is the exact number of matching
-    rows, never the number shown (seed 000: "a count that reported the LIMIT"). It rides on the
+    rows, never the number shown (docs/design.md, "Lessons": a count that reported the LIMIT). It rides on the
     returned rows, so a LIMIT below 1 could not carry it and is refused. `json_columns` are decoded.
     """
     if limit < 1:

@@ -85,8 +85,7 @@ class NewRetraction:
             raise RetractionInputError(f"probe mode must be one of {', '.join(PROBE_MODES)}, got {self.probe_mode!r}")
 
 
-def _sql(name: str) -> str:
-    return queries.load("retractions")[name]
+_sql = queries.named("retractions")
 
 
 async def insert(

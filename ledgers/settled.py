@@ -9,9 +9,7 @@ import asyncpg
 
 from ledgers import queries
 
-
-def _sql(name: str) -> str:
-    return queries.load("settled")[name]
+_sql = queries.named("settled")
 
 
 async def record_state(

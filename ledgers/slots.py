@@ -10,9 +10,7 @@ import asyncpg
 
 from ledgers import queries
 
-
-def _sql(name: str) -> str:
-    return queries.load("slots")[name]
+_sql = queries.named("slots")
 
 
 async def claim(

@@ -2,7 +2,7 @@
 
 A fold replaces an aspect's text with its next version and appends a trail row holding what the
 fold merged (`merged_deltas`). The trail has a reader: the summaries arrival block says what
-changed since the last fold (seed 000, 4.2: 407 folds written, none read).
+changed since the last fold (docs/design.md, "Lessons": folds written and never read).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from ledgers import queries
 ASPECTS = ("life_lately", "presence")
 
 
-def _sql(name: str) -> str:
-    return queries.load("summaries")[name]
+_sql = queries.named("summaries")
 
 
 async def fold(conn: asyncpg.Connection, *, agent_id: str, aspect: str, content: str, deltas: list[str], folded_at: dt.datetime) -> int:

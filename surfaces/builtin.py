@@ -6,6 +6,7 @@ import zoneinfo
 from typing import Any
 
 from ledgers import introspection
+from surfaces.context import ToolContext
 from surfaces.registry import Tool, tool
 
 _EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -17,7 +18,7 @@ _EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalPropert
     parameters=_EMPTY,
     surfaces={"chat", "wake"},
 )
-async def local_time(ctx: Any) -> dict[str, Any]:
+async def local_time(ctx: ToolContext) -> dict[str, Any]:
     local = ctx.now.astimezone(zoneinfo.ZoneInfo(ctx.timezone))
     return {"local": local.isoformat(timespec="seconds"), "timezone": ctx.timezone, "weekday": local.strftime("%A")}
 
@@ -32,8 +33,8 @@ async def local_time(ctx: Any) -> dict[str, Any]:
     },
     surfaces={"chat", "wake.surface"},
 )
-async def wake_history(ctx: Any, limit: int = 10) -> list[dict[str, Any]]:
-    async with ctx.stores.pg_conn() as conn:
+async def wake_history(ctx: ToolContext, limit: int = 10) -> list[dict[str, Any]]:
+    async with ctx.read() as conn:
         rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=limit)
     return [
         {
@@ -50,8 +51,8 @@ async def wake_history(ctx: Any, limit: int = 10) -> list[dict[str, Any]]:
     parameters=_EMPTY,
     surfaces={"wake"},
 )
-async def wake_manifest(ctx: Any) -> dict[str, Any]:
-    async with ctx.stores.pg_conn() as conn:
+async def wake_manifest(ctx: ToolContext) -> dict[str, Any]:
+    async with ctx.read() as conn:
         row = await introspection.get(conn, ctx.wake_id)
     if row is None:
         return {"error": "this wake has no ledger row (dry run?)"}

@@ -22,6 +22,21 @@ class CapabilityMap:
         return {"registry_size": self.registry_size, "tiers": self.tiers, "surfaces": self.surfaces, "tools": self.tools, "inert": self.inert}
 
 
+def _inert(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> list[str]:
+    """Declarations nothing meets: a tool surface no tier binds, a tier bind no tool declares."""
+    inert = []
+    all_binds = {b for binds in tier_binds.values() for b in binds}
+    for t in registry:
+        for s in sorted(t.surfaces):
+            if s not in names.NON_WAKE_SURFACES and not any(surface_meets(b, s) for b in all_binds):
+                inert.append(f"tool {t.name} declares surface {s!r}, which no tier binds")
+    for label, binds in tier_binds.items():
+        for b in binds:
+            if not any(surface_meets(b, s) for t in registry for s in t.surfaces):
+                inert.append(f"tier {label} binds surface {b!r}, which no tool declares")
+    return inert
+
+
 def build(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> CapabilityMap:
     """`tier_binds` maps a tier label (`agent.tier`) to its binds."""
     bound_by: dict[str, list[str]] = {t.name: [] for t in registry}
@@ -35,16 +50,7 @@ def build(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> Capabi
     for t in registry:
         for s in t.surfaces:
             surfaces[s] = surfaces.get(s, 0) + 1
-    inert = []
-    all_binds = {b for binds in tier_binds.values() for b in binds}
-    for t in registry:
-        for s in sorted(t.surfaces):
-            if s not in names.NON_WAKE_SURFACES and not any(surface_meets(b, s) for b in all_binds):
-                inert.append(f"tool {t.name} declares surface {s!r}, which no tier binds")
-    for label, binds in tier_binds.items():
-        for b in binds:
-            if not any(surface_meets(b, s) for t in registry for s in t.surfaces):
-                inert.append(f"tier {label} binds surface {b!r}, which no tool declares")
+    inert = _inert(registry, tier_binds)
     tools = [
         {"name": t.name, "surfaces": sorted(t.surfaces), "mutates": t.mutates, "version": t.version, "origin": t.origin, "bound_by": bound_by[t.name]}
         for t in registry
@@ -52,24 +58,3 @@ def build(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> Capabi
     return CapabilityMap(tools=tools, tiers=tiers, surfaces=dict(sorted(surfaces.items())), registry_size=len(registry), inert=inert)
 
 
-def as_table(cmap: CapabilityMap) -> str:
-    lines = [f"registry: {cmap.registry_size} tools"]
-    width = max([len(t["name"]) for t in cmap.tools] + [4])
-    lines.append(f"{'TOOL':<{width}}  {'MUT':<3}  {'SURFACES':<36}  BOUND BY")
-    for t in cmap.tools:
-        lines.append(f"{t['name']:<{width}}  {'yes' if t['mutates'] else 'no':<3}  {', '.join(t['surfaces']):<36}  {', '.join(t['bound_by']) or '-'}")
-    lines.append("")
-    lines.append("tier                      bound / registry   binds")
-    for label, tier in cmap.tiers.items():
-        lines.append(f"{label:<25} {tier['bound']:>5} / {cmap.registry_size:<8}   {', '.join(tier['binds'])}")
-    lines.append("")
-    lines.append("surface          tools declaring")
-    for s, n in cmap.surfaces.items():
-        lines.append(f"{s:<16} {n}")
-    lines.append("")
-    if cmap.inert:
-        lines.append("inert declarations:")
-        lines.extend(f"  ! {i}" for i in cmap.inert)
-    else:
-        lines.append("inert declarations: none")
-    return "\n".join(lines)

@@ -14,14 +14,14 @@ import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, cast
+
+import asyncpg
 
 from ledgers import probes, retractions
 from surfaces import probe
+from surfaces.context import ToolContext, ToolSettings
 from surfaces.registry import Tool, tool
-
-PROBES_DIR = "probes"  # under the state directory, when no [probes] roots are configured
 
 Writer = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
 
@@ -30,15 +30,8 @@ class ToolInputError(ValueError):
     """A tool call was refused for its input; nothing was written."""
 
 
-def probe_roots(config: Any) -> list[Path]:
-    """`[probes] roots` relative to the config file's directory; else `<state_dir>/probes`."""
-    if config.probes.roots:
-        return [(config.base_dir / r).resolve() for r in config.probes.roots]
-    return [config.state_dir_path() / PROBES_DIR]
-
-
-def instrument(config: Any, evaluate_fn: probe.Evaluate = probe.evaluate) -> probe.Instrument:
-    return probe.Instrument.create(probe_roots(config), config.probes.max_file_bytes, evaluate_fn)
+def instrument(settings: ToolSettings, evaluate_fn: probe.Evaluate = probe.evaluate) -> probe.Instrument:
+    return probe.Instrument.create(list(settings.probe_roots), settings.probe_max_file_bytes, evaluate_fn)
 
 
 def make_spec(target: str, mode: str, needle: str | None = None, negate: bool = False, assertion: str | None = None) -> probe.ProbeSpec:
@@ -102,7 +95,7 @@ def new_retraction(agent_id: str, fields: dict[str, Any], corrected_at: dt.datet
     return new
 
 
-async def insert_retraction(conn: Any, new: retractions.NewRetraction, maturity_days: int) -> dict[str, Any]:
+async def insert_retraction(conn: asyncpg.Connection, new: retractions.NewRetraction, maturity_days: int) -> dict[str, Any]:
     try:
         row_id = await retractions.insert(conn, new, maturity_days=maturity_days)
     except retractions.RetractionInputError as exc:
@@ -112,7 +105,7 @@ async def insert_retraction(conn: Any, new: retractions.NewRetraction, maturity_
     return row
 
 
-async def settle(conn: Any, row_id: uuid.UUID, agent_id: str, verdict: str, outcome: str, now: dt.datetime) -> dict[str, Any]:
+async def settle(conn: asyncpg.Connection, row_id: uuid.UUID, agent_id: str, verdict: str, outcome: str, now: dt.datetime) -> dict[str, Any]:
     try:
         return await retractions.settle(conn, row_id, agent_id, verdict=verdict, outcome=outcome, checked_at=now)
     except retractions.RetractionInputError as exc:
@@ -160,12 +153,12 @@ _PROBE_PROPERTIES: dict[str, Any] = {
     surfaces={"chat", "wake.surface"},
     mutates=True,
 )
-async def retract(ctx: Any, probe: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+async def retract(ctx: ToolContext, probe: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
     if probe:
         fields.update({f"probe_{k}": v for k, v in probe.items()})
     new = new_retraction(ctx.agent_id, fields, ctx.now)
     async with ctx.write() as conn:
-        row = await insert_retraction(conn, new, ctx.config.retractions.falsifier_maturity_days)
+        row = await insert_retraction(conn, new, ctx.settings.falsifier_maturity_days)
     return {"id": str(row["id"]), "corrected_at": row["corrected_at"].isoformat(), "matures_at": row["matures_at"].isoformat(),
             "verdict": row["verdict"]}
 
@@ -190,7 +183,7 @@ async def retract(ctx: Any, probe: dict[str, Any] | None = None, **fields: Any) 
     surfaces={"chat", "wake.surface"},
     mutates=True,
 )
-async def settle_falsifier(ctx: Any, id: str, verdict: str, outcome: str) -> dict[str, Any]:
+async def settle_falsifier(ctx: ToolContext, id: str, verdict: str, outcome: str) -> dict[str, Any]:
     try:
         row_id = uuid.UUID(id)
     except ValueError as exc:
@@ -221,7 +214,7 @@ async def settle_falsifier(ctx: Any, id: str, verdict: str, outcome: str) -> dic
     surfaces={"chat", "wake"},
 )
 async def claim_probe(
-    ctx: Any, target: str, mode: str, needle: str | None = None, negate: bool = False, assertion: str | None = None,
+    ctx: ToolContext, target: str, mode: str, needle: str | None = None, negate: bool = False, assertion: str | None = None,
     retraction_id: str | None = None,
 ) -> dict[str, Any]:
     spec = make_spec(target, mode, needle, negate, assertion)
@@ -230,11 +223,11 @@ async def claim_probe(
     except ValueError as exc:
         raise ToolInputError(f"retraction_id must be a full uuid, got {retraction_id!r}") from exc
     if rid is not None:
-        async with ctx.stores.pg_conn() as conn:
+        async with ctx.read() as conn:
             row = await retractions.get(conn, rid)
         if row is None or row["agent_id"] != ctx.agent_id:
             raise ToolInputError(f"no retraction {rid} for this agent")
-    result, record_id = await run_probe(spec, inst=instrument(ctx.config), write=ctx.write, agent_id=ctx.agent_id, now=ctx.now,
+    result, record_id = await run_probe(spec, inst=instrument(ctx.settings), write=ctx.write, agent_id=ctx.agent_id, now=ctx.now,
                                         wake_id=ctx.wake_id, retraction_id=rid)
     return {"verdict": result.verdict, "evidence": result.evidence, "instrument": result.instrument_state,
             "note": probe.note(result), "record_id": str(record_id)}

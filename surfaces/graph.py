@@ -19,6 +19,7 @@ import structlog
 
 from ledgers import graph
 from ledgers.fences import StaleFence
+from surfaces.context import ToolContext, graph_write
 from surfaces.registry import Tool, tool
 
 log = structlog.get_logger("surfaces.graph")
@@ -34,8 +35,8 @@ _EDGE: dict[str, Any] = {
 }
 
 
-async def _answer(ctx: Any, name: str, call: Callable[[graph.Graph], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-    g = graph.of(ctx.stores)
+async def _answer(ctx: ToolContext, name: str, call: Callable[[graph.Graph], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    g = ctx.graph
     if g is None:
         return {"error": "the graph is not configured (no neo4j.uri)"}
     try:
@@ -65,8 +66,8 @@ async def _answer(ctx: Any, name: str, call: Callable[[graph.Graph], Awaitable[d
     },
     surfaces={"chat", "wake"},
 )
-async def graph_neighbors(ctx: Any, name: str, relation: str | None = None) -> dict[str, Any]:
-    limit = ctx.config.neo4j.neighbors_max
+async def graph_neighbors(ctx: ToolContext, name: str, relation: str | None = None) -> dict[str, Any]:
+    limit = ctx.settings.graph_neighbors_max
     return await _answer(ctx, "graph_neighbors", lambda g: graph.neighbors(g, ctx.agent_id, name, rel=relation, limit=limit))
 
 
@@ -83,11 +84,11 @@ async def graph_neighbors(ctx: Any, name: str, relation: str | None = None) -> d
     mutates=True,
 )
 async def graph_link(
-    ctx: Any, source: str, relation: str, target: str, source_kind: str | None = None, target_kind: str | None = None
+    ctx: ToolContext, source: str, relation: str, target: str, source_kind: str | None = None, target_kind: str | None = None
 ) -> dict[str, Any]:
     async def call(g: graph.Graph) -> dict[str, Any]:
         async with ctx.write():
-            created = await graph.link(g, graph.Write.of_wake(ctx, f"graph_link:{ctx.wake_id}"), source, relation, target, source_kind=source_kind, target_kind=target_kind)
+            created = await graph.link(g, graph_write(ctx, f"graph_link:{ctx.wake_id}"), source, relation, target, source_kind=source_kind, target_kind=target_kind)
         return {"linked": True, "created": created, "source": source.strip(), "relation": relation, "target": target.strip()}
 
     return await _answer(ctx, "graph_link", call)
@@ -100,10 +101,10 @@ async def graph_link(
     surfaces={"wake.surface", "wake.full"},
     mutates=True,
 )
-async def graph_unlink(ctx: Any, source: str, relation: str, target: str) -> dict[str, Any]:
+async def graph_unlink(ctx: ToolContext, source: str, relation: str, target: str) -> dict[str, Any]:
     async def call(g: graph.Graph) -> dict[str, Any]:
         async with ctx.write():
-            removed = await graph.unlink(g, graph.Write.of_wake(ctx, f"graph_unlink:{ctx.wake_id}"), source, relation, target)
+            removed = await graph.unlink(g, graph_write(ctx, f"graph_unlink:{ctx.wake_id}"), source, relation, target)
         return {"removed": removed, "source": source.strip(), "relation": relation, "target": target.strip()}
 
     return await _answer(ctx, "graph_unlink", call)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import neo4j.exceptions
 import structlog
 
 from ledgers import graph
+from surfaces.context import ToolContext, graph_write
 
 log = structlog.get_logger("surfaces.graph_anchors")
 
@@ -37,8 +37,8 @@ def about(value: str | None) -> str | None:
     return None if value is None else graph.entity_name(value, "about")
 
 
-async def _attempt(ctx: Any, tool: str, ref: str, call: Callable[[graph.Graph], Awaitable[str]]) -> dict[str, str]:
-    g = graph.of(ctx.stores)
+async def _attempt(ctx: ToolContext, tool: str, ref: str, call: Callable[[graph.Graph], Awaitable[str]]) -> dict[str, str]:
+    g = ctx.graph
     if g is None:
         return {}
     try:
@@ -54,12 +54,12 @@ async def _attempt(ctx: Any, tool: str, ref: str, call: Callable[[graph.Graph], 
     return {"graph": f"could not anchor: {reason}"}
 
 
-def _skipped(ctx: Any, reason: str) -> dict[str, str]:
-    return {} if ctx.stores.neo4j is None else {"graph": f"not anchored: {reason}"}
+def _skipped(ctx: ToolContext, reason: str) -> dict[str, str]:
+    return {} if ctx.graph is None else {"graph": f"not anchored: {reason}"}
 
 
 async def fact(
-    ctx: Any, tool: str, *, fact_id: uuid.UUID, status: str, name: str | None, kind: str | None,
+    ctx: ToolContext, tool: str, *, fact_id: uuid.UUID, status: str, name: str | None, kind: str | None,
     supersedes_id: uuid.UUID | None = None, key: str,
 ) -> dict[str, str]:
     """A FACT anchor (ref `fact:<id>`) on `name`; without one, on the entity the superseded fact
@@ -75,31 +75,31 @@ async def fact(
             subject, subject_kind = await graph.fact_subject(g, ctx.agent_id, f"fact:{supersedes_id}") or (None, None)
             subject_kind = kind or subject_kind
         subject = subject or key
-        await graph.anchor(g, graph.Write.of_wake(ctx, ref), "FACT", subject, kind=subject_kind, at=ctx.now)
+        await graph.anchor(g, graph_write(ctx, ref), "FACT", subject, kind=subject_kind, at=ctx.now)
         return f"anchored FACT on {subject!r}"
 
     return await _attempt(ctx, tool, ref, call)
 
 
-async def commitment(ctx: Any, tool: str, *, commitment_id: int, name: str | None, kind: str | None) -> dict[str, str]:
+async def commitment(ctx: ToolContext, tool: str, *, commitment_id: int, name: str | None, kind: str | None) -> dict[str, str]:
     """An open COMMITMENT anchor (ref `commitment:<id>`) on `name`; none without one."""
     if name is None:
         return _skipped(ctx, "no `about` entity given")
     ref = f"commitment:{commitment_id}"
 
     async def call(g: graph.Graph) -> str:
-        await graph.anchor(g, graph.Write.of_wake(ctx, ref), "COMMITMENT", name, kind=kind, at=ctx.now, open_=True)
+        await graph.anchor(g, graph_write(ctx, ref), "COMMITMENT", name, kind=kind, at=ctx.now, open_=True)
         return f"anchored open COMMITMENT on {name!r}"
 
     return await _attempt(ctx, tool, ref, call)
 
 
-async def close_commitment(ctx: Any, tool: str, *, commitment_id: int) -> dict[str, str]:
+async def close_commitment(ctx: ToolContext, tool: str, *, commitment_id: int) -> dict[str, str]:
     """The commitment's anchors get `open = false`: it no longer anchors the block."""
     ref = f"commitment:{commitment_id}"
 
     async def call(g: graph.Graph) -> str:
-        names = await graph.close_commitment(g, graph.Write.of_wake(ctx, ref))
+        names = await graph.close_commitment(g, graph_write(ctx, ref))
         return f"closed COMMITMENT anchor on {', '.join(repr(n) for n in names)}" if names else "no COMMITMENT anchor to close"
 
     return await _attempt(ctx, tool, ref, call)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ledgers import commitments, daybook, facts
 from surfaces import graph_anchors
+from surfaces.context import ToolContext
 from surfaces.registry import Tool, tool
 
 _UUID = {"type": "string", "pattern": "^[0-9a-fA-F-]{32,36}$"}
@@ -91,7 +92,7 @@ def _date(value: str | None) -> dt.date | None:
     mutates=True,
 )
 async def remember_fact(
-    ctx: Any, key: str, value: str, origin: str, category: str = "general", source_ref: str | None = None,
+    ctx: ToolContext, key: str, value: str, origin: str, category: str = "general", source_ref: str | None = None,
     anchors: list[dict[str, str]] | None = None, about: str | None = None, about_kind: str | None = None,
 ) -> dict[str, Any]:
     subject = graph_anchors.about(about)
@@ -128,7 +129,7 @@ async def remember_fact(
     mutates=True,
 )
 async def supersede_fact(
-    ctx: Any, fact_id: str, value: str, origin: str, source_ref: str | None = None, anchors: list[dict[str, str]] | None = None,
+    ctx: ToolContext, fact_id: str, value: str, origin: str, source_ref: str | None = None, anchors: list[dict[str, str]] | None = None,
     about: str | None = None, about_kind: str | None = None,
 ) -> dict[str, Any]:
     old_id = _uuid(fact_id, "fact_id")
@@ -167,7 +168,7 @@ async def supersede_fact(
     mutates=True,
 )
 async def add_commitment(
-    ctx: Any, title: str, due_on: str | None = None, about: str | None = None, about_kind: str | None = None
+    ctx: ToolContext, title: str, due_on: str | None = None, about: str | None = None, about_kind: str | None = None
 ) -> dict[str, Any]:
     due = _date(due_on)
     subject = graph_anchors.about(about)
@@ -196,7 +197,7 @@ async def add_commitment(
     surfaces={"chat", "wake"},
     mutates=True,
 )
-async def complete_commitment(ctx: Any, commitment_id: int, status: str = "done", outcome: str | None = None) -> dict[str, Any]:
+async def complete_commitment(ctx: ToolContext, commitment_id: int, status: str = "done", outcome: str | None = None) -> dict[str, Any]:
     try:
         async with ctx.write() as conn:
             await commitments.complete(conn, agent_id=ctx.agent_id, commitment_id=commitment_id, status=status, outcome=outcome, completed_at=ctx.now)
@@ -223,7 +224,7 @@ async def complete_commitment(ctx: Any, commitment_id: int, status: str = "done"
     surfaces={"wake"},
     mutates=True,
 )
-async def write_daybook(ctx: Any, entry: str) -> dict[str, Any]:
+async def write_daybook(ctx: ToolContext, entry: str) -> dict[str, Any]:
     async with ctx.write() as conn:
         entry_id = await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=entry, written_at=ctx.now)
     return {"entry_id": entry_id}

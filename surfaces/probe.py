@@ -1,6 +1,6 @@
 """The claim-probe instrument: checks a claim about a file against the file itself.
 
-A probe is typed, never read from prose (seed 000, section 6.2):
+A probe is typed, never read from prose (docs/epistemic.md):
 
 - `mode` is `exists`, `missing` or `contains`; `contains` takes a literal `needle` and an explicit
   `negate` ("does not contain"). Nothing else decides polarity: an `assertion` text is kept for the
@@ -34,10 +34,10 @@ from typing import Any, Literal
 MODES: tuple[str, ...] = ("exists", "missing", "contains")
 VERDICTS: tuple[str, ...] = ("verified", "verified_missing", "falsified", "error")
 DEFAULT_MAX_FILE_BYTES = 1_048_576
-# Wording a regex-reading instrument would mistake for polarity (seed 000, 6.2, stage 2). Every
+# Wording a regex-reading instrument would mistake for polarity (docs/epistemic.md, stage 2). Every
 # control run carries it as its assertion: an instrument that reads prose fails its controls.
 CONTROL_ASSERTION = "control: this text says absent, missing and does not contain; it must not change any verdict"
-_CONTROL_TEXT = "alpha absent beta\nthe word absent appears three times: absent\n"  # the seed's literal token "absent", 3 times
+_CONTROL_TEXT = "alpha absent beta\nthe word absent appears three times: absent\n"  # the known failure's literal token "absent", 3 times
 
 Mode = Literal["exists", "missing", "contains"]
 Verdict = Literal["verified", "verified_missing", "falsified", "error"]

@@ -46,7 +46,7 @@ class Tool:
     origin: str = field(default="builtin", compare=False)
 
     def declaration(self) -> dict[str, Any]:
-        """The canonical declaration hashed into the manifest (DESIGN step 6)."""
+        """The canonical declaration hashed into the manifest (docs/design.md, step 6)."""
         return {
             "name": self.name,
             "description": self.description,

@@ -42,6 +42,7 @@ from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from surfaces import names as surface_names
+from surfaces.context import ToolSettings
 from wake.errors import ConfigError
 
 TIERS: tuple[str, ...] = ("whisper", "surface", "full")
@@ -49,6 +50,13 @@ ENV_PREFIX = "WAKE_"
 EMBEDDED_DEFAULT = Path(__file__).resolve().parent.parent / "config" / "wake.toml"
 
 DEFAULT_SOURCE_TIMEOUT_MS = 1500
+# The built-in arrival sources by name (`wake.arrival.sources.BUILTIN` implements each; a test
+# keeps the two the same). Named here so that validating a config needs no source code.
+BUILTIN_SOURCES: frozenset[str] = frozenset({
+    "identity", "graph", "recent_wakes", "clock", "due_falsifiers", "binding_diff", "living_summaries",
+    "provenance_facts", "daybook", "settled_facts",
+})
+PROBES_DIR = "probes"  # under the state directory, when no [probes] roots are configured
 DEFAULT_SOURCES: tuple[str, ...] = ("identity", "graph", "clock", "recent_wakes", "binding_diff")
 # Issue 4's defaults: whisper every 15 minutes, surface hourly, full daily at 03:30 local time.
 DEFAULT_SCHEDULES: dict[str, dict[str, str]] = {
@@ -129,7 +137,7 @@ class ProbesConfig(_Model):
 
 
 class RetractionsConfig(_Model):
-    # A falsifier is due this many days after its correction (seed 000: three).
+    # A falsifier is due this many days after its correction (three: long enough for the world to show which way it went).
     falsifier_maturity_days: int = Field(3, ge=0)
     # How many due falsifiers the arrival block shows (and probes); the total is counted.
     due_shown: int = Field(5, ge=1)
@@ -341,17 +349,16 @@ class Config(_Model):
 
     _path: Path = PrivateAttr(default=Path("."))
     _hash: str | None = PrivateAttr(default=None)
+    _tool_settings: ToolSettings | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _references(self) -> Config:
-        from wake.arrival import sources
-
-        surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
         if not self.agents:
             raise _KeyError(("agents",), "expected at least one agent table [agents.<id>]")
         for name in self.sql_sources:
-            if name in sources.BUILTIN or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
+            if name in BUILTIN_SOURCES or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
                 raise _KeyError(("sql_sources", name), "expected a name of lowercase letters, digits and _ that is not a built-in source")
+        surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
         for agent_id, agent in self.agents.items():
             if agent.settled_state_source is not None and agent.settled_state_source not in self.sql_sources:
                 raise _KeyError(
@@ -360,32 +367,32 @@ class Config(_Model):
                     + (", ".join(sorted(self.sql_sources)) or "(none defined)"),
                 )
             for tier_name, tier in agent.tiers.items():
-                where = ("agents", agent_id, "tiers", tier_name)
-                for i, surface in enumerate(tier.binds):
-                    if surface not in surfaces:
-                        raise _KeyError(
-                            (*where, "binds", i),
-                            f"unknown surface {surface!r}; expected one of {', '.join(sorted(surfaces))}"
-                            " (declare new ones in tools.surfaces)",
-                        )
-                for i, source in enumerate(tier.sources):
-                    if source not in sources.BUILTIN and source not in self.sql_sources:
-                        raise _KeyError(
-                            (*where, "sources", i),
-                            f"unknown source {source!r}; expected one of {', '.join(sorted(sources.BUILTIN))}"
-                            " or an [sql_sources.<name>]",
-                        )
-                if tier_name == "whisper":
-                    for i, rule in enumerate(self.gate.escalate):
-                        if rule.to not in agent.tiers:
-                            raise _KeyError(("gate", "escalate", i, "to"), f"agent {agent_id!r} has no {rule.to} tier to escalate to")
-                if tier.model is not None and tier.model not in self.models:
-                    raise _KeyError(
-                        (*where, "model"),
-                        f"unknown model route {tier.model!r}; expected one of [models.*]: "
-                        + (", ".join(sorted(self.models)) or "(none defined)"),
-                    )
+                self._tier_references(agent_id, agent, tier_name, tier, surfaces)
         return self
+
+    def _tier_references(self, agent_id: str, agent: AgentConfig, tier_name: str, tier: TierConfig, surfaces: set[str] | frozenset[str]) -> None:
+        where = ("agents", agent_id, "tiers", tier_name)
+        for i, surface in enumerate(tier.binds):
+            if surface not in surfaces:
+                raise _KeyError(
+                    (*where, "binds", i),
+                    f"unknown surface {surface!r}; expected one of {', '.join(sorted(surfaces))} (declare new ones in tools.surfaces)",
+                )
+        for i, source in enumerate(tier.sources):
+            if source not in BUILTIN_SOURCES and source not in self.sql_sources:
+                raise _KeyError(
+                    (*where, "sources", i),
+                    f"unknown source {source!r}; expected one of {', '.join(sorted(BUILTIN_SOURCES))} or an [sql_sources.<name>]",
+                )
+        if tier_name == "whisper":
+            for i, rule in enumerate(self.gate.escalate):
+                if rule.to not in agent.tiers:
+                    raise _KeyError(("gate", "escalate", i, "to"), f"agent {agent_id!r} has no {rule.to} tier to escalate to")
+        if tier.model is not None and tier.model not in self.models:
+            raise _KeyError(
+                (*where, "model"),
+                f"unknown model route {tier.model!r}; expected one of [models.*]: " + (", ".join(sorted(self.models)) or "(none defined)"),
+            )
 
     # -- derived views ------------------------------------------------------------------------
 
@@ -429,6 +436,23 @@ class Config(_Model):
 
     def state_dir_path(self) -> Path:
         return resolve_state_dir(self.state_dir)
+
+    def probe_roots(self) -> list[Path]:
+        """`[probes] roots` relative to the config file's directory; else `<state_dir>/probes`."""
+        if self.probes.roots:
+            return [(self.base_dir / r).resolve() for r in self.probes.roots]
+        return [self.state_dir_path() / PROBES_DIR]
+
+    def tool_settings(self) -> ToolSettings:
+        """The values the built-in tools read (`surfaces.context.ToolSettings`), resolved once."""
+        if self._tool_settings is None:
+            self._tool_settings = ToolSettings(
+                falsifier_maturity_days=self.retractions.falsifier_maturity_days,
+                graph_neighbors_max=self.neo4j.neighbors_max,
+                probe_roots=tuple(self.probe_roots()),
+                probe_max_file_bytes=self.probes.max_file_bytes,
+            )
+        return self._tool_settings
 
 
 class _KeyError(ValueError):
@@ -531,23 +555,22 @@ def _apply_overrides(raw: dict[str, Any], environ: typing.Mapping[str, str], ori
     elif environ.get("PGHOST") and not raw.get("postgres", {}).get("dsn"):
         # asyncpg reads PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE itself from an empty DSN.
         _set(raw, ("postgres", "dsn"), "postgresql://", "PGHOST", origins)
-    if environ.get("REDIS_URL"):
-        _set(raw, ("redis", "url"), environ["REDIS_URL"], "REDIS_URL", origins)
-    if environ.get("NEO4J_URI"):
-        _set(raw, ("neo4j", "uri"), environ["NEO4J_URI"], "NEO4J_URI", origins)
-    if environ.get("NEO4J_AUTH"):
-        user, _, _password = environ["NEO4J_AUTH"].partition("/")
-        _set(raw, ("neo4j", "user"), user, "NEO4J_AUTH", origins)
-    if environ.get("WAKE_LOG_FORMAT"):
-        _set(raw, ("log", "format"), environ["WAKE_LOG_FORMAT"], "WAKE_LOG_FORMAT", origins)
-    if environ.get("WAKE_LOG_LEVEL"):
-        _set(raw, ("log", "level"), environ["WAKE_LOG_LEVEL"].lower(), "WAKE_LOG_LEVEL", origins)
+    named: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
+        ("REDIS_URL", ("redis", "url"), environ.get("REDIS_URL")),
+        ("NEO4J_URI", ("neo4j", "uri"), environ.get("NEO4J_URI")),
+        ("NEO4J_AUTH", ("neo4j", "user"), environ.get("NEO4J_AUTH", "").partition("/")[0]),  # the password is read, never stored
+        ("WAKE_LOG_FORMAT", ("log", "format"), environ.get("WAKE_LOG_FORMAT")),
+        ("WAKE_LOG_LEVEL", ("log", "level"), environ.get("WAKE_LOG_LEVEL", "").lower()),
+    )
+    for variable, keys, value in named:
+        if environ.get(variable):
+            _set(raw, keys, value, variable, origins)
     for name in sorted(environ):
         if name.startswith(ENV_PREFIX) and "__" in name:
-            keys = tuple(k.lower() for k in name[len(ENV_PREFIX) :].split("__"))
-            if not all(keys):
+            path = tuple(k.lower() for k in name[len(ENV_PREFIX) :].split("__"))
+            if not all(path):
                 raise ConfigError(name, name, "expected WAKE_<SECTION>__<KEY> with non-empty parts")
-            _set(raw, keys, _toml_value(environ[name]), name, origins)
+            _set(raw, path, _toml_value(environ[name]), name, origins)
 
 
 # -- error messages ----------------------------------------------------------------------------

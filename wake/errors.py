@@ -51,3 +51,68 @@ class NotFound(WakeError):
     """An object asked for by id does not exist."""
 
     exit_code = 1
+
+
+class AgentBusy(WakeError):
+    """Another wake of the agent holds its lease (sysexits EX_TEMPFAIL: try again later)."""
+
+    exit_code = 75
+
+
+class LeaseLost(WakeError):
+    """The wake lost its lease and was cancelled."""
+
+    exit_code = 75
+
+
+class LeaseBusy(Exception):
+    """Another holder has the agent's lease."""
+
+    def __init__(self, agent_id: str, holder: str | None) -> None:
+        self.agent_id, self.holder = agent_id, holder
+        super().__init__(f"agent {agent_id!r} is busy: another wake holds its lease ({holder or 'holder unknown'})")
+
+
+class SqlSourceError(Exception):
+    """An operator SQL source failed; the message names the source and the cause."""
+
+
+class Disabled(Exception):
+    """Raised by a source whose store is not configured."""
+
+
+class InvalidInput(WakeError):
+    """A retraction, a verdict or a probe was refused (sysexits EX_DATAERR)."""
+
+    exit_code = 65
+
+
+class NoDaemon(WakeError):
+    """No daemon replica has a live heartbeat, so nobody would take a trigger request."""
+
+    exit_code = 69  # sysexits EX_UNAVAILABLE: no daemon to ask
+
+    def __init__(self, redis_address: str) -> None:
+        super().__init__(
+            f"no wake daemon is alive: no replica heartbeat in redis at {redis_address}. "
+            "Start one (`systemctl start wake` or `wake daemon`), or run the wake in this process with `wake up`"
+        )
+
+
+class ModelError(WakeError):
+    """The provider failed (after any retries); `status` is the HTTP or in-body code, if any."""
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+class Failure(Exception):
+    """One failed attempt, with the retry decision attached."""
+
+    def __init__(self, message: str, *, status: int | None, retryable: bool, wait_s: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.wait_s = wait_s

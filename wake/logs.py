@@ -118,5 +118,6 @@ def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = No
     )
 
 
-def get(name: str = "wake") -> Any:
-    return structlog.get_logger(name)
+def get(name: str = "wake") -> structlog.typing.FilteringBoundLogger:
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
+    return logger

@@ -20,11 +20,10 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from wake import clock
+from wake import clock, stores
+from wake.config import Config
 from wake.daemon import control
 from wake.stores import lease
-from wake import stores
-from wake.config import Config
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -1,5 +1,4 @@
-"""`wake demo seed` then `wake up --dry-run` on the embedded default: every block does its job
-(issue 5 "Done when")."""
+"""`wake demo seed` then `wake up --dry-run` on the embedded default: every block does its job."""
 
 from __future__ import annotations
 

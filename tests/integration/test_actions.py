@@ -6,9 +6,9 @@ import datetime as dt
 from collections.abc import Callable
 
 from ledgers import actions
-from wake.run import session
 from wake import stores
 from wake.config import Config
+from wake.run import session
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 

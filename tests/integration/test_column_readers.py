@@ -1,4 +1,4 @@
-"""Every stored column has a reader (seed 000, 4.2 "inert state"; issue 5 item 8).
+"""Every stored column has a reader (docs/design.md, "Invariants": no inert state).
 
 For every column of every table in the schema, some named query in `ledgers/sql/*.sql` must read
 it. PostgreSQL decides what a query reads, not a regex: each query's generic plan

@@ -18,12 +18,12 @@ import pytest
 from ledgers import introspection
 from surfaces import loader
 from surfaces.registry import Registry, Tool
-from wake.arrival import engine as arrival
-from wake.run import cycle
-from wake.run import session
-from wake.arrival import sources
+from tests.support import wakes
 from wake import stores
+from wake.arrival import engine as arrival
+from wake.arrival import sources
 from wake.config import Config
+from wake.run import cycle, session
 
 REPO = Path(__file__).resolve().parents[2]
 THIRTY = '[tools]\nmodules = ["tests.support.thirty_tools"]\nsurfaces = ["ops"]\n'
@@ -36,7 +36,7 @@ BASE_BOUND = {tier: len(BASE.binding(binds)) for tier, binds in (("whisper", ["w
 async def _wake(config: Config, registry: Registry, tier: str = "whisper", **kw: Any) -> cycle.WakeOutcome:
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
-        return await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier=tier, **kw)
+        return await wakes.run(config, st, registry, agent_id="demo", tier=tier, **kw)
 
 
 async def _rows(config: Config) -> list[dict[str, Any]]:
@@ -189,7 +189,7 @@ async def test_cancelled_wake_settles_aborted(store_config: Callable[..., Config
         original = cycle.think
         cycle.think = slow_think  # type: ignore[assignment]
         try:
-            task = asyncio.create_task(cycle.run_wake(config=config, stores=st, registry=loader.build(), agent_id="demo", tier="whisper"))
+            task = asyncio.create_task(wakes.run(config, st, loader.build(), agent_id="demo", tier="whisper"))
             await asyncio.sleep(0.3)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):

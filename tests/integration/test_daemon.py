@@ -15,15 +15,12 @@ import redis.asyncio as aioredis
 import structlog
 
 from ledgers import introspection, slots
-from wake import clock
-from wake.daemon import control
-from wake.daemon import service as daemon
-from wake.stores import lease
-from wake.daemon import notify
-from wake.daemon import schedule
-from wake.run import session
-from wake import stores
+from wake import clock, stores
 from wake.config import Config
+from wake.daemon import control, notify, schedule
+from wake.daemon import service as daemon
+from wake.run import session
+from wake.stores import lease
 
 AGENTS = """
 [agents.demo]
@@ -54,7 +51,7 @@ async def opened(store_config: Callable[..., Config]) -> AsyncIterator[Callable[
 
         def make(**kw: Any) -> daemon.Daemon:
             d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False, **kw)
-            d.stores, d.registry = st, registry
+            d.session = session.Session(config=config, stores=st, registry=registry)
             d.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(config)}
             return d
 

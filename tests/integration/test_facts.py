@@ -1,5 +1,5 @@
 """Facts with provenance over real PostgreSQL: origins, attestation and quarantine, supersession
-chains, passports rendered in the arrival (issue 5 item 1)."""
+chains, passports rendered in the arrival."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 
 from ledgers import contact, facts
 from tests.support.ledger_ctx import wake_ctx
-from wake.arrival import records as recall
-from wake.run import session
 from wake import stores
+from wake.arrival import records as recall
 from wake.config import Config
+from wake.run import session
 
 UTC = dt.UTC
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -14,13 +13,13 @@ import structlog.testing
 
 from ledgers import fences, graph
 from surfaces import graph as graph_tools
-from wake.run import cycle
-from wake.stores import lease
-from wake.run import session
-from wake.arrival import sources
+from tests.support import ledger_ctx, wakes
 from wake import stores
 from wake.arrival import graph as graph_block
+from wake.arrival import sources
 from wake.config import Config
+from wake.run import cycle, session
+from wake.stores import lease
 
 FIXED_NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
 GRAPH = [sources.BUILTIN["graph"]]
@@ -35,10 +34,7 @@ def _neo4j(uri: str, **keys: Any) -> str:
 
 
 def _ctx(config: Config, st: stores.Stores, *, fence: int | None = None, now: dt.datetime = FIXED_NOW) -> cycle.WakeContext:
-    return cycle.WakeContext(
-        config=config, stores=st, agent_id="demo", tier="full", trigger="manual", scheduled_for=None, wake_id=uuid.uuid4(),
-        now=now, binding=(), previous=None, previous_tier=None, tool_hashes={}, fence=fence,
-    )
+    return ledger_ctx.wake_ctx(config, st, now, tier="full", fence=fence)
 
 
 def _w(now: dt.datetime = FIXED_NOW, fence: int | None = None, ref: str = "test") -> graph.Write:
@@ -63,7 +59,7 @@ def _raw_link(uri: str, source: str, rel: str, target: str, at: dt.datetime, *, 
 
 
 async def _block(config: Config, st: stores.Stores, now: dt.datetime = FIXED_NOW) -> Any:
-    outcome = await cycle.run_wake(config=config, stores=st, registry=session.build_registry(config), agent_id="demo", tier="full",
+    outcome = await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="full",
                                    now=lambda: now, source_list=GRAPH, dry_run=True)
     assert outcome.status == "completed", outcome.error
     return outcome.blocks[0]
@@ -73,7 +69,7 @@ async def test_block_renders_the_anchors_and_one_hop_with_relationship_types(sto
     config = store_config(_neo4j(neo4j_uri), **PATIENT)
     hour = dt.timedelta(hours=1)
     async with stores.connected(config) as st:
-        g = graph.of(st)
+        g = st.graph
         assert g is not None
         await graph.anchor(g, _w(ref="fact:1"), "FACT", "Apollo", kind="project", at=FIXED_NOW - hour)
         await graph.anchor(g, _w(ref="commitment:7"), "COMMITMENT", "Quarterly report", kind="doc", at=FIXED_NOW - 2 * hour)
@@ -181,7 +177,7 @@ async def test_stale_fence_is_refused_and_writes_nothing(store_config: Callable[
         assert _cypher(neo4j_uri, "MATCH (f:Fence {agent_id: 'demo'}) RETURN f.fence AS fence") == [{"fence": new.fence}]
 
         # the graph's own fence node refuses an older fence even where PostgreSQL is not consulted
-        g = graph.of(st)
+        g = st.graph
         assert g is not None
         with pytest.raises(graph.GraphStaleFence) as caught:
             await graph.link(g, _w(fence=new.fence - 1), "C", "KNOWS", "D")
@@ -210,11 +206,11 @@ async def test_server_stopped_mid_run_fails_the_block_and_the_tools_not_the_wake
         await session.prepare_schema(st)
         ctx = _ctx(config, st)
         assert (await graph_tools.graph_link.handler(ctx, source="A", relation="KNOWS", target="B"))["created"] is True
-        up = await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier="whisper", now=lambda: FIXED_NOW)
+        up = await wakes.run(config, st, registry, agent_id="demo", tier="whisper", now=lambda: FIXED_NOW)
         assert {b.name: b.result for b in up.blocks}["graph"] == "present"
         server.stop()
         started = time.monotonic()
-        down = await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier="whisper", now=lambda: FIXED_NOW)
+        down = await wakes.run(config, st, registry, agent_id="demo", tier="whisper", now=lambda: FIXED_NOW)
         took = time.monotonic() - started
         assert down.status == "completed" and down.recorded, down.error
         block = {b.name: b for b in down.blocks}["graph"]
@@ -236,7 +232,7 @@ async def test_schema_is_created_idempotently(store_config: Callable[..., Config
         _cypher(neo4j_uri, f"DROP {kind} {name} IF EXISTS")
     config = store_config(_neo4j(neo4j_uri), **PATIENT)
     async with stores.connected(config) as st:
-        g = graph.of(st)
+        g = st.graph
         assert g is not None
         assert await graph.schema_missing(g) == graph.schema_object_names()
         assert await graph.ensure_schema(g) == graph.schema_object_names()

@@ -18,13 +18,13 @@ import structlog.testing
 from ledgers import commitments, contact, graph
 from ledgers.fences import StaleFence
 from surfaces import loader
+from tests.support import wakes
 from tests.support.ledger_ctx import wake_ctx
-from wake.run import cycle
-from wake.stores import lease
-from wake.run import session
-from wake.arrival import sources
 from wake import stores
+from wake.arrival import sources
 from wake.config import Config
+from wake.run import session
+from wake.stores import lease
 
 NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
 PATIENT = {"WAKE_AGENTS__DEMO__TIERS__FULL__SOURCE_TIMEOUT_MS": "10000"}
@@ -61,14 +61,14 @@ async def _count(st: stores.Stores, table: str) -> int:
 async def _wake(config: Config, st: stores.Stores) -> uuid.UUID:
     """A recorded wake for the tools' rows to point at (facts.wake_id is a foreign key)."""
     await session.prepare_schema(st)
-    recorded = await cycle.run_wake(config=config, stores=st, registry=session.build_registry(config), agent_id="demo", tier="full",
+    recorded = await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="full",
                                     now=lambda: NOW, source_list=[])
     assert recorded.recorded, recorded.error
     return recorded.wake_id
 
 
 async def _block(config: Config, st: stores.Stores, now: dt.datetime = NOW) -> Any:
-    outcome = await cycle.run_wake(config=config, stores=st, registry=session.build_registry(config), agent_id="demo", tier="full",
+    outcome = await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="full",
                                    now=lambda: now, source_list=[sources.BUILTIN["graph"]], dry_run=True)
     return outcome.blocks[0]
 
@@ -184,7 +184,7 @@ async def test_a_stale_fence_writes_neither_postgres_nor_the_graph(store_config:
         made = await _call(wake_ctx(config, st, NOW, fence=new.fence, wake_id=wake_id), "add_commitment", title="t", about="Apollo")
         assert made["graph"] == "anchored open COMMITMENT on 'Apollo'"
         # the graph has seen a newer fence than PostgreSQL has: the graph refuses, and the row rolls back too
-        g = graph.of(st)
+        g = st.graph
         assert g is not None
         await graph.link(g, graph.Write(agent_id="demo", fence=new.fence + 1, now=NOW, wake_id=None, ref="test"), "X", "KNOWS", "Y")
         stale = wake_ctx(config, st, NOW, fence=new.fence, wake_id=wake_id)

@@ -8,11 +8,11 @@ from collections.abc import Callable
 import pytest
 
 from ledgers import fences, introspection
-from wake.run import cycle
-from wake.stores import lease
-from wake.run import session
+from tests.support import wakes
 from wake import stores
 from wake.config import Config
+from wake.run import session
+from wake.stores import lease
 
 
 async def test_one_holder_at_a_time_and_fences_grow(store_config: Callable[..., Config]) -> None:
@@ -62,9 +62,9 @@ async def test_stale_fence_writes_nothing(store_config: Callable[..., Config]) -
         assert [r["v"] for r in await st.pg.fetch("SELECT v FROM scratch")] == [2]
 
         registry = session.build_registry(config)
-        stale = await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier="whisper", fence=old.fence)
+        stale = await wakes.run(config, st, registry, agent_id="demo", tier="whisper", fence=old.fence)
         assert stale.status == "failed" and "stale fence" in (stale.error or "") and stale.recorded is False
-        fresh = await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier="whisper", fence=new.fence)
+        fresh = await wakes.run(config, st, registry, agent_id="demo", tier="whisper", fence=new.fence)
         assert fresh.status == "completed" and fresh.recorded
         async with st.pg_conn() as conn:
             rows = await introspection.recent(conn, limit=10)

@@ -13,14 +13,14 @@ import pytest
 from ledgers import contact
 from ledgers.fences import StaleFence
 from surfaces import ledger_tools, loader
+from tests.support import wakes
 from tests.support.ledger_ctx import wake_ctx
-from wake.run import cycle
-from wake.stores import lease
-from wake.arrival import records as recall
-from wake.run import session
 from wake import stores
+from wake.arrival import records as recall
 from wake.arrival import settled as settled_block
 from wake.config import Config
+from wake.run import session
+from wake.stores import lease
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
@@ -55,7 +55,7 @@ async def test_tools_write_through_the_fence_and_show_up_in_the_arrival(store_co
     registry = session.build_registry(config)
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
-        recorded = await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier="full")
+        recorded = await wakes.run(config, st, registry, agent_id="demo", tier="full")
         held = await lease.acquire(st, "demo", ttl_ms=30_000)
         ctx = wake_ctx(config, st, NOW, wake_id=recorded.wake_id, fence=held.fence)
         async with st.pg_conn() as conn:

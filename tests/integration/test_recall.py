@@ -9,10 +9,10 @@ import pytest
 
 from ledgers import daybook, summaries
 from tests.support.ledger_ctx import wake_ctx
-from wake.arrival import records as recall
-from wake.run import session
 from wake import stores
+from wake.arrival import records as recall
 from wake.config import Config
+from wake.run import session
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 

@@ -17,12 +17,12 @@ import pytest
 from ledgers import fences, probes, queries, retractions
 from surfaces import epistemic, loader
 from surfaces.epistemic import ToolInputError
-from wake.run import cycle
-from wake.stores import lease
-from wake.run import session
-from wake.arrival import sources
+from tests.support import ledger_ctx, wakes
 from wake import stores
+from wake.arrival import sources
 from wake.config import Config
+from wake.run import cycle, session
+from wake.stores import lease
 
 NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
 PROBES = '[probes]\nroots = ["probe-root"]\n'
@@ -46,10 +46,7 @@ def new(agent: str = "demo", corrected_at: dt.datetime = NOW, **over: Any) -> re
 
 
 def ctx_for(config: Config, st: stores.Stores, *, now: dt.datetime = NOW, fence: int | None = None, tier: str = "surface") -> cycle.WakeContext:
-    return cycle.WakeContext(
-        config=config, stores=st, agent_id="demo", tier=tier, trigger="manual", scheduled_for=None, wake_id=uuid.uuid4(),
-        now=now, binding=(), previous=None, previous_tier=None, tool_hashes={}, fence=fence,
-    )
+    return ledger_ctx.wake_ctx(config, st, now, tier=tier, fence=fence)
 
 
 async def _open(config: Config) -> stores.Stores:
@@ -161,7 +158,7 @@ async def test_maturity_days_come_from_config(store_config: Callable[..., Config
 
 async def _due_block(config: Config, st: stores.Stores, now: dt.datetime) -> Any:
     registry = loader.build(entry_points=False)
-    outcome = await cycle.run_wake(config=config, stores=st, registry=registry, agent_id="demo", tier="whisper", dry_run=True,
+    outcome = await wakes.run(config, st, registry, agent_id="demo", tier="whisper", dry_run=True,
                                    now=lambda: now, source_list=[sources.BUILTIN["due_falsifiers"]])
     (block,) = outcome.blocks
     return block

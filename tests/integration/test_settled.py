@@ -1,4 +1,4 @@
-"""The settled-facts block over real PostgreSQL (issue 5 item 4; seed 000, 4.3: the DATE that
+"""The settled-facts block over real PostgreSQL (docs/design.md, "Lessons": the DATE that
 shifted a day through UTC, the count that reported the LIMIT)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 
 from ledgers import actions, commitments, retractions, settled
 from tests.support.ledger_ctx import wake_ctx
-from wake.run import session
 from wake import stores
 from wake.arrival import settled as settled_block
 from wake.config import Config
+from wake.run import session
 
 UTC = dt.UTC
 # 22:30 UTC on 22 October 2026 is 00:30 on 23 October in Stockholm (CEST, UTC+2).
@@ -70,7 +70,7 @@ async def test_dates_render_as_stored_with_the_connection_at_utc_plus_2_around_m
             await settled.record_state(conn, agent_id="demo", subject="timereport", state="reported: Kvällsskift 8 h",
                                        state_on=dt.date(2026, 10, 22), settled_at=AROUND_MIDNIGHT - dt.timedelta(minutes=40))
             await commitments.add(conn, agent_id="demo", title="send the timesheet", due_on=dt.date(2026, 10, 23), created_at=AROUND_MIDNIGHT)
-            # The instrument can fail: the seed's bug (a local-midnight value converted to UTC) gives the day before.
+            # The instrument can fail: the known bug (a local-midnight value converted to UTC) gives the day before.
             assert await conn.fetchval("SELECT to_char(($1::date)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD')", dt.date(2026, 10, 22)) == "2026-10-21"
         found = await settled_block.settled_facts(wake_ctx(config, st, AROUND_MIDNIGHT))
     lines = _lines(found.text)

@@ -1,4 +1,4 @@
-"""Operator-defined SQL sources (issue 5 item 5): parameters from the wake context, READ ONLY,
+"""Operator-defined SQL sources : parameters from the wake context, READ ONLY,
 a timeout, a row cap with the exact total, a template; every failure typed."""
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.ledger_ctx import wake_ctx
-from wake.arrival import engine as arrival
-from wake.run import cycle
-from wake.run import session
-from wake.arrival import sources
 from wake import stores
+from wake.arrival import engine as arrival
+from wake.arrival import sources
 from wake.config import Config, load_config_file
 from wake.errors import ConfigError
+from wake.run import cycle, session
 
 NOW = dt.datetime(2026, 11, 29, 22, 30, tzinfo=dt.UTC)  # 23:30 in Stockholm
 

@@ -13,16 +13,14 @@ import structlog
 
 from ledgers import actions, daybook, introspection
 from surfaces.registry import Registry
-from tests.support import think_tools
+from tests.support import think_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion, error
-from wake.arrival import engine as arrival
-from wake.think import budget
-from wake.run import cycle
-from wake.think import prompt
-from wake.run import session
-from wake.arrival import sources
 from wake import stores
+from wake.arrival import engine as arrival
+from wake.arrival import sources
 from wake.config import Config
+from wake.run import cycle, session
+from wake.think import budget, prompt
 
 TOOLS = '[tools]\nmodules = ["tests.support.think_tools"]\n'
 T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
@@ -79,7 +77,7 @@ def make_config(store_config: Callable[..., Config], server: ScriptedServer) -> 
 async def _wake(config: Config, tier: str = "surface", registry: Registry | None = None, **kw: Any) -> cycle.WakeOutcome:
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
-        return await cycle.run_wake(config=config, stores=st, registry=registry or session.build_registry(config), agent_id="demo", tier=tier, **kw)
+        return await wakes.run(config, st, registry or session.build_registry(config), agent_id="demo", tier=tier, **kw)
 
 
 async def _row(config: Config, wake_id: Any) -> dict[str, Any]:
@@ -345,7 +343,7 @@ async def test_a_wake_cancelled_mid_loop_keeps_what_it_spent_on_the_row(make_con
     server.push(completion(None, [("local_time", {})], cost=0.0003), Response(body=completion("too late").body, delay_s=1.5))
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
-        task = asyncio.create_task(cycle.run_wake(config=config, stores=st, registry=session.build_registry(config), agent_id="demo", tier="surface"))
+        task = asyncio.create_task(wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface"))
         while len(server.requests) < 2:
             await asyncio.sleep(0.02)
         task.cancel()

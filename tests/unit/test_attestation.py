@@ -1,4 +1,4 @@
-"""Attestation boundaries (issue 5 item 1): containment, exactly 60%, one shared token,
+"""Attestation boundaries: containment, exactly 60%, one shared token,
 punctuation, case, stop words."""
 
 from __future__ import annotations

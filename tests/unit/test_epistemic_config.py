@@ -28,13 +28,13 @@ def test_defaults_and_the_state_dir_root(tmp_path: Path) -> None:
     config = load(tmp_path, f'state_dir = "{tmp_path / "state"}"\n' + TIER)
     assert config.retractions.falsifier_maturity_days == 3 and config.retractions.due_shown == 5
     assert config.probes.max_file_bytes == 1_048_576
-    assert epistemic.probe_roots(config) == [tmp_path / "state" / "probes"]
+    assert list(config.tool_settings().probe_roots) == [tmp_path / "state" / "probes"]
 
 
 def test_roots_are_relative_to_the_config_file(tmp_path: Path) -> None:
     config = load(tmp_path, '[probes]\nroots = ["data", "/srv/shared"]\nmax_file_bytes = 10\n' + TIER)
-    assert epistemic.probe_roots(config) == [(tmp_path / "data").resolve(), Path("/srv/shared")]
-    assert epistemic.instrument(config).max_file_bytes == 10
+    assert list(config.tool_settings().probe_roots) == [(tmp_path / "data").resolve(), Path("/srv/shared")]
+    assert epistemic.instrument(config.tool_settings()).max_file_bytes == 10
 
 
 @pytest.mark.parametrize("body, key, words", [

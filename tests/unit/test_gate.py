@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from wake.witness import diff
-from wake.think import gate
 from wake.arrival.engine import Block, CacheTier
 from wake.config import EscalationRule, GateConfig
+from wake.think import gate
+from wake.witness import diff
 
 PREVIOUS_ID = uuid.UUID("12345678-0000-0000-0000-000000000000")
 

@@ -14,8 +14,7 @@ import pytest
 from surfaces.registry import DeclarationError, Registry, Tool, surface_meets
 from tests.support import thirty_tools
 from wake.arrival import engine as arrival
-from wake.witness import diff
-from wake.witness import manifest
+from wake.witness import diff, manifest
 
 _SCRIPT = """
 from wake.witness import manifest

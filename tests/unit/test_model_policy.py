@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
+from wake.config import ModelRoute
 from wake.think import client as model
 from wake.think import prompt
-from wake.config import ModelRoute
 
 ROUTE = ModelRoute(base_url="http://127.0.0.1:1/v1", model="m", input_usd_per_mtok=3.0, output_usd_per_mtok=15.0, cached_input_usd_per_mtok=0.3)
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)

@@ -1,4 +1,4 @@
-"""The claim-probe instrument, with the seed's own failures (000, section 6.2) as broken instruments."""
+"""The claim-probe instrument, with the known failures of earlier instruments (docs/epistemic.md) as broken instruments."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def honest(root: Path, **kw: object) -> Instrument:
 
 
 def yes_man(path: Path, spec: ProbeSpec, max_file_bytes: int) -> Outcome:
-    """Stage 1 of the seed: checks only that the file exists, ignores needle and negate."""
+    """Stage 1 of the known failures: checks only that the file exists, ignores needle and negate."""
     if path.exists():
         return Outcome(verdict="verified", evidence={"path": str(path), "size_bytes": path.stat().st_size})
     return Outcome(verdict="falsified", evidence={"path": str(path)})
@@ -38,7 +38,7 @@ _ASSERTS_MISSING = re.compile(r"\b(?:does\s+not\s+contain|not\s+contain|missing|
 
 
 def regex_polarity(path: Path, spec: ProbeSpec, max_file_bytes: int) -> Outcome:
-    """Stage 2 of the seed: counts the needle, but infers negation from the assertion's wording."""
+    """Stage 2 of the known failures: counts the needle, but infers negation from the assertion's wording."""
     negate = bool(_ASSERTS_MISSING.search(spec.assertion or ""))
     honest_spec = ProbeSpec(target=spec.target, mode=spec.mode, needle=spec.needle, negate=negate if spec.mode == "contains" else False)
     return probe.evaluate(path, honest_spec, max_file_bytes)

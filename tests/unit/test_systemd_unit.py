@@ -1,4 +1,4 @@
-"""systemd/wake.service: the keys issue 4 requires, checked by parsing, and by systemd-analyze
+"""systemd/wake.service: the keys the service needs, checked by parsing, and by systemd-analyze
 when it is installed."""
 
 from __future__ import annotations

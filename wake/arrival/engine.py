@@ -1,7 +1,7 @@
 """The arrival engine: every source of a tier runs concurrently, each under its own timeout.
 
 A source is an async function of the wake context returning `Found(text, rows)`. The engine
-turns it into a `Block` with a typed state (DESIGN "Typed retrieval state"):
+turns it into a `Block` with a typed state (docs/design.md, "Typed retrieval state"):
 
 - `retrieval`: `ok`, `failed` (timeout, connection error, malformed result, any exception; the
   reason is kept) or `disabled` (the source raised `Disabled`: its store is not configured);
@@ -24,7 +24,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledgers.vocab import Result, Retrieval
 from wake import logs
+from wake.context import WakeContext
+from wake.errors import Disabled
 
 log = logs.get("wake.arrival")
 
@@ -38,10 +41,6 @@ class CacheTier(enum.IntEnum):
     volatile = 3
 
 
-class Disabled(Exception):
-    """Raised by a source whose store is not configured."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class Found:
     text: str
@@ -53,8 +52,8 @@ class Block:
     name: str
     cache_tier: CacheTier
     text: str
-    retrieval: str  # ok | failed | disabled
-    result: str  # present | empty | unknown
+    retrieval: Retrieval
+    result: Result
     reason: str | None
     latency_ms: float
     rows: int
@@ -111,12 +110,12 @@ async def _within(coro: Awaitable[Found], timeout_s: float) -> Found:
 
 def _failed(source: Source, reason: str, latency_ms: float) -> Block:
     return Block(
-        name=source.name, cache_tier=source.cache_tier, text=f"could not check: {reason}", retrieval="failed",
-        result="unknown", reason=reason, latency_ms=latency_ms, rows=0,
+        name=source.name, cache_tier=source.cache_tier, text=f"could not check: {reason}", retrieval=Retrieval.failed,
+        result=Result.unknown, reason=reason, latency_ms=latency_ms, rows=0,
     )
 
 
-async def run_source(source: Source, ctx: Any, timeout_s: float) -> Block:
+async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Block:
     started = time.perf_counter()
 
     def elapsed() -> float:
@@ -128,8 +127,8 @@ async def run_source(source: Source, ctx: Any, timeout_s: float) -> Block:
         block = _failed(source, "timeout", elapsed())
     except Disabled as exc:
         block = Block(
-            name=source.name, cache_tier=source.cache_tier, text=f"disabled: {exc}", retrieval="disabled",
-            result="unknown", reason=str(exc), latency_ms=elapsed(), rows=0,
+            name=source.name, cache_tier=source.cache_tier, text=f"disabled: {exc}", retrieval=Retrieval.disabled,
+            result=Result.unknown, reason=str(exc), latency_ms=elapsed(), rows=0,
         )
     except Exception as exc:  # a source may fail in any way; each becomes a typed failure
         block = _failed(source, logs.redact_text(f"{type(exc).__name__}: {exc}".rstrip(": ")), elapsed())
@@ -138,8 +137,8 @@ async def run_source(source: Source, ctx: Any, timeout_s: float) -> Block:
             block = _failed(source, f"malformed result: {type(found).__name__}", elapsed())
         else:
             block = Block(
-                name=source.name, cache_tier=source.cache_tier, text=found.text, retrieval="ok",
-                result="present" if found.rows > 0 else "empty", reason=None, latency_ms=elapsed(), rows=found.rows,
+                name=source.name, cache_tier=source.cache_tier, text=found.text, retrieval=Retrieval.ok,
+                result=Result.present if found.rows > 0 else Result.empty, reason=None, latency_ms=elapsed(), rows=found.rows,
             )
     if source.changes_every_wake:
         block = dataclasses.replace(block, changes_every_wake=True)
@@ -147,7 +146,7 @@ async def run_source(source: Source, ctx: Any, timeout_s: float) -> Block:
     return block
 
 
-async def assemble(sources: Sequence[Source], ctx: Any, timeout_s: float, *, with_earlier: Callable[[Any, list[Block]], Any]) -> list[Block]:
+async def assemble(sources: Sequence[Source], ctx: WakeContext, timeout_s: float, *, with_earlier: Callable[[Any, list[Block]], Any]) -> list[Block]:
     """Run the sources (derived ones last, seeing the others); blocks come back in source order."""
     direct = [s for s in sources if not s.derived]
     derived = [s for s in sources if s.derived]

@@ -16,20 +16,18 @@ import zoneinfo
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import asyncpg
+
 from ledgers import retractions
 from surfaces import epistemic as tools
 from surfaces import probe
 from wake import logs
 from wake.arrival.engine import Found
-from wake.errors import NotFound, WakeError
+from wake.context import WakeContext
+from wake.errors import InvalidInput, NotFound
+from wake.stores import Stores
 
 log = logs.get("wake.epistemic")
-
-
-class InvalidInput(WakeError):
-    """A retraction, a verdict or a probe was refused (sysexits EX_DATAERR)."""
-
-    exit_code = 65
 
 
 @contextlib.contextmanager
@@ -44,14 +42,14 @@ def refused_as_invalid() -> Iterator[None]:
 # -- the arrival source ------------------------------------------------------------------------
 
 
-async def due_falsifiers(ctx: Any) -> Found:
+async def due_falsifiers(ctx: WakeContext) -> Found:
     """Retractions whose falsifier matured and is unchecked, each with what its probe found now."""
     conf = ctx.config.retractions
     async with ctx.stores.pg_conn() as conn:
         rows, total = await retractions.due(conn, ctx.agent_id, ctx.now, conf.due_shown)
     if not rows:
         return Found(text="No falsifier is due.", rows=0)
-    inst = tools.instrument(ctx.config)
+    inst = tools.instrument(ctx.settings)
     found: dict[uuid.UUID, probe.ProbeResult] = {}
     for row in rows:
         spec = tools.spec_of(row)
@@ -64,7 +62,7 @@ async def due_falsifiers(ctx: Any) -> Found:
     return Found(text=render_due(rows, total, found, ctx.timezone), rows=total)
 
 
-def _local_date(value: dt.datetime, zone: str) -> str:
+def local_date(value: dt.datetime, zone: str) -> str:
     return f"{value.astimezone(zoneinfo.ZoneInfo(zone)):%Y-%m-%d}"
 
 
@@ -77,8 +75,8 @@ def render_due(rows: list[dict[str, Any]], total: int, found: dict[uuid.UUID, pr
     ]
     for row in rows:
         lines += [
-            f"- {row['id']} ({row['row_class']}, caught by {row['caught_by']}), corrected {_local_date(row['corrected_at'], zone)}, "
-            f"due since {_local_date(row['matures_at'], zone)}",
+            f"- {row['id']} ({row['row_class']}, caught by {row['caught_by']}), corrected {local_date(row['corrected_at'], zone)}, "
+            f"due since {local_date(row['matures_at'], zone)}",
             f"  retracted: {row['claim_verbatim']}",
             f"  it stood on: {row['stood_on']}",
             f"  why wrong: {row['why_wrong']}",
@@ -99,69 +97,20 @@ def render_due(rows: list[dict[str, Any]], total: int, found: dict[uuid.UUID, pr
 
 
 @contextlib.asynccontextmanager
-async def _unfenced(stores: Any) -> AsyncIterator[Any]:
+async def _unfenced(stores: Stores) -> AsyncIterator[asyncpg.Connection]:
     """The operator's own writes from the CLI hold no lease: a plain transaction."""
     async with stores.pg_conn() as conn, conn.transaction():
         yield conn
 
 
-def writer(stores: Any) -> tools.Writer:
+def writer(stores: Stores) -> tools.Writer:
     return lambda: _unfenced(stores)
 
 
-async def resolve_retraction(conn: Any, text: str, agent_id: str | None = None) -> uuid.UUID:
+async def resolve_retraction(conn: asyncpg.Connection, text: str, agent_id: str | None = None) -> uuid.UUID:
     row_id = await retractions.resolve_id(conn, text, agent_id)
     if row_id is None:
         raise NotFound(f"no retraction matches {text!r} (give a full id or a unique prefix)")
     return row_id
 
 
-def format_listing(rows: list[dict[str, Any]], total: int, zone: str = "UTC") -> str:
-    if not rows:
-        return f"no retractions (0 of {total})"
-    out = []
-    for r in rows:
-        spec = tools.spec_of(r)
-        checked_text = f" on {_local_date(r['falsifier_checked_at'], zone)}: {r['falsifier_outcome']}" if r["falsifier_checked_at"] else ""
-        out += [
-            f"{r['id']}  {r['agent_id']}  corrected {_local_date(r['corrected_at'], zone)}  matures {_local_date(r['matures_at'], zone)}"
-            f"  {r['verdict']}{checked_text}  [{r['row_class']}, caught by {r['caught_by']}]",
-            f"  retracted: {r['claim_verbatim']}",
-            f"  stood on:  {r['stood_on']}",
-            f"  why wrong: {r['why_wrong']}",
-            f"  held now:  {r['corrected_claim']}",
-            f"  test:      {r['test_procedure']}",
-            f"  stands if: {r['expected_retraction_pass_obs']}",
-            f"  restored if: {r['overturn_retraction_condition']}",
-        ]
-        if spec is not None:
-            out.append(f"  probe:     {spec.describe()}")
-    out.append(f"{len(rows)} of {total} shown")
-    return "\n".join(out)
-
-
-def format_result(result: probe.ProbeResult) -> str:
-    return f"{result.verdict}  {result.spec.describe()}\n{probe.note(result)}\nresolved: {result.resolved_path or '-'}"
-
-
-def format_self_test(test: probe.SelfTest) -> str:
-    lines = [f"{'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: expected {c['expect']}, got {c['got']}" for c in test.controls]
-    lines.append("instrument passed its dual-needle controls" if test.passed
-                 else "instrument FAILED its dual-needle controls: its verdicts are not trusted")
-    return "\n".join(lines)
-
-
-def format_records(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "no probe records"
-    out = []
-    for r in rows:
-        what = f"{r['target']} {'does not contain' if r['negate'] else 'contains'} {r['needle']!r}" if r["mode"] == "contains" else f"{r['target']} {r['mode']}"
-        cause = f" — {r['evidence'].get('cause')}" if r["evidence"].get("cause") else ""
-        links = "".join(f"  {k} {str(r[k])[:8]}" for k in ("wake_id", "retraction_id") if r[k])
-        said = f"  (assertion: {r['assertion']})" if r["assertion"] else ""
-        failed = sum(1 for c in r["controls"] if not c.get("ok"))
-        out.append(f"{r['checked_at']:%Y-%m-%d %H:%M:%S}  {r['agent_id']}  {r['verdict']:<16} {what}{cause}  "
-                   f"[instrument {r['instrument_state']}, {len(r['controls'])} controls, {failed} failed; {r['resolved_path'] or '-'}]"
-                   f"{links}{said}  {str(r['id'])[:8]}")
-    return "\n".join(out)

@@ -1,7 +1,7 @@
 """The graph arrival block (stable cache tier): the entities around the agent's recent facts,
 open commitments and last actions, one hop out, bounded by a node cap and a character cap.
 
-Typed states (DESIGN "Typed retrieval state"): `disabled` when Neo4j is not configured, `empty`
+Typed states (docs/design.md, "Typed retrieval state"): `disabled` when Neo4j is not configured, `empty`
 when the graph answered and holds no anchor, `failed` ("could not check: <reason>") when it did
 not answer. The caps are `neo4j.block_max_nodes` and `neo4j.block_max_chars`; the totals shown
 come from COUNT queries, so "12 of 30" is exact.
@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
-from typing import Any
 
 from ledgers import graph
-from wake import stores
-from wake.arrival.engine import Disabled, Found
-from wake.errors import StoreUnavailable
+from wake.arrival.engine import Found
+from wake.context import WakeContext
+from wake.errors import Disabled
 
 HEADER = "Your graph, one hop around recent facts, open commitments and last actions"
 EMPTY = "No entity in your graph is linked to a recent fact, an open commitment or a last action."
@@ -40,6 +39,23 @@ def _edge_line(e: graph.Edge) -> str:
     return f"  {arrow} {_entity(e.name, e.kind)}"
 
 
+def _edges_once(v: graph.View) -> dict[str, list[graph.Edge]]:
+    """Each anchor's links, a link between two anchors kept once, under the newer anchor."""
+    edges_by_anchor: dict[str, list[graph.Edge]] = {}
+    for e in v.edges:
+        edges_by_anchor.setdefault(e.anchor, []).append(e)
+    seen: set[tuple[str, str, str]] = set()
+    for a in v.anchors:
+        unique = []
+        for e in edges_by_anchor.get(a.name, []):
+            key = (e.anchor, e.rel, e.name) if e.outgoing else (e.name, e.rel, e.anchor)
+            if key not in seen:
+                seen.add(key)
+                unique.append(e)
+        edges_by_anchor[a.name] = unique
+    return edges_by_anchor
+
+
 def render(v: graph.View, *, max_nodes: int, max_chars: int, timezone: str) -> tuple[str, int]:
     """The block text and the number of entities it shows.
 
@@ -54,18 +70,7 @@ def render(v: graph.View, *, max_nodes: int, max_chars: int, timezone: str) -> t
     budget = max_chars - header_room - FOOTER_ROOM
     used = 0
     cap_hit: str | None = None
-    edges_by_anchor: dict[str, list[graph.Edge]] = {}
-    for e in v.edges:
-        edges_by_anchor.setdefault(e.anchor, []).append(e)
-    seen: set[tuple[str, str, str]] = set()
-    for a in v.anchors:  # a link between two anchors is shown once, under the newer anchor
-        unique = []
-        for e in edges_by_anchor.get(a.name, []):
-            key = (e.anchor, e.rel, e.name) if e.outgoing else (e.name, e.rel, e.anchor)
-            if key not in seen:
-                seen.add(key)
-                unique.append(e)
-        edges_by_anchor[a.name] = unique
+    edges_by_anchor = _edges_once(v)
     for a in v.anchors:
         candidates = [(_anchor_line(a, zone), a.name)] + [(_edge_line(e), e.name) for e in edges_by_anchor.get(a.name, [])]
         for line, node in candidates:
@@ -91,9 +96,9 @@ def render(v: graph.View, *, max_nodes: int, max_chars: int, timezone: str) -> t
     return "\n".join([header, *lines]), len(shown)
 
 
-async def block(ctx: Any) -> Found:
+async def block(ctx: WakeContext) -> Found:
     """The `graph` arrival source."""
-    g = graph.of(ctx.stores)
+    g = ctx.graph
     if g is None:
         raise Disabled("neo4j is not configured (set NEO4J_URI or neo4j.uri)")
     conf = ctx.config.neo4j
@@ -103,28 +108,3 @@ async def block(ctx: Any) -> Found:
         return Found(text=EMPTY, rows=0)
     text, shown = render(v, max_nodes=conf.block_max_nodes, max_chars=conf.block_max_chars, timezone=ctx.timezone)
     return Found(text=text, rows=shown)
-
-
-async def migrate(config: Any, *, status_only: bool = False) -> str | None:
-    """`wake migrate` for the graph: ensure the constraints and indexes (or, with `status_only`,
-    report which are missing). None when Neo4j is not configured; StoreUnavailable when it is
-    configured and unreachable."""
-    if not config.neo4j.uri:
-        return None
-    driver = await stores.open_neo4j(config)
-    try:
-        g = graph.on(driver, config.neo4j, stores.address(config.neo4j.uri))
-        where = f"neo4j {g.address} database {g.database}"
-        names = graph.schema_object_names()
-        try:
-            if status_only:
-                missing = await graph.schema_missing(g)
-                state = f"missing {', '.join(missing)}: run `wake migrate`" if missing else "all present"
-                return f"graph schema on {where}: {len(names) - len(missing)} of {len(names)} constraints and indexes ({state})"
-            created = await graph.ensure_schema(g)
-        except graph.GraphUnavailable as exc:
-            raise StoreUnavailable("neo4j", g.address, exc.reason) from exc
-        done = f"created {', '.join(created)}" if created else "nothing to create"
-        return f"graph schema on {where}: {len(names)} constraints and indexes ensured ({done})"
-    finally:
-        await driver.close()

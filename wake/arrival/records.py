@@ -5,10 +5,10 @@ the daybook. Each renders what it read; an empty ledger says so; a store error f
 from __future__ import annotations
 
 import zoneinfo
-from typing import Any
 
 from ledgers import daybook, facts, summaries
 from wake.arrival.engine import Found, clip
+from wake.context import WakeContext
 
 FACTS_SHOWN = 12
 CHAIN_DEPTH = 3
@@ -16,7 +16,7 @@ DAYBOOK_SHOWN = 3
 DAYBOOK_CHARS = 400
 
 
-async def provenance_facts(ctx: Any) -> Found:
+async def provenance_facts(ctx: WakeContext) -> Found:
     """Active facts with passports and their supersession chains; unverified ones stay out."""
     async with ctx.stores.pg_conn() as conn:
         rows, total, unverified = await facts.for_arrival(conn, ctx.agent_id, ctx.timezone, limit=FACTS_SHOWN, chain_depth=CHAIN_DEPTH)
@@ -31,7 +31,7 @@ async def provenance_facts(ctx: Any) -> Found:
     return Found(text="\n".join([head, *(facts.render_line(r) for r in rows)]) + held_back, rows=total)
 
 
-async def living_summaries(ctx: Any) -> Found:
+async def living_summaries(ctx: WakeContext) -> Found:
     """Each aspect's current text, and what its last fold merged (the trail's reader)."""
     async with ctx.stores.pg_conn() as conn:
         rows = await summaries.current(conn, ctx.agent_id)
@@ -51,7 +51,7 @@ async def living_summaries(ctx: Any) -> Found:
     return Found(text="\n\n".join(parts), rows=len(rows))
 
 
-async def recent_daybook(ctx: Any) -> Found:
+async def recent_daybook(ctx: WakeContext) -> Found:
     async with ctx.stores.pg_conn() as conn:
         rows, total = await daybook.recent(conn, ctx.agent_id, limit=DAYBOOK_SHOWN)
     if not rows:

@@ -1,4 +1,4 @@
-"""The settled-facts arrival block: "[Settled Facts & Recent Ground Truth]" (seed 000, 4.3).
+"""The settled-facts arrival block: "[Settled Facts & Recent Ground Truth]" (docs/design.md, "Arrival blocks").
 
 At most 8 lines, one join in one place, delivered before the first token:
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
-from typing import Any
 
 import asyncpg
 
@@ -25,13 +24,15 @@ from ledgers import actions, commitments, retractions, settled
 from wake import logs
 from wake.arrival import sql as sql_sources
 from wake.arrival.engine import Found, clip
+from wake.context import WakeContext
+from wake.errors import SqlSourceError
 
 HEADER = "[Settled Facts & Recent Ground Truth]"
 MAX_LINES = 8
 SHOWN = 3
 ACTIONS_WINDOW = dt.timedelta(hours=48)
 
-async def _state(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
+async def _state(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
     name = ctx.config.agents[ctx.agent_id].settled_state_source
     if name is not None:
         conf = ctx.config.sql_sources[name]
@@ -45,7 +46,7 @@ async def _state(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
     return f"Settled state: {row['state_on']} {row['subject']}: {clip(row['state'], 90)}", 1
 
 
-async def _commitments(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
+async def _commitments(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
     rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=SHOWN)
     if not rows:
         return "Open commitments: none", 0
@@ -53,7 +54,7 @@ async def _commitments(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
     return f"Open commitments ({len(rows)} of {total}, newest first): {items}", total
 
 
-async def _retractions(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
+async def _retractions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
     rows, total = await retractions.newest(conn, ctx.agent_id, SHOWN, ctx.timezone)
     if not rows:
         return "Retractions: none", 0
@@ -63,7 +64,7 @@ async def _retractions(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
     return f"Retractions ({len(rows)} of {total}, newest first): {items}", total
 
 
-async def _actions(ctx: Any, conn: asyncpg.Connection) -> tuple[str, int]:
+async def _actions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
     rows, total = await actions.since(conn, ctx.agent_id, ctx.now - ACTIONS_WINDOW, limit=SHOWN)
     if not rows:
         return "Confirmed actions, last 48 h: none", 0
@@ -76,13 +77,13 @@ PARTS = (("Settled state", _state), ("Open commitments", _commitments), ("Retrac
 log = logs.get("wake.settled")
 
 
-async def settled_facts(ctx: Any) -> Found:
+async def settled_facts(ctx: WakeContext) -> Found:
     lines, rows = [HEADER], 0
     async with ctx.stores.pg_conn() as conn:
         for label, part in PARTS:
             try:
                 line, found = await part(ctx, conn)
-            except (asyncpg.PostgresError, sql_sources.SqlSourceError) as exc:
+            except (asyncpg.PostgresError, SqlSourceError) as exc:
                 # One unreadable part is reported on its line; the block's other lines still hold.
                 reason = logs.redact_text(f"{type(exc).__name__}: {exc}")
                 line, found = f"{label}: could not check: {reason}", 0

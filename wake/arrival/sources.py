@@ -6,21 +6,21 @@ Later ledgers add their sources here through the same interface (`arrival.Source
 from __future__ import annotations
 
 import zoneinfo
-from typing import Any
 
 from ledgers import introspection
-from wake.witness import diff
 from wake.arrival import falsifiers as epistemic
-from wake.arrival import graph
+from wake.arrival import graph, settled
 from wake.arrival import records as recall
-from wake.arrival import settled
 from wake.arrival import sql as sql_sources
 from wake.arrival.engine import CacheTier, Found, Source
+from wake.config import Config
+from wake.context import WakeContext
+from wake.witness import diff
 
 RECENT_WAKES = 5
 
 
-async def identity(ctx: Any) -> Found:
+async def identity(ctx: WakeContext) -> Found:
     paths = ctx.config.persona_paths(ctx.agent_id)
     if not paths:
         return Found(text="No persona files are configured for this agent.", rows=0)
@@ -28,7 +28,7 @@ async def identity(ctx: Any) -> Found:
     return Found(text="\n\n".join(texts), rows=len(texts))
 
 
-async def clock(ctx: Any) -> Found:
+async def clock(ctx: WakeContext) -> Found:
     local = ctx.now.astimezone(zoneinfo.ZoneInfo(ctx.timezone))
     slot = f", slot {ctx.scheduled_for.astimezone(zoneinfo.ZoneInfo(ctx.timezone)):%Y-%m-%d %H:%M}" if ctx.scheduled_for else ""
     text = (
@@ -38,7 +38,7 @@ async def clock(ctx: Any) -> Found:
     return Found(text=text, rows=1)
 
 
-async def recent_wakes(ctx: Any) -> Found:
+async def recent_wakes(ctx: WakeContext) -> Found:
     async with ctx.stores.pg_conn() as conn:
         rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=RECENT_WAKES)
     if not rows:
@@ -52,7 +52,7 @@ async def recent_wakes(ctx: Any) -> Found:
     return Found(text=f"Your last {len(rows)} wakes, newest first:\n" + "\n".join(lines), rows=len(rows))
 
 
-async def binding_diff(ctx: Any) -> Found:
+async def binding_diff(ctx: WakeContext) -> Found:
     return Found(text=diff.render(ctx.diff["agent"], ctx.diff["tier"], ctx.tier, ctx.timezone, ctx.now), rows=0 if ctx.diff["agent"]["first"] else 1)
 
 
@@ -75,7 +75,7 @@ BUILTIN: dict[str, Source] = {
 }
 
 
-def resolve(config: Any, name: str) -> Source:
+def resolve(config: Config, name: str) -> Source:
     """A built-in source, else the operator's `[sql_sources.<name>]` (config validation has
     already refused any other name)."""
     if name in BUILTIN:

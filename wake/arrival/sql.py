@@ -16,17 +16,15 @@ import asyncpg
 from ledgers import queries
 from wake.arrival.engine import CacheTier, Found, Source
 from wake.config import SqlSourceConfig
+from wake.context import WakeContext
+from wake.errors import SqlSourceError
 
 # The operator's SQL runs as a CTE, so a data-modifying statement reaches the READ ONLY check
 # (and fails there with a clear message) instead of failing as a syntax error.
 _WRAPPED = "WITH operator_source AS (\n{sql}\n) SELECT q.*, count(*) OVER () AS wake_total FROM operator_source q LIMIT ${limit}"
 
 
-class SqlSourceError(Exception):
-    """An operator SQL source failed; the message names the source and the cause."""
-
-
-def param_value(name: str, ctx: Any) -> Any:
+def param_value(name: str, ctx: WakeContext) -> Any:
     if name == "agent_id":
         return ctx.agent_id
     if name == "tier":
@@ -44,7 +42,7 @@ def param_value(name: str, ctx: Any) -> Any:
     raise SqlSourceError(f"unknown parameter {name!r}")
 
 
-async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx: Any) -> tuple[list[dict[str, Any]], int]:
+async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx: WakeContext) -> tuple[list[dict[str, Any]], int]:
     """Run the source READ ONLY under its timeout: up to `max_rows` rows and the exact total."""
     args = [param_value(p, ctx) for p in conf.params]
     sql = _WRAPPED.format(sql=conf.sql.strip().rstrip(";"), limit=len(args) + 1)
@@ -84,7 +82,7 @@ def render(name: str, conf: SqlSourceConfig, rows: list[dict[str, Any]], total: 
 
 
 def source(name: str, conf: SqlSourceConfig) -> Source:
-    async def run(ctx: Any) -> Found:
+    async def run(ctx: WakeContext) -> Found:
         async with ctx.stores.pg_conn() as conn:
             rows, total = await fetch(conn, name, conf, ctx)
         return Found(text=render(name, conf, rows, total), rows=total)

@@ -8,7 +8,9 @@ import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
+
+import asyncpg
 
 from ledgers import graph, schema
 from wake import stores
@@ -50,13 +52,13 @@ async def _postgres(config: Config) -> list[Check]:
             server = await conn.fetchval("SHOW server_version")
             kind = "embedded" if embedded else "external"
             checks = [Check(check="postgres", status="ok", detail=f"{kind} {stores.address(dsn)} (PostgreSQL {server})", latency_ms=latency)]
-            checks.append(await _schema(conn))
+            checks.append(await _schema(cast(asyncpg.Connection, conn)))
     finally:
         await pool.close()
     return checks
 
 
-async def _schema(conn: Any) -> Check:
+async def _schema(conn: asyncpg.Connection) -> Check:
     try:
         states = await schema.status(conn)
     except schema.SchemaMismatch as exc:
@@ -93,7 +95,7 @@ async def _neo4j(config: Config) -> list[Check]:
     except StoreUnavailable as exc:
         return [Check(check="neo4j", status="fail", detail=str(exc))]
     where = stores.address(config.neo4j.uri)
-    g = graph.on(driver, config.neo4j, where)
+    g = graph.on(driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=where)
     try:
         async def probe() -> None:
             await driver.execute_query("RETURN 1", database_=config.neo4j.database)
@@ -144,8 +146,3 @@ def as_json(checks: list[Check]) -> list[dict[str, Any]]:
     return [asdict(c) for c in checks]
 
 
-def as_table(checks: list[Check]) -> str:
-    rows = [("CHECK", "STATUS", "LATENCY", "DETAIL")]
-    rows += [(c.check, c.status, f"{c.latency_ms:.2f} ms" if c.latency_ms is not None else "-", c.detail) for c in checks]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    return "\n".join(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows)

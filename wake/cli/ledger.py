@@ -1,6 +1,6 @@
 """Commands over the epistemic ledgers: `wake demo seed`, `wake facts`, `wake tell` (docs/facts.md).
 
-Registered on the main group by `wake.cli`; they reuse its helpers at call time.
+Registered on the group by `wake.cli.main`.
 """
 
 from __future__ import annotations
@@ -10,18 +10,8 @@ from typing import Any
 import click
 
 from ledgers import contact, facts
-from surfaces import epistemic as epistemic_tools
 from wake import clock
-from wake.cli import demo
-from wake.cli import render as report
-from wake.run import session
-from wake import stores
-
-
-def _cli() -> Any:
-    from wake.cli import main as cli
-
-    return cli
+from wake.cli import app, demo, render
 
 
 @click.group("demo")
@@ -32,22 +22,19 @@ def demo_group() -> None:
 @demo_group.command("seed")
 @click.option("--agent", "agent_id", default="demo", show_default=True, help="Agent id ([agents.<id>] in the config).")
 @click.pass_obj
-def demo_seed_cmd(obj: Any, agent_id: str) -> None:
+def demo_seed_cmd(obj: app.Context, agent_id: str) -> None:
     """Fill the agent's ledgers with demo data (facts of both origins, one unattested and one
     superseded; six open commitments; actions; living summaries; daybook). Running it again adds
     nothing."""
-    base = _cli()
     config = obj.config
-    agent = base._default_agent(config, agent_id)
-    probe_root = epistemic_tools.probe_roots(config)[0]  # the demo probe target is relative to the first root
+    agent = app.default_agent(config, agent_id)
+    probe_root = config.probe_roots()[0]  # the demo probe target is relative to the first root
 
     async def body() -> dict[str, int]:
-        async with stores.connected(config, neo4j=False) as st:
-            await session.prepare_schema(st)
-            async with st.pg_conn() as conn:
+        async with app.ledger_conn(config) as conn:
                 return await demo.seed(conn, agent, config.agents[agent].timezone, clock.now(), probe_root)
 
-    added = base._run(body)
+    added = app.run_async(body)
     if added:
         click.echo(f"seeded agent {agent}: " + ", ".join(f"{k} {v}" for k, v in added.items()))
     else:
@@ -60,19 +47,18 @@ def demo_seed_cmd(obj: Any, agent_id: str) -> None:
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def facts_cmd(obj: Any, agent_id: str | None, include_all: bool, limit: int, as_json: bool) -> None:
+def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: int, as_json: bool) -> None:
     """The agent's facts with their whole passports, newest first (active and superseded; --all for every status)."""
-    base = _cli()
     config = obj.config
-    agent = base._default_agent(config, agent_id)
+    agent = app.default_agent(config, agent_id)
 
     async def body() -> tuple[list[dict[str, Any]], int]:
-        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
+        async with app.ledger_conn(config) as conn:
             return await facts.listing(conn, agent, include_all=include_all, limit=limit)
 
-    rows, total = base._run(body)
+    rows, total = app.run_async(body)
     if as_json:
-        click.echo(report.to_json({"total": total, "facts": rows}))
+        click.echo(render.to_json({"total": total, "facts": rows}))
         return
     for r in rows:
         refs = ", ".join(
@@ -92,22 +78,19 @@ def facts_cmd(obj: Any, agent_id: str | None, include_all: bool, limit: int, as_
 @click.option("--author", default="operator", show_default=True, help="Who is speaking.")
 @click.option("--channel", default="cli", show_default=True, help="Where it came in.")
 @click.pass_obj
-def tell_cmd(obj: Any, message: str, agent_id: str | None, author: str, channel: str) -> None:
+def tell_cmd(obj: app.Context, message: str, agent_id: str | None, author: str, channel: str) -> None:
     """Record a message from a human to the agent, verbatim (human_contact). Prints its id: a
     `saw` fact cites it as source_ref and is attested against its text."""
-    base = _cli()
     config = obj.config
-    agent = base._default_agent(config, agent_id)
+    agent = app.default_agent(config, agent_id)
     if not message.strip():
         raise click.UsageError("the message is empty")
 
     async def body() -> Any:
-        async with stores.connected(config, neo4j=False) as st:
-            await session.prepare_schema(st)
-            async with st.pg_conn() as conn:
+        async with app.ledger_conn(config) as conn:
                 return await contact.record(conn, agent_id=agent, author=author, channel=channel, body=message, received_at=clock.now())
 
-    click.echo(str(base._run(body)))
+    click.echo(str(app.run_async(body)))
 
 
 def register(group: click.Group) -> None:

@@ -1,119 +1,58 @@
-"""The `wake` command line. Every command has `--help`; expected failures print one line, no traceback.
-
-Exit statuses follow sysexits: 78 bad config, 69 a store unreachable, 65 schema mismatch,
-70 a malformed tool declaration, 1 anything else expected, 2 usage.
-"""
+"""The `wake` commands over the wake ledger, the epistemic ledgers and the daemon. The group and
+the helpers every command shares are in `wake.cli.app`; the ledger commands in `wake.cli.ledger`."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from ledgers import introspection, retractions, schema
 from ledgers import probes as probes_ledger
+from ledgers.vocab import Tier
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
-from wake import __version__, clock, logs
-from wake.run import cycle
-from wake.witness import diff
-from wake.cli import doctor
+from wake import clock, logs
 from wake.arrival import falsifiers as epistemic
-from wake.arrival import graph
-from wake.witness import manifest
-from wake.cli import remote as operator
-from wake.cli import render as report
-from wake.run import session
-from wake import stores
-from wake.config import Config, load_config
-from wake.errors import NotFound, SchemaError, WakeError
-
-T = TypeVar("T")
-
-
-def _fail(exc: WakeError) -> None:
-    click.echo(f"wake: {exc}", err=True)
-    sys.exit(exc.exit_code)
-
-
-def _run(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    """Run an async command body; expected errors become one line and their exit status."""
-    try:
-        return asyncio.run(_translate(coro_fn))
-    except WakeError as exc:
-        _fail(exc)
-        raise  # unreachable
-
-
-async def _translate(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    try:
-        return await coro_fn()
-    except schema.SchemaMismatch as exc:
-        raise SchemaError(str(exc)) from exc
-
-
-class _Context:
-    def __init__(self, config_path: str | None) -> None:
-        self.config_path = config_path
-        self._config: Config | None = None
-
-    @property
-    def config(self) -> Config:
-        if self._config is None:
-            try:
-                self._config = load_config(self.config_path)
-            except WakeError as exc:
-                _fail(exc)
-            assert self._config is not None
-            logs.configure(self._config.log.format, self._config.log.level, stream=sys.stderr)
-        return self._config
-
-
-pass_ctx = click.make_pass_decorator(_Context)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    envvar="WAKE_CONFIG",
-    help="Config file. Else $WAKE_CONFIG, ./wake.toml, ~/.config/wake/wake.toml, /etc/wake/wake.toml, "
-    "then the embedded default. Overrides: WAKE_<SECTION>__<KEY>, DATABASE_URL, PG*, REDIS_URL, NEO4J_URI.",
+from wake.cli import doctor, ledger, migrate, remote, render
+from wake.cli.app import (
+    Context,
+    agent_option,
+    agent_with_tier,
+    cli,
+    default_agent,
+    fail,
+    ledger_conn,
+    ledger_stores,
+    pass_ctx,
+    resolve_wake,
+    run_async,
 )
-@click.version_option(__version__, prog_name="wake")
-@click.pass_context
-def cli(ctx: click.Context, config_path: str | None) -> None:
-    """Wake long-lived LLM agents on a schedule, with a witness record of every wake.
+from wake.context import WakeRequest
+from wake.errors import NotFound, WakeError
+from wake.run import claim, cycle, session
+from wake.witness import diff, manifest
 
-    Logs of one-shot commands go to stderr (JSON when stderr is not a terminal; force with
-    WAKE_LOG_FORMAT=json|console); command output goes to stdout.
-    """
-    import os
-
-    logs.configure(os.environ.get("WAKE_LOG_FORMAT", "auto"), os.environ.get("WAKE_LOG_LEVEL", "info").lower(), stream=sys.stderr)
-    ctx.obj = _Context(config_path)
+ledger.register(cli)
 
 
 @cli.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @pass_ctx
-def doctor_cmd(ctx: _Context, as_json: bool) -> None:
+def doctor_cmd(ctx: Context, as_json: bool) -> None:
     """Check the config, each store's reachability and latency, the schema and the versions.
 
     Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured) fails.
     """
     config = ctx.config
-    checks = _run(lambda: doctor.run(config))
+    checks = run_async(lambda: doctor.run(config))
     if as_json:
         click.echo(json.dumps({"healthy": doctor.healthy(checks), "checks": doctor.as_json(checks)}, indent=2))
     else:
-        click.echo(doctor.as_table(checks))
+        click.echo(render.checks(checks))
     sys.exit(0 if doctor.healthy(checks) else 1)
 
 
@@ -121,19 +60,19 @@ def doctor_cmd(ctx: _Context, as_json: bool) -> None:
 @click.option("--status", "show_status", is_flag=True, help="List the migrations and whether each is applied.")
 @click.option("--json", "as_json", is_flag=True, help="With --status: print JSON.")
 @pass_ctx
-def migrate_cmd(ctx: _Context, show_status: bool, as_json: bool) -> None:
+def migrate_cmd(ctx: Context, show_status: bool, as_json: bool) -> None:
     """Apply pending database migrations (safe to run concurrently), and, when Neo4j is
     configured, create the graph's missing constraints and indexes (idempotent)."""
     config = ctx.config
 
     async def body() -> Any:
-        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
+        async with ledger_conn(config) as conn:
             if show_status:
                 return await schema.status(conn)
             return await schema.migrate(conn)
 
-    result = _run(body)
-    graph_line = _run(lambda: graph.migrate(config, status_only=show_status)) if not (show_status and as_json) else None
+    result = run_async(body)
+    graph_line = run_async(lambda: migrate.graph_schema(config, status_only=show_status)) if not (show_status and as_json) else None
     if show_status:
         if as_json:
             click.echo(json.dumps([
@@ -159,127 +98,99 @@ def main() -> None:
     cli(prog_name="wake")
 
 
-def _agent_option(required: bool = False) -> Callable[[Any], Any]:
-    return click.option("--agent", "agent_id", required=required, help="Agent id ([agents.<id>] in the config).")
-
-
-def _default_agent(config: Config, agent_id: str | None) -> str:
-    if agent_id:
-        if agent_id not in config.agents:
-            raise click.UsageError(f"no agent {agent_id!r}; configured: {', '.join(config.agents)}")
-        return agent_id
-    if len(config.agents) == 1:
-        return next(iter(config.agents))
-    raise click.UsageError(f"several agents are configured; name one with --agent ({', '.join(config.agents)})")
-
-
-def _agent_with_tier(config: Config, agent_id: str | None, tier: str) -> str:
-    agent = _default_agent(config, agent_id)
-    if tier not in config.agents[agent].tiers:
-        raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
-    return agent
-
-
 @cli.command("up")
-@_agent_option()
+@agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
 @click.option("--dry-run", is_flag=True, help="Print the arrival prompt, the manifest and the diff; record nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @pass_ctx
-def up_cmd(ctx: _Context, agent_id: str | None, tier: str, dry_run: bool, as_json: bool) -> None:
+def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json: bool) -> None:
     """Run one wake now, in this process (trigger `manual`), and print what it saw and held."""
     config = ctx.config
-    agent = _agent_with_tier(config, agent_id, tier)
+    agent = agent_with_tier(config, agent_id, tier)
 
-    from wake.run import claim as leased
+    request = WakeRequest(agent_id=agent, tier=Tier(tier))
 
     async def body() -> Any:
         async with session.open_session(config) as s:
             if dry_run:  # records nothing, so it needs no lease
-                return await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=agent, tier=tier, dry_run=True, models=s.models)
-            return await leased.run_manual(config, s.stores, s.registry, agent, tier, models=s.models)
+                return await cycle.run_wake(s, request, dry_run=True)
+            return await claim.run(s, request, owner=claim.owner())
 
-    o = _run(body)
+    o = run_async(body)
     if as_json:
-        click.echo(report.to_json({
+        click.echo(render.to_json({
             "wake_id": o.wake_id, "agent": o.agent_id, "tier": o.tier, "status": o.status, "note": o.note, "error": o.error,
             "manifest": o.manifest.as_dict() if o.manifest else None, "tools": [t.name for t in o.binding],
             "blocks": [{"name": b.name, **b.state(o.manifest.blocks[b.name] if o.manifest else "")} for b in o.blocks],
-            "diff": o.diff, "recorded": o.recorded, **({"prompt": o.prompt} if dry_run else {}), **report.thinking_json(o),
+            "diff": o.diff, "recorded": o.recorded, **({"prompt": o.prompt} if dry_run else {}), **render.thinking_json(o),
         }))
     elif dry_run:
         click.echo("=== arrival prompt ===")
         click.echo(o.prompt)
         click.echo("\n=== manifest ===")
-        click.echo(report.to_json(o.manifest.as_dict() if o.manifest else None))
+        click.echo(render.to_json(o.manifest.as_dict() if o.manifest else None))
         click.echo("\n=== diff ===")
-        click.echo(report.to_json(o.diff))
+        click.echo(render.to_json(o.diff))
     else:
-        click.echo(report.outcome(o))
+        click.echo(render.outcome(o))
     sys.exit(0 if o.status in ("completed", "quiet") else 1)
-
-
-async def _resolve(conn: Any, text: str) -> uuid.UUID:
-    wake_id = await introspection.resolve_id(conn, text)
-    if wake_id is None:
-        raise NotFound(f"no wake matches {text!r} (give a full id or a unique prefix)")
-    return wake_id
 
 
 @cli.command("show")
 @click.argument("wake_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the row as JSON.")
 @pass_ctx
-def show_cmd(ctx: _Context, wake_id: str, as_json: bool) -> None:
+def show_cmd(ctx: Context, wake_id: str, as_json: bool) -> None:
     """Show everything recorded about one wake (an id or a unique prefix)."""
     config = ctx.config
 
     async def body() -> Any:
-        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
-            return await introspection.get(conn, await _resolve(conn, wake_id))
+        async with ledger_conn(config) as conn:
+            return await introspection.get(conn, await resolve_wake(conn, wake_id))
 
-    row = _run(body)
-    click.echo(report.to_json(row) if as_json else report.row(row))
+    row = run_async(body)
+    click.echo(render.to_json(row) if as_json else render.row(row))
 
 
 @cli.command("ledger")
-@_agent_option()
+@agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), help="Only this tier.")
 @click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, started).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def ledger_cmd(ctx: _Context, agent_id: str | None, tier: str | None, status: str | None, limit: int, as_json: bool) -> None:
+def ledger_cmd(ctx: Context, agent_id: str | None, tier: str | None, status: str | None, limit: int, as_json: bool) -> None:
     """A table of recent wakes: time, agent, tier, trigger, status, tools, duration, root prefix."""
     config = ctx.config
 
     async def body() -> Any:
-        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
+        async with ledger_conn(config) as conn:
             return await introspection.recent(conn, agent_id=agent_id, tier=tier, status=status, limit=limit)
 
-    rows = _run(body)
-    click.echo(report.to_json(rows) if as_json else report.ledger(rows))
+    rows = run_async(body)
+    click.echo(render.to_json(rows) if as_json else render.ledger(rows))
 
 
 @cli.command("diff")
 @click.argument("older", required=False)
 @click.argument("newer", required=False)
-@_agent_option()
+@agent_option()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def diff_cmd(ctx: _Context, older: str | None, newer: str | None, agent_id: str | None, as_json: bool) -> None:
+def diff_cmd(ctx: Context, older: str | None, newer: str | None, agent_id: str | None, as_json: bool) -> None:
     """Diff two wakes' tools and blocks. Default: the agent's last two; one id: it against the newest."""
     config = ctx.config
 
     async def body() -> Any:
-        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
-            agent = _default_agent(config, agent_id)
+        async with ledger_conn(config) as conn:
+            agent = default_agent(config, agent_id)
             latest = await introspection.last_two(conn, agent)
             b: uuid.UUID | None
             if older and newer:
-                a, b = await _resolve(conn, older), await _resolve(conn, newer)
+                a, b = await resolve_wake(conn, older), await resolve_wake(conn, newer)
             elif older:
-                a, b = await _resolve(conn, older), (latest[0] if latest else None)
+                a, b = await resolve_wake(conn, older), (latest[0] if latest else None)
             elif len(latest) == 2:
                 b, a = latest
             else:
@@ -288,35 +199,35 @@ def diff_cmd(ctx: _Context, older: str | None, newer: str | None, agent_id: str 
                 raise NotFound(f"agent {agent!r} has no recorded wake")
             return await introspection.get(conn, a), await introspection.get(conn, b)
 
-    old, new = _run(body)
+    old, new = run_async(body)
     result = diff.compare(old, new["tool_hashes"], new["blocks"])
     result["of"] = str(new["wake_id"])
     if as_json:
-        click.echo(report.to_json(result))
+        click.echo(render.to_json(result))
     else:
         click.echo(f"{old['wake_id']} ({old['tier']}) -> {new['wake_id']} ({new['tier']})")
-        click.echo("\n".join(report.diff_lines({"agent": result})).replace("previous agent wake", "older"))
+        click.echo("\n".join(render.diff_lines({"agent": result})).replace("previous agent wake", "older"))
 
 
 @cli.command("verify")
 @click.argument("wake_id")
 @click.option("--live", is_flag=True, help="Also re-run the sources and the binding now and name what differs.")
 @pass_ctx
-def verify_cmd(ctx: _Context, wake_id: str, live: bool) -> None:
+def verify_cmd(ctx: Context, wake_id: str, live: bool) -> None:
     """Recompute a wake's manifest root from its stored parts; exit 1 if it does not match."""
     config = ctx.config
 
     async def body() -> Any:
         async with session.open_session(config) as s:
             async with s.stores.pg_conn() as conn:
-                row = await introspection.get(conn, await _resolve(conn, wake_id))
+                row = await introspection.get(conn, await resolve_wake(conn, wake_id))
             assert row is not None
             now = None
             if live:
-                now = await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id=row["agent_id"], tier=row["tier"], dry_run=True)
+                now = await cycle.run_wake(s, WakeRequest(agent_id=row["agent_id"], tier=Tier(row["tier"])), dry_run=True)
             return row, now
 
-    row, now = _run(body)
+    row, now = run_async(body)
     if row["manifest_root"] is None:
         click.echo(f"wake {row['wake_id']} has no manifest (status {row['status']})")
         sys.exit(1)
@@ -338,48 +249,48 @@ def verify_cmd(ctx: _Context, wake_id: str, live: bool) -> None:
 @cli.command("registry")
 @click.option("--json", "as_json", is_flag=True, help="Print the capability map as JSON.")
 @pass_ctx
-def registry_cmd(ctx: _Context, as_json: bool) -> None:
+def registry_cmd(ctx: Context, as_json: bool) -> None:
     """The capability map: every tool, its surfaces, which tiers bind it, counts, inert declarations."""
     config = ctx.config
     try:
         registry = session.build_registry(config)
     except WakeError as exc:
-        _fail(exc)
+        fail(exc)
     tier_binds = {f"{a}.{t}": list(conf.binds) for a, agent in config.agents.items() for t, conf in agent.tiers.items()}
     cmap = capability.build(registry, tier_binds)
-    click.echo(report.to_json(cmap.as_dict()) if as_json else capability.as_table(cmap))
+    click.echo(render.to_json(cmap.as_dict()) if as_json else render.capability_map(cmap))
 
 
 @cli.command("trigger")
-@_agent_option()
+@agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
 @click.option("--no-wait", is_flag=True, help="Return once the daemon has started the wake.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=600, show_default=True, help="Seconds to wait in all.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @pass_ctx
-def trigger_cmd(ctx: _Context, agent_id: str | None, tier: str, no_wait: bool, timeout_s: float, as_json: bool) -> None:
+def trigger_cmd(ctx: Context, agent_id: str | None, tier: str, no_wait: bool, timeout_s: float, as_json: bool) -> None:
     """Ask the running daemon, through Redis, to run a wake now; print its id and wait for the outcome.
 
     Exits 0 when the wake settles completed or quiet (or, with --no-wait, once it has started),
     1 when it settles otherwise or the daemon refuses, 69 when no daemon is alive, 75 on timeout.
     """
     config = ctx.config
-    agent = _agent_with_tier(config, agent_id, tier)
+    agent = agent_with_tier(config, agent_id, tier)
 
-    def started(result: operator.TriggerResult) -> None:
+    def started(result: remote.TriggerResult) -> None:
         if not as_json:
             click.echo(f"wake {result.wake_id}")
 
     try:
-        result = _run(lambda: operator.trigger(config, agent, tier, wait=not no_wait, timeout_s=timeout_s, on_started=started))
+        result = run_async(lambda: remote.trigger(config, agent, tier, wait=not no_wait, timeout_s=timeout_s, on_started=started))
     except KeyboardInterrupt:
         # trigger() has withdrawn the request if no daemon had taken it yet.
         click.echo("wake: interrupted", err=True)
         sys.exit(130)
     if as_json:
-        click.echo(report.to_json(result.as_dict()))
+        click.echo(render.to_json(result.as_dict()))
     else:
-        lines = operator.trigger_lines(result, timeout_s)
+        lines = render.trigger_lines(result, timeout_s)
         if result.outcome in ("timeout", "refused"):
             click.echo("\n".join(f"wake: {line}" for line in lines), err=True)
         else:
@@ -390,11 +301,11 @@ def trigger_cmd(ctx: _Context, agent_id: str | None, tier: str, no_wait: bool, t
 @cli.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def status_cmd(ctx: _Context, as_json: bool) -> None:
+def status_cmd(ctx: Context, as_json: bool) -> None:
     """Live daemon replicas, the wakes running now, the leases held, the next fire per agent and tier."""
     config = ctx.config
-    result = _run(lambda: operator.status(config))
-    click.echo(report.to_json(result) if as_json else "\n".join(operator.status_lines(result)))
+    result = run_async(lambda: remote.status(config))
+    click.echo(render.to_json(result) if as_json else "\n".join(render.status_lines(result)))
 
 
 # -- retractions and claim probes (logic in wake.epistemic and surfaces.epistemic) -------------
@@ -415,7 +326,7 @@ def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 
 
 @cli.command("retract")
-@_agent_option()
+@agent_option()
 @click.option("--claim-verbatim", required=True, help="The claim as it was made, word for word.")
 @click.option("--stood-on", required=True, help="What the claim rested on.")
 @click.option("--why-wrong", required=True, help="Why it was wrong.")
@@ -433,24 +344,23 @@ def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 @click.option("--probe-negate", is_flag=True, help="With --probe-mode contains: the needle must NOT be there.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stored row as JSON.")
 @pass_ctx
-def retract_cmd(ctx: _Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, as_json: bool, **fields: Any) -> None:
+def retract_cmd(ctx: Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, as_json: bool, **fields: Any) -> None:
     """Record a retraction with its typed falsifier. Identical observations are refused (exit 65)."""
     config = ctx.config
-    agent = _default_agent(config, agent_id)
+    agent = default_agent(config, agent_id)
 
     async def body() -> Any:
         with epistemic.refused_as_invalid():
             new = epistemic_tools.new_retraction(agent, fields, corrected_at or clock.now())
         days = config.retractions.falsifier_maturity_days if maturity_days is None else maturity_days
-        async with stores.connected(config, neo4j=False) as st:
-            await session.prepare_schema(st)
+        async with ledger_stores(config) as st:
             async with epistemic.writer(st)() as conn:
                 with epistemic.refused_as_invalid():
                     return await epistemic_tools.insert_retraction(conn, new, days)
 
-    row = _run(body)
+    row = run_async(body)
     if as_json:
-        click.echo(report.to_json(row))
+        click.echo(render.to_json(row))
     else:
         click.echo(f"retraction {row['id']} recorded; its falsifier is due from {row['matures_at']:%Y-%m-%d %H:%M %Z}")
 
@@ -461,25 +371,23 @@ def retract_cmd(ctx: _Context, /, agent_id: str | None, corrected_at: Any, matur
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: {total, rows}.")
 @pass_ctx
-def retractions_cmd(ctx: _Context, agent_id: str | None, due: bool, limit: int, as_json: bool) -> None:
+def retractions_cmd(ctx: Context, agent_id: str | None, due: bool, limit: int, as_json: bool) -> None:
     """The retraction ledger, newest corrections first, with the exact total."""
     config = ctx.config
     if agent_id:
-        _default_agent(config, agent_id)
+        default_agent(config, agent_id)
 
     async def body() -> Any:
-        async with stores.connected(config, neo4j=False) as st:
-            await session.prepare_schema(st)
-            async with st.pg_conn() as conn:
+        async with ledger_conn(config) as conn:
                 return await retractions.listing(conn, agent_id=agent_id, due_at=clock.now() if due else None, limit=limit)
 
-    rows, total = _run(body)
+    rows, total = run_async(body)
     zone = config.agents[agent_id].timezone if agent_id else "UTC"
-    click.echo(report.to_json({"total": total, "rows": rows}) if as_json else epistemic.format_listing(rows, total, zone))
+    click.echo(render.to_json({"total": total, "rows": rows}) if as_json else render.probe_listing(rows, total, zone))
 
 
 @cli.command("probe")
-@_agent_option()
+@agent_option()
 @click.option("--target", help="A path inside the probe roots (relative to the first root).")
 @click.option("--mode", type=click.Choice(probe.MODES), help="exists, missing or contains.")
 @click.option("--needle", help="With --mode contains: the literal string, searched byte for byte.")
@@ -490,7 +398,7 @@ def retractions_cmd(ctx: _Context, agent_id: str | None, due: bool, limit: int, 
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def probe_cmd(
-    ctx: _Context, agent_id: str | None, target: str | None, mode: str | None, needle: str | None, negate: bool,
+    ctx: Context, agent_id: str | None, target: str | None, mode: str | None, needle: str | None, negate: bool,
     assertion: str | None, retraction_ref: str | None, self_test: bool, as_json: bool,
 ) -> None:
     """Probe a claim about a file, record it, print the verdict and evidence.
@@ -499,35 +407,34 @@ def probe_cmd(
     instrument's dual-needle controls instead (no store is opened).
     """
     config = ctx.config
-    inst = epistemic_tools.instrument(config)
+    inst = epistemic_tools.instrument(config.tool_settings())
     if self_test:
         test = inst.self_test()
-        click.echo(report.to_json({"passed": test.passed, "controls": test.controls}) if as_json else epistemic.format_self_test(test))
+        click.echo(render.to_json({"passed": test.passed, "controls": test.controls}) if as_json else render.probe_self_test(test))
         sys.exit(0 if test.passed else 1)
     if not target or not mode:
         raise click.UsageError("give --target and --mode (or --self-test)")
-    agent = _default_agent(config, agent_id)
+    agent = default_agent(config, agent_id)
     try:
         with epistemic.refused_as_invalid():
             spec = epistemic_tools.make_spec(target, mode, needle, negate, assertion)
     except WakeError as exc:
-        _fail(exc)
+        fail(exc)
 
     async def body() -> Any:
-        async with stores.connected(config, neo4j=False) as st:
-            await session.prepare_schema(st)
+        async with ledger_stores(config) as st:
             rid = None
             if retraction_ref:
                 async with st.pg_conn() as conn:
                     rid = await epistemic.resolve_retraction(conn, retraction_ref, agent)
             return await epistemic_tools.run_probe(spec, inst=inst, write=epistemic.writer(st), agent_id=agent, now=clock.now(), retraction_id=rid)
 
-    result, record_id = _run(body)
+    result, record_id = run_async(body)
     if as_json:
-        click.echo(report.to_json({"record_id": record_id, "verdict": result.verdict, "evidence": result.evidence,
+        click.echo(render.to_json({"record_id": record_id, "verdict": result.verdict, "evidence": result.evidence,
                                    "instrument": result.instrument_state, "resolved_path": result.resolved_path, "controls": result.controls}))
     else:
-        click.echo(epistemic.format_result(result))
+        click.echo(render.probe_result(result))
     sys.exit(0 if result.verdict in ("verified", "verified_missing") else 1)
 
 
@@ -537,29 +444,24 @@ def probe_cmd(
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON (evidence and controls included).")
 @pass_ctx
-def probes_cmd(ctx: _Context, agent_id: str | None, retraction_ref: str | None, limit: int, as_json: bool) -> None:
+def probes_cmd(ctx: Context, agent_id: str | None, retraction_ref: str | None, limit: int, as_json: bool) -> None:
     """Recent claim-probe records, newest first."""
     config = ctx.config
 
     async def body() -> Any:
-        async with stores.connected(config, neo4j=False) as st:
-            await session.prepare_schema(st)
-            async with st.pg_conn() as conn:
+        async with ledger_conn(config) as conn:
                 rid = await epistemic.resolve_retraction(conn, retraction_ref, agent_id) if retraction_ref else None
                 return await probes_ledger.recent(conn, agent_id=agent_id, retraction_id=rid, limit=limit)
 
-    rows = _run(body)
-    click.echo(report.to_json(rows) if as_json else epistemic.format_records(rows))
+    rows = run_async(body)
+    click.echo(render.to_json(rows) if as_json else render.probe_records(rows))
 
 
-from wake.cli import ledger as ledger_cli# noqa: E402 - its commands call the helpers above at run time
-
-ledger_cli.register(cli)
 
 
 @cli.command("daemon")
 @pass_ctx
-def daemon_cmd(ctx: _Context) -> None:
+def daemon_cmd(ctx: Context) -> None:
     """Run the scheduler: every agent's tiers on their schedules, until SIGTERM (docs/daemon.md).
 
     Logs JSON lines to stdout (journald). SIGTERM/SIGINT drain running wakes for `daemon.drain_s`
@@ -570,4 +472,4 @@ def daemon_cmd(ctx: _Context) -> None:
 
     config = ctx.config
     logs.configure(config.log.format, config.log.level, stream=sys.stdout)
-    sys.exit(_run(lambda: daemon.Daemon(config=config).run()))
+    sys.exit(run_async(lambda: daemon.Daemon(config=config).run()))

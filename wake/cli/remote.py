@@ -14,30 +14,16 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from wake import clock
-from wake.daemon import control
-from wake.stores import lease
-from wake import stores
+from ledgers.vocab import GOOD
+from wake import clock, stores
 from wake.config import Config
-from wake.errors import WakeError
+from wake.daemon import control
+from wake.errors import NoDaemon
+from wake.stores import lease
 
 # sysexits: no daemon to ask (EX_UNAVAILABLE), and a wait that ran out (EX_TEMPFAIL).
 EXIT_NO_DAEMON = 69
 EXIT_TIMED_OUT = 75
-# Statuses of a settled wake that count as success for `wake trigger`.
-GOOD_STATUSES = frozenset({"completed", "quiet"})
-
-
-class NoDaemon(WakeError):
-    """No daemon replica has a live heartbeat, so nobody would take a trigger request."""
-
-    exit_code = EXIT_NO_DAEMON
-
-    def __init__(self, redis_address: str) -> None:
-        super().__init__(
-            f"no wake daemon is alive: no replica heartbeat in redis at {redis_address}. "
-            "Start one (`systemctl start wake` or `wake daemon`), or run the wake in this process with `wake up`"
-        )
 
 
 @contextlib.asynccontextmanager
@@ -73,7 +59,7 @@ class TriggerResult:
     @property
     def exit_code(self) -> int:
         if self.outcome == "settled":
-            return 0 if self.status in GOOD_STATUSES else 1
+            return 0 if self.status in GOOD else 1
         if self.outcome == "started":  # --no-wait
             return 0
         if self.outcome == "refused":
@@ -125,24 +111,6 @@ async def trigger(
             if not result.events:
                 result.withdrawn = await control.withdraw(redis, request)
         return result
-
-
-def trigger_lines(result: TriggerResult, timeout_s: float) -> list[str]:
-    """The human-readable end of a trigger (the `wake <id>` line is printed when it starts)."""
-    if result.outcome == "settled":
-        lines = [f"agent {result.agent}  tier {result.tier}  trigger manual  status {result.status}"]
-        lines += [f"note: {result.note}"] if result.note else []
-        lines += [f"error: {result.error}"] if result.error else []
-        return lines
-    if result.outcome == "started":
-        return [f"started; not waiting for the outcome (see `wake show {result.wake_id}`)"]
-    if result.outcome == "refused":
-        return [f"the daemon refused the request: {result.reason}"]
-    if result.wake_id:
-        return [f"timed out after {timeout_s:g}s waiting for wake {result.wake_id} to settle; it is still running (see `wake show {result.wake_id}`)"]
-    if result.withdrawn:
-        return [f"timed out after {timeout_s:g}s: no daemon took the request; it was withdrawn and will not run"]
-    return [f"timed out after {timeout_s:g}s: a daemon took the request but reported no start"]
 
 
 # -- wake status --------------------------------------------------------------------------------
@@ -215,64 +183,3 @@ async def status(config: Config, now: dt.datetime | None = None) -> dict[str, An
     }
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
-    table = [tuple(header), *(tuple("-" if c is None else str(c) for c in row) for row in rows)]
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
-    return [(indent + "  ".join(f"{str(c):<{w}}" for c, w in zip(row, widths, strict=True))).rstrip() for row in table]
-
-
-def _in(now: dt.datetime, at: str) -> str:
-    seconds = (dt.datetime.fromisoformat(at) - now).total_seconds()
-    if seconds < 0:
-        return f"{-seconds:.0f}s ago"
-    if seconds < 120:
-        return f"in {seconds:.0f}s"
-    if seconds < 7200:
-        return f"in {seconds / 60:.0f}m"
-    return f"in {seconds / 3600:.1f}h"
-
-
-def status_lines(s: dict[str, Any]) -> list[str]:
-    now = dt.datetime.fromisoformat(s["at"])
-    lines: list[str] = []
-    if s["replicas"]:
-        lines.append(f"replicas ({len(s['replicas'])} live)")
-        lines += _table(
-            ("REPLICA", "HOST", "PID", "VERSION", "UP SINCE (UTC)", "HEARTBEAT"),
-            [(r["replica_id"], r["host"], r["pid"], r["version"],
-              f"{dt.datetime.fromisoformat(r['started_at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", f"{r['heartbeat_age_s']:g}s ago")
-             for r in s["replicas"]],
-        )
-    else:
-        lines.append(f"no daemon alive (no replica heartbeat in redis at {s['redis']})")
-    lines.append("")
-    lines.append("running wakes" + ("" if s["running"] else ": none"))
-    if s["running"]:
-        lines += _table(
-            ("AGENT", "TIER", "TRIGGER", "WAKE", "STARTED", "FENCE", "REPLICA"),
-            [(w.get("agent"), w.get("tier"), w.get("trigger"), w.get("wake_id"),
-              _in(now, w["started_at"]) if w.get("started_at") else None, w.get("fence"), w["replica_id"])
-             for w in s["running"]],
-        )
-    lines.append("")
-    lines.append("leases")
-    lines += _table(
-        ("AGENT", "HELD", "HOLDER", "TTL LEFT", "FENCE"),
-        [(r["agent"], "yes" if r["held"] else "no", r["holder"], f"{r['ttl_s']:g}s" if r["ttl_s"] is not None else None, r["fence"])
-         for r in s["leases"]],
-    )
-    lines.append("")
-    if s["daemon_alive"]:
-        lines.append("next fires")
-        lines += _table(
-            ("AGENT", "TIER", "AT (UTC)", "WHEN"),
-            [(f["agent"], f["tier"],
-              f"{dt.datetime.fromisoformat(f['at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if f["at"] else "not scheduled",
-              _in(now, f["at"]) if f["at"] else None)
-             for f in s["next_fires"]],
-        )
-    else:
-        lines.append("next fires: unknown (no daemon alive to schedule them)")
-    lines.append("")
-    lines.append(f"trigger requests waiting: {s['pending_requests']}")
-    return lines

@@ -1,4 +1,6 @@
-"""Human-readable renderings of wakes and ledgers for the CLI."""
+"""Everything the CLI prints for a person, and its JSON: wakes, the ledger, diffs, the daemon's
+status and triggers, doctor's checks, the capability map, retractions and probes. One table layout
+(`table`) serves them all."""
 
 from __future__ import annotations
 
@@ -8,6 +10,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from surfaces import capability, probe
+from surfaces import epistemic as epistemic_tools
+from wake.arrival import falsifiers
+from wake.cli import doctor, remote
 from wake.run.cycle import WakeOutcome
 
 
@@ -102,13 +108,177 @@ def row(r: Mapping[str, Any]) -> str:
 
 def ledger(rows: Sequence[Mapping[str, Any]]) -> str:
     header = ("STARTED (UTC)", "AGENT", "TIER", "TRIGGER", "STATUS", "TOOLS", "DURATION", "COST", "ROOT", "WAKE")
-    table = [header]
+    body = []
     for r in rows:
         duration = f"{(r['finished_at'] - r['started_at']).total_seconds() * 1000:.0f} ms" if r["finished_at"] else "running"
-        table.append((
+        body.append((
             f"{r['started_at'].astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", r["agent_id"], r["tier"], r["trigger"], r["status"],
             f"{r['active_tools_count']}/{r['registry_tool_count']}", duration,
             f"${r['cost_usd']:.4f}" if r.get("model") else "-", (r["manifest_root"] or "-")[:12], str(r["wake_id"])[:8],
         ))
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
-    return "\n".join("  ".join(f"{c!s:<{w}}" for c, w in zip(row, widths, strict=True)).rstrip() for row in table)
+    return "\n".join(table(header, body, indent=""))
+
+
+def trigger_lines(result: remote.TriggerResult, timeout_s: float) -> list[str]:
+    """The human-readable end of a trigger (the `wake <id>` line is printed when it starts)."""
+    if result.outcome == "settled":
+        lines = [f"agent {result.agent}  tier {result.tier}  trigger manual  status {result.status}"]
+        lines += [f"note: {result.note}"] if result.note else []
+        lines += [f"error: {result.error}"] if result.error else []
+        return lines
+    if result.outcome == "started":
+        return [f"started; not waiting for the outcome (see `wake show {result.wake_id}`)"]
+    if result.outcome == "refused":
+        return [f"the daemon refused the request: {result.reason}"]
+    if result.wake_id:
+        return [f"timed out after {timeout_s:g}s waiting for wake {result.wake_id} to settle; it is still running (see `wake show {result.wake_id}`)"]
+    if result.withdrawn:
+        return [f"timed out after {timeout_s:g}s: no daemon took the request; it was withdrawn and will not run"]
+    return [f"timed out after {timeout_s:g}s: a daemon took the request but reported no start"]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ", right: frozenset[int] = frozenset()) -> list[str]:
+    """Columns as wide as their widest cell, two spaces apart; None shows as `-`; the columns in
+    `right` are right-aligned. The one table layout of every command."""
+    cells = [tuple(header), *(tuple("-" if c is None else str(c) for c in row) for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return [
+        (indent + "  ".join(f"{c:>{w}}" if i in right else f"{c:<{w}}" for i, (c, w) in enumerate(zip(row, widths, strict=True)))).rstrip()
+        for row in cells
+    ]
+
+
+def _in(now: dt.datetime, at: str) -> str:
+    seconds = (dt.datetime.fromisoformat(at) - now).total_seconds()
+    if seconds < 0:
+        return f"{-seconds:.0f}s ago"
+    if seconds < 120:
+        return f"in {seconds:.0f}s"
+    if seconds < 7200:
+        return f"in {seconds / 60:.0f}m"
+    return f"in {seconds / 3600:.1f}h"
+
+
+def status_lines(s: dict[str, Any]) -> list[str]:
+    now = dt.datetime.fromisoformat(s["at"])
+    lines: list[str] = []
+    if s["replicas"]:
+        lines.append(f"replicas ({len(s['replicas'])} live)")
+        lines += table(
+            ("REPLICA", "HOST", "PID", "VERSION", "UP SINCE (UTC)", "HEARTBEAT"),
+            [(r["replica_id"], r["host"], r["pid"], r["version"],
+              f"{dt.datetime.fromisoformat(r['started_at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", f"{r['heartbeat_age_s']:g}s ago")
+             for r in s["replicas"]],
+        )
+    else:
+        lines.append(f"no daemon alive (no replica heartbeat in redis at {s['redis']})")
+    lines.append("")
+    lines.append("running wakes" + ("" if s["running"] else ": none"))
+    if s["running"]:
+        lines += table(
+            ("AGENT", "TIER", "TRIGGER", "WAKE", "STARTED", "FENCE", "REPLICA"),
+            [(w.get("agent"), w.get("tier"), w.get("trigger"), w.get("wake_id"),
+              _in(now, w["started_at"]) if w.get("started_at") else None, w.get("fence"), w["replica_id"])
+             for w in s["running"]],
+        )
+    lines.append("")
+    lines.append("leases")
+    lines += table(
+        ("AGENT", "HELD", "HOLDER", "TTL LEFT", "FENCE"),
+        [(r["agent"], "yes" if r["held"] else "no", r["holder"], f"{r['ttl_s']:g}s" if r["ttl_s"] is not None else None, r["fence"])
+         for r in s["leases"]],
+    )
+    lines.append("")
+    if s["daemon_alive"]:
+        lines.append("next fires")
+        lines += table(
+            ("AGENT", "TIER", "AT (UTC)", "WHEN"),
+            [(f["agent"], f["tier"],
+              f"{dt.datetime.fromisoformat(f['at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if f["at"] else "not scheduled",
+              _in(now, f["at"]) if f["at"] else None)
+             for f in s["next_fires"]],
+        )
+    else:
+        lines.append("next fires: unknown (no daemon alive to schedule them)")
+    lines.append("")
+    lines.append(f"trigger requests waiting: {s['pending_requests']}")
+    return lines
+
+
+def checks(checks: list[doctor.Check]) -> str:
+    rows = [(c.check, c.status, f"{c.latency_ms:.2f} ms" if c.latency_ms is not None else "-", c.detail) for c in checks]
+    return "\n".join(table(("CHECK", "STATUS", "LATENCY", "DETAIL"), rows, indent="", right=frozenset({2})))
+
+
+def capability_map(cmap: capability.CapabilityMap) -> str:
+    lines = [f"registry: {cmap.registry_size} tools"]
+    width = max([len(t["name"]) for t in cmap.tools] + [4])
+    lines.append(f"{'TOOL':<{width}}  {'MUT':<3}  {'SURFACES':<36}  BOUND BY")
+    for t in cmap.tools:
+        lines.append(f"{t['name']:<{width}}  {'yes' if t['mutates'] else 'no':<3}  {', '.join(t['surfaces']):<36}  {', '.join(t['bound_by']) or '-'}")
+    lines.append("")
+    lines.append("tier                      bound / registry   binds")
+    for label, tier in cmap.tiers.items():
+        lines.append(f"{label:<25} {tier['bound']:>5} / {cmap.registry_size:<8}   {', '.join(tier['binds'])}")
+    lines.append("")
+    lines.append("surface          tools declaring")
+    for s, n in cmap.surfaces.items():
+        lines.append(f"{s:<16} {n}")
+    lines.append("")
+    if cmap.inert:
+        lines.append("inert declarations:")
+        lines.extend(f"  ! {i}" for i in cmap.inert)
+    else:
+        lines.append("inert declarations: none")
+    return "\n".join(lines)
+
+
+def probe_listing(rows: list[dict[str, Any]], total: int, zone: str = "UTC") -> str:
+    if not rows:
+        return f"no retractions (0 of {total})"
+    out = []
+    for r in rows:
+        spec = epistemic_tools.spec_of(r)
+        checked_text = f" on {falsifiers.local_date(r['falsifier_checked_at'], zone)}: {r['falsifier_outcome']}" if r["falsifier_checked_at"] else ""
+        out += [
+            f"{r['id']}  {r['agent_id']}  corrected {falsifiers.local_date(r['corrected_at'], zone)}  matures {falsifiers.local_date(r['matures_at'], zone)}"
+            f"  {r['verdict']}{checked_text}  [{r['row_class']}, caught by {r['caught_by']}]",
+            f"  retracted: {r['claim_verbatim']}",
+            f"  stood on:  {r['stood_on']}",
+            f"  why wrong: {r['why_wrong']}",
+            f"  held now:  {r['corrected_claim']}",
+            f"  test:      {r['test_procedure']}",
+            f"  stands if: {r['expected_retraction_pass_obs']}",
+            f"  restored if: {r['overturn_retraction_condition']}",
+        ]
+        if spec is not None:
+            out.append(f"  probe:     {spec.describe()}")
+    out.append(f"{len(rows)} of {total} shown")
+    return "\n".join(out)
+
+
+def probe_result(result: probe.ProbeResult) -> str:
+    return f"{result.verdict}  {result.spec.describe()}\n{probe.note(result)}\nresolved: {result.resolved_path or '-'}"
+
+
+def probe_self_test(test: probe.SelfTest) -> str:
+    lines = [f"{'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: expected {c['expect']}, got {c['got']}" for c in test.controls]
+    lines.append("instrument passed its dual-needle controls" if test.passed
+                 else "instrument FAILED its dual-needle controls: its verdicts are not trusted")
+    return "\n".join(lines)
+
+
+def probe_records(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no probe records"
+    out = []
+    for r in rows:
+        what = f"{r['target']} {'does not contain' if r['negate'] else 'contains'} {r['needle']!r}" if r["mode"] == "contains" else f"{r['target']} {r['mode']}"
+        cause = f" — {r['evidence'].get('cause')}" if r["evidence"].get("cause") else ""
+        links = "".join(f"  {k} {str(r[k])[:8]}" for k in ("wake_id", "retraction_id") if r[k])
+        said = f"  (assertion: {r['assertion']})" if r["assertion"] else ""
+        failed = sum(1 for c in r["controls"] if not c.get("ok"))
+        out.append(f"{r['checked_at']:%Y-%m-%d %H:%M:%S}  {r['agent_id']}  {r['verdict']:<16} {what}{cause}  "
+                   f"[instrument {r['instrument_state']}, {len(r['controls'])} controls, {failed} failed; {r['resolved_path'] or '-'}]"
+                   f"{links}{said}  {str(r['id'])[:8]}")
+    return "\n".join(out)

@@ -33,15 +33,15 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from wake import logs
+from wake import keys, logs
 
 log = logs.get("wake.control")
 
 # -- every Redis key of the protocol ---------------------------------------------------------------
-REPLICA_KEY = "wake:replica:{replica_id}"
-REPLICA_MATCH = "wake:replica:*"
-TRIGGER_QUEUE = "wake:triggers"
-EVENTS_KEY = "wake:trigger:{request_id}:events"
+REPLICA_KEY = keys.REPLICA
+REPLICA_MATCH = keys.REPLICA_MATCH
+TRIGGER_QUEUE = keys.TRIGGERS
+EVENTS_KEY = keys.TRIGGER_EVENTS
 
 # An events list outlives any sensible client wait, then goes away by itself.
 EVENTS_TTL_S = 3600

@@ -1,4 +1,4 @@
-"""`wake daemon`: the process around the wake cycle (DESIGN steps 1-3 and the life around them).
+"""`wake daemon`: the process around the wake cycle (docs/design.md, steps 1-3 and the life around them).
 
 The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer).
 APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier); a job
@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import signal
 import socket
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,25 +37,19 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from ledgers import introspection, slots
-from surfaces.registry import Registry
-from wake import __version__, clock, logs
-from wake.daemon import control
-from wake.run import cycle
-from wake.stores import lease
-from wake.run import claim as leased
-from wake.think import client as model
-from wake.daemon import notify
-from wake.daemon import schedule
-from wake.run import session
-from wake import stores
+from ledgers.vocab import NO_WAIT_TIERS, Tier, Trigger
+from wake import __version__, clock, logs, stores
 from wake.config import Config, load_config_file
-from wake.errors import WakeError
+from wake.context import WakeRequest
+from wake.daemon import control, notify, schedule
+from wake.errors import AgentBusy, LeaseBusy, LeaseLost, WakeError
+from wake.run import claim, cycle, session
+from wake.run.claim import BUSY_HINT
+from wake.stores import lease
 
 log = logs.get("wake.daemon")
 
 JOB_DEFAULTS: dict[str, Any] = {"coalesce": True, "misfire_grace_time": None, "max_instances": 1}
-# Tiers that do not wait for a busy agent: a whisper is cheap and the next one is minutes away.
-NO_WAIT_TIERS: frozenset[str] = frozenset({"whisper"})
 # The trigger consumer's blocking pop; short so a shutdown is not held up by it.
 TRIGGER_POP_S = 1.0
 # A cancelled wake gets this long to settle `aborted` before the daemon stops waiting for it.
@@ -63,20 +57,14 @@ CANCEL_GRACE_S = 10.0
 
 
 @dataclass(kw_only=True)
-class Timing:
-    """Per-wake timings the benchmark reads (bench/scheduler.py)."""
+class Timing(claim.Timing):
+    """Per-slot timings the benchmark reads (bench/scheduler.py): the claim path's, and the jitter."""
 
     agent: str
     tier: str
     slot: dt.datetime
     started: dt.datetime  # when the job handed the slot over
-    running_at: dt.datetime | None = None  # when the wake itself began (slot claimed, lease held)
     jitter_s: float = 0.0
-    claim_ms: float = 0.0
-    lease_ms: float = 0.0
-    release_ms: float = 0.0
-    wake_ms: float = 0.0
-    outcome: str = ""
 
 
 @dataclass(kw_only=True)
@@ -89,7 +77,7 @@ class Daemon:
     handle_signals: bool = True
 
     replica_id: str = field(default_factory=control.new_replica_id)
-    owner: str = field(default_factory=leased.owner)
+    owner: str = field(default_factory=claim.owner)
     started_at: dt.datetime = field(default_factory=clock.now)
 
     def __post_init__(self) -> None:
@@ -98,19 +86,27 @@ class Daemon:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.running: dict[asyncio.Task[Any], dict[str, Any]] = {}
         self.schedules: dict[tuple[str, str], schedule.Schedule] = {}
-        self.registry: Registry | None = None
-        self.stores: stores.Stores | None = None
+        self.session: session.Session | None = None
         self.scheduler: AsyncIOScheduler | None = None
-        self.models = model.Client()  # one keep-alive pool for every wake (run() uses the session's)
         self.turns = asyncio.Semaphore(self.config.daemon.max_concurrent_wakes)
+
+    @property
+    def stores(self) -> stores.Stores | None:
+        """The session's stores (None before `run` opened them)."""
+        return self.session.stores if self.session is not None else None
+
+    @stores.setter
+    def stores(self, st: stores.Stores) -> None:
+        assert self.session is not None, "the daemon's stores come with its session"
+        self.session = dataclasses.replace(self.session, stores=st)
 
     # -- the life of the process ------------------------------------------------------------------
 
     async def run(self) -> int:
         """Run until SIGTERM/SIGINT, then drain; returns the exit status (0 after a clean drain)."""
         async with session.open_session(self.config) as s:
-            st = self.stores = s.stores
-            self.registry, self.models = s.registry, s.models
+            self.session = s
+            st = s.stores
             await self._close_abandoned_at_start()
             if self.handle_signals:
                 self._install_signals()
@@ -215,7 +211,7 @@ class Daemon:
         slot = schedule.fire_at_or_before(sched, self.now())
         if slot is None:
             return
-        self._spawn(self.run_slot(sched, slot, "schedule"), name=f"slot:{agent_id}/{tier}:{slot.isoformat()}")
+        self._spawn(self.run_slot(sched, slot, Trigger.schedule), name=f"slot:{agent_id}/{tier}:{slot.isoformat()}")
 
     def _catch_up(self) -> None:
         """At start, one wake for the newest missed slot of every tier whose policy says `one`."""
@@ -235,7 +231,7 @@ class Daemon:
                 log.info("wake.catch_up_skipped", agent=sched.agent_id, tier=sched.tier, missed=missed.isoformat(), last=last.isoformat() if last else None)
                 continue
             log.info("wake.catch_up", agent=sched.agent_id, tier=sched.tier, slot=missed.isoformat(), last=last.isoformat() if last else None)
-            self._spawn(self.run_slot(sched, missed, "catch_up"), name=f"catch-up:{sched.agent_id}/{sched.tier}")
+            self._spawn(self.run_slot(sched, missed, Trigger.catch_up), name=f"catch-up:{sched.agent_id}/{sched.tier}")
 
     async def _close_abandoned_at_start(self) -> None:
         """Rows left `started` by a dead process are closed once their lease has expired: take each
@@ -244,8 +240,8 @@ class Daemon:
         async with self.stores.pg_conn() as conn:
             agents = await introspection.agents_with_started(conn)
         for agent_id in agents:
-            with contextlib.suppress(lease.LeaseBusy):
-                async with leased.agent_lease(self.config, self.stores, agent_id, owner=self.owner):
+            with contextlib.suppress(LeaseBusy):
+                async with claim.agent_lease(self.config, self.stores, agent_id, owner=self.owner):
                     pass
 
     # -- one wake ---------------------------------------------------------------------------------
@@ -264,14 +260,13 @@ class Daemon:
         except Exception as exc:  # a store outage must not kill the daemon; the next slot retries
             log.error("daemon.task_failed", task=current.get_name() if (current := asyncio.current_task()) else None, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
 
-    async def run_slot(self, sched: schedule.Schedule, slot: dt.datetime, trigger: str) -> None:
-        """Claim `slot`, take the lease, run the wake; or log/record why not."""
-        assert self.stores is not None
-        agent_id, tier = sched.agent_id, sched.tier
-        timing = Timing(agent=agent_id, tier=tier, slot=slot, started=self.now())
+    async def run_slot(self, sched: schedule.Schedule, slot: dt.datetime, trigger: Trigger) -> None:
+        """Wait the slot's jitter, then claim it, take the lease and run the wake (`wake.run.claim`)."""
+        assert self.session is not None
+        timing = Timing(agent=sched.agent_id, tier=sched.tier, slot=slot, started=self.now())
         if self.timings is not None:
             self.timings.append(timing)
-        delay = schedule.jitter_delay_s(sched, slot) if trigger == "schedule" else 0.0
+        delay = schedule.jitter_delay_s(sched, slot) if trigger == Trigger.schedule else 0.0
         if delay:
             await asyncio.sleep(delay)
         timing.jitter_s = delay
@@ -279,80 +274,38 @@ class Daemon:
             if self.stopping:
                 timing.outcome = "shutdown"
                 return  # never claimed: another replica (or the next start's catch-up) may run it
-            await self._claim_and_run(sched, slot, trigger, timing)
+            request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=trigger, scheduled_for=slot)
+            wait_s = 0.0 if request.tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
+            await self._leased(request, slot_claim=claim.Claim(by=self.replica_id), wait_s=wait_s, timing=timing)
 
-    async def _claim_and_run(self, sched: schedule.Schedule, slot: dt.datetime, trigger: str, timing: Timing) -> None:
-        assert self.stores is not None
-        agent_id, tier = sched.agent_id, sched.tier
-        wake_id = uuid.uuid4()
-        t0 = clock.monotonic_ms()
-        async with self.stores.pg_conn() as conn:
-            won = await slots.claim(
-                conn, agent_id=agent_id, tier=tier, scheduled_for=slot, trigger=trigger, claimed_by=self.replica_id,
-                claimed_at=self.now(), wake_id=wake_id,
-            )
-            holder = None if won else await slots.holder(conn, agent_id, tier, slot)
-        timing.claim_ms = clock.monotonic_ms() - t0
-        if not won:
-            timing.outcome = "slot_taken"
-            log.info("wake.skipped", reason="slot_taken", agent=agent_id, tier=tier, scheduled_for=slot.isoformat(), trigger=trigger,
-                     claimed_by=holder["claimed_by"] if holder else None, wake_id=str(holder["wake_id"]) if holder else None)
-            return
-        wait_s = 0.0 if tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
-        t1 = clock.monotonic_ms()
-        wake_started = False
-        try:
-            async with leased.agent_lease(self.config, self.stores, agent_id, owner=self.owner, guarded=asyncio.current_task(), wait_s=wait_s) as held:
-                timing.lease_ms = clock.monotonic_ms() - t1
-                if self.stopping:
-                    timing.outcome = "shutdown"
-                    await cycle.record_skipped(config=self.config, stores=self.stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=slot, wake_id=wake_id, reason="shutting down", now=self.now())
-                    return
-                t2 = clock.monotonic_ms()
-                timing.running_at = self.now()
-                wake_started = True
-                outcome = await self._run_wake(agent_id, tier, trigger, slot, wake_id, held)
-                timing.wake_ms = clock.monotonic_ms() - t2
-                timing.outcome = outcome.status
-                t3 = clock.monotonic_ms()
-            timing.release_ms = clock.monotonic_ms() - t3
-        except lease.LeaseBusy as busy:
-            timing.outcome = "busy"
-            await cycle.record_skipped(
-                config=self.config, stores=self.stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=slot,
-                wake_id=wake_id, reason=f"busy: another wake of the agent holds its lease ({busy.holder or 'holder unknown'})", now=self.now(),
-            )
-        except Exception as exc:
-            if wake_started:  # the wake wrote its own row; only the release failed
-                raise
-            # Claimed but never started (a store failed while taking the lease): the slot is spent,
-            # so it still gets its one row, saying why (if PostgreSQL itself is down, the log does).
-            timing.outcome = "failed"
-            reason = logs.redact_text(f"lease not taken: {type(exc).__name__}: {exc}")
-            await cycle.record_skipped(
-                config=self.config, stores=self.stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=slot,
-                wake_id=wake_id, reason=reason, now=self.now(), status="failed",
-            )
+    async def _leased(
+        self, request: WakeRequest, *, slot_claim: claim.Claim | None, wait_s: float, timing: claim.Timing | None = None,
+        on_running: claim.OnRunning | None = None,
+    ) -> cycle.WakeOutcome | None:
+        """Every daemon wake, scheduled or triggered, runs through the one claim path."""
+        assert self.session is not None
 
-    async def _run_wake(self, agent_id: str, tier: str, trigger: str, slot: dt.datetime | None, wake_id: uuid.UUID, held: lease.Lease) -> cycle.WakeOutcome:
-        assert self.stores is not None and self.registry is not None
-        task = asyncio.current_task()
-        assert task is not None
-        self.running[task] = {
-            "agent": agent_id, "tier": tier, "wake_id": str(wake_id), "trigger": trigger,
-            "started_at": self.now().isoformat(), "fence": held.fence,
-        }
-        if self.notifier.enabled:
-            self.notifier.status(self.status_text())
+        async def running(fenced: WakeRequest, held: lease.Lease) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self.running[task] = {
+                "agent": fenced.agent_id, "tier": fenced.tier, "wake_id": str(fenced.wake_id), "trigger": fenced.trigger,
+                "started_at": self.now().isoformat(), "fence": held.fence,
+            }
+            if self.notifier.enabled:
+                self.notifier.status(self.status_text())
+            if on_running is not None:
+                await on_running(fenced, held)
+
         try:
-            return await cycle.run_wake(
-                config=self.config, stores=self.stores, registry=self.registry, agent_id=agent_id, tier=tier,
-                trigger=trigger, scheduled_for=slot, now=self.now, fence=held.fence, wake_id=wake_id, models=self.models,
+            return await claim.run(
+                self.session, request, owner=self.owner, claim=slot_claim, wait_s=wait_s, now=self.now, stopping=lambda: self.stopping,
+                on_running=running, timing=timing,
             )
+        except LeaseLost:
+            return None  # logged `wake.cancelled` (lease lost); the row says `aborted` if it still could
         finally:
-            self.running.pop(task, None)
-            if held.lost.is_set():
-                log.warning("wake.cancelled", reason="lease lost", agent=agent_id, tier=tier, wake_id=str(wake_id), fence=held.fence)
+            self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
 
     # -- manual wakes through Redis -----------------------------------------------------------------
 
@@ -376,7 +329,7 @@ class Daemon:
         try:
             await control.report(self.stores.redis, request_id, event)
         except Exception as exc:  # the operator's wait times out; the ledger still has the wake
-            log.warning("daemon.report_failed", request_id=request_id, event=event.get("event"), error=logs.redact_text(str(exc)))
+            log.warning("daemon.report_failed", request_id=request_id, report=event.get("event"), error=logs.redact_text(str(exc)))
 
     async def run_manual(self, request: control.TriggerRequest) -> None:
         """A `wake trigger` request: refused when the agent or tier is unknown or the agent busy."""
@@ -388,23 +341,25 @@ class Daemon:
             what = f"agent {request.agent!r}" if agent is None else f"tier {request.tier!r} of agent {request.agent!r}"
             await self._report(request.request_id, {"event": "refused", "reason": f"unknown {what}; configured: {known}"})
             return
-        wake_id = uuid.uuid4()
-        async with self.turns:
-            await self._run_manual_leased(request, wake_id)
+        wake = WakeRequest(agent_id=request.agent, tier=Tier(request.tier), trigger=Trigger.manual)
 
-    async def _run_manual_leased(self, request: control.TriggerRequest, wake_id: uuid.UUID) -> None:
-        assert self.stores is not None
-        try:
-            async with leased.agent_lease(self.config, self.stores, request.agent, owner=self.owner, guarded=asyncio.current_task()) as held:
-                await self._report(request.request_id, {"event": "started", "wake_id": str(wake_id)})
-                try:
-                    outcome = await self._run_wake(request.agent, request.tier, "manual", None, wake_id, held)
-                except asyncio.CancelledError:
-                    await asyncio.shield(self._report(request.request_id, {"event": "settled", "wake_id": str(wake_id), "status": "aborted", "note": None, "error": "cancelled"}))
-                    raise
-                await self._report(request.request_id, {"event": "settled", "wake_id": str(wake_id), "status": outcome.status, "note": outcome.note, "error": outcome.error})
-        except lease.LeaseBusy as busy:
-            await self._report(request.request_id, {"event": "refused", "reason": str(busy)})
+        async def started(fenced: WakeRequest, held: lease.Lease) -> None:
+            await self._report(request.request_id, {"event": "started", "wake_id": str(fenced.wake_id)})
+
+        settled = {"event": "settled", "wake_id": str(wake.wake_id)}
+        async with self.turns:
+            try:
+                outcome = await self._leased(wake, slot_claim=None, wait_s=0.0, on_running=started)
+            except AgentBusy as busy:
+                await self._report(request.request_id, {"event": "refused", "reason": str(busy).removesuffix(BUSY_HINT)})
+                return
+            except asyncio.CancelledError:
+                await asyncio.shield(self._report(request.request_id, {**settled, "status": "aborted", "note": None, "error": "cancelled"}))
+                raise
+        if outcome is None:
+            await self._report(request.request_id, {**settled, "status": "aborted", "note": None, "error": "lease lost"})
+            return
+        await self._report(request.request_id, {**settled, "status": outcome.status, "note": outcome.note, "error": outcome.error})
 
     # -- heartbeat, status, reload ------------------------------------------------------------------
 
@@ -439,7 +394,9 @@ class Daemon:
         restart_only = [k for k in ("postgres", "redis", "neo4j", "state_dir") if getattr(new, k) != getattr(self.config, k)]
         if restart_only:
             log.warning("daemon.reload_needs_restart", keys=restart_only)
-        self.config, self.registry = new, registry
+        self.config = new
+        if self.session is not None:
+            self.session = dataclasses.replace(self.session, config=new, registry=registry)
         if not self.stopping:
             self._schedule_all()
         log.info("daemon.reloaded", path=str(path), config_hash=new.config_hash()[:12], jobs=len(self.schedules))

@@ -1,43 +1,46 @@
-"""A wake under its agent's lease (DESIGN step 3), the same for `wake daemon` and `wake up`.
+"""Steps 1-3 of a wake, in one place: claim the slot, take the lease and fence, close what a dead
+holder left, run the wake; or record why not.
+
+`wake daemon`'s scheduled slots and catch-ups, its `wake trigger` requests and `wake up` all come
+through `run`. What differs between them is data on the call: a request with a slot is claimed
+in `wake_slots` first (the loser runs nothing); `wait_s` is how long a busy agent is waited for;
+`on_running` lets the daemon register the wake and answer the operator.
 
 Taking the lease makes this caller the agent's only live writer, so it is also the moment to close
 what a dead holder left behind: every row of the agent still `started` belongs to a process whose
 lease is gone (it died, or lost the lease and can no longer write past the fence), and is closed
 `abandoned` under the new fence.
+
+Every claimed slot leaves exactly one row: the wake's own, or a `skipped` one (busy, shutting
+down), or a `failed` one (the lease could not be taken after the claim).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from ledgers import introspection
-from wake import logs
-from wake.run import cycle
-from wake.stores import lease
+from ledgers import introspection, slots
+from ledgers.vocab import Status
+from wake import clock, logs
 from wake.config import Config
-from wake.errors import WakeError
-from wake.stores import Stores
+from wake.context import WakeRequest
+from wake.errors import AgentBusy, LeaseBusy, LeaseLost
+from wake.run import cycle
+from wake.run.session import Session
+from wake.stores import Stores, lease
 
-log = logs.get("wake.leased")
+log = logs.get("wake.claim")
 
 ABANDONED = "abandoned: its process died or lost the agent's lease before settling"
-
-
-class AgentBusy(WakeError):
-    """Another wake of the agent holds its lease (sysexits EX_TEMPFAIL: try again later)."""
-
-    exit_code = 75
-
-
-class LeaseLost(WakeError):
-    """The wake lost its lease and was cancelled."""
-
-    exit_code = 75
+SHUTTING_DOWN = "shutting down"
+BUSY_HINT = "; try again when it has settled"
 
 
 def owner() -> str:
@@ -45,12 +48,37 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+@dataclass(kw_only=True)
+class Timing:
+    """Where one wake's time went before and around it (the daemon's benchmark reads these)."""
+
+    claim_ms: float = 0.0
+    lease_ms: float = 0.0
+    release_ms: float = 0.0
+    wake_ms: float = 0.0
+    running_at: dt.datetime | None = None
+    outcome: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """Who claims a request's slot; None on `run` means the request has no slot to claim."""
+
+    by: str  # the replica id recorded in `wake_slots`
+
+
+OnRunning = Callable[[WakeRequest, lease.Lease], Awaitable[None]]
+
+
 async def close_abandoned(stores: Stores, agent_id: str, fence: int) -> list[dict[str, Any]]:
     """Close the agent's rows left `started`; the caller holds the lease with `fence`."""
     async with lease.fenced(stores, agent_id, fence) as conn:
         closed = await introspection.abandon_started(conn, agent_id, ABANDONED)
     for row in closed:
-        log.warning("wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=row["host"], pid=row["pid"], fence=row["fence"], closed_by_fence=fence)
+        log.warning(
+            "wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=row["host"], pid=row["pid"], fence=row["fence"],
+            closed_by_fence=fence,
+        )
     return closed
 
 
@@ -59,27 +87,129 @@ async def agent_lease(
     config: Config, stores: Stores, agent_id: str, *, owner: str, guarded: asyncio.Task[Any] | None = None, wait_s: float = 0.0,
 ) -> AsyncIterator[lease.Lease]:
     """Hold the agent's lease (TTL `daemon.lease_ttl_s`, renewed every TTL/3; losing it cancels
-    `guarded`), with the agent's abandoned rows closed. Raises `lease.LeaseBusy` after `wait_s`."""
+    `guarded`), with the agent's abandoned rows closed. Raises `LeaseBusy` after `wait_s`."""
     ttl_ms = int(config.daemon.lease_ttl_s * 1000)
     async with lease.held(stores, agent_id, ttl_ms=ttl_ms, owner=owner, guarded=guarded, wait_s=wait_s) as held:
         await close_abandoned(stores, agent_id, held.fence)
         yield held
 
 
-async def run_manual(config: Config, stores: Stores, registry: Any, agent_id: str, tier: str, *, models: Any = None) -> Any:
-    """`wake up`: one manual wake in this process, under the agent's lease like every daemon wake,
-    so the two never overlap. Raises `AgentBusy` when another wake holds the lease, `LeaseLost`
-    when this one lost it (the wake was cancelled and settled `aborted` if it still could)."""
+async def record_not_run(session: Session, request: WakeRequest, reason: str, *, status: Status = Status.skipped, now: dt.datetime) -> None:
+    """The row of a claimed slot that did not run: `skipped` (busy: another wake held the lease;
+    shutting down) or `failed` (its lease could not be taken: a store failed between claim and
+    wake). Unfenced: its writer holds no lease, and the slot claim already makes it the slot's only row."""
+    skipped = status == Status.skipped
+    row = introspection.WakeRow(
+        wake_id=request.wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger,
+        scheduled_for=request.scheduled_for, started_at=now, manifest_root=None, **cycle.provenance(session.config),
+        note=f"skipped: {reason}" if skipped else None, error=None if skipped else reason,
+    )
+    async with session.stores.pg_conn() as conn:
+        await introspection.insert(conn, row, status=status)
+    where = {"agent": request.agent_id, "tier": request.tier, "wake_id": str(request.wake_id),
+             "scheduled_for": request.scheduled_for.isoformat() if request.scheduled_for else None}
+    if skipped:
+        log.info("wake.skipped", reason=reason, **where)
+    else:
+        log.error("wake.failed", error=reason, **where)
+
+
+async def _claimed(session: Session, request: WakeRequest, claim: Claim, now: dt.datetime) -> bool:
+    """Step 2: claim the request's slot once across every replica; the loser logs why it stops."""
+    assert request.scheduled_for is not None
+    async with session.stores.pg_conn() as conn:
+        won = await slots.claim(
+            conn, agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger,
+            claimed_by=claim.by, claimed_at=now, wake_id=request.wake_id,
+        )
+        holder = None if won else await slots.holder(conn, request.agent_id, request.tier, request.scheduled_for)
+    if not won:
+        log.info(
+            "wake.skipped", reason="slot_taken", agent=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for.isoformat(),
+            trigger=request.trigger, claimed_by=holder["claimed_by"] if holder else None,
+            wake_id=str(holder["wake_id"]) if holder else None,
+        )
+    return won
+
+
+async def run(
+    session: Session,
+    request: WakeRequest,
+    *,
+    owner: str,
+    claim: Claim | None = None,
+    wait_s: float = 0.0,
+    now: Callable[[], dt.datetime] = clock.now,
+    stopping: Callable[[], bool] = lambda: False,
+    on_running: OnRunning | None = None,
+    timing: Timing | None = None,
+) -> cycle.WakeOutcome | None:
+    """Claim (when `claim` is given), lease, run. Returns the outcome, or None when the wake did not
+    run (its slot was taken, the agent was busy, the daemon is stopping: each logged, and a claimed
+    slot's row recorded).
+
+    Without a claim there is no slot and so no row for a wake that never ran: a busy agent raises
+    `AgentBusy`. A wake that lost its lease raises `LeaseLost` after settling `aborted`."""
+    t = timing or Timing()
+    t0 = clock.monotonic_ms()
+    if claim is not None and not await _claimed(session, request, claim, now()):
+        t.claim_ms, t.outcome = clock.monotonic_ms() - t0, "slot_taken"
+        return None
+    t.claim_ms = clock.monotonic_ms() - t0
     task = asyncio.current_task()
+    t1 = clock.monotonic_ms()
+    started = False
     try:
-        async with agent_lease(config, stores, agent_id, owner=owner(), guarded=task) as held:
-            try:
-                return await cycle.run_wake(config=config, stores=stores, registry=registry, agent_id=agent_id, tier=tier, fence=held.fence, models=models)
-            except asyncio.CancelledError:
-                if held.lost.is_set() and task is not None and task.uncancel() == 0:
-                    raise LeaseLost(f"the wake of agent {agent_id!r} lost its lease (fence {held.fence}) and was cancelled") from None
-                raise
-    except lease.LeaseBusy as busy:
-        raise AgentBusy(
-            f"{busy}; try again when it has settled"
-        ) from None
+        async with agent_lease(session.config, session.stores, request.agent_id, owner=owner, guarded=task, wait_s=wait_s) as held:
+            t.lease_ms = clock.monotonic_ms() - t1
+            if stopping():
+                t.outcome = "shutdown"
+                if claim is not None:
+                    await record_not_run(session, request, SHUTTING_DOWN, now=now())
+                return None
+            fenced = request.fenced(held.fence)
+            started = True
+            outcome = await _run_leased(session, fenced, held, task, now, on_running, t)
+            t3 = clock.monotonic_ms()
+        t.release_ms = clock.monotonic_ms() - t3
+        return outcome
+    except LeaseBusy as busy:
+        t.outcome = "busy"
+        if claim is None:
+            raise AgentBusy(f"{busy}{BUSY_HINT}") from None
+        reason = f"busy: another wake of the agent holds its lease ({busy.holder or 'holder unknown'})"
+        await record_not_run(session, request, reason, now=now())
+        return None
+    except (asyncio.CancelledError, LeaseLost):
+        raise
+    except Exception as exc:
+        if started or claim is None:  # the wake wrote its own row (only the release failed), or there is no slot
+            raise
+        # Claimed but never started (a store failed while taking the lease): the slot is spent,
+        # so it still gets its one row, saying why (if PostgreSQL itself is down, the log does).
+        t.outcome = "failed"
+        reason = logs.redact_text(f"lease not taken: {type(exc).__name__}: {exc}")
+        await record_not_run(session, request, reason, status=Status.failed, now=now())
+        return None
+
+
+async def _run_leased(
+    session: Session, request: WakeRequest, held: lease.Lease, task: asyncio.Task[Any] | None,
+    now: Callable[[], dt.datetime], on_running: OnRunning | None, t: Timing,
+) -> cycle.WakeOutcome:
+    """Step 3 done: run the wake under the fence; losing the lease cancels it."""
+    t.running_at = now()
+    t2 = clock.monotonic_ms()
+    if on_running is not None:
+        await on_running(request, held)
+    try:
+        outcome = await cycle.run_wake(session, request, now=now)
+    except asyncio.CancelledError:
+        if held.lost.is_set():
+            log.warning("wake.cancelled", reason="lease lost", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id), fence=held.fence)
+            if task is not None and task.uncancel() == 0:
+                raise LeaseLost(f"the wake of agent {request.agent_id!r} lost its lease (fence {held.fence}) and was cancelled") from None
+        raise
+    t.wake_ms = clock.monotonic_ms() - t2
+    t.outcome = outcome.status
+    return outcome

@@ -1,9 +1,9 @@
-"""One wake, step by step (DESIGN "One wake"). This module reads like the steps it runs.
+"""One wake, steps 4-10 (docs/design.md, "One wake"). This module reads like the steps it runs.
 
-Steps 1-3 (trigger, slot claim, lease and fence) belong to the daemon; `run_wake` is called
-with them done (or, for a manual wake, not needed). Steps 4-10 are here: the gate (`wake.gate`)
-and the model loop (`wake.think`) run only for a tier with a model route; without one a wake
-runs harness-only and says so on its row. A whisper the gate escalates settles first, then the
+Steps 1-3 (trigger, slot claim, lease and fence) are `wake.run.claim`'s; `run_wake` is called
+with them done (or, for a dry run, not needed). The gate (`wake.think.gate`) and the model loop
+(`wake.think.loop`) run only for a tier with a model route; without one a wake runs
+harness-only and says so on its row. A whisper the gate escalates settles first, then the
 promoted wake runs at once (trigger `escalation`, its cause on the row) under the same fence.
 
 Every attempt leaves exactly one row: an exception anywhere settles it `failed` with the error,
@@ -18,57 +18,28 @@ import datetime as dt
 import os
 import socket
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ledgers import daybook, introspection
 from ledgers.fences import StaleFence
+from ledgers.vocab import Status, Tier, Trigger
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
 from wake.arrival import engine as arrival
-from wake.witness import diff
-from wake.think import gate
-from wake.stores import lease
-from wake.witness import manifest
-from wake.think import client as model
 from wake.arrival import sources
-from wake.think import loop as thinking_loop
 from wake.arrival.engine import Block, Source
 from wake.config import Config
-from wake.stores import Stores
+from wake.context import WakeContext, WakeRequest
+from wake.run.session import Session
+from wake.stores import Stores, lease
+from wake.think import client as model
+from wake.think import gate
+from wake.think import loop as thinking_loop
+from wake.witness import diff, manifest
 
 log = logs.get("wake.cycle")
-
-
-@dataclass(frozen=True, kw_only=True)
-class WakeContext:
-    """What sources and tools see of the wake they run in."""
-
-    config: Config
-    stores: Stores
-    agent_id: str
-    tier: str
-    trigger: str
-    scheduled_for: dt.datetime | None
-    wake_id: uuid.UUID
-    now: dt.datetime
-    binding: tuple[Tool, ...]
-    previous: dict[str, Any] | None
-    previous_tier: dict[str, Any] | None
-    tool_hashes: dict[str, str]
-    fence: int | None = None
-    diff: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def timezone(self) -> str:
-        return self.config.agents[self.agent_id].timezone
-
-    def write(self) -> Any:
-        """`async with ctx.write() as conn:` — a transaction that writes only while this wake's
-        fence is the agent's newest (raises `ledgers.fences.StaleFence` otherwise). Every write a
-        wake, a source or a tool makes to PostgreSQL goes through here."""
-        return lease.fenced(self.stores, self.agent_id, self.fence)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +52,7 @@ class WakeOutcome:
     blocks: list[Block]
     binding: list[Tool]
     manifest: manifest.Manifest | None
-    diff: dict[str, Any] | None
+    diff: Mapping[str, Any] | None
     note: str | None
     error: str | None
     recorded: bool
@@ -133,46 +104,39 @@ def bind(registry: Registry, config: Config, agent_id: str, tier: str) -> list[T
 
 
 async def run_wake(
+    session: Session,
+    request: WakeRequest,
     *,
-    config: Config,
-    stores: Stores,
-    registry: Registry,
-    agent_id: str,
-    tier: str,
-    trigger: str = "manual",
-    scheduled_for: dt.datetime | None = None,
     now: Callable[[], dt.datetime] = clock.now,
     dry_run: bool = False,
     source_list: Sequence[Source] | None = None,
-    fence: int | None = None,
-    models: model.Client | None = None,
-    escalation_cause: str | None = None,
-    wake_id: uuid.UUID | None = None,
 ) -> WakeOutcome:
     """Run one wake: arrive, bind, manifest, record, gate, think, settle (then any escalation).
 
-    `models` is the process's model client (the session's); without one, this wake opens its own.
-    `wake_id` lets a caller (the daemon, reporting to `wake trigger`) know the id before the wake starts."""
+    The model calls go through the session's client; a session without one (a test's) opens its
+    own for this wake and closes it."""
+    config, stores, registry = session.config, session.stores, session.registry
+    agent_id, tier, trigger, scheduled_for = request.agent_id, request.tier, request.trigger, request.scheduled_for
+    fence, wake_id = request.fence, request.wake_id
     tier_conf = config.tier(agent_id, tier)
-    wake_id = wake_id or uuid.uuid4()
     started_at = now()
     started = clock.monotonic_ms()
     bound = logs.get("wake.cycle").bind(agent=agent_id, tier=tier, wake_id=str(wake_id))
     bound.info("wake.started", trigger=trigger, scheduled_for=scheduled_for.isoformat() if scheduled_for else None, dry_run=dry_run)
     row_base = dict(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for, started_at=started_at,
-        fence=fence, escalation_cause=escalation_cause, **_provenance(config),
+        fence=fence, escalation_cause=request.cause, **provenance(config),
     )
     recorded = False
     blocks: list[Block] = []
     binding: list[Tool] = []
     mani: manifest.Manifest | None = None
-    wake_diff: dict[str, Any] | None = None
-    status, note, error = "failed", None, None
+    wake_diff: Mapping[str, Any] | None = None
+    status, note, error = Status.failed, None, None
     decision: gate.Decision | None = None
     thought: thinking_loop.Thought | None = None
-    own_client = models is None
-    models = models or model.Client()
+    own_client = session.models is None
+    models = session.models or model.Client()
     try:
         binding = bind(registry, config, agent_id, tier)
         bound.info("bind.done", tools=[t.name for t in binding], bound=len(binding), registry=len(registry))
@@ -185,31 +149,30 @@ async def run_wake(
             else:
                 previous_tier = await introspection.previous_settled(conn, agent_id, tier, started_at)
         ctx = WakeContext(
-            config=config, stores=stores, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for,
-            wake_id=wake_id, now=started_at, binding=tuple(binding), previous=previous, previous_tier=previous_tier,
-            tool_hashes=tool_hashes, fence=fence,
+            config=config, stores=stores, request=request, now=started_at, binding=tuple(binding), previous=previous,
+            previous_tier=previous_tier, tool_hashes=tool_hashes,
         )
         blocks, ctx = await arrive(ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000)
         wake_diff = ctx.diff
         mani = manifest.of_hashes(agent_id, tier, {b.name: manifest.sha256_text(b.text) for b in blocks}, tool_hashes)
         if dry_run:
-            status, note = "completed", "dry run: nothing recorded"
+            status, note = Status.completed, "dry run: nothing recorded"
         else:
-            row = _row(row_base, registry, mani, blocks, diff=wake_diff)
+            row = _row(row_base, registry, mani, blocks, diff=dict(wake_diff) if wake_diff is not None else None)
             async with lease.fenced(stores, agent_id, fence) as conn:
                 await introspection.insert(conn, row)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
             decision = gate_check(ctx, blocks, mani)
             thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
-            status, note, error = thought.status, thought.note, thought.error
+            status, note, error = Status(thought.status), thought.note, thought.error
             if thought.final_text:
                 await record_daybook(ctx, thought.final_text)
     except asyncio.CancelledError:
-        status, error = "aborted", "cancelled"
+        status, error = Status.aborted, "cancelled"
         raise
     except Exception as exc:
-        status, error = "failed", logs.redact_text(f"{type(exc).__name__}: {exc}")
+        status, error = Status.failed, logs.redact_text(f"{type(exc).__name__}: {exc}")
         bound.exception("wake.failed")
     finally:
         if not dry_run:
@@ -220,17 +183,18 @@ async def run_wake(
         duration_ms = clock.monotonic_ms() - started
         bound.info("wake.settled", status=status, note=note, error=error, duration_ms=round(duration_ms, 2), root=mani.root if mani else None)
     escalated = None
-    if decision is not None and decision.action == "escalate" and recorded and status == "completed":
+    if decision is not None and decision.action == "escalate" and recorded and status == Status.completed:
         assert decision.to is not None
-        escalated = await run_wake(
-            config=config, stores=stores, registry=registry, agent_id=agent_id, tier=decision.to, trigger="escalation",
-            now=now, fence=fence, models=None if own_client else models, escalation_cause=f"whisper {str(wake_id)[:8]}: {decision.reason}",
+        promoted = WakeRequest(
+            agent_id=agent_id, tier=Tier(decision.to), trigger=Trigger.escalation, fence=fence,
+            cause=f"whisper {str(wake_id)[:8]}: {decision.reason}",
         )
+        escalated = await run_wake(session, promoted, now=now)
     return WakeOutcome(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, status=status, blocks=blocks, binding=binding,
         manifest=mani, diff=wake_diff, note=note, error=error, recorded=recorded,
         duration_ms=duration_ms, gate=decision.reason if decision else None, thinking=thought.thinking if thought else None,
-        final_text=thought.final_text if thought else None, escalation_cause=escalation_cause, escalated=escalated,
+        final_text=thought.final_text if thought else None, escalation_cause=request.cause, escalated=escalated,
     )
 
 
@@ -279,28 +243,7 @@ async def record_daybook(ctx: WakeContext, text: str) -> None:
             await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now)
 
 
-async def record_skipped(
-    *, config: Config, stores: Stores, agent_id: str, tier: str, trigger: str, scheduled_for: dt.datetime | None,
-    wake_id: uuid.UUID, reason: str, now: dt.datetime, status: str = "skipped",
-) -> None:
-    """The row of a scheduled wake that did not run: `skipped` (e.g. `busy`: another wake held the
-    lease) or `failed` (its lease could not be taken: a store failed between claim and wake).
-    Unfenced: its writer holds no lease, and the slot claim already makes it the slot's only row."""
-    row = introspection.WakeRow(
-        wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for, started_at=now,
-        manifest_root=None, **_provenance(config), note=f"skipped: {reason}" if status == "skipped" else None,
-        error=None if status == "skipped" else reason,
-    )
-    async with stores.pg_conn() as conn:
-        await introspection.insert(conn, row, status=status)
-    if status != "skipped":
-        log.error("wake.failed", agent=agent_id, tier=tier, wake_id=str(wake_id), error=reason, scheduled_for=scheduled_for.isoformat() if scheduled_for else None)
-        return
-    log.info("wake.skipped", agent=agent_id, tier=tier, wake_id=str(wake_id), reason=reason, scheduled_for=scheduled_for.isoformat() if scheduled_for else None)
-
-
-
-def _provenance(config: Config) -> dict[str, Any]:
+def provenance(config: Config) -> dict[str, Any]:
     """Who wrote a ledger row: host, pid, code version, config hash."""
     return {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__, "config_hash": config.config_hash()}
 

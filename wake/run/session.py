@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ledgers import graph, schema
 from surfaces import loader
 from surfaces.registry import DeclarationError, Registry
-from wake import logs
-from wake.think import client as model
-from wake import stores
+from wake import logs, stores
 from wake.config import Config
 from wake.errors import RegistryError, SchemaError
+from wake.think import client as model
 
 log = logs.get("wake.session")
 
@@ -31,8 +30,9 @@ class Session:
     config: Config
     stores: stores.Stores
     registry: Registry
-    # The process's one model client (keep-alive pool); pass it to `cycle.run_wake(models=...)`.
-    models: model.Client = field(default_factory=model.Client)
+    # The process's one model client (keep-alive pool), closed with the session; None (a test's
+    # session) lets each wake open and close its own.
+    models: model.Client | None = None
 
 
 async def prepare_schema(st: stores.Stores) -> None:
@@ -45,7 +45,7 @@ async def prepare_schema(st: stores.Stores) -> None:
             await schema.check(conn)
         except schema.SchemaMismatch as exc:
             raise SchemaError(str(exc)) from exc
-    g = graph.of(st)
+    g = st.graph
     if g is not None and st.config.postgres.auto_migrate:
         try:
             for name in await graph.ensure_schema(g):
@@ -59,8 +59,8 @@ async def open_session(config: Config, *, neo4j: bool = True) -> AsyncIterator[S
     registry = build_registry(config)
     async with stores.connected(config, neo4j=neo4j) as st:
         await prepare_schema(st)
-        session = Session(config=config, stores=st, registry=registry)
+        models = model.Client()
         try:
-            yield session
+            yield Session(config=config, stores=st, registry=registry, models=models)
         finally:
-            await session.models.aclose()
+            await models.aclose()

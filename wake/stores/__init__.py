@@ -12,7 +12,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import asyncpg
 import neo4j
@@ -20,10 +20,11 @@ import neo4j.exceptions
 import redis.asyncio as aioredis
 import redis.exceptions
 
+from ledgers import graph
 from wake import logs, secrets
-from wake.stores import engines
 from wake.config import Config
 from wake.errors import StoreUnavailable
+from wake.stores import engines
 
 log = logs.get("wake.stores")
 
@@ -36,11 +37,13 @@ class Stores:
     config: Config
     pg: asyncpg.Pool
     redis: aioredis.Redis
-    neo4j: Any | None
+    neo4j: neo4j.AsyncDriver | None
     pg_address: str
     redis_address: str
     neo4j_address: str | None
     embedded: tuple[str, ...] = field(default_factory=tuple)
+    # The agent graph over `neo4j` (its database and timeout), built once; None without Neo4j.
+    graph: graph.Graph | None = None
 
     @contextlib.asynccontextmanager
     async def pg_conn(self) -> AsyncIterator[asyncpg.Connection]:
@@ -133,7 +136,7 @@ def neo4j_auth(config: Config) -> tuple[str, str] | None:
     return None
 
 
-async def open_neo4j(config: Config) -> Any:
+async def open_neo4j(config: Config) -> neo4j.AsyncDriver:
     uri = config.neo4j.uri
     assert uri
     driver = neo4j.AsyncGraphDatabase.driver(
@@ -180,6 +183,7 @@ async def open_stores(config: Config, *, neo4j: bool = True) -> Stores:
         redis_address=address(url),
         neo4j_address=address(config.neo4j.uri) if config.neo4j.uri else None,
         embedded=embedded,
+        graph=graph.on(driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=address(config.neo4j.uri)) if driver is not None and config.neo4j.uri else None,
     )
 
 

@@ -22,13 +22,14 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ledgers import fences
-from wake import logs
+from wake import keys, logs
+from wake.errors import LeaseBusy
 from wake.stores import Stores
 
 log = logs.get("wake.lease")
 
-LEASE_KEY = "wake:lease:{agent}"
-FENCE_KEY = "wake:fence:{agent}"
+LEASE_KEY = keys.LEASE
+FENCE_KEY = keys.FENCE
 # How often a caller willing to wait retries a busy lease.
 _BUSY_POLL_S = 0.25
 
@@ -58,14 +59,6 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
-
-
-class LeaseBusy(Exception):
-    """Another holder has the agent's lease."""
-
-    def __init__(self, agent_id: str, holder: str | None) -> None:
-        self.agent_id, self.holder = agent_id, holder
-        super().__init__(f"agent {agent_id!r} is busy: another wake holds its lease ({holder or 'holder unknown'})")
 
 
 @dataclass(kw_only=True)

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from ledgers.vocab import StopReason
+from wake import keys
 from wake.config import BudgetConfig
 from wake.think.client import Usage
 
-COST_KEY = "wake:cost:{agent}:{date}"
+COST_KEY = keys.COST
 COST_KEY_TTL_S = 2 * 86400
 MICRO = 1_000_000
 
@@ -76,12 +78,12 @@ class WakeBudget:
     def tool_calls_left(self) -> int:
         return max(0, self.limits.max_tool_calls - self.tool_calls)
 
-    def exhausted(self) -> str | None:
+    def exhausted(self) -> StopReason | None:
         """The name of the first budget spent, or None."""
         if self.turns >= self.limits.max_turns:
-            return "max_turns"
+            return StopReason.max_turns
         if self.output_tokens_left <= 0:
-            return "max_output_tokens"
+            return StopReason.max_output_tokens
         if self.usage.cost_usd > 0 and self.usage.cost_usd >= self.limits.max_cost_usd:
-            return "max_cost_usd"
+            return StopReason.max_cost_usd
         return None

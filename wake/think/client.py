@@ -32,7 +32,7 @@ import tenacity
 
 from wake import clock, logs, secrets
 from wake.config import ModelRoute
-from wake.errors import WakeError
+from wake.errors import Failure, ModelError
 
 log = logs.get("wake.model")
 
@@ -41,25 +41,6 @@ BACKOFF_BASE_S = 0.5
 CONNECT_TIMEOUT_S = 10.0
 # Keep-alive connections for the whole process; a wake makes its calls one after another.
 POOL_LIMITS = httpx.Limits(max_connections=20, max_keepalive_connections=10, keepalive_expiry=60.0)
-
-
-class ModelError(WakeError):
-    """The provider failed (after any retries); `status` is the HTTP or in-body code, if any."""
-
-    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
-        self.attempts = attempts
-
-
-class Failure(Exception):
-    """One failed attempt, with the retry decision attached."""
-
-    def __init__(self, message: str, *, status: int | None, retryable: bool, wait_s: float | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retryable = retryable
-        self.wait_s = wait_s
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,12 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledgers.vocab import GOOD
 from wake.arrival.engine import Block, CacheTier
 from wake.config import EscalationRule, GateConfig
 
 GATED_TIER = "whisper"
 COMPARED_TIERS = (CacheTier.session, CacheTier.volatile)
-SETTLED_FOR_GATE = ("completed", "quiet")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +66,7 @@ def decide(
             return Decision(action="escalate", reason=cause, to=rule.to)
     if previous_tier is None or tier_diff.get("first", True):
         return Decision(action="open", reason="first whisper")
-    if previous_tier["status"] not in SETTLED_FOR_GATE:
+    if previous_tier["status"] not in GOOD:
         return Decision(action="open", reason=f"previous whisper ended {previous_tier['status']}")
     tools = tier_diff["tools"]
     if tools["added"] or tools["removed"] or tools["changed"]:

@@ -34,11 +34,12 @@ from ledgers import actions, introspection
 from ledgers.fences import StaleFence
 from surfaces.registry import Tool
 from wake import clock, logs, secrets
-from wake.think import budget
-from wake.think import prompt
 from wake.arrival.engine import Block
 from wake.config import ModelRoute
-from wake.think.client import Client, ModelError, Reply
+from wake.context import WakeContext
+from wake.errors import ModelError
+from wake.think import budget, prompt
+from wake.think.client import Client, Reply
 
 TRUNCATED = "\n…[truncated: {shown} of {total} characters shown]"
 MIN_ROOM_TOKENS = 16
@@ -82,7 +83,7 @@ def _error(message: str) -> str:
 class Loop:
     """The state of one wake's conversation."""
 
-    def __init__(self, ctx: Any, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client) -> None:
+    def __init__(self, ctx: WakeContext, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client) -> None:
         self.ctx = ctx
         self.route_name = route_name
         self.route = route
@@ -264,6 +265,6 @@ class Loop:
             )
 
 
-async def run(ctx: Any, *, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client) -> Thought:
+async def run(ctx: WakeContext, *, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client) -> Thought:
     """Run the model loop of one wake."""
     return await Loop(ctx, route_name, route, blocks, client).run()

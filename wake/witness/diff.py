@@ -12,6 +12,8 @@ import zoneinfo
 from collections.abc import Mapping
 from typing import Any
 
+from ledgers.vocab import Retrieval
+
 DIFF_BLOCK = "binding_diff"
 
 
@@ -28,7 +30,7 @@ def compare(previous: Mapping[str, Any] | None, tool_hashes: Mapping[str, str], 
         if old is None:
             block_diff["added"].append(name)
             continue
-        failing_now, failing_then = block["retrieval"] == "failed", old["retrieval"] == "failed"
+        failing_now, failing_then = block["retrieval"] == Retrieval.failed, old["retrieval"] == Retrieval.failed
         if failing_now and not failing_then:
             block_diff["newly_failing"].append(name)
         elif failing_then and not failing_now:

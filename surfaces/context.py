@@ -1,0 +1,79 @@
+"""What a tool sees of the wake it runs in: the public surface for tool authors.
+
+A tool handler is `async def handler(ctx: ToolContext, **arguments)`. The harness passes its
+own wake context, which satisfies this Protocol; tests may pass anything that does. Every
+PostgreSQL write goes through `ctx.write()`, a transaction that commits only while the wake's
+fence is the agent's newest (`ledgers.fences.StaleFence` otherwise); reads go through
+`ctx.read()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # the graph driver is imported only where a graph is configured
+    import asyncpg
+
+    from ledgers import graph
+
+__all__ = ["ToolContext", "ToolSettings", "graph_write"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSettings:
+    """The few configured values the built-in tools read, resolved once per config."""
+
+    falsifier_maturity_days: int = 3
+    graph_neighbors_max: int = 25
+    probe_roots: tuple[Path, ...] = ()
+    probe_max_file_bytes: int = 1_048_576
+
+
+class ToolContext(Protocol):
+    """The wake a tool call runs in."""
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def tier(self) -> str: ...
+
+    @property
+    def wake_id(self) -> uuid.UUID: ...
+
+    @property
+    def fence(self) -> int | None:
+        """The wake's fencing token; None for a wake that holds no lease (a dry run)."""
+
+    @property
+    def now(self) -> dt.datetime:
+        """When the wake started (timezone-aware); the time every write records."""
+
+    @property
+    def timezone(self) -> str:
+        """The agent's IANA zone."""
+
+    @property
+    def graph(self) -> graph.Graph | None:
+        """The agent's entity graph, or None when Neo4j is not configured."""
+
+    @property
+    def settings(self) -> ToolSettings: ...
+
+    def read(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        """A pooled connection for reading."""
+
+    def write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        """A transaction that writes only while this wake's fence is the agent's newest."""
+
+
+def graph_write(ctx: ToolContext, ref: str) -> graph.Write:
+    """A graph write made by the wake `ctx`, under its fence (`ref` names what wrote it)."""
+    from ledgers import graph
+
+    return graph.Write(agent_id=ctx.agent_id, fence=ctx.fence, now=ctx.now, wake_id=ctx.wake_id, ref=ref)

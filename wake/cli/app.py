@@ -1,0 +1,141 @@
+"""The `wake` command group and what every command shares: the config, one way to run an async
+body (expected failures become one line and their exit status, no traceback), one way to reach
+the ledgers (stores opened, schema prepared), and the agent/tier options.
+
+Exit statuses follow sysexits: 78 bad config, 69 a store unreachable, 65 schema mismatch,
+70 a malformed tool declaration, 75 busy or timed out, 1 anything else expected, 2 usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import asyncpg
+import click
+
+from ledgers import introspection, schema
+from wake import __version__, logs, stores
+from wake.config import Config, load_config
+from wake.errors import NotFound, SchemaError, WakeError
+from wake.run import session
+
+T = TypeVar("T")
+
+
+def fail(exc: WakeError) -> None:
+    click.echo(f"wake: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def run_async(coro_fn: Callable[[], Awaitable[T]]) -> T:
+    """Run an async command body; expected errors become one line and their exit status."""
+    try:
+        return asyncio.run(_translate(coro_fn))
+    except WakeError as exc:
+        fail(exc)
+        raise  # unreachable
+
+
+async def _translate(coro_fn: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await coro_fn()
+    except schema.SchemaMismatch as exc:
+        raise SchemaError(str(exc)) from exc
+
+
+class Context:
+    def __init__(self, config_path: str | None) -> None:
+        self.config_path = config_path
+        self._config: Config | None = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            try:
+                self._config = load_config(self.config_path)
+            except WakeError as exc:
+                fail(exc)
+            assert self._config is not None
+            logs.configure(self._config.log.format, self._config.log.level, stream=sys.stderr)
+        return self._config
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@contextlib.asynccontextmanager
+async def ledger_stores(config: Config) -> AsyncIterator[stores.Stores]:
+    """The stores for a command over the ledgers (no graph), with the schema prepared the same way
+    for every command: pending migrations applied when `postgres.auto_migrate` is on, then the
+    exact head required (exit 65 otherwise)."""
+    async with stores.connected(config, neo4j=False) as st:
+        await session.prepare_schema(st)
+        yield st
+
+
+@contextlib.asynccontextmanager
+async def ledger_conn(config: Config) -> AsyncIterator[asyncpg.Connection]:
+    """A PostgreSQL connection from `ledger_stores`."""
+    async with ledger_stores(config) as st, st.pg_conn() as conn:
+        yield conn
+
+
+async def resolve_wake(conn: asyncpg.Connection, text: str) -> uuid.UUID:
+    """A wake id from a full id or a unique prefix."""
+    wake_id = await introspection.resolve_id(conn, text)
+    if wake_id is None:
+        raise NotFound(f"no wake matches {text!r} (give a full id or a unique prefix)")
+    return wake_id
+
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    envvar="WAKE_CONFIG",
+    help="Config file. Else $WAKE_CONFIG, ./wake.toml, ~/.config/wake/wake.toml, /etc/wake/wake.toml, "
+    "then the embedded default. Overrides: WAKE_<SECTION>__<KEY>, DATABASE_URL, PG*, REDIS_URL, NEO4J_URI.",
+)
+@click.version_option(__version__, prog_name="wake")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """Wake long-lived LLM agents on a schedule, with a witness record of every wake.
+
+    Logs of one-shot commands go to stderr (JSON when stderr is not a terminal; force with
+    WAKE_LOG_FORMAT=json|console); command output goes to stdout.
+    """
+    import os
+
+    logs.configure(os.environ.get("WAKE_LOG_FORMAT", "auto"), os.environ.get("WAKE_LOG_LEVEL", "info").lower(), stream=sys.stderr)
+    ctx.obj = Context(config_path)
+
+
+
+def agent_option(required: bool = False) -> Callable[[Any], Any]:
+    return click.option("--agent", "agent_id", required=required, help="Agent id ([agents.<id>] in the config).")
+
+
+def default_agent(config: Config, agent_id: str | None) -> str:
+    if agent_id:
+        if agent_id not in config.agents:
+            raise click.UsageError(f"no agent {agent_id!r}; configured: {', '.join(config.agents)}")
+        return agent_id
+    if len(config.agents) == 1:
+        return next(iter(config.agents))
+    raise click.UsageError(f"several agents are configured; name one with --agent ({', '.join(config.agents)})")
+
+
+def agent_with_tier(config: Config, agent_id: str | None, tier: str) -> str:
+    agent = default_agent(config, agent_id)
+    if tier not in config.agents[agent].tiers:
+        raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
+    return agent
+
+

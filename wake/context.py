@@ -1,0 +1,114 @@
+"""The typed wake: what was asked for (`WakeRequest`) and what the running wake knows (`WakeContext`).
+
+Every step after the lease receives these two: the arrival sources and the tools read the context
+(tools through the `surfaces.context.ToolContext` Protocol it satisfies), and the cycle, the claim
+path and the daemon pass the request. The agent's and the tier's config are resolved once, here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from ledgers import graph
+from ledgers.vocab import Tier, Trigger
+from surfaces.context import ToolSettings
+from surfaces.registry import Tool
+from wake.config import AgentConfig, Config, TierConfig
+from wake.stores import Stores, lease
+
+
+@dataclass(frozen=True, kw_only=True)
+class WakeRequest:
+    """One wake asked for (step 1): by the schedule, a catch-up, an operator, or an escalation.
+
+    `wake_id` is chosen before the wake starts, so a caller (the daemon answering `wake trigger`)
+    can name it at once; `fence` is the lease's token, None for a wake that holds no lease."""
+
+    agent_id: str
+    tier: Tier
+    trigger: Trigger = Trigger.manual
+    scheduled_for: dt.datetime | None = None
+    wake_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    fence: int | None = None
+    cause: str | None = None  # why an escalated wake runs: the whisper and its gate reason
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tier", Tier(self.tier))
+        object.__setattr__(self, "trigger", Trigger(self.trigger))
+
+    def fenced(self, fence: int) -> WakeRequest:
+        return dataclasses.replace(self, fence=fence)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WakeContext:
+    """What sources and tools see of the wake they run in (a `surfaces.context.ToolContext`)."""
+
+    config: Config
+    stores: Stores
+    request: WakeRequest
+    now: dt.datetime
+    binding: tuple[Tool, ...] = ()
+    tool_hashes: Mapping[str, str] = field(default_factory=dict)
+    previous: Mapping[str, Any] | None = None
+    previous_tier: Mapping[str, Any] | None = None
+    # {"agent": diff against the agent's previous wake, "tier": against the tier's}; derived
+    # sources (the binding diff) see it
+    diff: Mapping[str, Any] = field(default_factory=dict)
+    agent: AgentConfig = field(init=False)
+    tier_config: TierConfig = field(init=False)
+    settings: ToolSettings = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "agent", self.config.agents[self.request.agent_id])
+        object.__setattr__(self, "tier_config", self.config.tier(self.request.agent_id, self.request.tier))
+        object.__setattr__(self, "settings", self.config.tool_settings())
+
+    @property
+    def agent_id(self) -> str:
+        return self.request.agent_id
+
+    @property
+    def tier(self) -> Tier:
+        return self.request.tier
+
+    @property
+    def trigger(self) -> Trigger:
+        return self.request.trigger
+
+    @property
+    def scheduled_for(self) -> dt.datetime | None:
+        return self.request.scheduled_for
+
+    @property
+    def wake_id(self) -> uuid.UUID:
+        return self.request.wake_id
+
+    @property
+    def fence(self) -> int | None:
+        return self.request.fence
+
+    @property
+    def timezone(self) -> str:
+        return self.agent.timezone
+
+    @property
+    def graph(self) -> graph.Graph | None:
+        return self.stores.graph
+
+    def read(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        return self.stores.pg_conn()
+
+    def write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        """`async with ctx.write() as conn:` — a transaction that writes only while this wake's
+        fence is the agent's newest (raises `ledgers.fences.StaleFence` otherwise). Every write a
+        wake, a source or a tool makes to PostgreSQL goes through here."""
+        return lease.fenced(self.stores, self.agent_id, self.fence)

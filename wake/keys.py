@@ -1,0 +1,15 @@
+"""Every Redis key wake uses, in one place. Formats take the named fields; all start `wake:`."""
+
+from __future__ import annotations
+
+# The agent's lease (a random token with a TTL) and its fence counter (only grows): wake.stores.lease.
+LEASE = "wake:lease:{agent}"
+FENCE = "wake:fence:{agent}"
+# A daemon replica's heartbeat (its state as JSON, with a TTL): wake.daemon.control.
+REPLICA = "wake:replica:{replica_id}"
+REPLICA_MATCH = "wake:replica:*"
+# `wake trigger` requests (a list the daemons pop) and each request's events: wake.daemon.control.
+TRIGGERS = "wake:triggers"
+TRIGGER_EVENTS = "wake:trigger:{request_id}:events"
+# USD spent per agent and local day (the daily cost cap): wake.think.budget.
+COST = "wake:cost:{agent}:{date}"
