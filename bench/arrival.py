@@ -90,7 +90,10 @@ async def main(wakes: int, state_dir: Path) -> None:
             wall, blocks = await _assemble([*healthy, hung], ctx)
             assert next(b for b in blocks if b.name == "hung").reason == "timeout"
             overshoots.append(wall - TIMEOUT_MS)
-        print(f"  with one hung source, timeout {TIMEOUT_MS} ms: wall = timeout + median {statistics.median(overshoots):.1f} ms, max {max(overshoots):.1f} ms  (target <= +20 ms)")
+        print(
+            f"  with one hung source, timeout {TIMEOUT_MS} ms: wall = timeout + median {statistics.median(overshoots):.1f} ms, "
+            f"max {max(overshoots):.1f} ms  (target <= +20 ms)"
+        )
 
         registry = loader.build()
         durations = []

@@ -77,7 +77,10 @@ async def main(wakes: int, state_dir: Path) -> None:
         path.write_text(text)
         config = wake_config.load_config_file(path, environ={})
         async with session.open_session(config, neo4j=False) as s:
-            print(f"{'tier':<8} {'wakes':>5} {'quiet':>5} {'prefix share':>19} {'req/wake':>8} {'prompt':>7} {'cached':>7} {'compl':>6} {'USD/wake':>10}")
+            print(
+                f"{'tier':<8} {'wakes':>5} {'quiet':>5} {'prefix share':>19} {'req/wake':>8} "
+                f"{'prompt':>7} {'cached':>7} {'compl':>6} {'USD/wake':>10}"
+            )
             for tier in ("whisper", "surface", "full"):
                 shares: list[float] = []
                 rows: list[dict[str, Any]] = []

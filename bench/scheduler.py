@@ -101,14 +101,26 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
     for t in measured:
         outcomes[t.outcome or "unfinished"] = outcomes.get(t.outcome or "unfinished", 0) + 1
 
-    print(f"\nagents x tiers            {args.agents} x 3 = {len(d.schedules)} jobs; whisper {args.whisper}, surface {args.surface}, full cron {args.full_cron!r}, jitter {args.jitter_s}s, {args.max_concurrent} wakes at once")
+    print(
+        f"\nagents x tiers            {args.agents} x 3 = {len(d.schedules)} jobs; whisper {args.whisper}, surface {args.surface}, "
+        f"full cron {args.full_cron!r}, jitter {args.jitter_s}s, {args.max_concurrent} wakes at once"
+    )
     print(f"measured window           {window_s:.1f}s; slots fired {len(measured)}; outcomes {outcomes}")
-    print(f"lag slot -> job fired     p50 {_pct(fire_lag, 0.5):8.1f} ms   p99 {_pct(fire_lag, 0.99):8.1f} ms   max {max(fire_lag, default=float('nan')):8.1f} ms")
+    print(
+        f"lag slot -> job fired     p50 {_pct(fire_lag, 0.5):8.1f} ms   p99 {_pct(fire_lag, 0.99):8.1f} ms   "
+        f"max {max(fire_lag, default=float('nan')):8.1f} ms"
+    )
     print(f"lag due -> wake running   p50 {_pct(run_lag, 0.5):8.1f} ms   p99 {_pct(run_lag, 0.99):8.1f} ms")
     print(f"wakes per second          {len(ran) / window_s:8.1f}  (whisper and surface ask ~{asked:.0f}/s, plus full per its cron)")
     print(f"wake duration             p50 {_pct([t.wake_ms for t in ran], 0.5):8.1f} ms   p99 {_pct([t.wake_ms for t in ran], 0.99):8.1f} ms")
-    print(f"lease+claim overhead      p50 {_pct(overhead, 0.5):8.2f} ms   p99 {_pct(overhead, 0.99):8.2f} ms   mean {statistics.fmean(overhead) if overhead else float('nan'):.2f} ms per wake")
-    print(f"  of which claim          p50 {_pct([t.claim_ms for t in ran], 0.5):8.2f} ms; lease acquire+close p50 {_pct([t.lease_ms for t in ran], 0.5):.2f} ms; release p50 {_pct([t.release_ms for t in ran], 0.5):.2f} ms")
+    print(
+        f"lease+claim overhead      p50 {_pct(overhead, 0.5):8.2f} ms   p99 {_pct(overhead, 0.99):8.2f} ms   "
+        f"mean {statistics.fmean(overhead) if overhead else float('nan'):.2f} ms per wake"
+    )
+    print(
+        f"  of which claim          p50 {_pct([t.claim_ms for t in ran], 0.5):8.2f} ms; "
+        f"lease acquire+close p50 {_pct([t.lease_ms for t in ran], 0.5):.2f} ms; release p50 {_pct([t.release_ms for t in ran], 0.5):.2f} ms"
+    )
     print(f"resident memory           {rss / 1024:8.1f} MiB now, {peak / 1024:.1f} MiB peak")
 
 

@@ -149,7 +149,9 @@ async def retire(conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID,
         raise FactError(f"no active fact {fact_id} for agent {agent_id!r}")
 
 
-async def for_arrival(conn: asyncpg.Connection, agent_id: str, timezone: str, *, limit: int, chain_depth: int) -> tuple[list[dict[str, Any]], int, int]:
+async def for_arrival(
+    conn: asyncpg.Connection, agent_id: str, timezone: str, *, limit: int, chain_depth: int
+) -> tuple[list[dict[str, Any]], int, int]:
     """Active facts with their chains (rows ordered head, then its predecessors), the exact
     number of active facts and the number held back as unverified."""
     rows = queries.decoded(await conn.fetch(_sql("for_arrival"), agent_id, timezone, limit, chain_depth), ("anchors",))
@@ -171,7 +173,8 @@ def render_line(row: dict[str, Any]) -> str:
     if row["depth"] == 0:
         return f"- ({row['origin']}, {row['recorded_on']}) {row['fact_key']}: {row['fact_value']}{anchors}"
     superseded = f", superseded {row['superseded_day']}" if row["superseded_day"] else ""
-    return f"  {'  ' * (row['depth'] - 1)}[{row['status'].upper()}] ({row['origin']}, recorded {row['recorded_day']}{superseded}) {row['fact_key']}: {row['fact_value']}{anchors}"
+    passport = f"({row['origin']}, recorded {row['recorded_day']}{superseded})"
+    return f"  {'  ' * (row['depth'] - 1)}[{row['status'].upper()}] {passport} {row['fact_key']}: {row['fact_value']}{anchors}"
 
 
 async def listing(conn: asyncpg.Connection, agent_id: str, *, include_all: bool, limit: int) -> tuple[list[dict[str, Any]], int]:

@@ -115,7 +115,9 @@ async def previous_settled(conn: asyncpg.Connection, agent_id: str, tier: str | 
     return _decode(await conn.fetchrow(_sql("previous_settled"), agent_id, tier, before))
 
 
-async def recent(conn: asyncpg.Connection, *, agent_id: str | None = None, tier: str | None = None, status: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+async def recent(
+    conn: asyncpg.Connection, *, agent_id: str | None = None, tier: str | None = None, status: str | None = None, limit: int = 20
+) -> list[dict[str, Any]]:
     return [dict(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit)]
 
 

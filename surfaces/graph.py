@@ -88,7 +88,9 @@ async def graph_link(
 ) -> dict[str, Any]:
     async def call(g: graph.Graph) -> dict[str, Any]:
         async with ctx.write():
-            created = await graph.link(g, graph_write(ctx, f"graph_link:{ctx.wake_id}"), source, relation, target, source_kind=source_kind, target_kind=target_kind)
+            created = await graph.link(
+                g, graph_write(ctx, f"graph_link:{ctx.wake_id}"), source, relation, target, source_kind=source_kind, target_kind=target_kind
+            )
         return {"linked": True, "created": created, "source": source.strip(), "relation": relation, "target": target.strip()}
 
     return await _answer(ctx, "graph_link", call)

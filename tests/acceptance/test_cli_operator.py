@@ -221,7 +221,9 @@ binds = ["wake.whisper"]
 """
 
 
-async def test_an_interrupted_trigger_withdraws_its_request(wake_cli: CLI, write_config: Callable[..., Path], redis_url: str, redis: aioredis.Redis) -> None:
+async def test_an_interrupted_trigger_withdraws_its_request(
+    wake_cli: CLI, write_config: Callable[..., Path], redis_url: str, redis: aioredis.Redis
+) -> None:
     config = write_config()
     env = {**wake_cli.env, "REDIS_URL": redis_url}  # type: ignore[attr-defined]
     await control.heartbeat(redis, _replica("mute"), ttl_s=60)  # alive, but never takes a request

@@ -65,7 +65,8 @@ def test_malformed_tool_module_stops_startup(wake_cli: CLI, tmp_path: Path) -> N
     (tmp_path / "badtools.py").write_text(
         "from surfaces.registry import Tool\n"
         "async def h(ctx): return None\n"
-        "TOOLS = [Tool(name='broken', description='', parameters={'type': 'object'}, version='1', handler=h, mutates=False, surfaces=frozenset({'wake'}))]\n"
+        "TOOLS = [Tool(name='broken', description='', parameters={'type': 'object'}, version='1', handler=h, mutates=False, "
+        "surfaces=frozenset({'wake'}))]\n"
     )
     config = tmp_path / "wake.toml"
     config.write_text('[tools]\nmodules = ["badtools"]\n[agents.a.tiers.whisper]\nbinds = ["wake"]\n')

@@ -87,7 +87,10 @@ class Replica:
 @pytest.fixture
 def start(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[..., Replica]]:
     """Start replicas with a config of `[daemon]` keys and agents, on this test's stores."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "NOTIFY_SOCKET", "WATCHDOG_"))}
+    env = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "NOTIFY_SOCKET", "WATCHDOG_"))
+    }
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"))
     replicas: list[Replica] = []
 
@@ -152,7 +155,10 @@ def test_three_replicas_run_every_slot_exactly_once(start: Callable[..., Replica
         fired = [r for r in replicas if any(e.get("scheduled_for") == slot for e in r.events("wake.started") + r.events("wake.skipped"))]
         taken = [e for r in replicas for e in r.events("wake.skipped") if e.get("reason") == "slot_taken" and e["scheduled_for"] == slot]
         assert len(taken) == len(fired) - 1, slot
-    contested = sum(all(any(e.get("scheduled_for") == s.isoformat() for e in r.events("wake.skipped") + r.events("wake.started")) for r in replicas) for s in expected)
+    contested = sum(
+        all(any(e.get("scheduled_for") == s.isoformat() for e in r.events("wake.skipped") + r.events("wake.started")) for r in replicas)
+        for s in expected
+    )
     assert contested >= 0.8 * len(expected)  # (a replica whose loop lagged a whole second coalesces a slot)
     # one wake of the agent at a time, whichever replica ran it
     ran = [r for r in rows if r["status"] == "completed"]
@@ -172,9 +178,14 @@ def test_kill_9_the_replica_running_a_wake(start: Callable[..., Replica]) -> Non
     victim.proc.wait(10)
     killed_at = dt.datetime.now(dt.UTC)
     [survivor] = replicas.values()
-    abandoned = wait_rows(dsn, "SELECT * FROM wake_introspection_ledger WHERE wake_id = $1 AND status = 'abandoned'", running["wake_id"], timeout_s=20)
+    abandoned = wait_rows(
+        dsn, "SELECT * FROM wake_introspection_ledger WHERE wake_id = $1 AND status = 'abandoned'", running["wake_id"], timeout_s=20,
+    )
     assert "lost the agent's lease" in abandoned[0]["error"]
-    nxt = wait_rows(dsn, "SELECT * FROM wake_introspection_ledger WHERE pid = $1 AND started_at > $2 AND status IN ('started', 'completed')", survivor.pid, killed_at)
+    nxt = wait_rows(
+        dsn, "SELECT * FROM wake_introspection_ledger WHERE pid = $1 AND started_at > $2 AND status IN ('started', 'completed')",
+        survivor.pid, killed_at,
+    )
     assert nxt[0]["scheduled_for"] > running_slot(dsn, running["wake_id"])
     assert any(e["wake_id"] == str(running["wake_id"]) for e in survivor.events("wake.abandoned"))
     assert survivor.stop() == 0
@@ -197,7 +208,9 @@ def test_a_stale_lease_holder_writes_nothing_after_losing_the_lease(start: Calla
     holder.signal(signal.SIGSTOP)
     try:
         # past the TTL the other replica takes the lease with a newer fence and closes the row
-        fresh = wait_rows(dsn, "SELECT wake_id, fence FROM wake_introspection_ledger WHERE pid = $1 AND fence > $2", other.pid, stale["fence"], timeout_s=20)
+        fresh = wait_rows(
+            dsn, "SELECT wake_id, fence FROM wake_introspection_ledger WHERE pid = $1 AND fence > $2", other.pid, stale["fence"], timeout_s=20,
+        )
         assert query(dsn, "SELECT status FROM wake_introspection_ledger WHERE wake_id = $1", stale["wake_id"]) == [{"status": "abandoned"}]
     finally:
         holder.signal(signal.SIGCONT)
@@ -209,7 +222,9 @@ def test_a_stale_lease_holder_writes_nothing_after_losing_the_lease(start: Calla
     # the fresh wake's own write goes through; the stale one's never does
     wait_rows(dsn, "SELECT 1 FROM last_actions WHERE wake_id = $1", fresh[0]["wake_id"], timeout_s=20)
     assert query(dsn, "SELECT * FROM last_actions WHERE wake_id = $1", stale["wake_id"]) == []
-    assert query(dsn, "SELECT status, finished_at IS NOT NULL AS closed FROM wake_introspection_ledger WHERE wake_id = $1", stale["wake_id"]) == [{"status": "abandoned", "closed": True}]
+    assert query(
+        dsn, "SELECT status, finished_at IS NOT NULL AS closed FROM wake_introspection_ledger WHERE wake_id = $1", stale["wake_id"],
+    ) == [{"status": "abandoned", "closed": True}]
     assert holder.stop() == 0 and other.stop() == 0
 
 
@@ -220,7 +235,12 @@ def test_restart_after_a_three_hour_gap_catches_up_once(start: Callable[..., Rep
     hour = now.replace(minute=0, second=0, microsecond=0)
     gap_start = hour - dt.timedelta(hours=3)
     for tier in ("whisper", "surface", "full"):
-        query(dsn, "INSERT INTO wake_slots (agent_id, tier, scheduled_for, trigger, claimed_by, wake_id) VALUES ('demo', $1, $2, 'schedule', 'before-the-gap', $3) RETURNING 1", tier, gap_start, uuid.uuid4())
+        query(
+            dsn,
+            "INSERT INTO wake_slots (agent_id, tier, scheduled_for, trigger, claimed_by, wake_id)"
+            " VALUES ('demo', $1, $2, 'schedule', 'before-the-gap', $3) RETURNING 1",
+            tier, gap_start, uuid.uuid4(),
+        )
     first = start("", tiers)
     first.wait_event("daemon.ready")
     rows = wait_rows(dsn, "SELECT * FROM wake_introspection_ledger WHERE trigger = 'catch_up' AND status <> 'started'", at_least=2)
@@ -308,7 +328,9 @@ def test_wake_up_takes_the_lease_and_refuses_a_busy_agent(start: Callable[..., R
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
 
     def up() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "wake", "--config", str(config), "up"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "wake", "--config", str(config), "up"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
+        )
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     client.set("wake:lease:demo", "elsewhere:4242:cafe", px=30_000)  # a daemon's wake in progress
@@ -335,7 +357,10 @@ def test_trigger_and_status_against_a_running_daemon(start: Callable[..., Replic
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "wake", "--config", str(tmp_path / "wake-0.toml"), *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "wake", "--config", str(tmp_path / "wake-0.toml"), *args],
+            capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
+        )
 
     started = cli("trigger", "--agent", "demo", "--tier", "surface", "--no-wait", "--json")
     assert started.returncode == 0, started.stderr
@@ -354,5 +379,7 @@ def test_trigger_and_status_against_a_running_daemon(start: Callable[..., Replic
     assert waited.returncode == 0, waited.stderr
     outcome = json.loads(waited.stdout)
     assert outcome["outcome"] == "settled" and outcome["status"] == "completed"
-    assert query(dsn, "SELECT trigger, tier FROM wake_introspection_ledger WHERE wake_id = $1", uuid.UUID(outcome["wake_id"])) == [{"trigger": "manual", "tier": "whisper"}]
+    assert query(
+        dsn, "SELECT trigger, tier FROM wake_introspection_ledger WHERE wake_id = $1", uuid.UUID(outcome["wake_id"]),
+    ) == [{"trigger": "manual", "tier": "whisper"}]
     assert replica.stop() == 0

@@ -134,4 +134,6 @@ async def test_the_check_sees_a_write_only_column(pg_dsn: str) -> None:
     assert _reads(select, cols) == {("inert_probe", "selected"), ("inert_probe", "id")}
     assert ("inert_probe", "written") not in _reads(update, cols)
     assert _reads(star, cols) == {("inert_probe", c) for c in ("id", "written", "selected", "other_id")}
-    assert _reads(join, cols) == {("inert_probe", "selected"), ("inert_probe", "other_id"), ("inert_probe", "id"), ("other", "label"), ("other", "oid_")}
+    assert _reads(join, cols) == {
+        ("inert_probe", "selected"), ("inert_probe", "other_id"), ("inert_probe", "id"), ("other", "label"), ("other", "oid_"),
+    }

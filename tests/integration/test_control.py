@@ -115,7 +115,9 @@ async def test_events_round_trip_until_settled(client: aioredis.Redis, other_cli
     async def daemon() -> None:
         await control.report(other_client, taken.request_id, {"event": "started", "wake_id": "w-9"})
         await asyncio.sleep(2 * SOCKET_TIMEOUT_S)  # a wake that outlasts a socket timeout
-        await control.report(other_client, taken.request_id, {"event": "settled", "wake_id": "w-9", "status": "quiet", "note": "nothing changed", "error": None})
+        await control.report(
+            other_client, taken.request_id, {"event": "settled", "wake_id": "w-9", "status": "quiet", "note": "nothing changed", "error": None},
+        )
         await control.report(other_client, taken.request_id, {"event": "after-the-end"})
 
     reporter = asyncio.create_task(daemon())

@@ -30,7 +30,10 @@ THIRTY = '[tools]\nmodules = ["tests.support.thirty_tools"]\nsurfaces = ["ops"]\
 FIXED_NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
 # The built-in tools (every ledger's) with no operator module: the counts below add the thirty to them.
 BASE = loader.build(entry_points=False)
-BASE_BOUND = {tier: len(BASE.binding(binds)) for tier, binds in (("whisper", ["wake.whisper"]), ("surface", ["wake.whisper", "wake.surface"]), ("full", ["wake"]))}
+BASE_BOUND = {
+    tier: len(BASE.binding(binds))
+    for tier, binds in (("whisper", ["wake.whisper"]), ("surface", ["wake.whisper", "wake.surface"]), ("full", ["wake"]))
+}
 
 
 async def _wake(config: Config, registry: Registry, tier: str = "whisper", **kw: Any) -> cycle.WakeOutcome:
@@ -67,11 +70,16 @@ async def test_capability_map_binds_declarations_and_ledger_counts_the_binding(s
 def test_wake_registry_flags_the_inert_declaration(store_config: Callable[..., Config]) -> None:
     config = store_config(THIRTY)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), "registry"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "wake", "--config", str(config.path), "registry"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "! tool ops_report declares surface 'ops', which no tier binds" in done.stdout
     assert f"registry: {30 + len(BASE)} tools" in done.stdout
-    as_json = subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), "registry", "--json"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    as_json = subprocess.run(
+        [sys.executable, "-m", "wake", "--config", str(config.path), "registry", "--json"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
+    )
     import json
 
     cmap = json.loads(as_json.stdout)
@@ -144,7 +152,10 @@ async def test_crashing_source_yields_failed_block_with_type_and_wake_settles(st
     [row] = await _rows(config)
     assert row["status"] == "completed" and row["finished_at"] is not None
     # the next wake sees the failing block recover
-    again = await _wake(config, loader.build(), source_list=[sources.BUILTIN["identity"], dataclasses.replace(sources.BUILTIN["clock"], name="crash"), sources.BUILTIN["binding_diff"]])
+    again = await _wake(
+        config, loader.build(),
+        source_list=[sources.BUILTIN["identity"], dataclasses.replace(sources.BUILTIN["clock"], name="crash"), sources.BUILTIN["binding_diff"]],
+    )
     assert again.diff is not None and again.diff["agent"]["blocks"]["recovered"] == ["crash"]
 
 

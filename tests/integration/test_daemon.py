@@ -153,7 +153,10 @@ async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_ne
     three_hours_ago = now.replace(minute=0) - dt.timedelta(hours=3)
     async with d.stores.pg_conn() as conn:
         for tier in ("whisper", "surface", "full"):
-            await slots.claim(conn, agent_id="demo", tier=tier, scheduled_for=three_hours_ago, trigger="schedule", claimed_by="old", claimed_at=three_hours_ago, wake_id=uuid.uuid4())
+            await slots.claim(
+                conn, agent_id="demo", tier=tier, scheduled_for=three_hours_ago, trigger="schedule", claimed_by="old",
+                claimed_at=three_hours_ago, wake_id=uuid.uuid4(),
+            )
     with structlog.testing.capture_logs() as logs:
         await d._catch_up_all()
         await asyncio.gather(*list(d.tasks))
@@ -181,7 +184,9 @@ async def test_manual_trigger_through_redis(opened: Callable[..., daemon.Daemon]
         return [e async for e in control.events(redis, req.request_id, 2)]
 
     started, settled = await ask("demo", "surface")
-    assert started["event"] == "started" and settled == {"event": "settled", "wake_id": started["wake_id"], "status": "completed", "note": settled["note"], "error": None}
+    assert started["event"] == "started" and settled == {
+        "event": "settled", "wake_id": started["wake_id"], "status": "completed", "note": settled["note"], "error": None,
+    }
     [row] = await _rows(d)
     assert (str(row["wake_id"]), row["trigger"], row["scheduled_for"]) == (started["wake_id"], "manual", None)
     [refused] = await ask("nobody", "whisper")

@@ -162,7 +162,10 @@ async def test_a_store_error_is_could_not_check_not_no_facts(store_config: Calla
         await session.prepare_schema(st)
         ctx = wake_ctx(config, st, at("2026-11-01T12:00:00"))
         await st.pg.close()  # the real pool, closed: every source over PostgreSQL must now fail typed
-        blocks = [await arrival.run_source(sources.BUILTIN[name], ctx, 2.0) for name in ("provenance_facts", "settled_facts", "living_summaries", "daybook")]
+        blocks = [
+            await arrival.run_source(sources.BUILTIN[name], ctx, 2.0)
+            for name in ("provenance_facts", "settled_facts", "living_summaries", "daybook")
+        ]
     for block in blocks:
         assert block.retrieval == "failed" and block.result == "unknown", block
         assert block.text.startswith("could not check: "), block.text
@@ -207,5 +210,7 @@ async def test_retired_facts_leave_the_arrival(store_config: Callable[..., Confi
                 await facts.retire(conn, agent_id="demo", fact_id=kept.fact_id, status="superseded")
             listed, _ = await facts.listing(conn, "demo", include_all=True, limit=10)
         found = await recall.provenance_facts(wake_ctx(config, st, at("2026-11-02T10:00:00")))
-    assert {r["fact_key"]: r["status"] for r in listed} == {"kept": "active", "k_overridden": "overridden", "k_expired": "expired", "k_refuted": "refuted"}
+    assert {r["fact_key"]: r["status"] for r in listed} == {
+        "kept": "active", "k_overridden": "overridden", "k_expired": "expired", "k_refuted": "refuted",
+    }
     assert found.rows == 1 and "was " not in found.text and "kept: still true" in found.text

@@ -48,7 +48,9 @@ def _cypher(uri: str, query: str, **params: Any) -> list[dict[str, Any]]:
         return [r.data() for r in records]
 
 
-def _raw_link(uri: str, source: str, rel: str, target: str, at: dt.datetime, *, source_kind: str | None = None, target_kind: str | None = None) -> None:
+def _raw_link(
+    uri: str, source: str, rel: str, target: str, at: dt.datetime, *, source_kind: str | None = None, target_kind: str | None = None
+) -> None:
     _cypher(
         uri,
         "MERGE (s:Entity {agent_id: 'demo', name: $s}) SET s.kind = coalesce(s.kind, $sk) "

@@ -106,7 +106,9 @@ async def test_facts_and_open_commitments_anchor_the_graph_block(store_config: C
         assert moved["graph"] == "anchored FACT on 'attic'"
         # an unverified fact stays out of the graph as it stays out of arrivals
         async with st.pg_conn() as conn:
-            m = await contact.record(conn, agent_id="demo", author="henke", channel="chat", body="See you Friday.", received_at=NOW - dt.timedelta(hours=2))
+            m = await contact.record(
+                conn, agent_id="demo", author="henke", channel="chat", body="See you Friday.", received_at=NOW - dt.timedelta(hours=2),
+            )
         doubtful = await _call(ctx, "remember_fact", key="budget", value="the budget is 40k", origin="saw", source_ref=str(m), about="Budget")
         assert (doubtful["status"], doubtful["graph"]) == ("unverified", "not anchored: the fact is unverified")
 
@@ -175,7 +177,9 @@ async def test_a_stale_fence_writes_neither_postgres_nor_the_graph(store_config:
         new = await lease.acquire(st, "demo", ttl_ms=5000)
         # PostgreSQL refuses the old fence before anything is written
         with pytest.raises(StaleFence):
-            await _call(wake_ctx(config, st, NOW, fence=old.fence, wake_id=wake_id), "remember_fact", key="k", value="v", origin="did", about="Apollo")
+            await _call(
+                wake_ctx(config, st, NOW, fence=old.fence, wake_id=wake_id), "remember_fact", key="k", value="v", origin="did", about="Apollo",
+            )
         with pytest.raises(StaleFence):
             await _call(wake_ctx(config, st, NOW, fence=old.fence, wake_id=wake_id), "add_commitment", title="t", about="Apollo")
         assert (await _count(st, "facts"), await _count(st, "commitments")) == (0, 0)

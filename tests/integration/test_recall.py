@@ -24,10 +24,12 @@ async def test_living_summaries_say_what_changed_since_the_last_fold(store_confi
         ctx = wake_ctx(config, st, NOW)
         empty = await recall.living_summaries(ctx)
         async with st.pg_conn() as conn, conn.transaction():
-            assert await summaries.fold(conn, agent_id="demo", aspect="life_lately", content="Works days.", deltas=["started"], folded_at=NOW - dt.timedelta(days=9)) == 1
+            assert await summaries.fold(conn, agent_id="demo", aspect="life_lately", content="Works days.",
+                                        deltas=["started"], folded_at=NOW - dt.timedelta(days=9)) == 1
             assert await summaries.fold(conn, agent_id="demo", aspect="life_lately", content="Works evenings now.",
                                         deltas=["moved to Kvällsskift", "trip talked about"], folded_at=NOW - dt.timedelta(days=1)) == 2
-            assert await summaries.fold(conn, agent_id="demo", aspect="presence", content="Writes late.", deltas=[], folded_at=NOW - dt.timedelta(hours=2)) == 1
+            assert await summaries.fold(conn, agent_id="demo", aspect="presence", content="Writes late.",
+                                        deltas=[], folded_at=NOW - dt.timedelta(hours=2)) == 1
             with pytest.raises(ValueError, match="aspect must be one of life_lately, presence"):
                 await summaries.fold(conn, agent_id="demo", aspect="mood", content="x", deltas=[], folded_at=NOW)
         found = await recall.living_summaries(ctx)
@@ -52,7 +54,9 @@ async def test_daybook_shows_the_newest_entries_with_the_exact_total(store_confi
         assert (await recall.recent_daybook(ctx)).text == "The daybook is empty."
         async with st.pg_conn() as conn:
             for i in range(5):
-                await daybook.append(conn, agent_id="demo", wake_id=None, entry=f"entry {i}\n  with  spaces", written_at=NOW - dt.timedelta(hours=5 - i))
+                await daybook.append(
+                    conn, agent_id="demo", wake_id=None, entry=f"entry {i}\n  with  spaces", written_at=NOW - dt.timedelta(hours=5 - i),
+                )
             with pytest.raises(ValueError, match="non-empty"):
                 await daybook.append(conn, agent_id="demo", wake_id=None, entry="   ", written_at=NOW)
         found = await recall.recent_daybook(ctx)

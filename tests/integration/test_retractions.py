@@ -268,7 +268,9 @@ async def test_retract_settle_and_probe_tools(store_config: Callable[..., Config
         rid = uuid.UUID(out["id"])
         async with st.pg_conn() as conn:
             row = await retractions.get(conn, rid)
-        assert row is not None and (row["caught_by"], row["row_class"], row["probe_needle"], row["probe_negate"]) == ("human", "send", "absent", False)
+        assert row is not None and (row["caught_by"], row["row_class"], row["probe_needle"], row["probe_negate"]) == (
+            "human", "send", "absent", False
+        )
 
         probed = await epistemic.claim_probe.handler(ctx, target="report.txt", mode="contains", needle="absent",
                                                      assertion="the word is absent", retraction_id=str(rid))

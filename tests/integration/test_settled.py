@@ -71,7 +71,9 @@ async def test_dates_render_as_stored_with_the_connection_at_utc_plus_2_around_m
                                        state_on=dt.date(2026, 10, 22), settled_at=AROUND_MIDNIGHT - dt.timedelta(minutes=40))
             await commitments.add(conn, agent_id="demo", title="send the timesheet", due_on=dt.date(2026, 10, 23), created_at=AROUND_MIDNIGHT)
             # The instrument can fail: the known bug (a local-midnight value converted to UTC) gives the day before.
-            assert await conn.fetchval("SELECT to_char(($1::date)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD')", dt.date(2026, 10, 22)) == "2026-10-21"
+            assert await conn.fetchval(
+                "SELECT to_char(($1::date)::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD')", dt.date(2026, 10, 22),
+            ) == "2026-10-21"
         found = await settled_block.settled_facts(wake_ctx(config, st, AROUND_MIDNIGHT))
     lines = _lines(found.text)
     assert lines["Settled state"] == "Settled state: 2026-10-22 timereport: reported: Kvällsskift 8 h"
@@ -143,7 +145,9 @@ async def test_settled_state_from_an_operator_source_and_a_failing_part_keeps_th
             await conn.execute("INSERT INTO timereport_days VALUES ('demo', '2026-11-27', 'Kvällsskift'), ('demo', '2026-11-28', 'Dagskift')")
             await _seed_commitments(conn, 2, now)
         found = await settled_block.settled_facts(ctx)
-    assert _lines(missing.text)["Settled state"].startswith("Settled state: could not check: SqlSourceError: sql source 'timereport' failed: UndefinedTableError")
+    assert _lines(missing.text)["Settled state"].startswith(
+        "Settled state: could not check: SqlSourceError: sql source 'timereport' failed: UndefinedTableError"
+    )
     assert _lines(missing.text)["Open commitments"] == "Open commitments: none"  # the other parts still ran
     assert _lines(found.text)["Settled state"] == "Settled state: 2026-11-28 Dagskift"
     assert _lines(found.text)["Open commitments"].startswith("Open commitments (2 of 2, newest first)")

@@ -33,7 +33,9 @@ def server() -> Iterator[ScriptedServer]:
         yield s
 
 
-def _toml(server: ScriptedServer, *, budget_toml: str = "", daily_cap: str = "", extra: str = "", sources_toml: str = "", route: str = "") -> tuple[str, str]:
+def _toml(
+    server: ScriptedServer, *, budget_toml: str = "", daily_cap: str = "", extra: str = "", sources_toml: str = "", route: str = ""
+) -> tuple[str, str]:
     extra_toml = f"""{TOOLS}
 [models.scripted]
 base_url = "{server.url}"
@@ -88,7 +90,10 @@ async def _row(config: Config, wake_id: Any) -> dict[str, Any]:
 
 
 def _tool_answers(request_json: dict[str, Any]) -> list[dict[str, Any]]:
-    return [json.loads(m["content"]) if m["content"].startswith("{") else {"text": m["content"]} for m in request_json["messages"] if m["role"] == "tool"]
+    return [
+        json.loads(m["content"]) if m["content"].startswith("{") else {"text": m["content"]}
+        for m in request_json["messages"] if m["role"] == "tool"
+    ]
 
 
 async def test_tool_call_round_trip_records_usage_and_the_mutating_action(make_config: Callable[..., Config], server: ScriptedServer) -> None:
@@ -254,7 +259,9 @@ async def test_a_failing_model_settles_the_wake_failed_never_empty(make_config: 
     assert "invalid api key" in row["error"]
 
 
-async def test_a_missing_api_key_credential_fails_the_wake_with_its_name(make_config: Callable[..., Config], server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_missing_api_key_credential_fails_the_wake_with_its_name(
+    make_config: Callable[..., Config], server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("WAKE_TEST_ABSENT_KEY", raising=False)
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     config = make_config()
@@ -300,8 +307,12 @@ async def test_the_gate_a_second_identical_whisper_makes_zero_requests(make_conf
     assert fifth.gate == "due: due_falsifiers" and fifth.status == "completed" and len(server.requests) == 4
 
 
-async def test_escalation_promotes_a_whisper_to_a_surface_wake(make_config: Callable[..., Config], server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sources.BUILTIN, "due_falsifiers", _fixed_source("due_falsifiers", arrival.CacheTier.volatile, "retraction 12: falsifier due"))
+async def test_escalation_promotes_a_whisper_to_a_surface_wake(
+    make_config: Callable[..., Config], server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(
+        sources.BUILTIN, "due_falsifiers", _fixed_source("due_falsifiers", arrival.CacheTier.volatile, "retraction 12: falsifier due"),
+    )
     config = make_config(
         extra='[[gate.escalate]]\nwhen = "present"\nblock = "due_falsifiers"\n',
         sources_toml='sources = ["identity", "clock", "due_falsifiers", "binding_diff"]',

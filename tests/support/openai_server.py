@@ -50,7 +50,9 @@ class Recorded:
         return None if tools is None else [t["function"]["name"] for t in tools]
 
 
-def completion(content: str | None = None, tool_calls: list[tuple[str, Any]] | None = None, *, finish_reason: str | None = None, cost: float | None = None) -> Response:
+def completion(
+    content: str | None = None, tool_calls: list[tuple[str, Any]] | None = None, *, finish_reason: str | None = None, cost: float | None = None
+) -> Response:
     """A 200 chat completion; `tool_calls` are (name, arguments) with arguments a dict or a raw string."""
     calls = [
         {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
@@ -93,7 +95,9 @@ class ScriptedServer:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
                 with server._lock:
                     previous = server.requests[-1].raw if server.requests else b""
-                    server.requests.append(Recorded(time.monotonic(), self.path, {k.lower(): v for k, v in self.headers.items()}, raw, self.client_address))
+                    server.requests.append(
+                        Recorded(time.monotonic(), self.path, {k.lower(): v for k, v in self.headers.items()}, raw, self.client_address)
+                    )
                     step = server.script.popleft() if server.script else server.default(json.loads(raw))
                 if step.delay_s:
                     time.sleep(step.delay_s)

@@ -14,7 +14,9 @@ async def _echo(ctx: Any, q: str = "") -> dict[str, str]:
 
 
 def _tool(name: str, surfaces: set[str], mutates: bool = False) -> Tool:
-    return Tool(name=name, description=f"Test tool {name}.", parameters=_PARAMS, version="1", handler=_echo, mutates=mutates, surfaces=frozenset(surfaces))
+    return Tool(
+        name=name, description=f"Test tool {name}.", parameters=_PARAMS, version="1", handler=_echo, mutates=mutates, surfaces=frozenset(surfaces),
+    )
 
 
 # 10 chat-only, 5 whisper, 5 surface, 5 full, 4 every-wake, 1 on a surface no tier binds.

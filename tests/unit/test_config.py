@@ -27,17 +27,21 @@ BAD_CASES: list[tuple[str, str, str, str]] = [
     ("unknown_nested_key", TIER + "bind = [\"x\"]\n", "agents.a.tiers.whisper.bind", "unknown key; expected one of: cron, every"),
     ("bad_cron", TIER + "cron = \"61 * * * *\"\n", "agents.a.tiers.whisper.cron", "expected a 5-field cron expression, got '61 * * * *'"),
     ("cron_field_count", TIER + "cron = \"* * *\"\n", "agents.a.tiers.whisper.cron", "Wrong number of fields"),
-    ("unknown_tier", "[agents.a.tiers.wisper]\nbinds = [\"wake\"]\n", "agents.a.tiers.wisper", "unknown tier 'wisper'; expected one of whisper, surface, full"),
-    ("unknown_surface", "[agents.a.tiers.whisper]\nbinds = [\"wake.whisperr\"]\n", "agents.a.tiers.whisper.binds.0", "unknown surface 'wake.whisperr'"),
+    ("unknown_tier", "[agents.a.tiers.wisper]\nbinds = [\"wake\"]\n", "agents.a.tiers.wisper",
+     "unknown tier 'wisper'; expected one of whisper, surface, full"),
+    ("unknown_surface", "[agents.a.tiers.whisper]\nbinds = [\"wake.whisperr\"]\n", "agents.a.tiers.whisper.binds.0",
+     "unknown surface 'wake.whisperr'"),
     ("missing_binds", "[agents.a.tiers.whisper]\nevery = \"15m\"\n", "agents.a.tiers.whisper.binds", "required key is missing"),
     ("missing_agents", "[log]\nlevel = \"info\"\n", "agents", "required key is missing"),
     ("unparsable", "[agents.a\nbinds = 1\n", "(file)", "expected valid TOML"),
     ("bad_duration", TIER + "every = \"15 minutes\"\n", "agents.a.tiers.whisper.every", 'expected a duration like "30s", "15m"'),
-    ("bad_timezone", "[agents.a]\ntimezone = \"Mars/Olympus\"\n" + TIER.replace("[agents.a]\n", ""), "agents.a.timezone", "expected an IANA timezone"),
+    ("bad_timezone", "[agents.a]\ntimezone = \"Mars/Olympus\"\n" + TIER.replace("[agents.a]\n", ""), "agents.a.timezone",
+     "expected an IANA timezone"),
     ("cron_and_every", TIER + "cron = \"* * * * *\"\nevery = \"1m\"\n", "agents.a.tiers.whisper", "expected either cron or every, not both"),
     ("unknown_model_route", TIER + "model = \"gpt\"\n", "agents.a.tiers.whisper.model", "unknown model route 'gpt'"),
     ("unknown_source", TIER + "sources = [\"identity\", \"weather\"]\n", "agents.a.tiers.whisper.sources.1", "unknown source 'weather'"),
-    ("bad_quiet_hours", "[agents.a]\nquiet_hours = \"11pm-7am\"\n" + TIER.replace("[agents.a]\n", ""), "agents.a.quiet_hours", 'expected "HH:MM-HH:MM"'),
+    ("bad_quiet_hours", "[agents.a]\nquiet_hours = \"11pm-7am\"\n" + TIER.replace("[agents.a]\n", ""), "agents.a.quiet_hours",
+     'expected "HH:MM-HH:MM"'),
     ("bad_literal", "[log]\nformat = \"xml\"\n" + TIER, "log.format", "expected 'auto', 'json' or 'console', got 'xml'"),
     ("negative_timeout", "[postgres]\ncommand_timeout_s = -1\n" + TIER, "postgres.command_timeout_s", "greater than 0"),
     ("bad_model_url", "[models.m]\nbase_url = \"ftp://x\"\nmodel = \"m\"\n" + TIER, "models.m.base_url", "expected an http:// or https:// URL"),
@@ -167,7 +171,10 @@ def test_cli_bad_config_exits_78_with_one_line(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "wake", "--config", str(path), "doctor"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 78
     lines = done.stderr.strip().splitlines()
-    assert lines == [f"wake: bad config in {path}: agents.a.tiers.whisper.binds.0: unknown surface 'nowhere'; expected one of chat, cli, wake, wake.full, wake.surface, wake.whisper (declare new ones in tools.surfaces)"]
+    assert lines == [
+        f"wake: bad config in {path}: agents.a.tiers.whisper.binds.0: unknown surface 'nowhere'; "
+        "expected one of chat, cli, wake, wake.full, wake.surface, wake.whisper (declare new ones in tools.surfaces)"
+    ]
     assert "Traceback" not in done.stderr
 
 

@@ -14,7 +14,10 @@ PREVIOUS_ID = uuid.UUID("12345678-0000-0000-0000-000000000000")
 
 
 def _block(name: str, tier: CacheTier, *, result: str = "present", retrieval: str = "ok", every_wake: bool = False) -> Block:
-    return Block(name=name, cache_tier=tier, text=name, retrieval=retrieval, result=result, reason=None, latency_ms=1.0, rows=1, changes_every_wake=every_wake)
+    return Block(
+        name=name, cache_tier=tier, text=name, retrieval=retrieval, result=result, reason=None, latency_ms=1.0, rows=1,
+        changes_every_wake=every_wake,
+    )
 
 
 def _state(b: Block, h: str) -> dict[str, Any]:
@@ -41,9 +44,14 @@ def _previous(hashes: dict[str, str], blocks: list[Block] = BLOCKS, status: str 
     }
 
 
-def _decide(blocks: list[Block], hashes: dict[str, str], previous: dict[str, Any] | None, config: GateConfig = DEFAULT_GATE, tier: str = "whisper", tools: dict[str, str] = TOOLS) -> gate.Decision:
+def _decide(
+    blocks: list[Block], hashes: dict[str, str], previous: dict[str, Any] | None, config: GateConfig = DEFAULT_GATE, tier: str = "whisper",
+    tools: dict[str, str] = TOOLS,
+) -> gate.Decision:
     states = {b.name: _state(b, hashes[b.name]) for b in blocks}
-    return gate.decide(tier=tier, blocks=blocks, hashes=hashes, previous_tier=previous, tier_diff=diff.compare(previous, tools, states), config=config)
+    return gate.decide(
+        tier=tier, blocks=blocks, hashes=hashes, previous_tier=previous, tier_diff=diff.compare(previous, tools, states), config=config,
+    )
 
 
 def test_unchanged_whisper_is_quiet_even_though_the_clock_and_recent_wakes_moved() -> None:

@@ -57,7 +57,10 @@ async def _handler(ctx: Any) -> None:
 
 
 def _mk(**over: Any) -> Tool:
-    fields: dict[str, Any] = dict(name="ok", description="A tool.", parameters={"type": "object", "properties": {}}, version="1", handler=_handler, mutates=False, surfaces=frozenset({"wake"}))
+    fields: dict[str, Any] = dict(
+        name="ok", description="A tool.", parameters={"type": "object", "properties": {}}, version="1", handler=_handler, mutates=False,
+        surfaces=frozenset({"wake"}),
+    )
     fields.update(over)
     return Tool(**fields)
 
@@ -159,7 +162,10 @@ def test_prompt_order_is_static_to_volatile_keeping_configured_order() -> None:
     def b(name: str, tier: arrival.CacheTier) -> arrival.Block:
         return arrival.Block(name=name, cache_tier=tier, text=name, retrieval="ok", result="present", reason=None, latency_ms=0, rows=1)
 
-    blocks = [b("clock", arrival.CacheTier.volatile), b("identity", arrival.CacheTier.static), b("recent", arrival.CacheTier.session), b("diff", arrival.CacheTier.volatile)]
+    blocks = [
+        b("clock", arrival.CacheTier.volatile), b("identity", arrival.CacheTier.static), b("recent", arrival.CacheTier.session),
+        b("diff", arrival.CacheTier.volatile),
+    ]
     assert [x.name for x in arrival.prompt_order(blocks)] == ["identity", "recent", "clock", "diff"]
     assert arrival.render_prompt(blocks).startswith("## identity\nidentity\n\n## recent")
 
@@ -170,9 +176,15 @@ def test_diff_compare_tools_and_blocks() -> None:
     prev = {
         "wake_id": "w1", "tier": "whisper", "started_at": dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
         "tool_hashes": {"a": "1", "b": "2", "c": "3"},
-        "blocks": {"x": {"hash": "h", "retrieval": "ok"}, "y": {"hash": "f", "retrieval": "failed"}, "z": {"hash": "k", "retrieval": "ok"}, diff.DIFF_BLOCK: {"hash": "d", "retrieval": "ok"}},
+        "blocks": {
+            "x": {"hash": "h", "retrieval": "ok"}, "y": {"hash": "f", "retrieval": "failed"}, "z": {"hash": "k", "retrieval": "ok"},
+            diff.DIFF_BLOCK: {"hash": "d", "retrieval": "ok"},
+        },
     }
-    d = diff.compare(prev, {"a": "1", "b": "9", "d": "4"}, {"x": {"hash": "h", "retrieval": "ok"}, "y": {"hash": "g", "retrieval": "ok"}, "z": {"hash": "q", "retrieval": "failed"}})
+    d = diff.compare(
+        prev, {"a": "1", "b": "9", "d": "4"},
+        {"x": {"hash": "h", "retrieval": "ok"}, "y": {"hash": "g", "retrieval": "ok"}, "z": {"hash": "q", "retrieval": "failed"}},
+    )
     assert d["tools"] == {"added": ["d"], "removed": ["c"], "changed": ["b"], "held": 3}
     assert d["blocks"]["unchanged"] == ["x"] and d["blocks"]["recovered"] == ["y"] and d["blocks"]["newly_failing"] == ["z"]
     assert d["blocks"]["changed"] == ["y", "z"] and d["blocks"]["removed"] == []

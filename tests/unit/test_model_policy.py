@@ -23,7 +23,10 @@ def test_retry_after_in_ms_seconds_and_http_date() -> None:
     assert model.retry_after_s({}) is None
 
 
-@pytest.mark.parametrize(("status", "retryable"), [(408, True), (409, True), (429, True), (500, True), (503, True), (400, False), (401, False), (403, False), (404, False), (422, False)])
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [(408, True), (409, True), (429, True), (500, True), (503, True), (400, False), (401, False), (403, False), (404, False), (422, False)],
+)
 def test_which_statuses_are_retried(status: int, retryable: bool) -> None:
     assert model.is_retryable_status(status) is retryable
 

@@ -142,7 +142,15 @@ async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Bloc
             )
     if source.changes_every_wake:
         block = dataclasses.replace(block, changes_every_wake=True)
-    log.info("arrival.block", block=block.name, retrieval=block.retrieval, result=block.result, reason=block.reason, latency_ms=round(block.latency_ms, 2), rows=block.rows)
+    log.info(
+        "arrival.block",
+        block=block.name,
+        retrieval=block.retrieval,
+        result=block.result,
+        reason=block.reason,
+        latency_ms=round(block.latency_ms, 2),
+        rows=block.rows,
+    )
     return block
 
 

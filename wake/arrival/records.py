@@ -44,7 +44,10 @@ async def living_summaries(ctx: WakeContext) -> Found:
         if r["trail_id"] is None:
             part.append("What changed since the last fold: could not check: no trail row for this version")
         elif r["merged_deltas"]:
-            part.append(f"What changed since the last fold ({r['trail_folded_at'].astimezone(zone):%Y-%m-%d}): " + "; ".join(str(d) for d in r["merged_deltas"]))
+            part.append(
+                f"What changed since the last fold ({r['trail_folded_at'].astimezone(zone):%Y-%m-%d}): "
+                + "; ".join(str(d) for d in r["merged_deltas"])
+            )
         else:
             part.append("What changed since the last fold: nothing was merged")
         parts.append("\n".join(part))

@@ -120,7 +120,15 @@ async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
     await summaries.fold(conn, agent_id=agent_id, aspect="presence", content="Messages come in the evenings, after 23:00 on shift days.",
                          deltas=["evening contact pattern after the shift change"], folded_at=days(1))
     n["daybook"] += 1
-    await daybook.append(conn, agent_id=agent_id, wake_id=None, entry="Quiet day. Checked the canary worker: exit 0, artifact on disk.", written_at=days(2))
+    await daybook.append(
+        conn, agent_id=agent_id, wake_id=None, entry="Quiet day. Checked the canary worker: exit 0, artifact on disk.", written_at=days(2)
+    )
     n["daybook"] += 1
-    await daybook.append(conn, agent_id=agent_id, wake_id=None, entry="The trip is talk, not a booking; I keep it out of my facts until Henke says more.", written_at=days(1))
+    await daybook.append(
+        conn,
+        agent_id=agent_id,
+        wake_id=None,
+        entry="The trip is talk, not a booking; I keep it out of my facts until Henke says more.",
+        written_at=days(1),
+    )
     return dict(n)

@@ -110,7 +110,14 @@ async def _neo4j(config: Config) -> list[Check]:
     names = graph.schema_object_names()
     checks = [Check(check="neo4j", status="ok", detail=f"{where} database {config.neo4j.database} ({server.agent})", latency_ms=latency)]
     if missing:
-        checks.append(Check(check="graph_schema", status="warn", detail=f"{len(names) - len(missing)} of {len(names)}, missing {', '.join(missing)}: run `wake migrate`", required=False))
+        checks.append(
+            Check(
+                check="graph_schema",
+                status="warn",
+                detail=f"{len(names) - len(missing)} of {len(names)}, missing {', '.join(missing)}: run `wake migrate`",
+                required=False,
+            )
+        )
     else:
         checks.append(Check(check="graph_schema", status="ok", detail=f"{len(names)} of {len(names)} constraints and indexes"))
     return checks

@@ -15,7 +15,7 @@ from ledgers import probes as probes_ledger
 from ledgers.vocab import Tier
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
-from wake import clock, logs
+from wake import clock, logs, stores
 from wake.arrival import falsifiers as epistemic
 from wake.cli import doctor, ledger, migrate, remote, render
 from wake.cli.app import (
@@ -66,7 +66,7 @@ def migrate_cmd(ctx: Context, show_status: bool, as_json: bool) -> None:
     config = ctx.config
 
     async def body() -> Any:
-        async with ledger_conn(config) as conn:
+        async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:  # migrating is this command's job
             if show_status:
                 return await schema.status(conn)
             return await schema.migrate(conn)
@@ -232,7 +232,11 @@ def verify_cmd(ctx: Context, wake_id: str, live: bool) -> None:
         click.echo(f"wake {row['wake_id']} has no manifest (status {row['status']})")
         sys.exit(1)
     recomputed = manifest.root_hash(row["agent_id"], row["tier"], {n: b["hash"] for n, b in row["blocks"].items()}, row["tool_hashes"])
-    ok = recomputed == row["manifest_root"] and sorted(row["tool_hashes"]) == list(row["active_tool_names"]) and row["active_tools_count"] == len(row["tool_hashes"])
+    ok = (
+        recomputed == row["manifest_root"]
+        and sorted(row["tool_hashes"]) == list(row["active_tool_names"])
+        and row["active_tools_count"] == len(row["tool_hashes"])
+    )
     click.echo(f"stored root     {row['manifest_root']}")
     click.echo(f"recomputed root {recomputed}  {'OK' if ok else 'MISMATCH'}")
     if now is not None:
@@ -332,7 +336,9 @@ def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 @click.option("--why-wrong", required=True, help="Why it was wrong.")
 @click.option("--corrected-claim", required=True, help="What is held instead now.")
 @click.option("--caught-by", type=click.Choice(retractions.CAUGHT_BY), default="self", show_default=True)
-@click.option("--row-class", type=click.Choice(retractions.ROW_CLASSES), default="claim", show_default=True, help="claim: a belief; send: something sent.")
+@click.option(
+    "--row-class", type=click.Choice(retractions.ROW_CLASSES), default="claim", show_default=True, help="claim: a belief; send: something sent."
+)
 @click.option("--test-procedure", required=True, help="The falsifier: what to do to test the retraction.")
 @click.option("--expected-retraction-pass-obs", required=True, help="Observed if the retraction stands (verdict overturned).")
 @click.option("--overturn-retraction-condition", required=True, help="Observed if the original claim was right (verdict upheld); must differ.")
@@ -383,7 +389,7 @@ def retractions_cmd(ctx: Context, agent_id: str | None, due: bool, limit: int, a
 
     rows, total = run_async(body)
     zone = config.agents[agent_id].timezone if agent_id else "UTC"
-    click.echo(render.to_json({"total": total, "rows": rows}) if as_json else render.probe_listing(rows, total, zone))
+    click.echo(render.to_json({"total": total, "rows": rows}) if as_json else render.retractions(rows, total, zone))
 
 
 @cli.command("probe")

@@ -87,9 +87,14 @@ def thinking_lines(o: WakeOutcome) -> list[str]:
 def thinking_json(o: WakeOutcome) -> dict[str, Any]:
     t = o.thinking
     return {
-        "gate": o.gate, "thinking": dataclasses.asdict(t) if t is not None else None, "final_text": o.final_text,
-        "trigger": o.trigger, "escalation_cause": o.escalation_cause,
-        "escalated": {"wake_id": o.escalated.wake_id, "tier": o.escalated.tier, "status": o.escalated.status, **thinking_json(o.escalated)} if o.escalated else None,
+        "gate": o.gate,
+        "thinking": dataclasses.asdict(t) if t is not None else None,
+        "final_text": o.final_text,
+        "trigger": o.trigger,
+        "escalation_cause": o.escalation_cause,
+        "escalated": {"wake_id": o.escalated.wake_id, "tier": o.escalated.tier, "status": o.escalated.status, **thinking_json(o.escalated)}
+        if o.escalated
+        else None,
     }
 
 
@@ -101,7 +106,10 @@ def row(r: Mapping[str, Any]) -> str:
     lines.append("blocks:")
     for name, b in r["blocks"].items():
         reason = f"  ({b['reason']})" if b.get("reason") else ""
-        lines.append(f"  {name:<16} {b['cache_tier']:<9} {b['retrieval']:<8} {b['result']:<8} {b['latency_ms']:8.2f} ms  rows {b['rows']}  {b['hash'][:16]}{reason}")
+        lines.append(
+            f"  {name:<16} {b['cache_tier']:<9} {b['retrieval']:<8} {b['result']:<8} {b['latency_ms']:8.2f} ms"
+            f"  rows {b['rows']}  {b['hash'][:16]}{reason}"
+        )
     lines += diff_lines(r.get("diff"))
     return "\n".join(lines)
 
@@ -233,7 +241,7 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
     return "\n".join(lines)
 
 
-def probe_listing(rows: list[dict[str, Any]], total: int, zone: str = "UTC") -> str:
+def retractions(rows: list[dict[str, Any]], total: int, zone: str = "UTC") -> str:
     if not rows:
         return f"no retractions (0 of {total})"
     out = []
@@ -241,7 +249,8 @@ def probe_listing(rows: list[dict[str, Any]], total: int, zone: str = "UTC") -> 
         spec = epistemic_tools.spec_of(r)
         checked_text = f" on {falsifiers.local_date(r['falsifier_checked_at'], zone)}: {r['falsifier_outcome']}" if r["falsifier_checked_at"] else ""
         out += [
-            f"{r['id']}  {r['agent_id']}  corrected {falsifiers.local_date(r['corrected_at'], zone)}  matures {falsifiers.local_date(r['matures_at'], zone)}"
+            f"{r['id']}  {r['agent_id']}  corrected {falsifiers.local_date(r['corrected_at'], zone)}"
+            f"  matures {falsifiers.local_date(r['matures_at'], zone)}"
             f"  {r['verdict']}{checked_text}  [{r['row_class']}, caught by {r['caught_by']}]",
             f"  retracted: {r['claim_verbatim']}",
             f"  stood on:  {r['stood_on']}",
@@ -273,7 +282,11 @@ def probe_records(rows: list[dict[str, Any]]) -> str:
         return "no probe records"
     out = []
     for r in rows:
-        what = f"{r['target']} {'does not contain' if r['negate'] else 'contains'} {r['needle']!r}" if r["mode"] == "contains" else f"{r['target']} {r['mode']}"
+        what = (
+            f"{r['target']} {'does not contain' if r['negate'] else 'contains'} {r['needle']!r}"
+            if r["mode"] == "contains"
+            else f"{r['target']} {r['mode']}"
+        )
         cause = f" — {r['evidence'].get('cause')}" if r["evidence"].get("cause") else ""
         links = "".join(f"  {k} {str(r[k])[:8]}" for k in ("wake_id", "retraction_id") if r[k])
         said = f"  (assertion: {r['assertion']})" if r["assertion"] else ""

@@ -194,7 +194,11 @@ class Daemon:
         if self.scheduler is None:
             return []
         return sorted(
-            ({"agent": j.args[0], "tier": j.args[1], "at": j.next_run_time.astimezone(dt.UTC).isoformat()} for j in self.scheduler.get_jobs() if j.next_run_time),
+            (
+                {"agent": j.args[0], "tier": j.args[1], "at": j.next_run_time.astimezone(dt.UTC).isoformat()}
+                for j in self.scheduler.get_jobs()
+                if j.next_run_time
+            ),
             key=lambda f: f["at"],
         )
 
@@ -228,7 +232,9 @@ class Daemon:
             if missed is None:
                 continue
             if sched.catch_up != "one":
-                log.info("wake.catch_up_skipped", agent=sched.agent_id, tier=sched.tier, missed=missed.isoformat(), last=last.isoformat() if last else None)
+                log.info(
+                    "wake.catch_up_skipped", agent=sched.agent_id, tier=sched.tier, missed=missed.isoformat(), last=last.isoformat() if last else None
+                )
                 continue
             log.info("wake.catch_up", agent=sched.agent_id, tier=sched.tier, slot=missed.isoformat(), last=last.isoformat() if last else None)
             self._spawn(self.run_slot(sched, missed, Trigger.catch_up), name=f"catch-up:{sched.agent_id}/{sched.tier}")
@@ -258,7 +264,11 @@ class Daemon:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a store outage must not kill the daemon; the next slot retries
-            log.error("daemon.task_failed", task=current.get_name() if (current := asyncio.current_task()) else None, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+            log.error(
+                "daemon.task_failed",
+                task=current.get_name() if (current := asyncio.current_task()) else None,
+                error=logs.redact_text(f"{type(exc).__name__}: {exc}"),
+            )
 
     async def run_slot(self, sched: schedule.Schedule, slot: dt.datetime, trigger: Trigger) -> None:
         """Wait the slot's jitter, then claim it, take the lease and run the wake (`wake.run.claim`)."""

@@ -206,7 +206,9 @@ async def _run_leased(
         outcome = await cycle.run_wake(session, request, now=now)
     except asyncio.CancelledError:
         if held.lost.is_set():
-            log.warning("wake.cancelled", reason="lease lost", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id), fence=held.fence)
+            log.warning(
+                "wake.cancelled", reason="lease lost", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id), fence=held.fence
+            )
             if task is not None and task.uncancel() == 0:
                 raise LeaseLost(f"the wake of agent {request.agent_id!r} lost its lease (fence {held.fence}) and was cancelled") from None
         raise

@@ -152,7 +152,9 @@ async def run_wake(
             config=config, stores=stores, request=request, now=started_at, binding=tuple(binding), previous=previous,
             previous_tier=previous_tier, tool_hashes=tool_hashes,
         )
-        blocks, ctx = await arrive(ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000)
+        blocks, ctx = await arrive(
+            ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000
+        )
         wake_diff = ctx.diff
         mani = manifest.of_hashes(agent_id, tier, {b.name: manifest.sha256_text(b.text) for b in blocks}, tool_hashes)
         if dry_run:
@@ -207,7 +209,14 @@ def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -
         config=ctx.config.gate,
     )
     if decision.action != "open":
-        log.info("gate.quiet" if decision.action == "quiet" else "gate.escalate", agent=ctx.agent_id, tier=ctx.tier, wake_id=str(ctx.wake_id), reason=decision.reason, to=decision.to)
+        log.info(
+            "gate.quiet" if decision.action == "quiet" else "gate.escalate",
+            agent=ctx.agent_id,
+            tier=ctx.tier,
+            wake_id=str(ctx.wake_id),
+            reason=decision.reason,
+            to=decision.to,
+        )
     return decision
 
 

@@ -183,7 +183,9 @@ async def open_stores(config: Config, *, neo4j: bool = True) -> Stores:
         redis_address=address(url),
         neo4j_address=address(config.neo4j.uri) if config.neo4j.uri else None,
         embedded=embedded,
-        graph=graph.on(driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=address(config.neo4j.uri)) if driver is not None and config.neo4j.uri else None,
+        graph=graph.on(driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=address(config.neo4j.uri))
+        if driver is not None and config.neo4j.uri
+        else None,
     )
 
 

@@ -37,7 +37,9 @@ class Decision:
     to: str | None = None
 
 
-def _rule_cause(rule: EscalationRule, blocks: Mapping[str, Block], hashes: Mapping[str, str], previous: Mapping[str, Any] | None, tier_diff: Mapping[str, Any]) -> str | None:
+def _rule_cause(
+    rule: EscalationRule, blocks: Mapping[str, Block], hashes: Mapping[str, str], previous: Mapping[str, Any] | None, tier_diff: Mapping[str, Any]
+) -> str | None:
     if rule.when == "newly_failing":
         failing = [] if tier_diff.get("first", True) else tier_diff["blocks"]["newly_failing"]
         hit = [n for n in failing if rule.block is None or n == rule.block]

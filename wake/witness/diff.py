@@ -61,7 +61,13 @@ def _lines(d: Mapping[str, Any]) -> list[str]:
     tools, blocks = d["tools"], d["blocks"]
     parts = [f"{k} {', '.join(tools[k])}" for k in ("added", "removed", "changed") if tools[k]]
     lines = [f"- tools: {'; '.join(parts)} (now holding {tools['held']})" if parts else f"- tools: unchanged ({tools['held']} held)"]
-    for key, label in (("newly_failing", "newly failing"), ("recovered", "recovered"), ("changed", "blocks changed"), ("added", "blocks new"), ("removed", "blocks gone")):
+    for key, label in (
+        ("newly_failing", "newly failing"),
+        ("recovered", "recovered"),
+        ("changed", "blocks changed"),
+        ("added", "blocks new"),
+        ("removed", "blocks gone"),
+    ):
         if blocks[key]:
             lines.append(f"- {label}: {', '.join(blocks[key])}")
     return lines
