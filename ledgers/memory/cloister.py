@@ -95,40 +95,58 @@ def _clip(text: str, config: MemoryConfig) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def pending(repo: MemoryRepo, since: str | None) -> Range:
-    """The commits an audit after `since` must read (cheap: a walk that stops at `since`)."""
-    config = repo.config
-    head = repo.head()
-    rewritten = None
-    base = since
-    if since is not None:
-        try:
-            repo.commit(since)
-            known_since = True
-        except NotFound:
-            known_since = False
-        if not known_since:
-            rewritten, base = f"the last audited commit {since[:12]} is no longer in the repository", None
-        elif head is None:
-            rewritten, base = f"the branch is gone; the last audited commit was {since[:12]}", None
-        elif head != since and not repo.git.descendant_of(head, since):
-            rewritten = f"the tip {head[:12]} does not descend from the last audited commit {since[:12]}"
-            try:
-                base = str(repo.git.merge_base(head, since))
-            except (pygit2.GitError, KeyError, ValueError):
-                base = None
+def _first_parents(repo: MemoryRepo, head: str, stop: str | None, limit: int) -> tuple[list[str], bool, bool]:
+    """The first-parent chain from `head` back to `stop` (excluded), newest first, at most
+    `limit`: (commits, whether `stop` was met, whether the limit cut the walk). Lazy: it reads
+    only the commits it returns, whatever the length of the history behind them."""
+    walker = repo.git.walk(head, SortMode.NONE)
+    walker.simplify_first_parent()
     commits: list[str] = []
-    truncated = False
-    if head is not None and head != base:
-        walker = repo.git.walk(head, SortMode.TOPOLOGICAL)
-        if base is not None:
-            walker.hide(base)
-        for commit in walker:
-            if len(commits) == config.max_commits_per_audit:
-                truncated = True
-                break
-            commits.append(str(commit.id))
-    return Range(since=since, base=base, head=head, commits=tuple(reversed(commits)), rewritten=rewritten, truncated=truncated)
+    for commit in walker:
+        sha = str(commit.id)
+        if sha == stop:
+            return commits, True, False
+        if len(commits) == limit:
+            return commits, False, True
+        commits.append(sha)
+    return commits, False, False
+
+
+def pending(repo: MemoryRepo, since: str | None) -> Range:
+    """The commits an audit after `since` must read, oldest first.
+
+    The memory tool only ever adds a commit on top of the tip, so the first-parent chain from the
+    tip back to `since` is the whole change, and a merge (only made by hand) is audited against
+    its first parent, which shows everything it brought. Only when `since` is not on that chain
+    is the graph searched (a rewritten history: rare, and then its cost does not matter)."""
+    limit = repo.config.max_commits_per_audit
+    head = repo.head()
+    if head is None:
+        why = f"the branch is gone; the last audited commit was {since[:12]}" if since else None
+        return Range(since=since, base=None, head=None, commits=(), rewritten=why, truncated=False)
+    if since is None:
+        commits, _, truncated = _first_parents(repo, head, None, limit)
+        return Range(since=None, base=None, head=head, commits=tuple(reversed(commits)), rewritten=None, truncated=truncated)
+    commits, met, truncated = _first_parents(repo, head, since, limit)
+    if met:
+        return Range(since=since, base=since, head=head, commits=tuple(reversed(commits)), rewritten=None, truncated=False)
+    try:
+        repo.commit(since)
+    except NotFound:
+        why = f"the last audited commit {since[:12]} is no longer in the repository"
+        return Range(since=since, base=None, head=head, commits=tuple(reversed(commits)), rewritten=why, truncated=truncated)
+    if repo.git.descendant_of(head, since):  # reached through a merge's second parent, or too far back
+        base: str | None = since
+        why = None
+    else:
+        why = f"the tip {head[:12]} does not descend from the last audited commit {since[:12]}"
+        try:
+            found = repo.git.merge_base(head, since)
+        except (pygit2.GitError, KeyError, ValueError):
+            found = None
+        base = str(found) if found is not None else None
+    commits, _, truncated = _first_parents(repo, head, base, limit)
+    return Range(since=since, base=base, head=head, commits=tuple(reversed(commits)), rewritten=why, truncated=truncated)
 
 
 def _fields_of(repo: MemoryRepo, commit: pygit2.Commit | None, domain: Domain) -> dict[str, tuple[str, str]]:

@@ -236,3 +236,27 @@ def test_excerpts_and_the_number_of_findings_are_capped(tmp_path: Path) -> None:
     result = canary.audit()
     assert all(len(f.excerpt) <= 120 for f in result.findings)
     assert len(result.findings) == 4 and result.findings[-1].rule == "audit.truncated" and result.dropped == 3
+
+
+def test_a_merge_made_by_hand_is_audited_against_its_first_parent(canary: Canary) -> None:
+    canary.audit()
+    git(canary.repo, "checkout", "-q", "-b", "side")
+    bypass_commit(canary.repo, "system/human/human.md", doc("a different human"), "side")
+    git(canary.repo, "checkout", "-q", "main")
+    canary.write("reference/a.md", doc("a"))
+    git(canary.repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    result = canary.audit()
+    assert len(result.range.commits) == 2  # the tool's write and the merge; the side commit rides in the merge
+    assert ("HALT", "human", "system/human/human.md", "bypass.commit") in rules(result)
+
+
+def test_a_repository_replaced_by_a_new_one_is_a_rewritten_history(tmp_path: Path) -> None:
+    canary = Canary(open_repo(tmp_path))
+    canary.write("reference/a.md", doc("a"))
+    canary.audit()
+    git(canary.repo, "checkout", "-q", "--orphan", "fresh")
+    git(canary.repo, "commit", "-q", "-m", "start over")
+    git(canary.repo, "branch", "-q", "-M", "fresh", "main")
+    result = canary.audit()
+    assert ("HALT", "", "", "history.rewritten") in rules(result)
+    assert result.range.base is None and len(result.range.commits) == 1
