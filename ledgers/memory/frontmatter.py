@@ -47,8 +47,9 @@ class Document:
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         mark = exc.problem_mark
-        # +2: the mark counts from 0 inside the block, which starts after the opening `---` line
-        return f"{exc.problem or exc.context or 'unreadable'} (line {mark.line + 2}, column {mark.column + 1})"
+        # the block starts on the opening `---` line itself (what follows the dashes), so its
+        # 0-based line is the file's 1-based line less one
+        return f"{exc.problem or exc.context or 'unreadable'} (line {mark.line + 1}, column {mark.column + 1})"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 

@@ -92,8 +92,8 @@ def test_a_frontmatter_that_breaks_the_schema_is_refused_by_name(tmp_path: Path,
 
 def test_malformed_yaml_is_one_line_that_says_where(tmp_path: Path) -> None:
     repo = open_repo(tmp_path)
-    refusal = _refused(repo, "reference/note.md", "---\ndescription: ok\nbad: [x\n---\n", "frontmatter.yaml")
-    assert "not valid YAML" in str(refusal) and "line " in str(refusal)
+    refusal = _refused(repo, "reference/note.md", "---\ndescription: ok\nbad: a: b\n---\n", "frontmatter.yaml")
+    assert "not valid YAML" in str(refusal) and "(line 3, column 7)" in str(refusal)
 
 
 def test_read_only_refuses_writes_and_appends(tmp_path: Path) -> None:
