@@ -169,23 +169,25 @@ class MemoryRepo:
 
     @classmethod
     def open(cls, path: Path, config: MemoryConfig, *, at: dt.datetime, author: str = "wake") -> MemoryRepo:
-        """The repository at `path`, created with the bootstrap layout when there is none."""
+        """The repository at `path`, created with the bootstrap layout when there is none (or
+        when one was left without a commit)."""
         path = Path(path)
         if (path / ".git").exists():
-            return cls(pygit2.Repository(str(path)), config)
-        path.mkdir(parents=True, exist_ok=True)
-        git = pygit2.init_repository(str(path), bare=False, initial_head=config.branch)
+            git = pygit2.Repository(str(path))
+            if not git.head_is_unborn:
+                return cls(git, config)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            git = pygit2.init_repository(str(path), bare=False, initial_head=config.branch)
         repo = cls(git, config)
         with repo._locked():
             if not git.head_is_unborn:  # another process bootstrapped it first
                 return cls(git, config)
-            files = layout.bootstrap(config)
-            tree = repo.bootstrap_tree()
             sig = signature(author, at, config.committer_email if author == config.committer_name else None)
             committer = signature(config.committer_name, at, config.committer_email)
             text = message("bootstrap", ".", "the memory layout", {"Wake-Id": "bootstrap", "Fence": "-", "Tier": "-"})
-            commit = git.create_commit(f"refs/heads/{config.branch}", sig, committer, text, tree, [])
-            for name, content in files.items():
+            commit = git.create_commit(f"refs/heads/{config.branch}", sig, committer, text, repo.bootstrap_tree(), [])
+            for name, content in layout.bootstrap(config).items():
                 repo._put_worktree(name, content.encode("utf-8"))
             git.index.write()
         return cls(git, config, bootstrapped=str(commit))

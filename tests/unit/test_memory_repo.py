@@ -166,3 +166,9 @@ def test_two_processes_writing_at_once_leave_a_sound_linear_history(tmp_path: Pa
     for who in ("ani", "bo"):
         for i in range(count):
             assert repo.read(f"reference/{who}-{i}.md").text.endswith(f"written by {who}\n\nand appended\n")
+
+
+def test_a_repository_left_without_a_commit_is_bootstrapped_on_open(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q", "-b", "main", str(tmp_path / "memory"))
+    repo = open_repo(tmp_path)
+    assert repo.bootstrapped is not None and len(repo.ls()) == len(layout.bootstrap(MemoryConfig()))

@@ -139,3 +139,15 @@ def test_fields_are_frontmatter_keys_and_headings() -> None:
     assert found["core_principles"] == "Be kind.\n### detail\nx"
     assert found["scope"] == "small"
     assert found["me"].startswith("## Core Principles")
+
+
+def test_the_memory_layer_imports_nothing_from_wake_or_surfaces() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, ledgers.memory.repo, ledgers.memory.cloister, ledgers.memory.ledger, ledgers.memory.render;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('wake', 'surfaces')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
