@@ -40,6 +40,7 @@ _TRAILER_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,40}$")
 _SUMMARY_MAX = 200
 _LOCK_POLL_S = 0.005
 _EMAIL_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_DESCRIPTIONS_CACHED = 20_000  # blob id -> (description, read_only); cleared when full
 DATED = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
@@ -253,6 +254,8 @@ class MemoryRepo:
 
     def _described(self, blob: pygit2.Blob) -> tuple[str, bool]:
         key = str(blob.id)
+        if key not in self._descriptions and len(self._descriptions) >= _DESCRIPTIONS_CACHED:
+            self._descriptions.clear()
         if key not in self._descriptions:
             try:
                 doc = frontmatter.parse(_text(blob))
