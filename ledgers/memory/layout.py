@@ -1,0 +1,45 @@
+"""The bootstrap layout: the files a new memory repository starts with, one per domain, each with
+a valid frontmatter and the fields its domain expects (as headings, or as keys for a single-file
+domain), so the first audit and the first write have a schema to hold to."""
+
+from __future__ import annotations
+
+import yaml
+
+from ledgers.memory.config import Domain, MemoryConfig
+
+DESCRIPTIONS = {
+    "persona": "Who I am: my identity, principles and scope. A change to any of them waits for a human's review.",
+    "human": "The human I work with: who they are and what they prefer. A change to either waits for their review.",
+    "project": "The project: its architecture and conventions.",
+    "state": "Where I am in my work: the phase and what I am focused on now.",
+    "reference": "Reference material I keep: every file here says what it holds in its description.",
+    "journal": "My journal: one file per day (journal/YYYY-MM-DD.md), appended to, never rewritten.",
+}
+NOT_WRITTEN = "(not written yet)"
+
+
+def _file_for(domain: Domain) -> str:
+    if not domain.prefix.endswith("/"):
+        return domain.prefix
+    return f"{domain.prefix}{domain.name}.md" if domain.fields else f"{domain.prefix}index.md"
+
+
+def _text(domain: Domain) -> str:
+    description = DESCRIPTIONS.get(domain.name, f"The {domain.name} part of my memory.")
+    keys: dict[str, str] = {"description": description}
+    if not domain.prefix.endswith("/"):
+        keys |= {name: NOT_WRITTEN for name in domain.fields}
+        return f"---\n{frontmatter_text(keys)}---\n"
+    body = [f"## {name.replace('_', ' ').capitalize()}\n\n{NOT_WRITTEN}\n" for name in domain.fields]
+    return "\n".join([f"---\n{frontmatter_text(keys)}---", "", *body])
+
+
+def frontmatter_text(keys: dict[str, str]) -> str:
+    """A YAML frontmatter block's inside (keys in the given order), quoted where YAML needs it."""
+    return str(yaml.safe_dump(keys, sort_keys=False, allow_unicode=True, width=1000))
+
+
+def bootstrap(config: MemoryConfig) -> dict[str, str]:
+    """path -> text of every file a new repository starts with."""
+    return {_file_for(d): _text(d) for d in config.domains}

@@ -1,0 +1,255 @@
+"""The memory ledgers in PostgreSQL: `memory_writes`, `cloister_findings`, `cloister_audits`.
+
+A memory write is fenced like every other write a wake makes: in one transaction, the agent's
+fence row is locked FOR SHARE and checked (`ledgers.fences.check`), then the git commit is made,
+then its `memory_writes` row is inserted. A stale fence raises `StaleFence` before the commit, so
+it makes none; a newer lease holder's fence advance waits until this transaction has ended. When
+the insert fails (or the task is cancelled there), the commit is taken back off the branch. The
+git work runs on the event loop: it takes milliseconds, and it is never interrupted half-way.
+
+Call `write`/`append` as the last statement of the wake's fenced transaction (`ctx.write()`): a
+failure after them, in the same transaction, would leave a commit with no row, which the canary
+then reports as a bypass.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from ledgers import fences, queries
+from ledgers.memory import cloister
+from ledgers.memory.config import Severity
+from ledgers.memory.errors import MemoryRefused, NotFound
+from ledgers.memory.repo import MemoryRepo, WriteResult
+
+FINDING_STATES = ("open", "acknowledged", "reverted", "logged")
+
+
+def _sql(name: str) -> str:
+    return queries.load("memory")[name]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Writer:
+    """Who writes: the agent in a wake (`wake_id`, `fence`, `tier`), or an operator (all None)."""
+
+    agent_id: str
+    wake_id: uuid.UUID | None
+    fence: int | None
+    tier: str | None
+
+    def trailers(self) -> dict[str, str]:
+        return {
+            "Wake-Id": str(self.wake_id) if self.wake_id else "-",
+            "Fence": str(self.fence) if self.fence is not None else "-",
+            "Tier": self.tier or "operator",
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteRecord:
+    write_id: int
+    result: WriteResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class CanaryResult:
+    audit: cloister.Audit
+    recorded: int  # findings new to the ledger (one raised again is kept once)
+    has_open_halt: bool
+
+
+async def _fenced_commit(
+    conn: asyncpg.Connection, repo: MemoryRepo, writer: Writer, commit: Callable[[], WriteResult], *,
+    reason: str, author: str, at: dt.datetime,
+) -> WriteRecord:
+    async with conn.transaction():  # a savepoint inside the wake's fenced transaction
+        if writer.fence is not None:
+            await fences.check(conn, writer.agent_id, writer.fence)
+        result = commit()
+        try:
+            write_id = await conn.fetchval(
+                _sql("record_write"), writer.agent_id, writer.wake_id, writer.fence, writer.tier, result.op,
+                result.commit, result.path, result.bytes_before, result.bytes_after, reason, author, at,
+            )
+        except BaseException:
+            repo.undo(result)
+            raise
+    return WriteRecord(write_id=int(write_id), result=result)
+
+
+async def write(
+    conn: asyncpg.Connection, repo: MemoryRepo, writer: Writer, *, path: str, content: str, reason: str, at: dt.datetime,
+) -> WriteRecord:
+    """Replace (or create) `path`: the fence check, one commit and its row, in one transaction."""
+    return await _fenced_commit(
+        conn, repo, writer,
+        lambda: repo.write(path, content, reason=reason, author=writer.agent_id, trailers=writer.trailers(), at=at),
+        reason=reason, author=writer.agent_id, at=at,
+    )
+
+
+async def append(
+    conn: asyncpg.Connection, repo: MemoryRepo, writer: Writer, *, path: str, text: str, reason: str, at: dt.datetime,
+) -> WriteRecord:
+    return await _fenced_commit(
+        conn, repo, writer,
+        lambda: repo.append(path, text, reason=reason, author=writer.agent_id, trailers=writer.trailers(), at=at),
+        reason=reason, author=writer.agent_id, at=at,
+    )
+
+
+async def recent_writes(
+    conn: asyncpg.Connection, agent_id: str, *, path: str | None = None, limit: int = 20,
+) -> tuple[list[dict[str, Any]], int]:
+    """The newest writes (of `path`) and their exact number."""
+    return queries.counted(await conn.fetch(_sql("recent_writes"), agent_id, path, limit), limit)
+
+
+async def known_commits(conn: asyncpg.Connection, agent_id: str, commits: Sequence[str]) -> tuple[set[str], set[str]]:
+    """Of `commits`: those the memory tool made, and those an operator made (reverts)."""
+    if not commits:
+        return set(), set()
+    rows = await conn.fetch(_sql("known_commits"), agent_id, list(commits))
+    tool = {r["commit_id"] for r in rows if r["op"] != "revert"}
+    return tool, {r["commit_id"] for r in rows if r["op"] == "revert"}
+
+
+# ------------------------------------------------------------------ findings
+
+
+async def record_findings(conn: asyncpg.Connection, agent_id: str, findings: Sequence[cloister.Finding], at: dt.datetime) -> list[int]:
+    """Record findings (LOG ones as `logged`); returns the ids of those new to the ledger."""
+    ids = []
+    for f in findings:
+        state = "logged" if f.severity == Severity.LOG else "open"
+        value = await conn.fetchval(
+            _sql("record_finding"), agent_id, f.severity.value, f.domain, f.path, f.commit, f.excerpt, f.rule,
+            f.fingerprint, state, at,
+        )
+        if value is not None:
+            ids.append(int(value))
+    return ids
+
+
+async def findings(
+    conn: asyncpg.Connection, agent_id: str, *, state: str | None = "open", limit: int = 50,
+) -> tuple[list[dict[str, Any]], int]:
+    """Findings in `state` (None: every state), newest first, and their exact number."""
+    if state is not None and state not in FINDING_STATES:
+        raise ValueError(f"state must be one of {', '.join(FINDING_STATES)}, got {state!r}")
+    return queries.counted(await conn.fetch(_sql("findings"), agent_id, state, limit), limit)
+
+
+async def open_findings(conn: asyncpg.Connection, agent_id: str, *, limit: int = 20) -> tuple[list[dict[str, Any]], int]:
+    """The open HALT and WARN findings the cloister block shows (HALT first), and their exact number."""
+    return queries.counted(await conn.fetch(_sql("open_findings"), agent_id, limit), limit)
+
+
+async def open_counts(conn: asyncpg.Connection, agent_id: str) -> dict[str, int]:
+    counts = {s.value: 0 for s in Severity}
+    counts.update({r["severity"]: int(r["n"]) for r in await conn.fetch(_sql("open_counts"), agent_id)})
+    return counts
+
+
+async def finding(conn: asyncpg.Connection, agent_id: str, finding_id: int) -> dict[str, Any]:
+    row = await conn.fetchrow(_sql("finding"), agent_id, finding_id)
+    if row is None:
+        raise NotFound("finding.unknown", f"agent {agent_id} has no finding {finding_id}")
+    return dict(row)
+
+
+async def _act(
+    conn: asyncpg.Connection, agent_id: str, finding_ids: Sequence[int], state: str, *, by: str, note: str | None, at: dt.datetime,
+) -> list[int]:
+    if not by.strip():
+        raise ValueError("say who acts (by)")
+    rows = await conn.fetch(_sql("act"), agent_id, list(finding_ids), state, by, note, at)
+    return sorted(int(r["finding_id"]) for r in rows)
+
+
+async def ack(
+    conn: asyncpg.Connection, agent_id: str, finding_ids: Sequence[int], *, by: str, note: str | None = None, at: dt.datetime,
+) -> list[int]:
+    """Acknowledge open findings; returns the ids that were open (the others are left as they were)."""
+    return await _act(conn, agent_id, finding_ids, "acknowledged", by=by, note=note, at=at)
+
+
+async def mark_reverted(
+    conn: asyncpg.Connection, agent_id: str, finding_ids: Sequence[int], *, by: str, note: str | None = None, at: dt.datetime,
+) -> list[int]:
+    return await _act(conn, agent_id, finding_ids, "reverted", by=by, note=note, at=at)
+
+
+async def has_open_halt(conn: asyncpg.Connection, agent_id: str) -> bool:
+    """Whether the agent's wakes must make no model call and bind no writing tool."""
+    return bool(await conn.fetchval(_sql("has_open_halt"), agent_id))
+
+
+async def revert_finding(
+    conn: asyncpg.Connection, repo: MemoryRepo, agent_id: str, finding_id: int, *, by: str, note: str | None = None,
+    at: dt.datetime,
+) -> tuple[str, WriteRecord | None]:
+    """An operator undoes what a finding points at: a commit's change to its file is reverted by a
+    new commit (recorded, op `revert`), an uncommitted change is discarded from the work tree.
+    The finding is marked reverted in the same transaction. Returns what was done."""
+    row = await finding(conn, agent_id, finding_id)
+    if not row["path"]:
+        raise MemoryRefused(
+            "revert.repository", f"finding {finding_id} ({row['rule']}) is about the whole repository, not one file: inspect it with git, then acknowledge it",
+        )
+    if row["state"] not in ("open", "acknowledged"):
+        raise MemoryRefused("revert.state", f"finding {finding_id} is {row['state']}; only an open or acknowledged finding is reverted")
+    async with conn.transaction():
+        record: WriteRecord | None = None
+        if row["commit_id"] is None:
+            done = f"{row['path']}: {repo.restore(row['path'])}"
+        else:
+            reason = f"revert {row['commit_id'][:12]} (finding {finding_id}) by {by}" + (f": {note}" if note else "")
+            operator = Writer(agent_id=agent_id, wake_id=None, fence=None, tier=None)
+            record = await _fenced_commit(
+                conn, repo, operator,
+                lambda: repo.revert(row["commit_id"], row["path"], reason=reason, author=by, trailers=operator.trailers(), at=at),
+                reason=reason, author=by, at=at,
+            )
+            done = f"{row['path']}: reverted in {record.result.commit[:12]}"
+        await mark_reverted(conn, agent_id, [finding_id], by=by, note=f"{done}" + (f"; {note}" if note else ""), at=at)
+    return done, record
+
+
+# ------------------------------------------------------------------ the canary
+
+
+async def last_audit(conn: asyncpg.Connection, agent_id: str) -> dict[str, Any] | None:
+    row = await conn.fetchrow(_sql("last_audit"), agent_id)
+    return dict(row) if row is not None else None
+
+
+async def set_audit(conn: asyncpg.Connection, agent_id: str, commit: str, *, at: dt.datetime, commits: int, findings: int) -> None:
+    await conn.execute(_sql("set_audit"), agent_id, commit, at, commits, findings)
+
+
+async def canary(
+    conn: asyncpg.Connection, repo: MemoryRepo, agent_id: str, *, at: dt.datetime, fence: int | None = None,
+) -> CanaryResult:
+    """Audit everything since the agent's last audited commit and the work tree; record the
+    findings and the new last audited commit in one transaction (fenced when `fence` is given).
+    Run it at the start of every wake, before the arrival reads memory."""
+    async with conn.transaction():
+        if fence is not None:
+            await fences.check(conn, agent_id, fence)
+        last = await last_audit(conn, agent_id)
+        scope = cloister.pending(repo, last["commit_id"] if last else None)
+        tool, operator = await known_commits(conn, agent_id, scope.commits)
+        result = cloister.audit(repo, scope, tool, operator)
+        new = await record_findings(conn, agent_id, result.findings, at)
+        if scope.head is not None:
+            await set_audit(conn, agent_id, scope.head, at=at, commits=len(scope.commits), findings=len(result.findings))
+        halted = await has_open_halt(conn, agent_id)
+    return CanaryResult(audit=result, recorded=len(new), has_open_halt=halted)
