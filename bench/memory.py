@@ -65,7 +65,9 @@ def build(root: Path, files: int, commits: int) -> MemoryRepo:
         tree_obj = git[tree_id]
         assert isinstance(tree_obj, pygit2.Tree)
         tree = tree_obj
-        commit_id = git.create_commit(None, author, author, f"memory write {_file(index)}: bench\n\nWake-Id: -\nFence: 1\nTier: full\n", tree.id, [parent.id])
+        commit_id = git.create_commit(
+            None, author, author, f"memory write {_file(index)}: bench\n\nWake-Id: -\nFence: 1\nTier: full\n", tree.id, [parent.id]
+        )
         parent_obj = git[commit_id]
         assert isinstance(parent_obj, pygit2.Commit)
         parent = parent_obj

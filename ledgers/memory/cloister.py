@@ -195,7 +195,14 @@ class _Auditor:
             diff = unified(old, new, path, max_chars=self.config.excerpt_max_chars)
             severity = domain.severity if domain else Severity.WARN
             if bypass:
-                self.add(severity, domain, path, sha, "bypass.commit", f"not made by the memory tool: {commit.message.splitlines()[0] if commit.message else ''}\n{diff}")
+                self.add(
+                    severity,
+                    domain,
+                    path,
+                    sha,
+                    "bypass.commit",
+                    f"not made by the memory tool: {commit.message.splitlines()[0] if commit.message else ''}\n{diff}",
+                )
             if domain is None:
                 self.add(Severity.WARN, None, path, sha, "layout.unknown", diff)
             else:
@@ -236,7 +243,9 @@ class _Auditor:
                     self.add(domain.severity, domain, where, sha, "fields.missing", f"the {domain.name} domain no longer has its '{name}' field")
                     raised = True
             elif domain.mode != Mode.EXPECTED_KEYS and name in before and before[name][0] != after[name][0]:
-                excerpt = f"field '{name}' changed\n" + unified(before[name][0] + "\n", after[name][0] + "\n", after[name][1], max_chars=self.config.excerpt_max_chars)
+                excerpt = f"field '{name}' changed\n" + unified(
+                    before[name][0] + "\n", after[name][0] + "\n", after[name][1], max_chars=self.config.excerpt_max_chars
+                )
                 self.add(domain.severity, domain, after[name][1], sha, "fields.changed", excerpt)
                 raised = True
         if domain.mode == Mode.STRUCTURAL and not raised:
@@ -253,10 +262,21 @@ class _Auditor:
             self.paths += 1
             domain = self.config.domain_of(change.path)
             severity = domain.severity if domain else Severity.WARN
-            diff = unified(self.repo.text_at(tip, change.path), self.repo.worktree_text(change.path), change.path, max_chars=self.config.excerpt_max_chars)
-            self.add(severity, domain, change.path, None, f"worktree.{change.state}", f"{change.state} outside the memory tool, not committed\n{diff}")
+            diff = unified(
+                self.repo.text_at(tip, change.path), self.repo.worktree_text(change.path), change.path, max_chars=self.config.excerpt_max_chars
+            )
+            self.add(
+                severity, domain, change.path, None, f"worktree.{change.state}", f"{change.state} outside the memory tool, not committed\n{diff}"
+            )
         if not self.repo.head_attached():
-            self.add(Severity.HALT, None, "", None, "history.head_moved", f"HEAD is not {self.repo.branch_ref}: the work tree is not the memory the agent reads")
+            self.add(
+                Severity.HALT,
+                None,
+                "",
+                None,
+                "history.head_moved",
+                f"HEAD is not {self.repo.branch_ref}: the work tree is not the memory the agent reads",
+            )
         return len(changes)
 
 
@@ -301,4 +321,6 @@ def audit(repo: MemoryRepo, scope: Range, known: Collection[str], operator: Coll
             excerpt=_clip(f"{dropped} more findings were not recorded; read the history from {scope.base or 'the root'} to {scope.head}", config),
         )]
     by_severity = {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
-    return Audit(range=scope, findings=tuple(findings), worktree_changes=changes, paths_checked=auditor.paths, dropped=dropped, by_severity=by_severity)
+    return Audit(
+        range=scope, findings=tuple(findings), worktree_changes=changes, paths_checked=auditor.paths, dropped=dropped, by_severity=by_severity
+    )

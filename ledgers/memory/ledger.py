@@ -31,8 +31,7 @@ from ledgers.memory.repo import MemoryRepo, WriteResult
 FINDING_STATES = ("open", "acknowledged", "reverted", "logged")
 
 
-def _sql(name: str) -> str:
-    return queries.load("memory")[name]
+_sql = queries.named("memory")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,7 +201,8 @@ async def revert_finding(
     row = await finding(conn, agent_id, finding_id)
     if not row["path"]:
         raise MemoryRefused(
-            "revert.repository", f"finding {finding_id} ({row['rule']}) is about the whole repository, not one file: inspect it with git, then acknowledge it",
+            "revert.repository",
+            f"finding {finding_id} ({row['rule']}) is about the whole repository, not one file: inspect it with git, then acknowledge it",
         )
     if row["state"] not in ("open", "acknowledged"):
         raise MemoryRefused("revert.state", f"finding {finding_id} is {row['state']}; only an open or acknowledged finding is reverted")

@@ -41,7 +41,9 @@ def test_each_write_is_one_commit_by_the_agent_with_the_wake_trailers(tmp_path: 
     second = repo.append("reference/garden.md", "Basil too.", reason="more plants", author="ani", trailers=TRAILERS, at=NOW)
     assert git(repo, "rev-list", "--count", "HEAD").strip() == "3"
     assert second.parent == first and second.bytes_before is not None and second.bytes_after == len(repo.read("reference/garden.md").text)
-    shown = git(repo, "log", "-1", "--format=%an <%ae>|%cn|%s|%(trailers:key=Wake-Id,valueonly)%(trailers:key=Fence,valueonly)%(trailers:key=Tier,valueonly)")
+    shown = git(
+        repo, "log", "-1", "--format=%an <%ae>|%cn|%s|%(trailers:key=Wake-Id,valueonly)%(trailers:key=Fence,valueonly)%(trailers:key=Tier,valueonly)"
+    )
     who, committer, subject, trailers = shown.strip().split("|", 3)
     assert who == "ani <ani@wake.invalid>" and committer == "wake"
     assert subject == "memory append reference/garden.md: more plants"
@@ -114,14 +116,18 @@ def test_revert_makes_a_new_commit_for_one_file(tmp_path: Path) -> None:
     write(repo, "reference/b.md", doc("b", "b1\n"))
     bad = write(repo, "reference/a.md", doc("a", "v2\n"))
     write(repo, "reference/b.md", doc("b", "b2\n"))
-    done = repo.revert(bad, "reference/a.md", reason="undo v2", author="operator", trailers={"Wake-Id": "-", "Fence": "-", "Tier": "operator"}, at=NOW)
+    done = repo.revert(
+        bad, "reference/a.md", reason="undo v2", author="operator", trailers={"Wake-Id": "-", "Fence": "-", "Tier": "operator"}, at=NOW
+    )
     assert done.op == "revert" and done.parent != bad
     assert "v1" in repo.read("reference/a.md").text and "b2" in repo.read("reference/b.md").text
     assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == ["reference/a.md"]
     with pytest.raises(ContentRefused):
         repo.revert(bad, "reference/a.md", reason="again", author="operator", trailers={"Wake-Id": "-", "Fence": "-", "Tier": "operator"}, at=NOW)
     created = write(repo, "reference/c.md", doc("c"))
-    repo.revert(created, "reference/c.md", reason="never mind", author="operator", trailers={"Wake-Id": "-", "Fence": "-", "Tier": "operator"}, at=NOW)
+    repo.revert(
+        created, "reference/c.md", reason="never mind", author="operator", trailers={"Wake-Id": "-", "Fence": "-", "Tier": "operator"}, at=NOW
+    )
     assert not (repo.workdir / "reference" / "c.md").exists()
     with pytest.raises(NotFound):
         repo.read("reference/c.md")
