@@ -158,15 +158,32 @@ def test_daily_cap_remaining_is_for_the_agents_local_day() -> None:
         exposition.close()
 
 
-def test_outbox_backlog_and_running_wakes_are_read_at_each_scrape(served: tuple[metrics.Metrics, metrics.Exposition]) -> None:
-    m, exposition = served
+def test_outbox_backlog_and_running_wakes_are_read_at_each_scrape() -> None:
+    now = dt.datetime(2026, 7, 16, 9, 30, tzinfo=dt.UTC)
+    m = metrics.Metrics(agents=DEMO, now=lambda: now)
+    exposition = metrics.serve("127.0.0.1:0", m)
     backlog = [3]
+    # the daemon's running wakes, as its heartbeat lists them (started_at an ISO string or a datetime)
+    running: dict[str, dict[str, object]] = {
+        "t1": {"agent": "demo", "tier": "full", "wake_id": "w1", "started_at": (now - dt.timedelta(minutes=40)).isoformat(), "fence": 3},
+        "t2": {"agent": "demo", "tier": "full", "wake_id": "w2", "started_at": now - dt.timedelta(seconds=5), "fence": 4},
+    }
     m.set_outbox_backlog(lambda: backlog[0])
-    m.set_running(lambda: 2)
-    assert value(scrape(exposition), "wake_outbox_backlog") == 3
-    backlog[0] = 0
-    s = scrape(exposition)
-    assert value(s, "wake_outbox_backlog") == 0 and value(s, "wake_wakes_running") == 2
+    m.set_running(lambda: list(running.values()))
+    try:
+        s = scrape(exposition)
+        assert value(s, "wake_outbox_backlog") == 3
+        assert value(s, "wake_wakes_running", agent="demo", tier="full") == 2
+        assert value(s, "wake_running_wake_age_seconds", agent="demo", tier="full") == 2400
+        assert value(s, "wake_wakes_running", agent="scout", tier="whisper") == 0  # configured, none running
+        backlog[0] = 0
+        running.clear()
+        s = scrape(exposition)
+        assert value(s, "wake_outbox_backlog") == 0
+        assert value(s, "wake_wakes_running", agent="demo", tier="full") == 0
+        assert value(s, "wake_running_wake_age_seconds", agent="demo", tier="full") == 0
+    finally:
+        exposition.close()
 
 
 def test_the_process_collector_is_there(served: tuple[metrics.Metrics, metrics.Exposition]) -> None:

@@ -23,7 +23,7 @@ import re
 import threading
 import zoneinfo
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -163,6 +163,63 @@ class _DailyCost(Collector):
         )
 
 
+class _Running(Collector):
+    """`wake_wakes_running` and `wake_running_wake_age_seconds` (the oldest one's age) per agent
+    and tier, from the daemon's list of running wakes at scrape time; zero for every configured
+    (agent, tier) with none running."""
+
+    def __init__(self, now: Callable[[], dt.datetime], agent: Callable[[str | None], str], tier: Callable[[str | None], str]) -> None:
+        self._now, self._agent, self._tier = now, agent, tier
+        self.source: Callable[[], Iterable[Mapping[str, Any]]] = list
+        self.slots: list[tuple[str, str]] = []
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterable[Metric]:
+        count, age = self._families()
+        now = self._now()
+        counts: dict[tuple[str, str], int] = dict.fromkeys(self.slots, 0)
+        oldest: dict[tuple[str, str], float] = dict.fromkeys(self.slots, 0.0)
+        for wake in self._wakes():
+            key = (self._agent(_text(wake.get("agent"))), self._tier(_text(wake.get("tier"))))
+            counts[key] = counts.get(key, 0) + 1
+            started = _aware(wake.get("started_at"))
+            oldest[key] = max(oldest.get(key, 0.0), (now - started).total_seconds() if started else 0.0)
+        for key in sorted(counts):
+            count.add_metric(list(key), counts[key])
+            age.add_metric(list(key), max(0.0, oldest[key]))
+        return [count, age]
+
+    def _wakes(self) -> list[Mapping[str, Any]]:
+        for _ in range(3):  # the loop may change the list while this thread copies it
+            try:
+                return list(self.source())
+            except RuntimeError:
+                continue
+        return []
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily("wake_wakes_running", "Wakes running in this process now.", labels=["agent", "tier"]),
+            GaugeMetricFamily("wake_running_wake_age_seconds", "How long the oldest running wake has run (0: none running).", labels=["agent", "tier"]),
+        )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _aware(value: Any) -> dt.datetime | None:
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dt.datetime) and value.tzinfo is not None else None
+
+
 class Metrics:
     """Every metric of one daemon process, in its own registry."""
 
@@ -201,10 +258,10 @@ class Metrics:
         self.loop_lag = Histogram("wake_event_loop_lag_seconds", "How late the event loop woke a task that slept.", buckets=LOOP_LAG_BUCKETS_S, registry=registry)
         self.outbox = Gauge("wake_outbox_backlog", "Entries in the outbox waiting to be delivered.", registry=registry)
         self.outbox.set_function(lambda: 0.0)
-        self.running = Gauge("wake_wakes_running", "Wakes running in this process now.", registry=registry)
-        self.running.set_function(lambda: 0.0)
         self._daily = _DailyCost(now)
         registry.register(self._daily)
+        self._running = _Running(now, self._agent_label, self._tier)
+        registry.register(self._running)
         self.set_agents(agents or {})
 
     def set_agents(self, agents: Mapping[str, AgentInfo]) -> None:
@@ -213,6 +270,7 @@ class Metrics:
         if agents:
             self._agent = BoundedLabel(agents)
         self._daily.set_agents(agents)
+        self._running.slots = [(agent, self._tier(tier)) for agent, info in agents.items() for tier in info.tiers]
         for agent, info in agents.items():
             self.lease_losses.labels(agent)
             for store in STORES:
@@ -226,9 +284,14 @@ class Metrics:
         must not touch the event loop (return a number the daemon keeps up to date)."""
         self.outbox.set_function(count)
 
-    def set_running(self, count: Callable[[], float]) -> None:
-        """Like `set_outbox_backlog`, for the number of wakes running (e.g. `lambda: len(daemon.running)`)."""
-        self.running.set_function(count)
+    def set_running(self, wakes: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+        """`wakes` lists the wakes running now, each with `agent`, `tier` and `started_at` (a
+        datetime or an ISO string), as the daemon's heartbeat does: `lambda: list(daemon.running.values())`.
+        It is called at each scrape, on the exposition's thread."""
+        self._running.source = wakes
+
+    def _agent_label(self, agent: str | None) -> str:
+        return self._agent(agent)
 
     # -- what the daemon calls ----------------------------------------------------------------------
 
