@@ -27,6 +27,7 @@ was expected; the CLI turns it into one line on stderr and exit status 78.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -210,6 +211,43 @@ class GateConfig(_Model):
     escalate: tuple[EscalationRule, ...] = ()
 
 
+def parse_listen(text: str) -> tuple[str, int]:
+    """`127.0.0.1:9464`, `[::1]:9464`, `localhost:9464` -> (host, port). Port 0 picks a free one.
+
+    Raises ValueError with one line saying what was expected (a config validator can pass it on)."""
+    expected = f"expected HOST:PORT such as 127.0.0.1:9464 or [::1]:9464, got {text!r}"
+    value = text.strip()
+    if value.startswith("["):
+        host, sep, port_text = value[1:].partition("]:")
+        if not sep:
+            raise ValueError(expected)
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{expected}: {host!r} is not an IPv6 address") from None
+    else:
+        host, sep, port_text = value.rpartition(":")
+        if not sep or not host or ":" in host:
+            raise ValueError(expected + ("" if ":" not in host else " (write an IPv6 address in brackets)"))
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"{expected}: the port must be a number from 0 to 65535")
+    return host, int(port_text)
+
+
+class MetricsConfig(_Model):
+    """The daemon's Prometheus endpoint (docs/metrics.md); off unless `listen` is set."""
+
+    # "HOST:PORT", e.g. "127.0.0.1:9464"; served by `wake daemon` only.
+    listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listen(value)
+        return value
+
+
 class DaemonConfig(_Model):
     """`wake daemon` (docs/daemon.md)."""
 
@@ -339,6 +377,7 @@ class Config(_Model):
     log: LogConfig = LogConfig()
     tools: ToolsConfig = ToolsConfig()
     daemon: DaemonConfig = DaemonConfig()
+    metrics: MetricsConfig = MetricsConfig()
     models: dict[str, ModelRoute] = {}
     probes: ProbesConfig = ProbesConfig()
     retractions: RetractionsConfig = RetractionsConfig()

@@ -66,7 +66,7 @@ SELECT wake_id FROM wake_introspection_ledger
 UPDATE wake_introspection_ledger
    SET status = 'abandoned', finished_at = now(), error = $2
  WHERE agent_id = $1 AND status = 'started'
-RETURNING wake_id, host, pid, fence
+RETURNING wake_id, tier, host, pid, fence
 
 -- name: agents_with_started
 SELECT DISTINCT agent_id FROM wake_introspection_ledger WHERE status = 'started'

@@ -24,12 +24,14 @@ from wake.observe import logread
 
 REPO = Path(__file__).resolve().parents[2]
 # The command as a process (the module runs the same click command `wake logs` is).
-LOGS = [sys.executable, "-m", "wake.observe.logread"]
+LOGS = [sys.executable, "-m", "wake", "logs"]
 WAIT_S = 60.0
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "NOTIFY_SOCKET", "WATCHDOG_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "NOTIFY_SOCKET", "WATCHDOG_"))
+    }
     return {**env, "PYTHONPATH": str(REPO), "WAKE_LOG_FORMAT": "json", **extra}
 
 
@@ -96,7 +98,9 @@ def test_tier_and_event_filters_on_a_real_log(two_wakes: dict[str, Any]) -> None
 
 def test_a_pipe_is_read_line_by_line_until_it_closes(two_wakes: dict[str, Any]) -> None:
     lines = two_wakes["log"].splitlines()
-    proc = subprocess.Popen([*LOGS, "--follow", "--color", "never"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_clean_env(), cwd=REPO)
+    proc = subprocess.Popen(
+        [*LOGS, "--follow", "--color", "never"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_clean_env(), cwd=REPO
+    )
     assert proc.stdin is not None and proc.stdout is not None
     out = _reader(proc.stdout)
     try:
@@ -119,7 +123,9 @@ def test_follow_a_file_through_appends_truncation_and_rotation(two_wakes: dict[s
     lines = two_wakes["log"].splitlines()
     path = tmp_path / "wake.jsonl"
     path.write_text("\n".join(lines[:2]) + "\n")
-    proc = subprocess.Popen([*LOGS, "--follow", "--color", "never", str(path)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=_clean_env(), cwd=REPO)
+    proc = subprocess.Popen(
+        [*LOGS, "--follow", "--color", "never", str(path)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=_clean_env(), cwd=REPO
+    )
     assert proc.stdout is not None
     out = _reader(proc.stdout)
 
@@ -235,7 +241,10 @@ def test_the_story_of_a_daemon_wake_names_the_replica_that_lost_its_slot(
         replica.proc.send_signal(signal.SIGTERM)
         assert replica.proc.wait(60) == 0
     # journald would interleave the replicas' lines by time; so does this
-    merged = sorted((line for r in (a, b) for line in r.log.read_text().splitlines()), key=lambda line: _events(line)[0]["timestamp"] if line.startswith("{") else "")
+    merged = sorted(
+        (line for r in (a, b) for line in r.log.read_text().splitlines()),
+        key=lambda line: _events(line)[0]["timestamp"] if line.startswith("{") else "",
+    )
     path = tmp_path / "merged.jsonl"
     path.write_text("\n".join(merged) + "\n")
     code, shown, _ = logs("--wake", wake_id[:8], str(path))

@@ -11,11 +11,11 @@ from typing import Any
 from rich.console import Console
 
 from ledgers import introspection
-from wake.daemon import service as daemon
-from wake.daemon import notify
-from wake.cli import remote as operator
 from wake import stores
+from wake.cli import remote as operator
 from wake.config import Config
+from wake.daemon import notify
+from wake.daemon import service as daemon
 from wake.observe import watch
 
 AGENTS = """

@@ -113,7 +113,9 @@ def test_every_emitted_event_is_documented_with_its_level_and_fields() -> None:
     wrong_level = sorted(f"{e.event} logs at {e.level} ({e.where}); the table says {', '.join(sorted(rows[e.event].levels))}"
                          for e in found if e.level not in rows[e.event].levels)
     assert wrong_level == []
-    undocumented = sorted(f"{e.event}: {', '.join(sorted(e.fields - rows[e.event].fields))} ({e.where})" for e in found if e.fields - rows[e.event].fields)
+    undocumented = sorted(
+        f"{e.event}: {', '.join(sorted(e.fields - rows[e.event].fields))} ({e.where})" for e in found if e.fields - rows[e.event].fields
+    )
     assert undocumented == [], "name these fields in their rows of docs/events.md"
 
 

@@ -14,8 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from wake.think.client import Usage
 from wake.observe import metrics
+from wake.think.client import Usage
 
 DEMO = {"demo": metrics.AgentInfo(daily_cost_cap_usd=0.5, timezone="Europe/Stockholm"), "scout": metrics.AgentInfo(tiers=("whisper",))}
 
@@ -261,7 +261,9 @@ def test_listen_addresses(listen: str, expected: tuple[str, int]) -> None:
     assert metrics.parse_listen(listen) == expected
 
 
-@pytest.mark.parametrize("listen", ["9464", ":9464", "127.0.0.1", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:65536", "::1:9464", "[::1]9464", "[nope]:9464", ""])
+@pytest.mark.parametrize(
+    "listen", ["9464", ":9464", "127.0.0.1", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:65536", "::1:9464", "[::1]9464", "[nope]:9464", ""]
+)
 def test_bad_listen_addresses_say_what_was_expected(listen: str) -> None:
     with pytest.raises(metrics.ListenError) as caught:
         metrics.serve(listen, metrics.Metrics())

@@ -21,24 +21,67 @@ WAKE = uuid.UUID("4c608aeb-d52c-4051-b606-ca2ea50ace34")
 def snapshot(**changes: Any) -> dict[str, Any]:
     """A snapshot shaped like `wake status --json` plus `recent` ledger rows (datetimes, as the ledger returns them)."""
     snap: dict[str, Any] = {
-        "at": T0.isoformat(), "redis": "unix:///run/wake/redis.sock", "daemon_alive": True,
-        "replicas": [{
-            "replica_id": "box:4242:ab12cd34", "host": "box", "pid": 4242, "version": "0.1.0",
-            "started_at": (T0 - dt.timedelta(hours=3)).isoformat(), "heartbeat_at": (T0 - dt.timedelta(seconds=4)).isoformat(), "heartbeat_age_s": 4.0,
-        }],
-        "running": [{"agent": "demo", "tier": "full", "wake_id": "9d1f0c2e-0000-4000-8000-000000000001", "trigger": "schedule",
-                     "started_at": (T0 - dt.timedelta(seconds=12)).isoformat(), "fence": 7, "replica_id": "box:4242:ab12cd34"}],
-        "leases": [{"agent": "demo", "held": True, "holder": "box:4242:9f9f", "ttl_s": 51.2, "fence": 7},
-                   {"agent": "scout", "held": False, "holder": None, "ttl_s": None, "fence": 3}],
-        "next_fires": [{"agent": "demo", "tier": "whisper", "at": (T0 + dt.timedelta(minutes=15)).isoformat()},
-                       {"agent": "scout", "tier": "whisper", "at": None}],
+        "at": T0.isoformat(),
+        "redis": "unix:///run/wake/redis.sock",
+        "daemon_alive": True,
+        "replicas": [
+            {
+                "replica_id": "box:4242:ab12cd34",
+                "host": "box",
+                "pid": 4242,
+                "version": "0.1.0",
+                "started_at": (T0 - dt.timedelta(hours=3)).isoformat(),
+                "heartbeat_at": (T0 - dt.timedelta(seconds=4)).isoformat(),
+                "heartbeat_age_s": 4.0,
+            }
+        ],
+        "running": [
+            {
+                "agent": "demo",
+                "tier": "full",
+                "wake_id": "9d1f0c2e-0000-4000-8000-000000000001",
+                "trigger": "schedule",
+                "started_at": (T0 - dt.timedelta(seconds=12)).isoformat(),
+                "fence": 7,
+                "replica_id": "box:4242:ab12cd34",
+            }
+        ],
+        "leases": [
+            {"agent": "demo", "held": True, "holder": "box:4242:9f9f", "ttl_s": 51.2, "fence": 7},
+            {"agent": "scout", "held": False, "holder": None, "ttl_s": None, "fence": 3},
+        ],
+        "next_fires": [
+            {"agent": "demo", "tier": "whisper", "at": (T0 + dt.timedelta(minutes=15)).isoformat()},
+            {"agent": "scout", "tier": "whisper", "at": None},
+        ],
         "pending_requests": 2,
         "recent": [
-            {"wake_id": WAKE, "agent_id": "demo", "tier": "whisper", "trigger": "schedule", "status": "failed", "started_at": T0 - dt.timedelta(minutes=15),
-             "finished_at": T0 - dt.timedelta(minutes=15) + dt.timedelta(seconds=2.5), "model": "llama3.2", "cost_usd": 0.0012,
-             "note": None, "error": "RuntimeError: the model server went away"},
-            {"wake_id": uuid.UUID("00000000-0000-4000-8000-00000000000b"), "agent_id": "scout", "tier": "whisper", "trigger": "manual", "status": "started", "started_at": T0 - dt.timedelta(seconds=3),
-             "finished_at": None, "model": None, "cost_usd": 0, "note": None, "error": None},
+            {
+                "wake_id": WAKE,
+                "agent_id": "demo",
+                "tier": "whisper",
+                "trigger": "schedule",
+                "status": "failed",
+                "started_at": T0 - dt.timedelta(minutes=15),
+                "finished_at": T0 - dt.timedelta(minutes=15) + dt.timedelta(seconds=2.5),
+                "model": "llama3.2",
+                "cost_usd": 0.0012,
+                "note": None,
+                "error": "RuntimeError: the model server went away",
+            },
+            {
+                "wake_id": uuid.UUID("00000000-0000-4000-8000-00000000000b"),
+                "agent_id": "scout",
+                "tier": "whisper",
+                "trigger": "manual",
+                "status": "started",
+                "started_at": T0 - dt.timedelta(seconds=3),
+                "finished_at": None,
+                "model": None,
+                "cost_usd": 0,
+                "note": None,
+                "error": None,
+            },
         ],
     }
     snap.update(changes)
@@ -72,7 +115,18 @@ def test_every_part_of_the_status_is_shown() -> None:
     assert row(screen, "demo", "full", "schedule", "9d1f0c2e-0000-4000-8000-000000000001", "12s ago", "7", "box:4242:ab12cd34")
     assert row(screen, "demo", "yes", "box:4242:9f9f", "51.2s", "7") and row(screen, "scout", "no", "-", "-", "3")
     assert row(screen, "demo", "whisper", "2026-07-16 09:45:00", "in 15m") and row(screen, "scout", "whisper", "not scheduled")
-    assert row(screen, "2026-07-16 09:15:00", "demo", "whisper", "schedule", "failed", "2.5s", "$0.0012", "4c608aeb", "RuntimeError: the model server went away")
+    assert row(
+        screen,
+        "2026-07-16 09:15:00",
+        "demo",
+        "whisper",
+        "schedule",
+        "failed",
+        "2.5s",
+        "$0.0012",
+        "4c608aeb",
+        "RuntimeError: the model server went away",
+    )
     assert row(screen, "scout", "whisper", "manual", "started", "running", "-")
     assert screen.rstrip().endswith("trigger requests waiting: 2")
 

@@ -28,6 +28,7 @@ from ledgers.vocab import Result, Retrieval
 from wake import logs
 from wake.context import WakeContext
 from wake.errors import Disabled
+from wake.observe import metrics
 
 log = logs.get("wake.arrival")
 
@@ -151,6 +152,7 @@ async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Bloc
         latency_ms=round(block.latency_ms, 2),
         rows=block.rows,
     )
+    metrics.observe_block(block.name, block.latency_ms, block.retrieval)
     return block
 
 

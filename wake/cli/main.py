@@ -33,10 +33,12 @@ from wake.cli.app import (
 )
 from wake.context import WakeRequest
 from wake.errors import NotFound, WakeError
+from wake.observe import logread, watch
 from wake.run import claim, cycle, session
 from wake.witness import diff, manifest
 
 ledger.register(cli)
+cli.add_command(logread.logs_command)
 
 
 @cli.command("doctor")
@@ -304,12 +306,36 @@ def trigger_cmd(ctx: Context, agent_id: str | None, tier: str, no_wait: bool, ti
 
 @cli.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--watch", "watching", is_flag=True, help="Refresh a terminal view until Ctrl-C (replicas, running wakes, leases, next fires, recent outcomes)."
+)
+@click.option("--interval", "interval_s", type=click.FloatRange(min=0.2), default=2.0, show_default=True, help="Seconds between refreshes.")
 @pass_ctx
-def status_cmd(ctx: Context, as_json: bool) -> None:
+def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -> None:
     """Live daemon replicas, the wakes running now, the leases held, the next fire per agent and tier."""
     config = ctx.config
-    result = run_async(lambda: remote.status(config))
-    click.echo(render.to_json(result) if as_json else "\n".join(render.status_lines(result)))
+    if watching and as_json:
+        raise click.UsageError("--watch draws a terminal view; it does not go with --json")
+    if not watching:
+        result = run_async(lambda: remote.status(config))
+        click.echo(render.to_json(result) if as_json else "\n".join(render.status_lines(result)))
+        return
+
+    async def body() -> None:
+        async with ledger_stores(config) as st:
+
+            async def fetch() -> dict[str, Any]:
+                snap = await remote.status(config)
+                async with st.pg_conn() as conn:
+                    snap["recent"] = await introspection.recent(conn, limit=10)
+                return snap
+
+            await watch.watch(fetch, interval_s)
+
+    try:
+        run_async(body)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 # -- retractions and claim probes (logic in wake.epistemic and surfaces.epistemic) -------------

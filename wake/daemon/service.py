@@ -43,6 +43,7 @@ from wake.config import Config, load_config_file
 from wake.context import WakeRequest
 from wake.daemon import control, notify, schedule
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, WakeError
+from wake.observe import metrics
 from wake.run import claim, cycle, session
 from wake.run.claim import BUSY_HINT
 from wake.stores import lease
@@ -56,6 +57,14 @@ TRIGGER_POP_S = 1.0
 CANCEL_GRACE_S = 10.0
 
 
+def agent_infos(config: Config) -> dict[str, metrics.AgentInfo]:
+    """What the metrics know of each configured agent (their labels are bounded to these)."""
+    return {
+        a: metrics.AgentInfo(tiers=tuple(x.tiers), daily_cost_cap_usd=x.daily_cost_cap_usd, timezone=x.timezone)
+        for a, x in config.agents.items()
+    }
+
+
 @dataclass(kw_only=True)
 class Timing(claim.Timing):
     """Per-slot timings the benchmark reads (bench/scheduler.py): the claim path's, and the jitter."""
@@ -64,7 +73,6 @@ class Timing(claim.Timing):
     tier: str
     slot: dt.datetime
     started: dt.datetime  # when the job handed the slot over
-    jitter_s: float = 0.0
 
 
 @dataclass(kw_only=True)
@@ -89,6 +97,7 @@ class Daemon:
         self.session: session.Session | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self.turns = asyncio.Semaphore(self.config.daemon.max_concurrent_wakes)
+        self.metrics: metrics.Metrics | None = None
 
     @property
     def stores(self) -> stores.Stores | None:
@@ -114,22 +123,40 @@ class Daemon:
             self.scheduler.start()
             self._schedule_all()
             self._catch_up()
+            exposition = self._serve_metrics()
             self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
             side = [
                 asyncio.create_task(notify.watchdog_loop(self.notifier), name="watchdog"),
                 asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
                 asyncio.create_task(self._trigger_loop(), name="triggers"),
             ]
+            if self.metrics is not None:
+                side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
             log.info("daemon.ready", replica=self.replica_id, jobs=len(self.schedules), embedded=list(st.embedded), status=self.status_text())
             failed = asyncio.create_task(self._first_failure(side), name="side-task-watch")
             await self.stop.wait()
             failed.cancel()
             await self._shutdown(side)
+            if exposition is not None:
+                exposition.close()
+                metrics.install(None)
             if self.handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     asyncio.get_running_loop().remove_signal_handler(sig)
         log.info("daemon.stopped", replica=self.replica_id)
         return 0
+
+    def _serve_metrics(self) -> metrics.Exposition | None:
+        """`[metrics] listen`: the Prometheus endpoint, served from this process (docs/metrics.md)."""
+        listen = self.config.metrics.listen
+        if listen is None:
+            return None
+        self.metrics = metrics.Metrics(agents=agent_infos(self.config), version=__version__)
+        self.metrics.set_running(lambda: list(self.running.values()))
+        exposition = metrics.serve(listen, self.metrics)
+        metrics.install(self.metrics)
+        log.info("daemon.metrics", url=f"http://{listen}/metrics")
+        return exposition
 
     def request_stop(self, signum: int | None = None) -> None:
         if not self.stop.is_set():
@@ -232,6 +259,7 @@ class Daemon:
             if missed is None:
                 continue
             if sched.catch_up != "one":
+                metrics.observe_skipped(sched.agent_id, sched.tier, "catch_up_skipped")
                 log.info(
                     "wake.catch_up_skipped", agent=sched.agent_id, tier=sched.tier, missed=missed.isoformat(), last=last.isoformat() if last else None
                 )
@@ -405,6 +433,8 @@ class Daemon:
         if restart_only:
             log.warning("daemon.reload_needs_restart", keys=restart_only)
         self.config = new
+        if self.metrics is not None:
+            self.metrics.set_agents(agent_infos(new))
         if self.session is not None:
             self.session = dataclasses.replace(self.session, config=new, registry=registry)
         if not self.stopping:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import ipaddress
 import re
 import threading
 import zoneinfo
@@ -34,6 +33,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from wake import clock
+from wake.config import parse_listen
 from wake.errors import WakeError
 
 TIERS = ("whisper", "surface", "full")
@@ -203,7 +203,9 @@ class _Running(Collector):
     def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
         return (
             GaugeMetricFamily("wake_wakes_running", "Wakes running in this process now.", labels=["agent", "tier"]),
-            GaugeMetricFamily("wake_running_wake_age_seconds", "How long the oldest running wake has run (0: none running).", labels=["agent", "tier"]),
+            GaugeMetricFamily(
+                "wake_running_wake_age_seconds", "How long the oldest running wake has run (0: none running).", labels=["agent", "tier"]
+            ),
         )
 
 
@@ -243,19 +245,33 @@ class Metrics:
             "wake_fire_lag_seconds", "From a slot (plus its jitter) to its wake running: claim, lease, and any wait for a turn.",
             ["agent", "tier"], buckets=FIRE_LAG_BUCKETS_S, registry=registry,
         )
-        self.duration = Histogram("wake_duration_seconds", "A wake from start to settle.", ["agent", "tier"], buckets=WAKE_DURATION_BUCKETS_S, registry=registry)
+        self.duration = Histogram(
+            "wake_duration_seconds", "A wake from start to settle.", ["agent", "tier"], buckets=WAKE_DURATION_BUCKETS_S, registry=registry
+        )
         self.block_latency = Histogram(
             "wake_arrival_block_latency_seconds", "One arrival block's source, start to result or timeout.", ["block"],
             buckets=BLOCK_LATENCY_BUCKETS_S, registry=registry,
         )
-        self.blocks = Counter("wake_arrival_blocks", "Arrival blocks assembled, by retrieval state (failed: could not check).", ["block", "state"], registry=registry)
-        self.tokens = Counter("wake_model_tokens", "Model tokens, by kind: prompt, completion, cached (part of prompt).", ["agent", "tier", "kind"], registry=registry)
+        self.blocks = Counter(
+            "wake_arrival_blocks", "Arrival blocks assembled, by retrieval state (failed: could not check).", ["block", "state"], registry=registry
+        )
+        self.tokens = Counter(
+            "wake_model_tokens", "Model tokens, by kind: prompt, completion, cached (part of prompt).", ["agent", "tier", "kind"], registry=registry
+        )
         self.cost = Counter("wake_model_cost_usd", "Model cost in USD.", ["agent", "tier"], registry=registry)
-        self.refusals = Counter("wake_tool_refusals", "Tool calls refused: the tool was not in the wake's binding.", ["agent", "tier"], registry=registry)
-        self.lease_losses = Counter("wake_lease_losses", "Agent leases lost while a wake held them (the wake is cancelled).", ["agent"], registry=registry)
-        self.stale_fences = Counter("wake_fence_stale_refusals", "Writes refused because a newer lease holder's fence exists.", ["agent", "store"], registry=registry)
+        self.refusals = Counter(
+            "wake_tool_refusals", "Tool calls refused: the tool was not in the wake's binding.", ["agent", "tier"], registry=registry
+        )
+        self.lease_losses = Counter(
+            "wake_lease_losses", "Agent leases lost while a wake held them (the wake is cancelled).", ["agent"], registry=registry
+        )
+        self.stale_fences = Counter(
+            "wake_fence_stale_refusals", "Writes refused because a newer lease holder's fence exists.", ["agent", "store"], registry=registry
+        )
         self.skipped = Counter("wake_slots_skipped", "Slots that did not run, by reason.", ["agent", "tier", "reason"], registry=registry)
-        self.loop_lag = Histogram("wake_event_loop_lag_seconds", "How late the event loop woke a task that slept.", buckets=LOOP_LAG_BUCKETS_S, registry=registry)
+        self.loop_lag = Histogram(
+            "wake_event_loop_lag_seconds", "How late the event loop woke a task that slept.", buckets=LOOP_LAG_BUCKETS_S, registry=registry
+        )
         self.outbox = Gauge("wake_outbox_backlog", "Entries in the outbox waiting to be delivered.", registry=registry)
         self.outbox.set_function(lambda: 0.0)
         self._daily = _DailyCost(now)
@@ -407,27 +423,6 @@ def observe_daily_cost(agent: str, spent_usd: float) -> None:
 # -- the exposition ---------------------------------------------------------------------------------
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """`127.0.0.1:9464`, `[::1]:9464`, `localhost:9464` -> (host, port). Port 0 picks a free one.
-
-    Raises ValueError with one line saying what was expected (a config validator can pass it on)."""
-    expected = f"expected HOST:PORT such as 127.0.0.1:9464 or [::1]:9464, got {text!r}"
-    value = text.strip()
-    if value.startswith("["):
-        host, sep, port_text = value[1:].partition("]:")
-        if not sep:
-            raise ValueError(expected)
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"{expected}: {host!r} is not an IPv6 address") from None
-    else:
-        host, sep, port_text = value.rpartition(":")
-        if not sep or not host or ":" in host:
-            raise ValueError(expected + ("" if ":" not in host else " (write an IPv6 address in brackets)"))
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"{expected}: the port must be a number from 0 to 65535")
-    return host, int(port_text)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

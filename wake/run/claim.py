@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgers import introspection, slots
-from ledgers.vocab import Status
+from ledgers.vocab import Status, Trigger
 from wake import clock, logs
 from wake.config import Config
 from wake.context import WakeRequest
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost
+from wake.observe import metrics
 from wake.run import cycle
 from wake.run.session import Session
 from wake.stores import Stores, lease
@@ -57,6 +58,7 @@ class Timing:
     release_ms: float = 0.0
     wake_ms: float = 0.0
     running_at: dt.datetime | None = None
+    jitter_s: float = 0.0  # the slot's deterministic delay, waited before the claim
     outcome: str = ""
 
 
@@ -75,6 +77,7 @@ async def close_abandoned(stores: Stores, agent_id: str, fence: int) -> list[dic
     async with lease.fenced(stores, agent_id, fence) as conn:
         closed = await introspection.abandon_started(conn, agent_id, ABANDONED)
     for row in closed:
+        metrics.observe_abandoned(agent_id, row["tier"])
         log.warning(
             "wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=row["host"], pid=row["pid"], fence=row["fence"],
             closed_by_fence=fence,
@@ -108,6 +111,7 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
         await introspection.insert(conn, row, status=status)
     where = {"agent": request.agent_id, "tier": request.tier, "wake_id": str(request.wake_id),
              "scheduled_for": request.scheduled_for.isoformat() if request.scheduled_for else None}
+    metrics.observe_skipped(request.agent_id, request.tier, metrics.reason_code(reason))
     if skipped:
         log.info("wake.skipped", reason=reason, **where)
     else:
@@ -124,6 +128,7 @@ async def _claimed(session: Session, request: WakeRequest, claim: Claim, now: dt
         )
         holder = None if won else await slots.holder(conn, request.agent_id, request.tier, request.scheduled_for)
     if not won:
+        metrics.observe_skipped(request.agent_id, request.tier, "slot_taken")
         log.info(
             "wake.skipped", reason="slot_taken", agent=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for.isoformat(),
             trigger=request.trigger, claimed_by=holder["claimed_by"] if holder else None,
@@ -199,6 +204,8 @@ async def _run_leased(
 ) -> cycle.WakeOutcome:
     """Step 3 done: run the wake under the fence; losing the lease cancels it."""
     t.running_at = now()
+    if request.trigger == Trigger.schedule and request.scheduled_for is not None:  # a catch-up slot is old on purpose
+        metrics.observe_fire_lag(request.agent_id, request.tier, (t.running_at - request.scheduled_for).total_seconds() - t.jitter_s)
     t2 = clock.monotonic_ms()
     if on_running is not None:
         await on_running(request, held)

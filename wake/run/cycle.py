@@ -32,6 +32,7 @@ from wake.arrival import sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
+from wake.observe import metrics
 from wake.run.session import Session
 from wake.stores import Stores, lease
 from wake.think import client as model
@@ -184,6 +185,9 @@ async def run_wake(
             await asyncio.shield(models.aclose())
         duration_ms = clock.monotonic_ms() - started
         bound.info("wake.settled", status=status, note=note, error=error, duration_ms=round(duration_ms, 2), root=mani.root if mani else None)
+        if not dry_run:
+            spent = thought.thinking if thought else None
+            metrics.observe_settled(agent_id, tier, status, duration_ms / 1000, spent, spent.refusals if spent else 0)
     escalated = None
     if decision is not None and decision.action == "escalate" and recorded and status == Status.completed:
         assert decision.to is not None

@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from ledgers import fences
 from wake import keys, logs
 from wake.errors import LeaseBusy
+from wake.observe import metrics
 from wake.stores import Stores
 
 log = logs.get("wake.lease")
@@ -79,6 +80,7 @@ class Lease:
         if not ok and not self.lost.is_set():
             self.lost.set()
             log.warning("lease.lost", agent=self.agent_id, fence=self.fence)
+            metrics.lease_lost(self.agent_id)
         return ok
 
     async def release(self) -> bool:
@@ -101,6 +103,7 @@ class Lease:
                 if loop.time() - last_ok >= self.ttl_ms / 1000:
                     self.lost.set()
                     log.warning("lease.lost", agent=self.agent_id, fence=self.fence, reason="renewal failed past the TTL")
+                    metrics.lease_lost(self.agent_id)
         if guarded is not None and not guarded.done():
             guarded.cancel()
 
@@ -182,5 +185,6 @@ async def fenced(stores: Stores, agent_id: str, fence: int | None) -> AsyncItera
                 await fences.check(conn, agent_id, fence)
             except fences.StaleFence as exc:
                 log.warning("fence.stale", agent=agent_id, fence=fence, newest=exc.newest)
+                metrics.stale_fence(agent_id)
                 raise
         yield conn

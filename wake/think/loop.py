@@ -38,6 +38,7 @@ from wake.arrival.engine import Block
 from wake.config import ModelRoute
 from wake.context import WakeContext
 from wake.errors import ModelError
+from wake.observe import metrics
 from wake.think import budget, prompt
 from wake.think.client import Client, Reply
 
@@ -130,6 +131,7 @@ class Loop:
         self.budget.turns += 1
         self.budget.spend(reply.usage)
         today = self.today_usd = await self.daily.add(reply.usage.cost_usd)
+        metrics.observe_daily_cost(self.ctx.agent_id, today)
         self.log.info(
             "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns, tools_offered=0 if "tool_choice" in body else len(body.get("tools", [])),
             prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens,
