@@ -114,7 +114,14 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
             _write(stdout, ("error", "unreadable", f"building the fingerprint failed: {exc!r}"))
 
 
+BUILD_NICENESS = 10  # builds are background work: under contention the daemon's event loop runs first
+
+
 def main() -> None:
+    try:
+        os.nice(BUILD_NICENESS)
+    except OSError:
+        pass  # not allowed to lower it here: build at the parent's priority
     stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # a builder that prints must not corrupt the protocol
     serve(sys.stdin.buffer, stdout)

@@ -254,6 +254,11 @@ class Workspace:
             with self._lock:
                 self._inflight = None
 
+    def warm(self) -> None:
+        """Start resolving HEAD and building its fingerprint now, without waiting (at daemon start,
+        so that the first wake's retrieval finds it ready instead of spending its budget)."""
+        self._future()
+
     def fingerprint(self, timeout_s: float | None = None) -> Fingerprint:
         """The fingerprint of HEAD, waiting for a build (at most `timeout_s`, else for as long as it takes)."""
         future = self._future()
@@ -297,16 +302,16 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
 
 
 class Workspaces:
-    """One `Workspace` per repository root, shared by everything in the process that reads it."""
+    """One `Workspace` per repository root and TTL, shared by everything in the process that reads it."""
 
-    def __init__(self, *, head_ttl_s: float = DEFAULT_HEAD_TTL_S, clock: Clock = time.monotonic) -> None:
-        self.head_ttl_s, self._clock = head_ttl_s, clock
+    def __init__(self, *, clock: Clock = time.monotonic, runner: Runner = "process") -> None:
+        self._clock, self._runner = clock, runner
         self._lock = threading.Lock()
-        self._open: dict[str, Workspace] = {}
+        self._open: dict[tuple[str, float], Workspace] = {}
 
-    def get(self, root: Path | str) -> Workspace:
-        key = os.path.realpath(root)
+    def get(self, root: Path | str, head_ttl_s: float = DEFAULT_HEAD_TTL_S) -> Workspace:
+        key = (os.path.realpath(root), head_ttl_s)
         with self._lock:
             if key not in self._open:
-                self._open[key] = Workspace(key, head_ttl_s=self.head_ttl_s, clock=self._clock)
+                self._open[key] = Workspace(key[0], head_ttl_s=head_ttl_s, clock=self._clock, runner=self._runner)
             return self._open[key]

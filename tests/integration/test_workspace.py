@@ -284,3 +284,12 @@ def test_a_symlink_in_the_tree_is_followed_inside_and_refused_outside(repo: Path
     assert check(fp, {"type": "file", "ref": "docs/cache.py"}).status == verify.VERIFIED
     escaped = check(fp, {"type": "file", "ref": "app/out/secret.txt"})
     assert escaped.status == verify.INCONCLUSIVE and "escapes the workspace" in escaped.evidence
+
+
+def test_one_workspace_per_root_is_shared_and_warm_starts_the_build(repo: Path) -> None:
+    registry = workspace.Workspaces(runner="thread")
+    ws = registry.get(repo)
+    assert registry.get(str(repo / "app" / "..")) is ws and registry.get(repo, head_ttl_s=5) is not ws
+    ws.warm()
+    fp = ws.fingerprint(timeout_s=60)  # the build warm() started
+    assert ws.fingerprint(timeout_s=0) is fp
