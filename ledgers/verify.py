@@ -370,7 +370,12 @@ def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAUL
 
 def fact_anchors(stored: Any, text: str) -> list[Anchor] | str:
     """A stored fact's anchors, or those inferred from its text when it has no code anchors; a
-    string saying why when the stored anchors no longer parse (written before these rules)."""
+    string saying why when the stored anchors no longer parse (written before these rules). The
+    `check` key the arrival query adds to each anchor (its ledger lookup) is not part of it."""
+    if isinstance(stored, str):
+        stored = json.loads(stored)
+    if isinstance(stored, list):
+        stored = [{k: v for k, v in a.items() if k != "check"} if isinstance(a, dict) else a for a in stored]
     try:
         parsed = anchors_mod.parse(stored if stored is not None else [])
     except anchors_mod.AnchorError as exc:

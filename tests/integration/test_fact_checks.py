@@ -172,3 +172,26 @@ async def test_remember_stores_typed_anchors_and_refuses_bad_ones_by_name(conn: 
         stored[0], {"type": "import", "ref": "a.b", "where": "pkg"}]
     with pytest.raises(facts.FactError, match=r"anchors\[0\] \(file '\.\./x'\): '\.\.' escapes the workspace"):
         await _fact(conn, "k2", "v", [{"type": "file", "ref": "../x"}])
+
+
+async def test_the_arrival_rows_verify_as_stored(conn: asyncpg.Connection, tmp_path: Path) -> None:
+    """The path the facts arrival source takes: for_arrival rows (with the query's `check` on each
+    anchor) straight into verify.check, then each verdict recorded."""
+    root = tmp_path / "repo"
+    gitrepo.commit(root, CODE)
+    message = await conn.fetchval("INSERT INTO human_contact (agent_id, author, channel, body, received_at) "
+                                  "VALUES ('demo', 'henke', 'chat', 'sqlite3 it is', $1) RETURNING message_id", NOW)
+    good = await _fact(conn, "cache", "sqlite3 backs the cache", [*SQLITE, {"type": "message", "ref": str(message)}])
+    bad = await _fact(conn, "cache_backend", "The cache keeps entries in Redis.", REDIS)
+    prose = await _fact(conn, "prose", "the cache does `import sqlite3`", [])
+    rows, active, _ = await facts.for_arrival(conn, "demo", "UTC", limit=10, chain_depth=0)
+    assert active == 3 and {a.get("check") for r in rows for a in r["anchors"]} == {"unchecked", "found"}
+    checked = await verify.check(Workspace(root, runner="thread"), [(r["anchors"], r["fact_value"]) for r in rows], 5000)
+    by_fact = {r["fact_id"]: v for r, v in zip(rows, checked.verdicts, strict=True)}
+    assert by_fact[good].status == verify.VERIFIED
+    assert by_fact[bad].status == verify.REFUTED
+    assert by_fact[prose].status == verify.INCONCLUSIVE and "inferred from prose" in by_fact[prose].evidence
+    for fact_id, verdict in by_fact.items():
+        await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=verdict, checked_at=NOW)
+    latest, total = await fact_checks.latest(conn, "demo", 10)
+    assert total == 3 and sorted(r["status"] for r in latest) == ["inconclusive", "refuted", "verified"]
