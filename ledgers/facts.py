@@ -19,10 +19,11 @@ from typing import Any
 
 import asyncpg
 
+from ledgers import anchors as anchors_mod
 from ledgers import attestation, contact, queries
 
 ORIGINS = ("did", "saw")
-ANCHOR_TYPES = ("file", "message", "wake", "url")
+ANCHOR_TYPES = ("file", "message", "wake", "url")  # the {type, ref} anchors; ledgers.anchors has the code ones
 
 
 class FactError(ValueError):
@@ -52,20 +53,13 @@ class Remembered:
 _sql = queries.named("facts")
 
 
-def check_anchors(anchors: Any) -> list[dict[str, str]]:
-    """Typed anchors: a list of {"type": file|message|wake|url, "ref": non-empty string}."""
-    if not isinstance(anchors, list):
-        raise FactError("anchors must be a list of {type, ref} objects")
-    checked = []
-    for i, anchor in enumerate(anchors):
-        if not isinstance(anchor, dict) or set(anchor) != {"type", "ref"}:
-            raise FactError(f"anchors[{i}] must be an object with exactly the keys type and ref")
-        if anchor["type"] not in ANCHOR_TYPES:
-            raise FactError(f"anchors[{i}].type must be one of {', '.join(ANCHOR_TYPES)}, got {anchor['type']!r}")
-        if not isinstance(anchor["ref"], str) or not anchor["ref"].strip():
-            raise FactError(f"anchors[{i}].ref must be a non-empty string")
-        checked.append({"type": anchor["type"], "ref": anchor["ref"]})
-    return checked
+def check_anchors(anchors: Any) -> list[dict[str, Any]]:
+    """Typed anchors (`ledgers.anchors`): provenance ({"type": message|wake|url, "ref": ...}) and
+    code anchors (file, import, symbol, env, package, absent), in their stored JSON form."""
+    try:
+        return anchors_mod.to_json(anchors_mod.parse(anchors))
+    except anchors_mod.AnchorError as exc:
+        raise FactError(str(exc)) from None
 
 
 async def _passport(
@@ -160,10 +154,15 @@ async def for_arrival(
     return rows, int(counts["active"]), int(counts["unverified"])
 
 
-def _anchor(anchor: dict[str, str]) -> str:
-    """`[file: path]`; a message or wake anchor carries what the read-time check found."""
+def _anchor(anchor: dict[str, Any]) -> str:
+    """`[file: path]`, `[import: httpcore in httpx/_transports/default.py]`, `[absent import: redis]`;
+    a message or wake anchor carries what the read-time check found."""
     check = anchor.get("check", "unchecked")
-    return f" [{anchor['type']}: {anchor['ref']}" + ("" if check == "unchecked" else f", {'found' if check == 'found' else 'MISSING'}") + "]"
+    negated = anchor.get("type") == anchors_mod.ABSENT and isinstance(anchor.get("anchor"), dict)
+    inner = anchor["anchor"] if negated else anchor
+    where = f" in {inner['where']}" if inner.get("where") else ""
+    found = "" if check == "unchecked" else f", {'found' if check == 'found' else 'MISSING'}"
+    return f" [{'absent ' if negated else ''}{inner.get('type')}: {inner.get('ref')}{where}{found}]"
 
 
 def render_line(row: dict[str, Any]) -> str:
