@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ledgers import introspection, retractions, schema
+from ledgers import ids, introspection, retractions, schema
 from ledgers import probes as probes_ledger
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
@@ -59,6 +59,8 @@ async def _translate(coro_fn: Callable[[], Awaitable[T]]) -> T:
         return await coro_fn()
     except schema.SchemaMismatch as exc:
         raise SchemaError(str(exc)) from exc
+    except ids.IdLookupError as exc:  # a prefix too short, not hex, or shared by several rows
+        raise NotFound(str(exc)) from exc
 
 
 class _Context:
