@@ -52,9 +52,9 @@ TRUNCATED = "\n…[truncated: {shown} of {total} characters shown]"
 CUT_OFF = "\n…[cut off: this reply reached its token limit]"
 MIN_ROOM_TOKENS = 16
 # Estimating tokens no server has counted yet. A byte-level BPE never makes more tokens than
-# bytes; wake's prompts (English text and JSON) measured 3.2-3.9 bytes a token on llama.cpp with
-# SmolLM2's tokenizer (docs/model.md), so 2.5 leaves a margin for denser text. A chat template
-# adds its role markers around each message.
+# bytes; wake's prompts (English text and JSON schemas) measured 3.4-3.5 bytes a token on
+# llama.cpp with SmolLM2's tokenizer (docs/model.md), so 2.5 leaves a margin for denser text. A
+# chat template adds its role markers around each message.
 ESTIMATE_BYTES_PER_TOKEN = 2.5
 TEMPLATE_TOKENS_PER_MESSAGE = 8
 TEMPLATE_TOKENS_BASE = 32
