@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-# Escapes a grammar compiler reads as the literal character (outside a class / inside one).
-_LITERAL_ESCAPES = frozenset("^$.[](){}|*+?\\/-\"tnr")
-_CLASS_ESCAPES = frozenset("[]\\-\"tnr^")
+# Escapes a grammar compiler reads as one character (outside a class / inside one): llama.cpp's
+# json-schema-to-grammar takes these and no others (not even \/ or a class's \^).
+_LITERAL_ESCAPES = frozenset("^$.[](){}|*+?\\-\"tnr")
+_CLASS_ESCAPES = frozenset("[]\\-\"tnr")
 _HEX_ESCAPES = {"x": 2, "u": 4}
 _NAMED = {
     "d": "\\d (write [0-9])", "D": "\\D (write [^0-9])", "w": "\\w (write [A-Za-z0-9_])", "W": "\\W",

@@ -34,6 +34,8 @@ def _tool(parameters: dict[str, Any]) -> Tool:
     ("^a|^b$", "anchor '^' inside"),
     ("^[[:alpha:]]$", "nests '['"),
     ("^a{x}$", "not a repetition"),
+    (r"^a\/b$", "uses the escape \\/"),
+    (r"^[\^a]$", "uses the escape \\^ inside a character class"),
 ])
 def test_constructs_grammar_compilers_cannot_take_are_named(pattern: str, words: str) -> None:
     why = schema_patterns.problem(pattern)
