@@ -25,3 +25,9 @@ async def record(
 async def get(conn: asyncpg.Connection, agent_id: str, message_id: uuid.UUID) -> dict[str, Any] | None:
     row = await conn.fetchrow(_sql("get"), message_id, agent_id)
     return dict(row) if row else None
+
+
+async def last_received(conn: asyncpg.Connection, agent_id: str) -> dt.datetime | None:
+    """When a human last wrote to the agent; None when no human ever has."""
+    value: dt.datetime | None = await conn.fetchval(_sql("last_received"), agent_id)
+    return value

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the graph driver is imported only where a graph is configur
     import asyncpg
 
     from ledgers import graph
+    from surfaces.conversation import Conversation
 
 __all__ = ["ToolContext", "ToolSettings", "graph_write"]
 
@@ -64,6 +65,10 @@ class ToolContext(Protocol):
 
     @property
     def settings(self) -> ToolSettings: ...
+
+    @property
+    def conversation(self) -> Conversation | None:
+        """The wake's conversation, as the model loop holds it; None outside the loop."""
 
     def read(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """A pooled connection for reading."""

@@ -55,7 +55,7 @@ DEFAULT_SOURCE_TIMEOUT_MS = 1500
 # keeps the two the same). Named here so that validating a config needs no source code.
 BUILTIN_SOURCES: frozenset[str] = frozenset({
     "identity", "graph", "recent_wakes", "clock", "due_falsifiers", "binding_diff", "living_summaries",
-    "provenance_facts", "daybook", "settled_facts",
+    "provenance_facts", "daybook", "settled_facts", "posture", "context_audit",
 })
 PROBES_DIR = "probes"  # under the state directory, when no [probes] roots are configured
 DEFAULT_SOURCES: tuple[str, ...] = ("identity", "graph", "clock", "recent_wakes", "binding_diff")
@@ -144,6 +144,14 @@ class RetractionsConfig(_Model):
     due_shown: int = Field(5, ge=1)
 
 
+# The request fields wake itself sets (the binding, the conversation, the budgets, how tools may
+# be called, one JSON reply): a route's `extra_body` may add any other field, never these.
+HARNESS_BODY_KEYS = frozenset({
+    "model", "messages", "tools", "tool_choice", "functions", "function_call", "max_tokens", "max_completion_tokens",
+    "stream", "n",
+})
+
+
 class ModelRoute(_Model):
     base_url: str
     model: str
@@ -165,12 +173,23 @@ class ModelRoute(_Model):
     # providers that refuse tool messages without tools accept it), or omit them (for a server
     # that ignores tool_choice, e.g. Ollama).
     summary_tools: Literal["choice_none", "omit"] = "choice_none"
+    # A llama.cpp server's root URL: each prompt is counted with its /apply-template and /tokenize
+    # before it is sent. Unset: the previous turn's usage.prompt_tokens plus a conservative estimate.
+    tokenizer_url: str | None = None
 
-    @field_validator("base_url")
+    @field_validator("base_url", "tokenizer_url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_harness_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(HARNESS_BODY_KEYS.intersection(value))
+        if taken:
+            raise ValueError(f"{', '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by wake itself and cannot be overridden here")
         return value
 
 
@@ -332,6 +351,40 @@ class SqlSourceConfig(_Model):
         return value
 
 
+class ContextConfig(_Model):
+    """Context pressure and posture, per agent (docs/context.md). Thresholds are shares of the route's window."""
+
+    policy: Literal["sovereign", "harness"] = "sovereign"
+    narrow_at: float = Field(0.70, gt=0, le=1)  # sovereign: max_tokens narrows from here
+    remind_at: tuple[float, ...] | None = None  # None: (0.85,) sovereign, (0.80, 0.88) harness
+    act_at: float = Field(0.95, gt=0, le=1)  # sovereign: the choice point; harness: automatic compaction
+    decline_grace_turns: int = Field(3, ge=0)
+    auto_keep_messages: int = Field(8, ge=2)  # harness: the sliding window an automatic compaction keeps
+    # What the agent may set for itself (`context_config_set`): thresholds within these bounds.
+    agent_min_threshold: float = Field(0.50, gt=0, le=1)
+    agent_max_threshold: float = Field(0.97, gt=0, le=1)
+    agent_max_grace_turns: int = Field(10, ge=0)
+    posture: bool = True
+    posture_present_s: int = Field(120, ge=1)
+    posture_warm_s: int = Field(1800, ge=1)
+    posture_cool_s: int = Field(21600, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ContextConfig:
+        if not self.posture_present_s < self.posture_warm_s < self.posture_cool_s:
+            raise ValueError("expected posture_present_s < posture_warm_s < posture_cool_s")
+        if self.agent_min_threshold > self.agent_max_threshold:
+            raise ValueError("expected agent_min_threshold <= agent_max_threshold")
+        if any(not 0 < r <= 1 for r in self.remind_at or ()):
+            raise ValueError("expected every remind_at threshold in (0, 1]")
+        return self
+
+    def reminders(self) -> tuple[float, ...]:
+        if self.remind_at is not None:
+            return tuple(sorted(self.remind_at))
+        return (0.85,) if self.policy == "sovereign" else (0.80, 0.88)
+
+
 class AgentConfig(_Model):
     timezone: str = "UTC"
     persona_files: tuple[str, ...] = ()
@@ -340,6 +393,7 @@ class AgentConfig(_Model):
     # An [sql_sources.<name>] whose first row is the settled-facts block's "latest settled state";
     # none: the built-in `settled_state` table.
     settled_state_source: str | None = None
+    context: ContextConfig = Field(default_factory=ContextConfig)
     tiers: dict[str, TierConfig]
 
     @field_validator("timezone")

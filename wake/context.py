@@ -20,6 +20,7 @@ import asyncpg
 from ledgers import graph
 from ledgers.vocab import Tier, Trigger
 from surfaces.context import ToolSettings
+from surfaces.conversation import Conversation
 from surfaces.registry import Tool
 from wake.config import AgentConfig, Config, TierConfig
 from wake.stores import Stores, lease
@@ -63,6 +64,8 @@ class WakeContext:
     # {"agent": diff against the agent's previous wake, "tier": against the tier's}; derived
     # sources (the binding diff) see it
     diff: Mapping[str, Any] = field(default_factory=dict)
+    # The model loop's conversation, in the context it hands to tools (None in sources and outside the loop)
+    conversation: Conversation | None = None
     agent: AgentConfig = field(init=False)
     tier_config: TierConfig = field(init=False)
     settings: ToolSettings = field(init=False)

@@ -9,3 +9,7 @@ RETURNING message_id
 SELECT message_id, agent_id, author, channel, body, received_at
   FROM human_contact
  WHERE message_id = $1 AND agent_id = $2
+
+-- name: last_received
+-- When the agent last heard from a human (the posture block); NULL: never.
+SELECT max(received_at) FROM human_contact WHERE agent_id = $1

@@ -6,8 +6,10 @@ its headers, the client's address and when it arrived.
 
 Usage is derived from the request like a provider with a prompt cache would report it: prompt
 tokens = body bytes / 4, cached tokens = the prefix shared with the previous request / 4,
-completion tokens = reply bytes / 4. A scripted `cost` is reported as OpenRouter's `usage.cost`.
-Test suites and `bench/prompt_cache.py` share it.
+completion tokens = reply bytes / 4 (`bytes_per_token` changes the 4). A scripted `cost` is
+reported as OpenRouter's `usage.cost`. Like llama.cpp it answers `/apply-template` (the prompt is
+the request body) and `/tokenize` (a token per `bytes_per_token` bytes); those are recorded in
+`side_requests`, not `requests`. Test suites and `bench/prompt_cache.py` share it.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class ScriptedServer:
         self.default = default or (lambda _request: completion("Nothing to do."))
         self.script: collections.deque[Response] = collections.deque()
         self.requests: list[Recorded] = []
+        self.side_requests: list[Recorded] = []
+        self.bytes_per_token = 4
         self._lock = threading.Lock()
         server = self
 
@@ -93,6 +97,9 @@ class ScriptedServer:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                if not self.path.endswith("/chat/completions"):
+                    self._side(raw)
+                    return
                 with server._lock:
                     previous = server.requests[-1].raw if server.requests else b""
                     server.requests.append(
@@ -104,10 +111,11 @@ class ScriptedServer:
                 body = step.body
                 if isinstance(body, dict) and "choices" in body:
                     reply = json.dumps(body["choices"][0]["message"]).encode()
+                    per = server.bytes_per_token
                     usage: dict[str, Any] = {
-                        "prompt_tokens": len(raw) // 4,
-                        "completion_tokens": max(1, len(reply) // 4),
-                        "prompt_tokens_details": {"cached_tokens": _common_prefix(previous, raw) // 4},
+                        "prompt_tokens": len(raw) // per,
+                        "completion_tokens": max(1, len(reply) // per),
+                        "prompt_tokens_details": {"cached_tokens": _common_prefix(previous, raw) // per},
                     }
                     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
                     if step.cost is not None:
@@ -125,6 +133,23 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
+            def _side(self, raw: bytes) -> None:
+                """llama.cpp's /apply-template and /tokenize; 404 for anything else."""
+                with server._lock:
+                    server.side_requests.append(Recorded(time.monotonic(), self.path, {k.lower(): v for k, v in self.headers.items()}, raw, self.client_address))
+                if self.path == "/apply-template":
+                    answer: Any = {"prompt": raw.decode("utf-8")}
+                elif self.path == "/tokenize":
+                    answer = {"tokens": list(range(len(json.loads(raw)["content"].encode("utf-8")) // server.bytes_per_token))}
+                else:
+                    answer = None
+                data = json.dumps(answer if answer is not None else {"error": "not found"}).encode()
+                self.send_response(200 if answer is not None else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
         self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._http.daemon_threads = True
         self._http.block_on_close = False
@@ -134,6 +159,11 @@ class ScriptedServer:
     def url(self) -> str:
         host, port = self._http.server_address[:2]
         return f"http://{host}:{port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """Where llama.cpp's own endpoints are (a route's `tokenizer_url`)."""
+        return self.url.removesuffix("/v1")
 
     def push(self, *responses: Response) -> None:
         with self._lock:

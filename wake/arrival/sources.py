@@ -9,7 +9,7 @@ import zoneinfo
 
 from ledgers import introspection
 from wake.arrival import falsifiers as epistemic
-from wake.arrival import graph, settled
+from wake.arrival import graph, posture, settled
 from wake.arrival import records as recall
 from wake.arrival import sql as sql_sources
 from wake.arrival.engine import CacheTier, Found, Source
@@ -71,6 +71,9 @@ BUILTIN: dict[str, Source] = {
         # the agent's own words are not news, and comparing them would keep the whisper gate open forever.
         Source(name="daybook", cache_tier=CacheTier.session, fn=recall.recent_daybook, changes_every_wake=True),
         Source(name="settled_facts", cache_tier=CacheTier.volatile, fn=settled.settled_facts),
+        # Both change with the clock or with the agent's own doing: not news for the whisper gate.
+        Source(name="posture", cache_tier=CacheTier.volatile, fn=posture.block, changes_every_wake=True),
+        Source(name="context_audit", cache_tier=CacheTier.session, fn=posture.audit, changes_every_wake=True),
     )
 }
 
