@@ -10,11 +10,14 @@ import pytest
 import structlog
 
 from ledgers import daybook, introspection
-from tests.support import think_tools
+from tests.support import think_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion, error
-from wake import cycle, prompt, session, stores, think
+from wake import stores
 from wake.config import Config, ModelRoute
-from wake.model import Client
+from wake.run import cycle, session
+from wake.think import loop as think
+from wake.think import prompt
+from wake.think.client import Client
 
 TOOLS = '[tools]\nmodules = ["tests.support.think_tools"]\n'
 # An output budget larger than any room left, so each request's max_tokens is the room itself.
@@ -56,7 +59,7 @@ model = "scripted"
 async def _wake(config: Config) -> cycle.WakeOutcome:
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
-        return await cycle.run_wake(config=config, stores=st, registry=session.build_registry(config), agent_id="demo", tier="surface")
+        return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
 
 
 async def _row(config: Config, wake_id: Any) -> dict[str, Any]:

@@ -20,10 +20,14 @@ import pytest
 import structlog
 
 from ledgers import daybook, introspection
+from tests.support import wakes
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.recording_proxy import Exchange, RecordingProxy
-from wake import cycle, session, sources, stores, think
+from wake import stores
+from wake.arrival import sources
 from wake.config import Config
+from wake.run import cycle, session
+from wake.think import loop as think
 
 pytestmark = pytest.mark.live
 
@@ -84,7 +88,7 @@ def _tier(tier: str, binds: str, route: str = "llama", budget: str = SMALL, extr
 async def _wake(config: Config, tier: str, **kw: Any) -> cycle.WakeOutcome:
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
-        return await cycle.run_wake(config=config, stores=st, registry=session.build_registry(config), agent_id="demo", tier=tier, **kw)
+        return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier=tier, **kw)
 
 
 async def _row(config: Config, wake_id: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from wake import config as wake_config
-from wake import report
+from wake.cli import render as report
 from wake.errors import ConfigError
 
 TIER = '[agents.a]\n[agents.a.tiers.whisper]\nbinds = ["wake.whisper"]\nmodel = "m"\n'
