@@ -4,7 +4,7 @@ The loop calls `Pressure.before_call` with the prompt it is about to send; this 
 turn (`wake_turns`), applies a compaction the agent asked for (`context_compact`), and follows the
 agent's policy (docs/context.md):
 
-- sovereign (the default): from `narrow_at` max_tokens narrows to half the room left (silently;
+- sovereign (the default): while pressure is at or above `narrow_at`, max_tokens narrows to half the room left (silently;
   the agent reads why in `context_status`); at each `remind_at` a reminder lists the options; at
   `act_at` a choice point. Nothing is forced.
 - harness: reminders at each `remind_at`; at `act_at` a sliding-window compaction keeping the last
@@ -114,8 +114,9 @@ class Pressure:
                 await self.event("auto_compacted", reason, strategy="sliding-window", pressure_before=p,
                                  pressure_after=tokens / window, detail={"segment": segment, "removed": len(cut.removed)})
                 p = tokens / window
-        if p >= float(s["narrow_at"]) and s["policy"] == "sovereign" and not self.narrowed:
-            self.narrowed = True
+                conv.reminded_level = self._level(p)[0]
+        was_narrowed, self.narrowed = self.narrowed, s["policy"] == "sovereign" and p >= float(s["narrow_at"])
+        if self.narrowed and not was_narrowed:
             await self.event("narrowed", f"pressure {round(p * 100)}% reached narrow_at {s['narrow_at']}: max_tokens narrows to half the room left",
                              pressure_before=p)
         if turn == conv.declined_until + 1 and conv.declines:
