@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import structlog
 
-from ledgers import daybook, introspection
+from ledgers import context_events, daybook, introspection
 from tests.support import wakes
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.recording_proxy import Exchange, RecordingProxy
@@ -220,3 +220,25 @@ async def test_an_unbound_tool_name_is_refused_and_the_server_takes_the_refusal(
     assert second.status == 200  # the conversation with the refusal in it is one the server accepts
     row = await _row(config, o.wake_id)
     assert row["refusals"] >= 1 and row["refusals"] == row["tool_calls"]
+
+
+async def test_a_full_wake_past_085_is_reminded_and_every_request_stays_inside_the_window(
+    make_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama,
+) -> None:
+    # The first wake measures the arrival prompt on the server; the second gets a route window the
+    # prompt fills to about 0.87, so the reminder is due before its first call.
+    probe = make_config(tiers=_tier("full", '["wake"]'), counted=True)
+    await _wake(probe, "full")
+    first = proxy.completions()[0].usage["prompt_tokens"]
+    window = int(first / 0.87)
+    config = make_config(tiers=_tier("full", '["wake"]'), counted=True, window=window)
+    seen = len(proxy.completions())
+    o = await _wake(config, "full", now=lambda: T0 + dt.timedelta(days=1))
+    mine = proxy.completions()[seen:]
+    _inside_the_window(mine, window)
+    async with stores.connected(config) as st, st.pg_conn() as conn:
+        turns = await context_events.turns(conn, o.wake_id)
+        events = await context_events.recent(conn, "demo", since=T0, limit=50)
+    assert turns and turns[0]["counted"] == "server" and turns[0]["pressure"] > 0.85
+    assert [e["kind"] for e in events if e["wake_id"] == o.wake_id][:2] == ["narrowed", "reminded"]
+    assert mine[0].request["messages"][-1]["content"].startswith("[wake: context pressure")
