@@ -74,9 +74,8 @@ class Conversation:
 
 
 def turn_starts(messages: list[Message], base: int) -> list[int]:
-    """Indexes (>= base) where a turn starts: each assistant message, and the first message after the arrival."""
-    starts = [i for i in range(base, len(messages)) if messages[i].get("role") == "assistant"]
-    return starts
+    """Indexes (>= base) where a turn starts: each assistant message."""
+    return [i for i in range(base, len(messages)) if messages[i].get("role") == "assistant"]
 
 
 def _cut_before(messages: list[Message], base: int, keep_last: int) -> int:

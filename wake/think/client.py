@@ -155,7 +155,9 @@ def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usa
         raise Failure(f"malformed response: expected a JSON object, got {type(body).__name__}", status=None, retryable=False)
     if body.get("error") is not None:
         status = _error_status(body["error"])
-        raise Failure(f"provider error in a 200 body (code {status}): {_error_message(body['error'])}", status=status, retryable=is_retryable_status(status))
+        raise Failure(
+            f"provider error in a 200 body (code {status}): {_error_message(body['error'])}", status=status, retryable=is_retryable_status(status),
+        )
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         raise Failure("malformed response: no choices", status=None, retryable=False)
@@ -163,7 +165,8 @@ def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usa
     finish = choice.get("finish_reason")
     if finish == "error" or choice.get("error") is not None:
         status = _error_status(choice.get("error"))
-        raise Failure(f"provider error mid-generation (code {status}): {_error_message(choice.get('error') or 'finish_reason error')}", status=status, retryable=is_retryable_status(status))
+        message_text = _error_message(choice.get("error") or "finish_reason error")
+        raise Failure(f"provider error mid-generation (code {status}): {message_text}", status=status, retryable=is_retryable_status(status))
     message = choice.get("message")
     if not isinstance(message, Mapping):
         raise Failure("malformed response: the choice has no message", status=None, retryable=False)
@@ -297,7 +300,8 @@ class Client:
             counted.raise_for_status()
             tokens = counted.json()["tokens"]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-            log.warning("model.count_failed", model=route.model, tokenizer_url=logs.redact_text(root), error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+            error = logs.redact_text(f"{type(exc).__name__}: {exc}")
+            log.warning("model.count_failed", model=route.model, tokenizer_url=logs.redact_text(root), error=error)
             return None
         if not isinstance(tokens, list) or not isinstance(prompt_text, str):
             log.warning("model.count_failed", model=route.model, tokenizer_url=logs.redact_text(root), error="unexpected answer")

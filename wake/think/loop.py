@@ -25,6 +25,11 @@ an assistant turn that only called tools is sent back with `content: ""`, never 
 Room in the context window: a route with `tokenizer_url` counts each prompt on its llama.cpp
 server. Otherwise the previous turn's `usage.prompt_tokens` counts what was sent then, and what
 was added since is estimated at `ESTIMATE_BYTES_PER_TOKEN` (the first turn is all estimate).
+
+Context pressure (that count ÷ the window) is recorded before every call, and the agent's policy
+acts on it before each turn's request (`wake.think.pressure`, docs/context.md). Tools see the
+conversation through `ctx.conversation` (a `surfaces.conversation.Conversation` the loop owns);
+a compaction they ask for is applied here, between turns, never while a turn is being answered.
 """
 
 from __future__ import annotations
