@@ -240,5 +240,6 @@ async def test_a_full_wake_past_085_is_reminded_and_every_request_stays_inside_t
         turns = await context_events.turns(conn, o.wake_id)
         events = await context_events.recent(conn, "demo", since=T0, limit=50)
     assert turns and turns[0]["counted"] == "server" and turns[0]["pressure"] > 0.85
-    assert [e["kind"] for e in events if e["wake_id"] == o.wake_id][:2] == ["narrowed", "reminded"]
+    kinds = {e["kind"] for e in events if e["wake_id"] == o.wake_id and e["turn"] == 1}
+    assert kinds >= {"narrowed", "reminded"}, kinds
     assert mine[0].request["messages"][-1]["content"].startswith("[wake: context pressure")
