@@ -31,6 +31,13 @@ async def record_turn(
 ) -> None:
     pressure = prompt_tokens / context_window
     await conn.execute(_sql("record_turn"), wake_id, turn, agent_id, prompt_tokens, context_window, pressure, counted, max_tokens, at)
+    await conn.execute(_sql("raise_peak"), wake_id, pressure)  # the row's peak (a dry run has no row: nothing to raise)
+
+
+async def peak(conn: asyncpg.Connection, wake_id: uuid.UUID) -> float | None:
+    """The wake's peak pressure, from its row; None before its first model call."""
+    value: float | None = await conn.fetchval(_sql("peak"), wake_id)
+    return value
 
 
 async def turns(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -41,3 +41,6 @@ CREATE TABLE context_events (
     at              timestamptz NOT NULL
 );
 CREATE INDEX context_events_agent ON context_events (agent_id, at DESC);
+
+-- The peak pressure of a wake, on its row (the highest `wake_turns.pressure`, kept as the turns go).
+ALTER TABLE wake_introspection_ledger ADD COLUMN peak_pressure double precision;

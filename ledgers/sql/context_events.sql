@@ -35,3 +35,9 @@ SELECT event_id, agent_id, wake_id, turn, kind, strategy, pressure_before, press
 SELECT DISTINCT ON (detail->>'key') detail->>'key' AS key, detail->'value' AS value
   FROM context_events WHERE agent_id = $1 AND kind = 'config_set'
  ORDER BY detail->>'key', at DESC, event_id DESC
+
+-- name: raise_peak
+UPDATE wake_introspection_ledger SET peak_pressure = GREATEST(COALESCE(peak_pressure, 0), $2) WHERE wake_id = $1
+
+-- name: peak
+SELECT peak_pressure FROM wake_introspection_ledger WHERE wake_id = $1

@@ -130,6 +130,8 @@ async def test_sovereign_narrows_then_reminds_then_offers_a_choice_at_the_right_
         else:
             assert t["max_tokens"] >= budget_left
     assert not [e for e in events if e["kind"] in ("compacted", "auto_compacted")]  # nothing forced
+    async with stores.connected(config) as st, st.pg_conn() as conn:
+        assert await context_events.peak(conn, outcome.wake_id) == max(t["pressure"] for t in turns)
     # The pressure recorded is the server's own count of what was sent.
     assert [t["prompt_tokens"] for t in turns] == [_prompt_tokens(r, server) for r in server.requests]
     assert outcome.thinking is not None and outcome.thinking.stop_reason == "context_window"
