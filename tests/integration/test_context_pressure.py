@@ -248,6 +248,9 @@ async def test_config_set_within_bounds_takes_effect_and_out_of_bounds_is_refuse
     assert answers[0]["error"].endswith("refused: act_at 0.99 is above the bound context.agent_max_threshold = 0.9")
     assert answers[1] == {"key": "narrow_at", "value": 0.6, "previous": 0.7}
     assert answers[2]["settings"]["narrow_at"] == 0.6
+    # The agent reads its own events back: this wake's, and the audit's counts.
+    assert answers[2]["this_wake"] == ["turn 2: config_set narrow_at=0.6"]
+    assert answers[2]["audit_last_7_days"] == {"config_set": 1} and answers[2]["turn"] == 3
     assert [(e["kind"], e["detail"]["key"]) for e in events if e["kind"] == "config_set"] == [("config_set", "narrow_at")]
     async with stores.connected(config) as st, st.pg_conn() as conn:
         own = await context_events.settings(conn, "demo")
