@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledgers import recall
+from ledgers import daybook, recall
 from surfaces.context import RecallSettings, ToolContext
 from surfaces.registry import Tool, tool
 
@@ -128,7 +128,7 @@ def record_view(r: dict[str, Any], zone: str) -> dict[str, Any]:
 def _line(v: dict[str, Any], person: str | None) -> str:
     marks = [v["author"], v["at"][:16].replace("T", " ")]
     if v.get("written_while_unchecked"):
-        marks.append(f"written while {', '.join(v['written_while_unchecked'])} could not be checked")
+        marks.append(daybook.unchecked_mark(v["written_while_unchecked"]))
     if v["ownership"] == "unknown" and person:
         marks.append(f"owner not recorded: not evidence of {person}'s")
     return f"- [{v['ledger']} {v['ref'][:8]}, {'; '.join(marks)}] {v['text']}"

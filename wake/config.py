@@ -317,6 +317,9 @@ class SqlSourceConfig(_Model):
     template: str = Field(min_length=1)  # one line per row, str.format over the row's columns
     header: str | None = None
     empty_text: str = "(no rows)"
+    # Phrases that claim this block's rows are absent ("no new orders"): a wake's final text saying
+    # one while the block could not be checked is marked, not taken as evidence (docs/recall.md).
+    absence_claims: tuple[str, ...] = ()
 
     @field_validator("template")
     @classmethod
