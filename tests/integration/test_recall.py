@@ -45,6 +45,8 @@ async def test_living_summaries_say_what_changed_since_the_last_fold(store_confi
         "### presence (derived, v1, folded 2026-11-29 11:00)\nWrites late.\nWhat changed since the last fold: nothing was merged",
     ]
     assert "What changed since the last fold: could not check: no trail row for this version" in broken.text
+    assert [(p.name, p.retrieval) for p in broken.parts] == [("presence trail", "failed")]  # the block carries it: failed, not ok
+    assert found.parts == ()
 
 
 async def test_daybook_shows_the_newest_entries_with_the_exact_total(store_config: Callable[..., Config]) -> None:

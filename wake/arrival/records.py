@@ -14,7 +14,7 @@ import zoneinfo
 
 from ledgers import daybook, facts, summaries
 from surfaces.recall import HISTORICAL
-from wake.arrival.engine import Found, clip
+from wake.arrival.engine import Found, Part, clip
 from wake.context import WakeContext
 
 FACTS_SHOWN = 12
@@ -49,11 +49,12 @@ async def living_summaries(ctx: WakeContext) -> Found:
     if not rows:
         return Found(text="No living summaries are recorded yet.", rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
-    parts = [SUMMARIES_HEAD]
+    parts, states = [SUMMARIES_HEAD], []
     for r in rows:
         part = [f"### {r['aspect']} (derived, v{r['version']}, folded {r['folded_at'].astimezone(zone):%Y-%m-%d %H:%M})", r["content"].strip()]
-        if r["trail_id"] is None:
+        if r["trail_id"] is None:  # a part that cannot be read fails the block (its other aspects still render)
             part.append("What changed since the last fold: could not check: no trail row for this version")
+            states.append(Part(name=f"{r['aspect']} trail", reason="no trail row for this version"))
         elif r["merged_deltas"]:
             part.append(
                 f"What changed since the last fold ({r['trail_folded_at'].astimezone(zone):%Y-%m-%d}): "
@@ -62,7 +63,7 @@ async def living_summaries(ctx: WakeContext) -> Found:
         else:
             part.append("What changed since the last fold: nothing was merged")
         parts.append("\n".join(part))
-    return Found(text="\n\n".join(parts), rows=len(rows))
+    return Found(text="\n\n".join(parts), rows=len(rows), parts=tuple(states))
 
 
 async def recent_daybook(ctx: WakeContext) -> Found:
