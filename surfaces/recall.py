@@ -188,7 +188,9 @@ async def run(ctx: ToolContext, settings: RecallSettings, query: str, *, continu
     parameters={
         "type": "object",
         "properties": {
-            "query": {"type": "string", "minLength": 1, "maxLength": 300, "description": "Words to look for (web-search syntax: \"a phrase\", -not, or)."},
+            "query": {
+                "type": "string", "minLength": 1, "maxLength": 300, "description": "Words to look for (web-search syntax: \"a phrase\", -not, or).",
+            },
             "continuing": {"type": "boolean", "default": False, "description": "This request continues a topic of your recent wakes."},
             "person": {"type": "string", "minLength": 1, "maxLength": 100, "description": "Only records this person wrote."},
         },

@@ -5,10 +5,9 @@ Registered on the group by `wake.cli.main`.
 
 from __future__ import annotations
 
-from typing import Any
-
 import datetime as dt
 import zoneinfo
+from typing import Any
 
 import click
 
@@ -100,7 +99,9 @@ def tell_cmd(obj: app.Context, message: str, agent_id: str | None, author: str, 
 @click.argument("subject")
 @click.argument("state")
 @click.option("--agent", "agent_id", help="Agent id ([agents.<id>] in the config).")
-@click.option("--on", "state_on", type=click.DateTime(formats=["%Y-%m-%d"]), help="The day the state is about (YYYY-MM-DD); default today in the agent's zone.")
+@click.option(
+    "--on", "state_on", type=click.DateTime(formats=["%Y-%m-%d"]), help="The day the state is about (YYYY-MM-DD); default today in the agent's zone.",
+)
 @click.pass_obj
 def settle_cmd(obj: app.Context, subject: str, state: str, agent_id: str | None, state_on: dt.datetime | None) -> None:
     """Record the agent's latest settled state (the `settled_state` table): the first line of its

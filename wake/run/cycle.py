@@ -27,9 +27,8 @@ from ledgers.fences import StaleFence
 from ledgers.vocab import Status, Tier, Trigger
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
-from wake.arrival import absence
+from wake.arrival import absence, sources
 from wake.arrival import engine as arrival
-from wake.arrival import sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
