@@ -18,6 +18,8 @@ from ledgers import queries
 
 # The configurations migration 0011 indexes; any other installed one works, unindexed.
 INDEXED_DICTIONARIES = ("simple", "english")
+# Only the newest this many matches of each ledger are ranked (ranking re-reads each one's text).
+RANK_WINDOW = 200
 
 _sql = queries.named("recall")
 
@@ -34,9 +36,12 @@ async def probe(conn: asyncpg.Connection, agent_id: str, dictionary: str, query:
     return Probe(terms=int(row["terms"]), recent_uses=int(row["recent_uses"]))
 
 
-async def search(conn: asyncpg.Connection, agent_id: str, dictionary: str, query: str, *, limit: int) -> list[dict[str, Any]]:
-    """The best `limit` matches, best first. Planned with the configuration as a constant (a custom
-    plan), so the expression index of that configuration can serve it."""
+async def search(
+    conn: asyncpg.Connection, agent_id: str, dictionary: str, query: str, *, limit: int, window: int = RANK_WINDOW
+) -> list[dict[str, Any]]:
+    """The best `limit` of each ledger's newest `window` matches, best first. Planned with the
+    configuration as a constant (a custom plan), so the expression index of that configuration
+    can serve it."""
     async with conn.transaction(readonly=True):
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-        return [dict(r) for r in await conn.fetch(_sql("search"), agent_id, dictionary, query, limit)]
+        return [dict(r) for r in await conn.fetch(_sql("search"), agent_id, dictionary, query, limit, window)]

@@ -149,7 +149,7 @@ def render(query: str, p: Projection, views: list[dict[str, Any]], *, continuing
     return "\n".join([head, *(_line(v, person) for v in views)])
 
 
-async def run(ctx: ToolContext, settings: RecallSettings, query: str, *, continuing: bool, person: str | None) -> dict[str, Any]:
+async def run(ctx: ToolContext, settings: RecallSettings, query: str, *, continuing: bool = False, person: str | None = None) -> dict[str, Any]:
     """The typed answer; a store that fails gives `failed`/`unknown`, never an empty result."""
     query, person = query.strip(), (person or "").strip() or None
     if not query:

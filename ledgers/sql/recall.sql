@@ -15,14 +15,32 @@ SELECT numnode(q.query) AS terms,
 -- who wrote it (`author_kind` agent or human; `owner`, the named human, read from stored columns
 -- only), when, and whether it is the agent's own earlier answer. The to_tsvector expressions are
 -- those of the GIN indexes (migration 0011): keep them the same text. The tsquery is written in
--- each WHERE (not a CTE) so that, planned with $2 and $3 as constants, it is an index condition.
+-- each WHERE (not joined from a CTE) so that, planned with $2 and $3 as constants, it is an index
+-- condition. Ranking re-reads each match's text, so only the newest $5 matches of each ledger are
+-- ranked: a common word costs at most that many. The MATERIALIZED CTEs find every match through
+-- the index first (a bitmap scan); without them the planner may walk the agent's rows newest
+-- first and parse each one's text until it has $5. OFFSET 0 keeps each row a primary-key lookup.
+WITH day AS MATERIALIZED (
+    SELECT x.entry_id, x.written_at
+      FROM daybook x
+     WHERE x.agent_id = $1 AND to_tsvector($2::regconfig, x.entry) @@ websearch_to_tsquery($2::regconfig, $3)
+), fac AS MATERIALIZED (
+    SELECT x.fact_id, x.recorded_at
+      FROM facts x
+     WHERE x.agent_id = $1 AND x.status IN ('active', 'superseded')
+       AND to_tsvector($2::regconfig, translate(x.fact_key, '._-', '   ') || ' ' || x.fact_value) @@ websearch_to_tsquery($2::regconfig, $3)
+), hum AS MATERIALIZED (
+    SELECT x.message_id, x.received_at
+      FROM human_contact x
+     WHERE x.agent_id = $1 AND to_tsvector($2::regconfig, x.body) @@ websearch_to_tsquery($2::regconfig, $3)
+)
 SELECT r.ledger, r.ref, r.body, r.author_kind, r.owner, r.at, r.own_answer, r.derived, r.unchecked_blocks, r.rank
   FROM (
     (SELECT 'daybook' AS ledger, d.entry_id::text AS ref, d.entry AS body, 'agent' AS author_kind, NULL::text AS owner,
             d.written_at AS at, true AS own_answer, false AS derived, d.unchecked_blocks,
             ts_rank_cd(to_tsvector($2::regconfig, d.entry), websearch_to_tsquery($2::regconfig, $3)) AS rank
-       FROM daybook d
-      WHERE d.agent_id = $1 AND to_tsvector($2::regconfig, d.entry) @@ websearch_to_tsquery($2::regconfig, $3)
+       FROM (SELECT entry_id FROM day ORDER BY written_at DESC LIMIT $5) w
+      CROSS JOIN LATERAL (SELECT * FROM daybook y WHERE y.entry_id = w.entry_id OFFSET 0) d
       ORDER BY rank DESC, d.written_at DESC
       LIMIT $4)
     UNION ALL
@@ -30,17 +48,16 @@ SELECT r.ledger, r.ref, r.body, r.author_kind, r.owner, r.at, r.own_answer, r.de
             CASE WHEN f.origin = 'saw' THEN 'human' ELSE 'agent' END, m.author,
             f.recorded_at, false, false, '{}'::text[],
             ts_rank_cd(to_tsvector($2::regconfig, translate(f.fact_key, '._-', '   ') || ' ' || f.fact_value), websearch_to_tsquery($2::regconfig, $3)) AS rank
-       FROM facts f
+       FROM (SELECT fact_id FROM fac ORDER BY recorded_at DESC LIMIT $5) w
+      CROSS JOIN LATERAL (SELECT * FROM facts y WHERE y.fact_id = w.fact_id OFFSET 0) f
        LEFT JOIN human_contact m ON m.message_id = f.source_ref AND m.agent_id = f.agent_id AND f.origin = 'saw'
-      WHERE f.agent_id = $1 AND f.status IN ('active', 'superseded')
-        AND to_tsvector($2::regconfig, translate(f.fact_key, '._-', '   ') || ' ' || f.fact_value) @@ websearch_to_tsquery($2::regconfig, $3)
       ORDER BY rank DESC, f.recorded_at DESC
       LIMIT $4)
     UNION ALL
     (SELECT 'human_contact', h.message_id::text, h.body, 'human', h.author, h.received_at, false, false, '{}'::text[],
             ts_rank_cd(to_tsvector($2::regconfig, h.body), websearch_to_tsquery($2::regconfig, $3)) AS rank
-       FROM human_contact h
-      WHERE h.agent_id = $1 AND to_tsvector($2::regconfig, h.body) @@ websearch_to_tsquery($2::regconfig, $3)
+       FROM (SELECT message_id FROM hum ORDER BY received_at DESC LIMIT $5) w
+      CROSS JOIN LATERAL (SELECT * FROM human_contact y WHERE y.message_id = w.message_id OFFSET 0) h
       ORDER BY rank DESC, h.received_at DESC
       LIMIT $4)
     UNION ALL

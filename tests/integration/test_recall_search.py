@@ -192,9 +192,9 @@ async def test_the_search_uses_the_configurations_gin_index(dictionary: str, sto
                 "ANALYZE daybook, human_contact, facts, living_summaries"
             )
             await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-            plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + queries.named("recall")("search"), "demo", dictionary, "tent", 8))
+            plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + queries.named("recall")("search"), "demo", dictionary, "tent", 8, 200))
             if dictionary == "simple":  # the instrument: with the other configuration, this one's index cannot serve
-                other = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + queries.named("recall")("search"), "demo", "english", "tent", 8))
+                other = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + queries.named("recall")("search"), "demo", "english", "tent", 8, 200))
                 assert "_recall_simple" not in other
     for table in ("daybook", "facts", "human_contact"):
         assert f"{table}_recall_{dictionary}" in plan, plan
