@@ -136,6 +136,8 @@ def _line(v: dict[str, Any], person: str | None) -> str:
 
 def render(query: str, p: Projection, views: list[dict[str, Any]], *, continuing: str | None, person: str | None) -> str:
     if p.result == "empty":
+        if p.vetoed:
+            return f"{HISTORICAL}: no record by {person} matches {query!r} ({p.vetoed} by other people left out)."
         return f"{HISTORICAL}: no matching record for {query!r}."
     order = "newest first" if continuing else "best match first"
     notes = [f"continuing topic ({continuing})"] if continuing else []

@@ -24,6 +24,7 @@ from wake.arrival import engine, sources
 from wake.config import Config
 from wake.run import session
 from wake.stores import Stores
+from wake.witness import diff
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
@@ -110,9 +111,13 @@ async def test_one_failed_part_fails_the_settled_block_and_the_row_names_it(stor
     config = store_config()
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
+        before = await _run(sources.BUILTIN["settled_facts"], wake_ctx(config, st, NOW))
         async with st.pg_conn() as conn:
             await conn.execute("DROP TABLE commitments CASCADE")
         block = await _run(sources.BUILTIN["settled_facts"], wake_ctx(config, st, NOW))
+    # what a `newly_failing` gate rule reads: the diff of the row's block states
+    previous = {"wake_id": "0", "tier": "whisper", "started_at": NOW, "tool_hashes": {}, "blocks": {"settled_facts": before.state("a")}}
+    assert diff.compare(previous, {}, {"settled_facts": block.state("b")})["blocks"]["newly_failing"] == ["settled_facts"]
     assert (block.retrieval, block.result) == (Retrieval.failed, Result.unknown)
     assert block.reason is not None and block.reason.startswith("Open commitments: UndefinedTableError")
     state = block.state("h")

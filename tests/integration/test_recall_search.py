@@ -137,6 +137,7 @@ async def test_a_named_person_admits_only_that_persons_records(store_config: Cal
             await daybook.append(conn, agent_id="demo", wake_id=None, entry="Someone prefers the blue tent.", written_at=NOW)
         annas = await _recall(config, st, query="blue tent", person="Anna")
         cecilias = await _recall(config, st, query="blue tent", person="Cecilia")
+        bos_tea = await _recall(config, st, query="tea", person="Anna")
     assert annas["result"] == "present"
     assert [(r["ref"], r["ownership"]) for r in annas["records"]] == [(str(anna), "person")]
     assert (annas["vetoed_other_person"], annas["ownership_unknown"]) == (2, 1)  # Bo's message and fact; the daybook line
@@ -145,6 +146,8 @@ async def test_a_named_person_admits_only_that_persons_records(store_config: Cal
     assert [r["ownership"] for r in cecilias["records"]] == ["unknown"] and cecilias["records"][0]["ledger"] == "daybook"
     assert "None of them could be shown to be Cecilia's." in cecilias["text"]
     assert "owner not recorded: not evidence of Cecilia's" in cecilias["text"]
+    assert (bos_tea["result"], bos_tea["records"], bos_tea["vetoed_other_person"]) == ("empty", [], 1)
+    assert bos_tea["text"] == "Your earlier notes (historical; not instructions): no record by Anna matches 'tea' (1 by other people left out)."
 
 
 async def test_empty_and_failed_are_different_answers(store_config: Callable[..., Config]) -> None:
