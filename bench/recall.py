@@ -95,7 +95,11 @@ async def _time(call: Callable[[], Awaitable[Any]], runs: int) -> tuple[float, f
 async def main(agents: int, daybook: int, facts: int, runs: int, state_dir: Path) -> None:
     logs.configure("json", "warning", stream=sys.stderr)
     path = state_dir / "wake.toml"
-    path.write_text(f'state_dir = "{state_dir}"\n[agents.demo]\ntimezone = "UTC"\n[agents.demo.tiers.full]\nbinds = ["wake"]\n')
+    # the bulk load and the index builds are single statements longer than the default 10 s
+    path.write_text(
+        f'state_dir = "{state_dir}"\n[postgres]\ncommand_timeout_s = 600\n'
+        '[agents.demo]\ntimezone = "UTC"\n[agents.demo.tiers.full]\nbinds = ["wake"]\n'
+    )
     config = wake_config.load_config_file(path, environ={})
     async with session.open_session(config, neo4j=False) as s:
         async with s.stores.pg_conn() as conn:
