@@ -93,6 +93,11 @@ async def record_final_text(conn: asyncpg.Connection, wake_id: uuid.UUID, text: 
     return await conn.fetchval(_sql("record_final_text"), wake_id, text) is not None
 
 
+async def record_unchecked_claims(conn: asyncpg.Connection, wake_id: uuid.UUID, count: int) -> bool:
+    """The number of absence claims the final text made about blocks that could not be checked."""
+    return await conn.fetchval(_sql("record_unchecked_claims"), wake_id, count) is not None
+
+
 def _decode(record: asyncpg.Record | None) -> dict[str, Any] | None:
     return None if record is None else queries.decoded([record], ("blocks", "tool_hashes", "diff"))[0]
 

@@ -1,4 +1,4 @@
-"""Tools over the epistemic ledgers: facts, commitments, the daybook.
+"""Tools over the epistemic ledgers: facts, commitments, living summaries, the daybook.
 
 Every one of them writes, so each is declared `mutates=True` and writes only through
 `ctx.write()` (the fenced transaction: a wake whose fence is stale writes nothing). Bad input
@@ -16,7 +16,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from ledgers import commitments, daybook, facts
+from ledgers import commitments, daybook, facts, summaries
 from surfaces import graph_anchors
 from surfaces.context import ToolContext
 from surfaces.registry import Tool, tool
@@ -230,4 +230,33 @@ async def write_daybook(ctx: ToolContext, entry: str) -> dict[str, Any]:
     return {"entry_id": entry_id}
 
 
-TOOLS: tuple[Tool, ...] = (remember_fact, supersede_fact, add_commitment, complete_commitment, write_daybook)
+@tool(
+    name="fold_summary",
+    description=(
+        "Fold a living summary: replace the aspect's text with its next version and say what this fold merged "
+        "(the deltas: what changed since the last fold, one short line each). Your next wakes show the text and the deltas. "
+        "A summary is derived: it may lag the facts and messages it folds, and they outrank it."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "aspect": {"enum": list(summaries.ASPECTS)},
+            "content": {"type": "string", "minLength": 1, "maxLength": 4000},
+            "deltas": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 300}, "maxItems": 20, "default": []},
+        },
+        "required": ["aspect", "content"],
+        "additionalProperties": False,
+    },
+    surfaces=_DELIBERATE,
+    mutates=True,
+)
+async def fold_summary(ctx: ToolContext, aspect: str, content: str, deltas: list[str] | None = None) -> dict[str, Any]:
+    if not content.strip():
+        raise ValueError("content must be non-empty")
+    merged = [d.strip() for d in deltas or [] if d.strip()]
+    async with ctx.write() as conn:
+        version = await summaries.fold(conn, agent_id=ctx.agent_id, aspect=aspect, content=content.strip(), deltas=merged, folded_at=ctx.now)
+    return {"aspect": aspect, "version": version, "merged": len(merged)}
+
+
+TOOLS: tuple[Tool, ...] = (remember_fact, supersede_fact, add_commitment, complete_commitment, fold_summary, write_daybook)

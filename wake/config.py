@@ -43,7 +43,7 @@ from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from surfaces import names as surface_names
-from surfaces.context import ToolSettings
+from surfaces.context import RecallSettings, ToolSettings
 from wake.errors import ConfigError
 
 TIERS: tuple[str, ...] = ("whisper", "surface", "full")
@@ -317,6 +317,9 @@ class SqlSourceConfig(_Model):
     template: str = Field(min_length=1)  # one line per row, str.format over the row's columns
     header: str | None = None
     empty_text: str = "(no rows)"
+    # Phrases that claim this block's rows are absent ("no new orders"): a wake's final text saying
+    # one while the block could not be checked is marked, not taken as evidence (docs/recall.md).
+    absence_claims: tuple[str, ...] = ()
 
     @field_validator("template")
     @classmethod
@@ -332,6 +335,28 @@ class SqlSourceConfig(_Model):
         return value
 
 
+class RecallConfig(_Model):
+    """The agent's `recall` tool (docs/recall.md)."""
+
+    # A PostgreSQL text search configuration; 'simple' and 'english' are indexed (migration 0011).
+    dictionary: str = "simple"
+    continuing_candidates: int = Field(24, ge=1, le=500)
+    continuing_cap: int = Field(6, ge=1, le=50)
+    ordinary_candidates: int = Field(8, ge=1, le=500)
+    ordinary_cap: int = Field(3, ge=1, le=50)
+    recent_entries: int = Field(3, ge=0, le=100)
+
+    @field_validator("dictionary")
+    @classmethod
+    def _dictionary(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?", value):
+            raise ValueError(f"expected a text search configuration name such as 'simple' or 'english', got {value!r}")
+        return value
+
+    def settings(self) -> RecallSettings:
+        return RecallSettings(**self.model_dump())
+
+
 class AgentConfig(_Model):
     timezone: str = "UTC"
     persona_files: tuple[str, ...] = ()
@@ -340,6 +365,7 @@ class AgentConfig(_Model):
     # An [sql_sources.<name>] whose first row is the settled-facts block's "latest settled state";
     # none: the built-in `settled_state` table.
     settled_state_source: str | None = None
+    recall: RecallConfig = RecallConfig()
     tiers: dict[str, TierConfig]
 
     @field_validator("timezone")
@@ -490,6 +516,7 @@ class Config(_Model):
                 graph_neighbors_max=self.neo4j.neighbors_max,
                 probe_roots=tuple(self.probe_roots()),
                 probe_max_file_bytes=self.probes.max_file_bytes,
+                recall={agent_id: agent.recall.settings() for agent_id, agent in self.agents.items()},
             )
         return self._tool_settings
 

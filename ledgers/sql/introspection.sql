@@ -25,6 +25,10 @@ RETURNING wake_id
 -- name: record_final_text
 UPDATE wake_introspection_ledger SET final_text = $2 WHERE wake_id = $1 RETURNING wake_id
 
+-- name: record_unchecked_claims
+-- How many absence claims of the final text spoke about blocks that could not be checked.
+UPDATE wake_introspection_ledger SET unchecked_absence_claims = $2 WHERE wake_id = $1 RETURNING wake_id
+
 -- name: get
 SELECT * FROM wake_introspection_ledger WHERE wake_id = $1
 

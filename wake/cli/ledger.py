@@ -1,15 +1,17 @@
-"""Commands over the epistemic ledgers: `wake demo seed`, `wake facts`, `wake tell` (docs/facts.md).
+"""Commands over the epistemic ledgers: `wake demo seed`, `wake facts`, `wake tell`, `wake settle` (docs/facts.md).
 
 Registered on the group by `wake.cli.main`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import zoneinfo
 from typing import Any
 
 import click
 
-from ledgers import contact, facts
+from ledgers import contact, facts, settled
 from wake import clock
 from wake.cli import app, demo, render
 
@@ -93,7 +95,33 @@ def tell_cmd(obj: app.Context, message: str, agent_id: str | None, author: str, 
     click.echo(str(app.run_async(body)))
 
 
+@click.command("settle")
+@click.argument("subject")
+@click.argument("state")
+@click.option("--agent", "agent_id", help="Agent id ([agents.<id>] in the config).")
+@click.option(
+    "--on", "state_on", type=click.DateTime(formats=["%Y-%m-%d"]), help="The day the state is about (YYYY-MM-DD); default today in the agent's zone.",
+)
+@click.pass_obj
+def settle_cmd(obj: app.Context, subject: str, state: str, agent_id: str | None, state_on: dt.datetime | None) -> None:
+    """Record the agent's latest settled state (the `settled_state` table): the first line of its
+    settled-facts block from the next wake on. Prints the state id."""
+    config = obj.config
+    agent = app.default_agent(config, agent_id)
+    if not subject.strip() or not state.strip():
+        raise click.UsageError("the subject and the state must be non-empty")
+    now = clock.now()
+    day = state_on.date() if state_on else now.astimezone(zoneinfo.ZoneInfo(config.agents[agent].timezone)).date()
+
+    async def body() -> int:
+        async with app.ledger_conn(config) as conn:
+            return await settled.record_state(conn, agent_id=agent, subject=subject.strip(), state=state.strip(), state_on=day, settled_at=now)
+
+    click.echo(f"settled state {app.run_async(body)} for agent {agent}: {day.isoformat()} {subject.strip()}")
+
+
 def register(group: click.Group) -> None:
     group.add_command(demo_group)
     group.add_command(facts_cmd)
     group.add_command(tell_cmd)
+    group.add_command(settle_cmd)

@@ -27,8 +27,8 @@ from ledgers.fences import StaleFence
 from ledgers.vocab import Status, Tier, Trigger
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
+from wake.arrival import absence, sources
 from wake.arrival import engine as arrival
-from wake.arrival import sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
@@ -170,7 +170,7 @@ async def run_wake(
             thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
             status, note, error = Status(thought.status), thought.note, thought.error
             if thought.final_text:
-                await record_daybook(ctx, thought.final_text)
+                await record_daybook(ctx, thought.final_text, blocks)
     except asyncio.CancelledError:
         status, error = Status.aborted, "cancelled"
         raise
@@ -247,13 +247,26 @@ async def think(ctx: WakeContext, blocks: list[Block], models: model.Client) -> 
     return await thinking_loop.run(ctx, route_name=route_name, route=ctx.config.models[route_name], blocks=blocks, client=models)
 
 
-async def record_daybook(ctx: WakeContext, text: str) -> None:
+async def record_daybook(ctx: WakeContext, text: str, blocks: Sequence[Block] = ()) -> None:
     """The wake's final assistant text is its daybook entry (the `daybook` ledger, which the next
-    wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary."""
+    wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary.
+    An entry claiming the absence of what a failed block covers is marked with that block."""
+    unchecked = unchecked_claims(ctx, text, blocks)
     async with ctx.write() as conn:
         await introspection.record_final_text(conn, ctx.wake_id, text)
+        if unchecked:
+            await introspection.record_unchecked_claims(conn, ctx.wake_id, len(unchecked))
         if text.strip():
-            await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now)
+            await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now, unchecked_blocks=unchecked)
+
+
+def unchecked_claims(ctx: WakeContext, text: str, blocks: Sequence[Block]) -> list[str]:
+    """The failed blocks whose absence the final text claims (`wake.arrival.absence`), logged."""
+    extra = {name: conf.absence_claims for name, conf in ctx.config.sql_sources.items()}
+    unchecked = absence.unchecked_claims(text, blocks, extra)
+    if unchecked:
+        log.warning("daybook.unchecked_absence", agent=ctx.agent_id, wake_id=str(ctx.wake_id), blocks=unchecked)
+    return unchecked
 
 
 def provenance(config: Config) -> dict[str, Any]:
