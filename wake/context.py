@@ -63,6 +63,8 @@ class WakeContext:
     # {"agent": diff against the agent's previous wake, "tier": against the tier's}; derived
     # sources (the binding diff) see it
     diff: Mapping[str, Any] = field(default_factory=dict)
+    # `wake up --dry-run`: sources read and check, and record nothing
+    dry_run: bool = False
     agent: AgentConfig = field(init=False)
     tier_config: TierConfig = field(init=False)
     settings: ToolSettings = field(init=False)

@@ -151,7 +151,7 @@ async def run_wake(
                 previous_tier = await introspection.previous_settled(conn, agent_id, tier, started_at)
         ctx = WakeContext(
             config=config, stores=stores, request=request, now=started_at, binding=tuple(binding), previous=previous,
-            previous_tier=previous_tier, tool_hashes=tool_hashes,
+            previous_tier=previous_tier, tool_hashes=tool_hashes, dry_run=dry_run,
         )
         blocks, ctx = await arrive(
             ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000
