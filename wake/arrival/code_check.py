@@ -2,10 +2,10 @@
 workspace at git HEAD (`ledgers.verify`), once per retrieval, within `agents.<id>.verify.budget_ms`.
 
 A refuted fact (and the chain under it) leaves the arrival; a verified or inconclusive one keeps
-its line with the verdict's label appended; a fact with no code anchors renders as it always did
-and is not checked. Every check is recorded in `fact_checks` inside the wake's fenced transaction
-(a refuted one writes its retraction, once per fact and HEAD); a dry run checks and records
-nothing. A workspace that cannot be fingerprinted makes every check inconclusive, never verified.
+its line with the verdict's label appended; a fact with no code anchors, or any fact of an agent
+with no `agents.<id>.workspace`, renders as it always did and is not checked. Every check is recorded in `fact_checks` in the fenced transaction that
+inserts the wake's row (a refuted one writes its retraction, once per fact and HEAD); a dry run
+checks and records nothing. A workspace that cannot be fingerprinted makes every check inconclusive, never verified.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import asyncpg
 
 from ledgers import anchors as anchors_mod
 from ledgers import fact_checks, verify, workspace
@@ -78,28 +80,37 @@ def without_refuted(rows: Sequence[dict[str, Any]], verdicts: dict[uuid.UUID, ve
 
 
 async def check(ctx: WakeContext, rows: list[dict[str, Any]]) -> Checked:
-    """Check the live facts' code anchors within the agent's budget; record the checks unless
-    this is a dry run."""
-    heads = [r for r in rows if r["depth"] == 0 and has_code_anchors(r["anchors"])]
-    if not heads:
-        return Checked(rows=rows)
+    """Check the live facts' code anchors within the agent's budget, and leave their recording for
+    the wake's row (`WakeContext.with_row`: `fact_checks` names the wake, so it is written in the
+    transaction that inserts the wake's row; a dry run inserts none and records nothing)."""
     ws = workspace_of(ctx.config, ctx.agent_id)
+    heads = [r for r in rows if r["depth"] == 0 and has_code_anchors(r["anchors"])]
+    if ws is None or not heads:  # verify-on-read is the agent's when it has a workspace
+        return Checked(rows=rows)
     result = await verify.check(ws, [(r["anchors"], r["fact_value"]) for r in heads], budget_ms=ctx.agent.verify.budget_ms)
     verdicts = {r["fact_id"]: v for r, v in zip(heads, result.verdicts, strict=True)}
-    new_retractions = 0
-    if not ctx.dry_run:
-        async with ctx.write() as conn:
-            for r in heads:
-                done = await fact_checks.record(
-                    conn, agent_id=ctx.agent_id, fact_id=r["fact_id"], verdict=verdicts[r["fact_id"]], checked_at=ctx.now,
-                    wake_id=ctx.wake_id, maturity_days=ctx.settings.falsifier_maturity_days,
-                )
-                new_retractions += done.new_retraction
     checked = Checked(rows=without_refuted(rows, verdicts), verdicts=verdicts, head=result.head, elapsed_ms=result.elapsed_ms)
+
+    async def write(conn: asyncpg.Connection) -> None:
+        await record(ctx, verdicts, conn)
+
+    ctx.with_row.append(write)
     log.info("facts.checked", agent=ctx.agent_id, head=result.head, verified=checked.count(verify.VERIFIED),
              refuted=checked.count(verify.REFUTED), inconclusive=checked.count(verify.INCONCLUSIVE),
-             new_retractions=new_retractions, recorded=not ctx.dry_run, elapsed_ms=round(result.elapsed_ms, 2))
+             elapsed_ms=round(result.elapsed_ms, 2))
     return checked
+
+
+async def record(ctx: WakeContext, verdicts: dict[uuid.UUID, verify.Verdict], conn: asyncpg.Connection) -> int:
+    """Record the checks (a refuted one writes its retraction, once per fact and HEAD); returns
+    how many retractions are new."""
+    new = 0
+    for fact_id, verdict in verdicts.items():
+        done = await fact_checks.record(conn, agent_id=ctx.agent_id, fact_id=fact_id, verdict=verdict, checked_at=ctx.now,
+                                        wake_id=ctx.wake_id, maturity_days=ctx.settings.falsifier_maturity_days)
+        new += done.new_retraction
+    log.info("facts.recorded", agent=ctx.agent_id, checks=len(verdicts), new_retractions=new)
+    return new
 
 
 def label(row: dict[str, Any], checked: Checked) -> str:
