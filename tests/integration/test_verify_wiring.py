@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from ledgers import anchors, facts, workspace
 from surfaces import epistemic, ledger_tools
@@ -20,6 +21,8 @@ from tests.support import gitrepo, ledger_ctx, wakes
 from wake import stores
 from wake.arrival import code_check
 from wake.config import Config
+from wake.daemon import notify
+from wake.daemon import service as daemon
 from wake.run import cycle, session
 
 NOW = dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.UTC)
@@ -234,3 +237,22 @@ async def test_remember_fact_takes_typed_anchors_and_infers_from_prose_only_with
     path_line = next(line for line in text.splitlines() if " path: " in line)
     assert f"{{inconclusive @{head[:8]}: " in path_line  # an inferred anchor reports and never decides
     assert all(r["fact_id"] for r in (typed, prose, plain))
+
+
+async def test_the_daemon_warms_each_agents_workspace_at_start(
+    opened: tuple[Config, stores.Stores, str], clock: Clock, store_config: Callable[..., Config],
+) -> None:
+    config, _, head = opened
+    ws = code_check.workspace_of(config, "demo")
+    assert ws is not None and ws.status().head is None and not ws.status().building  # nothing started yet
+    d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False)
+    with structlog.testing.capture_logs() as logs:
+        d._warm_workspaces()
+    assert [e["root"] for e in logs if e["event"] == "workspace.warming"] == [str(ws.root)]
+    started = ws.status()
+    assert started.building or started.head == head  # the build was started without waiting for it
+    assert ws.fingerprint(timeout_s=60).head == head and ws.status().head == head
+    without = store_config(agents=AGENT.replace('workspace = "repo"\n', ""))
+    with structlog.testing.capture_logs() as logs:
+        daemon.Daemon(config=without, notifier=notify.Notifier(None), handle_signals=False)._warm_workspaces()
+    assert [e for e in logs if e["event"] == "workspace.warming"] == []
