@@ -35,6 +35,7 @@ workspace = "{workspace}"
 [agents.demo.tiers.whisper]
 every = "15m"
 binds = ["wake.whisper"]
+sources = ["provenance_facts"]
 """
 FALSIFIER = [
     "--claim-verbatim", "the cache uses memcached", "--stood-on", "a guess", "--why-wrong", "the code imports sqlite3",
@@ -72,6 +73,12 @@ def test_facts_check_shows_each_verdict_and_records_it(wake_cli: CLI, store_conf
         ("docs", "the docs are online", [{"type": "url", "ref": "https://example.org"}]),
     ])
 
+    up = wake_cli(*cfg, "up", "--dry-run")  # a fresh process: the fingerprint is built (in the worker) before the wake
+    assert up.returncode == 0, up.stderr
+    assert f"code anchors checked at HEAD {head[:8]}: 1 verified, 1 refuted (left out), 1 inconclusive" in up.stdout
+    assert f"get opens sqlite3 [import: sqlite3 in app.cache.get] {{verified @{head[:8]}}}" in up.stdout
+    assert "the cache uses redis" not in up.stdout
+
     dry = wake_cli(*cfg, "facts", "--check", "--no-record", "--json")
     assert dry.returncode == 0, dry.stderr
     report = json.loads(dry.stdout)
@@ -95,7 +102,7 @@ def test_facts_check_shows_each_verdict_and_records_it(wake_cli: CLI, store_conf
         finally:
             await conn.close()
 
-    assert asyncio.run(counts()) == (3, 1)  # the --no-record run wrote nothing; this one its three checks and one retraction
+    assert asyncio.run(counts()) == (3, 1)  # the dry run and --no-record wrote nothing; this one its three checks and one retraction
 
 
 def test_retract_naming_a_fact_refutes_it(wake_cli: CLI, store_config: Callable[..., Config], pg_dsn: str, tmp_path: Path) -> None:

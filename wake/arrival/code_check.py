@@ -40,6 +40,19 @@ def workspace_of(config: Config, agent_id: str, workspaces: workspace.Workspaces
     return (workspaces or WORKSPACES).get(path, head_ttl_s=config.agents[agent_id].verify.head_ttl_s)
 
 
+async def warmed(config: Config, agent_id: str, timeout_s: float) -> None:
+    """Build the agent's workspace fingerprint now, waiting at most `timeout_s` (a one-shot wake in
+    a fresh process, `wake up`, would otherwise find it cold and every check inconclusive). A
+    workspace that cannot be read is left for the check to report."""
+    ws = workspace_of(config, agent_id)
+    if ws is None:
+        return
+    try:
+        await ws.fingerprint_within(timeout_s)
+    except workspace.WorkspaceError:
+        pass  # the facts block says "could not check: ..." for it
+
+
 def has_code_anchors(stored: Any) -> bool:
     """Whether a fact's stored anchors include a code anchor (an `absent` wraps one)."""
     return any(isinstance(a, dict) and a.get("type") in (*anchors_mod.CODE_TYPES, anchors_mod.ABSENT) for a in stored or ())

@@ -16,6 +16,7 @@ from ledgers.vocab import Tier
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
+from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
 from wake.cli import doctor, ledger, migrate, remote, render, workspace
 from wake.cli.app import (
@@ -101,6 +102,9 @@ def main() -> None:
     cli(prog_name="wake")
 
 
+WORKSPACE_WARM_S = 30.0  # `wake up` waits this long for the agent's workspace fingerprint before the wake
+
+
 @cli.command("up")
 @agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
@@ -116,6 +120,7 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
 
     async def body() -> Any:
         async with session.open_session(config) as s:
+            await code_check.warmed(config, agent, WORKSPACE_WARM_S)  # as the daemon builds it at start
             if dry_run:  # records nothing, so it needs no lease
                 return await cycle.run_wake(s, request, dry_run=True)
             return await claim.run(s, request, owner=claim.owner())
