@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import ids, queries
 
 SETTLED_VERDICTS: tuple[str, ...] = ("upheld", "overturned", "unresolvable")
 CAUGHT_BY: tuple[str, ...] = ("self", "human", "together", "reality")
@@ -123,13 +123,16 @@ async def get(conn: asyncpg.Connection, row_id: uuid.UUID) -> dict[str, Any] | N
 
 
 async def resolve_id(conn: asyncpg.Connection, text: str, agent_id: str | None = None) -> uuid.UUID | None:
-    """A full id, or a unique prefix of one (optionally among one agent's rows)."""
+    """A full id, or the one retraction a prefix names (optionally among one agent's rows); None
+    when none has the prefix. Raises `ids.BadPrefix` for a prefix too short or not hex,
+    `ids.AmbiguousPrefix` when several match."""
     try:
         return uuid.UUID(text)
     except ValueError:
         pass
-    rows = await conn.fetch(_sql("find_by_prefix"), text.lower(), agent_id)
-    return rows[0]["id"] if len(rows) == 1 else None
+    low, high = ids.prefix_range(text)
+    rows = await conn.fetch(_sql("find_by_prefix"), low, high, agent_id, ids.LISTED_MATCHES)
+    return ids.unique(rows, what="retraction", prefix=text, column="id")
 
 
 async def due(conn: asyncpg.Connection, agent_id: str, now: dt.datetime, limit: int) -> tuple[list[dict[str, Any]], int]:

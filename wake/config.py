@@ -653,7 +653,17 @@ _TYPE_WORDS = {
 
 
 def _config_error(path: Path, exc: pydantic.ValidationError, origins: dict[tuple[str, ...], str]) -> ConfigError:
-    error = exc.errors(include_url=False)[0]
+    """The first problem as the error; every further one on a line of its own below it."""
+    problems = [_problem(path, error, origins) for error in exc.errors(include_url=False)]
+    first = ConfigError(*problems[0])
+    lines = list(dict.fromkeys(str(ConfigError(*p)) for p in problems))  # in order, each once
+    if len(lines) > 1:
+        first.args = ("\n  ".join(lines),)
+    return first
+
+
+def _problem(path: Path, error: Any, origins: dict[tuple[str, ...], str]) -> tuple[str, str, str]:
+    """(source, key, expected) of one validation error."""
     ctx_error = (error.get("ctx") or {}).get("error")
     loc: tuple[str | int, ...] = tuple(error["loc"])
     if isinstance(ctx_error, _KeyError):
@@ -668,10 +678,7 @@ def _config_error(path: Path, exc: pydantic.ValidationError, origins: dict[tuple
         if str_loc[:n] in origins:
             source = f"{origins[str_loc[:n]]} (over {path})"
             break
-    more = len(exc.errors()) - 1
-    if more:
-        expected += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return ConfigError(source, key, expected)
+    return source, key, expected
 
 
 def _expected(error: Any, loc: tuple[str | int, ...]) -> str:

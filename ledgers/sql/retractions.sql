@@ -21,10 +21,13 @@ SELECT id, agent_id, claim_verbatim, stood_on, why_wrong, corrected_claim, caugh
  WHERE id = $1
 
 -- name: find_by_prefix
-SELECT id FROM retraction_ledger
- WHERE id::text LIKE $1 || '%' AND ($2::text IS NULL OR agent_id = $2)
+-- Retractions whose id lies in [$1, $2], the range an id prefix spans (ledgers.ids), optionally of
+-- one agent, newest first, with the exact number that match.
+SELECT id, count(*) OVER () AS total
+  FROM retraction_ledger
+ WHERE id BETWEEN $1 AND $2 AND ($3::text IS NULL OR agent_id = $3)
  ORDER BY corrected_at DESC
- LIMIT 2
+ LIMIT $4
 
 -- name: due
 -- Falsifiers that have matured by $2 and are still unchecked, oldest maturity first, with the

@@ -181,3 +181,32 @@ def test_cli_bad_config_exits_78_with_one_line(tmp_path: Path) -> None:
 def test_demo_tiers_fixture_is_valid(write_config: Callable[..., Path]) -> None:
     config = wake_config.load_config_file(write_config(DEMO_TIERS), environ={})
     assert config.agents["demo"].timezone == "Europe/Stockholm"
+
+
+def test_every_problem_is_named_on_a_line_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text("[log]\nformat = \"xml\"\n[redis]\nsocket_timeout = 5\n" + TIER + "jitter_s = \"ten\"\n")
+    with pytest.raises(ConfigError) as caught:
+        wake_config.load_config_file(path, environ={"WAKE_POSTGRES__COMMAND_TIMEOUT_S": "soon"})
+    lines = str(caught.value).split("\n")
+    assert len(lines) == 4 and "more problem" not in str(caught.value)
+    assert lines[0] == str(ConfigError(caught.value.source, caught.value.key, caught.value.expected))  # the first, as before
+    assert all(line.startswith(("bad config in ", "  bad config in ")) for line in lines)
+    named = {line.strip().split(": ")[1] for line in lines}
+    assert named == {"log.format", "redis.socket_timeout", "agents.a.tiers.whisper.jitter_s", "postgres.command_timeout_s"}
+    assert f"bad config in WAKE_POSTGRES__COMMAND_TIMEOUT_S (over {path}): postgres.command_timeout_s: expected a number, got 'soon' (str)" in [
+        line.strip() for line in lines]
+
+
+def test_cli_lists_every_config_problem_and_exits_78(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text('[log]\nformat = "xml"\n[agents.a.tiers.whisper]\nbinds = ["wake"]\nevery = "soon"\n[agents.b.tiers.wisper]\nbinds = ["wake"]\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAKE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "wake", "--config", str(path), "doctor"], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 78 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 3 and lines[0].startswith(f"wake: bad config in {path}: ")
+    assert sorted(line.strip().removeprefix("wake: ").split(": ")[1] for line in lines) == [
+        "agents.a.tiers.whisper.every", "agents.b.tiers.wisper", "log.format"]
