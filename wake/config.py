@@ -355,6 +355,12 @@ class RecallConfig(_Model):
 
     def settings(self) -> RecallSettings:
         return RecallSettings(**self.model_dump())
+class VerifyConfig(_Model):
+    # One retrieval's budget for checking the facts block's code anchors against the workspace
+    # (waiting for its fingerprint included); what is not decided by then is shown inconclusive.
+    budget_ms: float = Field(50.0, gt=0, le=60_000)
+    # HEAD is re-resolved at most this often: within it a moved HEAD is not seen yet.
+    head_ttl_s: float = Field(30.0, ge=0)
 
 
 class AgentConfig(_Model):
@@ -366,6 +372,11 @@ class AgentConfig(_Model):
     # none: the built-in `settled_state` table.
     settled_state_source: str | None = None
     recall: RecallConfig = RecallConfig()
+    # The git repository the agent's facts are checked against (verify-on-read), relative to the
+    # config file's directory. Only its form is checked here: whether it is a repository is the
+    # check's own typed answer at each read, never a config error.
+    workspace: str | None = None
+    verify: VerifyConfig = VerifyConfig()
     tiers: dict[str, TierConfig]
 
     @field_validator("timezone")
@@ -382,6 +393,13 @@ class AgentConfig(_Model):
     def _quiet(cls, value: str | None) -> str | None:
         if value is not None and not _QUIET_HOURS.match(value):
             raise ValueError(f'expected "HH:MM-HH:MM" in 24-hour time, got {value!r}')
+        return value
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "\x00" in value):
+            raise ValueError(f"expected the path of a git repository (relative to this file), got {value!r}")
         return value
 
     @field_validator("tiers")
@@ -498,6 +516,11 @@ class Config(_Model):
 
     def persona_paths(self, agent_id: str) -> list[Path]:
         return [(self.base_dir / p).resolve() for p in self.agents[agent_id].persona_files]
+
+    def workspace_path(self, agent_id: str) -> Path | None:
+        """`agents.<id>.workspace` resolved against the config file's directory; None when unset."""
+        configured = self.agents[agent_id].workspace
+        return (self.base_dir / configured).resolve() if configured is not None else None
 
     def state_dir_path(self) -> Path:
         return resolve_state_dir(self.state_dir)

@@ -14,6 +14,7 @@ import zoneinfo
 
 from ledgers import daybook, facts, summaries
 from surfaces.recall import HISTORICAL
+from wake.arrival import code_check
 from wake.arrival.engine import Found, Part, clip
 from wake.context import WakeContext
 
@@ -28,7 +29,9 @@ SUMMARIES_HEAD = (
 
 
 async def provenance_facts(ctx: WakeContext) -> Found:
-    """Active facts with passports and their supersession chains; unverified ones stay out."""
+    """Active facts with passports and their supersession chains; unverified ones stay out. Code
+    anchors are checked against the workspace at HEAD (`wake.arrival.code_check`): a refuted fact
+    leaves the block, the others carry their verdict."""
     async with ctx.stores.pg_conn() as conn:
         rows, total, unverified = await facts.for_arrival(conn, ctx.agent_id, ctx.timezone, limit=FACTS_SHOWN, chain_depth=CHAIN_DEPTH)
     held_back = (
@@ -37,9 +40,13 @@ async def provenance_facts(ctx: WakeContext) -> Found:
     )
     if not rows:
         return Found(text=f"No active facts are recorded.{held_back}", rows=0)
-    heads = sum(1 for r in rows if r["depth"] == 0)
-    head = f"Facts ({heads} of {total} active, newest first; did = your own action or lookup, saw = told or observed):"
-    return Found(text="\n".join([head, *(facts.render_line(r) for r in rows)]) + held_back, rows=total)
+    checked = await code_check.check(ctx, rows)
+    heads = sum(1 for r in checked.rows if r["depth"] == 0)
+    summary = checked.summary()
+    head = (f"Facts ({heads} of {total} active, newest first; did = your own action or lookup, saw = told or observed"
+            f"{'; ' + summary if summary else ''}):")
+    lines = [facts.render_line(r) + code_check.label(r, checked) for r in checked.rows]
+    return Found(text="\n".join([head, *lines]) + held_back, rows=total)
 
 
 async def living_summaries(ctx: WakeContext) -> Found:

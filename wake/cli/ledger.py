@@ -1,4 +1,5 @@
-"""Commands over the epistemic ledgers: `wake demo seed`, `wake facts`, `wake tell`, `wake settle` (docs/facts.md).
+"""Commands over the epistemic ledgers: `wake demo seed`, `wake facts` (`--check`: docs/verify.md),
+`wake tell`, `wake settle` (docs/facts.md).
 
 Registered on the group by `wake.cli.main`.
 """
@@ -11,9 +12,12 @@ from typing import Any
 
 import click
 
-from ledgers import contact, facts, settled
+from ledgers import contact, fact_checks, facts, settled, verify
 from wake import clock
+from wake.arrival import code_check
 from wake.cli import app, demo, render
+from wake.cli import workspace as workspace_cli
+from wake.config import Config
 
 
 @click.group("demo")
@@ -43,16 +47,43 @@ def demo_seed_cmd(obj: app.Context, agent_id: str) -> None:
         click.echo(f"agent {agent} already has its demo data; nothing added")
 
 
+async def check_facts(config: Config, agent: str, limit: int, record: bool) -> list[dict[str, Any]]:
+    """Check every active fact with code anchors (of the newest `limit`) against the workspace at
+    HEAD now; record each check in fact_checks (a refuted one with its retraction) unless told not to."""
+    ws = workspace_cli.open_workspace(config, agent)
+    async with app.ledger_stores(config) as st:
+        async with st.pg_conn() as conn:
+            rows, _ = await facts.listing(conn, agent, include_all=False, limit=limit)
+        heads = [r for r in rows if r["status"] == "active" and code_check.has_code_anchors(r["anchors"])]
+        checked = await verify.check(ws, [(r["anchors"], r["fact_value"]) for r in heads], budget_ms=workspace_cli.CLI_BUDGET_S * 1000)
+        now = clock.now()
+        if record and heads:
+            async with st.pg_conn() as conn, conn.transaction():
+                for r, v in zip(heads, checked.verdicts, strict=True):
+                    await fact_checks.record(conn, agent_id=agent, fact_id=r["fact_id"], verdict=v, checked_at=now,
+                                             maturity_days=config.retractions.falsifier_maturity_days)
+    return [{"fact_id": r["fact_id"], "fact_key": r["fact_key"], "fact_value": r["fact_value"], **v.as_dict(), "recorded": record}
+            for r, v in zip(heads, checked.verdicts, strict=True)]
+
+
 @click.command("facts")
 @click.option("--agent", "agent_id", help="Agent id ([agents.<id>] in the config).")
 @click.option("--all", "include_all", is_flag=True, help="Also unverified, overridden, expired and refuted facts.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--check", "check", is_flag=True,
+              help="Check each active fact's code anchors against the workspace at HEAD now: status and evidence.")
+@click.option("--no-record", is_flag=True, help="With --check: record nothing in fact_checks.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: int, as_json: bool) -> None:
-    """The agent's facts with their whole passports, newest first (active and superseded; --all for every status)."""
+def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: int, check: bool, no_record: bool, as_json: bool) -> None:
+    """The agent's facts with their whole passports, newest first (active and superseded; --all for every status).
+    With --check, each active fact with code anchors checked against the workspace at HEAD."""
     config = obj.config
     agent = app.default_agent(config, agent_id)
+    if check:
+        checks = app.run_async(lambda: check_facts(config, agent, limit, not no_record))
+        click.echo(render.to_json({"agent": agent, "checked": len(checks), "facts": checks}) if as_json else render.fact_checks(checks))
+        return
 
     async def body() -> tuple[list[dict[str, Any]], int]:
         async with app.ledger_conn(config) as conn:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 from ledgers import daybook, introspection
 from ledgers.fences import StaleFence
 from ledgers.vocab import Status, Tier, Trigger
@@ -99,6 +101,17 @@ async def arrive(ctx: WakeContext, source_list: Sequence[Source], timeout_s: flo
     return blocks, later[0]
 
 
+async def with_row(ctx: WakeContext, conn: asyncpg.Connection) -> None:
+    """The writes the arrival left for the wake's row (`WakeContext.with_row`), in the row's own
+    transaction; one that fails is logged and rolled back to its savepoint, and the wake goes on."""
+    for write in ctx.with_row:
+        try:
+            async with conn.transaction():
+                await write(conn)
+        except (asyncpg.PostgresError, ValueError) as exc:
+            log.warning("wake.row_write_failed", agent=ctx.agent_id, wake_id=str(ctx.wake_id), error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+
+
 def bind(registry: Registry, config: Config, agent_id: str, tier: str) -> list[Tool]:
     """Step 5: the binding comes from the registry's surface declarations and nothing else."""
     return registry.binding(config.tier(agent_id, tier).binds)
@@ -164,6 +177,7 @@ async def run_wake(
             row = _row(row_base, registry, mani, blocks, diff=dict(wake_diff) if wake_diff is not None else None)
             async with lease.fenced(stores, agent_id, fence) as conn:
                 await introspection.insert(conn, row)
+                await with_row(ctx, conn)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
             decision = gate_check(ctx, blocks, mani)
