@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the graph driver is imported only where a graph is configur
     import asyncpg
 
     from ledgers import graph
+    from ledgers.memory.repo import MemoryRepo
 
 __all__ = ["ToolContext", "ToolSettings", "graph_write"]
 
@@ -65,6 +66,11 @@ class ToolContext(Protocol):
     @property
     def settings(self) -> ToolSettings: ...
 
+    @property
+    def memory(self) -> MemoryRepo | None:
+        """The agent's memory repository, opened (and audited) at the wake's start; None when
+        memory is off for the agent or the repository could not be opened."""
+
     def read(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """A pooled connection for reading."""
 
@@ -75,5 +81,6 @@ class ToolContext(Protocol):
 def graph_write(ctx: ToolContext, ref: str) -> graph.Write:
     """A graph write made by the wake `ctx`, under its fence (`ref` names what wrote it)."""
     from ledgers import graph
+    from ledgers.memory.repo import MemoryRepo
 
     return graph.Write(agent_id=ctx.agent_id, fence=ctx.fence, now=ctx.now, wake_id=ctx.wake_id, ref=ref)

@@ -116,3 +116,7 @@ class Failure(Exception):
         self.status = status
         self.retryable = retryable
         self.wait_s = wait_s
+
+
+class CanaryFailed(Exception):
+    """The Cloister canary could not audit the agent's memory: its blocks fail, its wake halts."""
