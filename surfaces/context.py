@@ -81,6 +81,5 @@ class ToolContext(Protocol):
 def graph_write(ctx: ToolContext, ref: str) -> graph.Write:
     """A graph write made by the wake `ctx`, under its fence (`ref` names what wrote it)."""
     from ledgers import graph
-    from ledgers.memory.repo import MemoryRepo
 
     return graph.Write(agent_id=ctx.agent_id, fence=ctx.fence, now=ctx.now, wake_id=ctx.wake_id, ref=ref)

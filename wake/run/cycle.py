@@ -211,11 +211,7 @@ async def run_wake(
                 await introspection.insert(conn, row)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
-            if memory_state.halt is not None:
-                thought = halted(memory_state)
-            else:
-                decision = gate_check(ctx, blocks, mani)
-                thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
+            decision, thought = await gate_and_think(ctx, blocks, mani, models)
             status, note, error = Status(thought.status), thought.note, thought.error
             if thought.final_text:
                 await record_daybook(ctx, thought.final_text)
@@ -250,6 +246,16 @@ async def run_wake(
         duration_ms=duration_ms, gate=decision.reason if decision else None, thinking=thought.thinking if thought else None,
         final_text=thought.final_text if thought else None, escalation_cause=request.cause, escalated=escalated,
     )
+
+
+async def gate_and_think(
+    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest, models: model.Client,
+) -> tuple[gate.Decision | None, thinking_loop.Thought]:
+    """Steps 8-9, unless the Cloister canary halted the wake: then neither runs."""
+    if ctx.memory_state.halt is not None:
+        return None, halted(ctx.memory_state)
+    decision = gate_check(ctx, blocks, mani)
+    return decision, await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
 
 
 def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -> gate.Decision:
