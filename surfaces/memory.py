@@ -24,6 +24,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from ledgers.fences import StaleFence
 from ledgers.memory import ledger
 from ledgers.memory.config import Severity
 from ledgers.memory.errors import MemoryRefused
@@ -178,7 +179,13 @@ async def _write(ctx: ToolContext, command: str, path: str | None, content: str 
     answer: dict[str, Any] = {
         "op": done.op, "path": done.path, "commit": done.commit, "bytes_before": done.bytes_before, "bytes_after": done.bytes_after,
     }
-    result = await canary(ctx.write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, fence=ctx.fence, at=ctx.now)
+    try:
+        result = await canary(ctx.write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, fence=ctx.fence, at=ctx.now)
+    except StaleFence:
+        raise
+    except Exception as exc:  # the write is made; the next wake's canary audits it
+        answer["cloister"] = {"error": f"the canary could not run after this write: {type(exc).__name__}: {exc}"}
+        return answer
     answer["cloister"] = {
         "new_findings": [{"id": i, "severity": f.severity.value, "rule": f.rule, "path": f.path} for i, f in result.new],
         "halt": result.has_open_halt,
