@@ -221,3 +221,17 @@ async def test_a_canary_that_cannot_run_fails_its_blocks_and_halts_the_wake(stor
     states = {b.name: (b.retrieval, b.result) for b in o.blocks}
     assert states["memory"] == states["cloister"] == ("failed", "unknown")
     assert _block(o, "cloister").startswith("could not check: CanaryFailed: ")
+
+
+async def test_a_dry_run_audits_nothing_and_creates_no_repository(config: Config, server: ScriptedServer) -> None:
+    dry = await _wake(config, "whisper", dry_run=True)
+    assert _block(dry, "memory") == "memory: no repository yet; the first wake creates it"
+    assert not config.memory_path("demo").exists() and server.requests == []
+    names = {t.name for t in dry.binding}
+    assert "memory_read" in names and "memory" not in names  # a whisper reads, surface and full write
+    repo = _repo(config)
+    (repo.workdir / "system" / "human" / "extra.md").write_text(doc("extra"))  # untracked in a HALT domain
+    again = await _wake(config, "surface", dry_run=True)
+    assert "memory" in {t.name for t in again.binding}  # not audited: no finding, no HALT
+    async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
+        assert await ledger.findings(conn, "demo", state=None) == ([], 0) and await ledger.last_audit(conn, "demo") is None
