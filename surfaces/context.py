@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the graph driver is imported only where a graph is configur
     import asyncpg
 
     from ledgers import graph
+    from ledgers.memory.repo import MemoryRepo
 
 __all__ = ["RecallSettings", "ToolContext", "ToolSettings", "graph_write"]
 
@@ -81,6 +82,11 @@ class ToolContext(Protocol):
 
     @property
     def settings(self) -> ToolSettings: ...
+
+    @property
+    def memory(self) -> MemoryRepo | None:
+        """The agent's memory repository, opened (and audited) at the wake's start; None when
+        memory is off for the agent or the repository could not be opened."""
 
     def read(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """A pooled connection for reading."""

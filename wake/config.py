@@ -26,6 +26,7 @@ was expected; the CLI turns it into one line on stderr and exit status 78.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import ipaddress
 import json
@@ -42,6 +43,7 @@ import pydantic
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from ledgers.memory import config as memory_config
 from surfaces import names as surface_names
 from surfaces.context import RecallSettings, ToolSettings
 from wake.errors import ConfigError
@@ -55,10 +57,11 @@ DEFAULT_SOURCE_TIMEOUT_MS = 1500
 # keeps the two the same). Named here so that validating a config needs no source code.
 BUILTIN_SOURCES: frozenset[str] = frozenset({
     "identity", "graph", "recent_wakes", "clock", "due_falsifiers", "binding_diff", "living_summaries",
-    "provenance_facts", "daybook", "settled_facts",
+    "provenance_facts", "daybook", "settled_facts", "memory", "cloister",
 })
 PROBES_DIR = "probes"  # under the state directory, when no [probes] roots are configured
-DEFAULT_SOURCES: tuple[str, ...] = ("identity", "graph", "clock", "recent_wakes", "binding_diff")
+DEFAULT_SOURCES: tuple[str, ...] = ("identity", "memory", "cloister", "graph", "clock", "recent_wakes", "binding_diff")
+MEMORY_DIR = "memory"  # under the state directory: one repository per agent, memory/<agent id>
 # Issue 4's defaults: whisper every 15 minutes, surface hourly, full daily at 03:30 local time.
 DEFAULT_SCHEDULES: dict[str, dict[str, str]] = {
     "whisper": {"every": "15m"},
@@ -362,6 +365,40 @@ class VerifyConfig(_Model):
     # HEAD is re-resolved at most this often: within it a moved HEAD is not seen yet.
     head_ttl_s: float = Field(30.0, ge=0)
 
+SeverityName = Literal["HALT", "WARN", "LOG"]
+
+
+class MemoryAgentConfig(_Model):
+    """The agent's memory repository and its canary (docs/memory.md)."""
+
+    # Off: no repository, no canary; the memory tools answer that memory is off, the blocks are disabled.
+    enabled: bool = True
+    # The repository's work tree, relative to the config file's directory; default <state_dir>/memory/<agent id>.
+    path: str | None = None
+    # Prefixes (a directory ending in "/", or a file) a write may use besides the layout's domains.
+    allowed_paths: tuple[str, ...] = ()
+    # A domain's severity instead of its default (persona, human, project, state, reference, journal).
+    severities: dict[str, SeverityName] = {}
+    # The `memory` block's size cap (its header always gives the exact totals).
+    block_max_chars: int = Field(4000, ge=400)
+
+    @field_validator("allowed_paths")
+    @classmethod
+    def _prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for prefix in value:
+            if not prefix or prefix.startswith("/") or ".." in prefix.split("/") or prefix.lower().startswith(".git"):
+                raise ValueError(f'expected relative prefixes such as "notes/" inside the repository, got {prefix!r}')
+        return value
+
+    @field_validator("severities")
+    @classmethod
+    def _domains(cls, value: dict[str, str]) -> dict[str, str]:
+        known = [d.name for d in memory_config.DEFAULT_DOMAINS]
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise _KeyError((unknown[0],), f"unknown memory domain {unknown[0]!r}; expected one of {', '.join(known)}")
+        return value
+
 
 class AgentConfig(_Model):
     timezone: str = "UTC"
@@ -377,6 +414,7 @@ class AgentConfig(_Model):
     # check's own typed answer at each read, never a config error.
     workspace: str | None = None
     verify: VerifyConfig = VerifyConfig()
+    memory: MemoryAgentConfig = MemoryAgentConfig()
     tiers: dict[str, TierConfig]
 
     @field_validator("timezone")
@@ -433,6 +471,7 @@ class Config(_Model):
     _path: Path = PrivateAttr(default=Path("."))
     _hash: str | None = PrivateAttr(default=None)
     _tool_settings: ToolSettings | None = PrivateAttr(default=None)
+    _memory_configs: dict[str, memory_config.MemoryConfig] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _references(self) -> Config:
@@ -530,6 +569,28 @@ class Config(_Model):
         if self.probes.roots:
             return [(self.base_dir / r).resolve() for r in self.probes.roots]
         return [self.state_dir_path() / PROBES_DIR]
+
+    def memory_path(self, agent_id: str) -> Path:
+        """The agent's memory repository: `agents.<id>.memory.path` relative to the config file's
+        directory, else `<state_dir>/memory/<agent id>`."""
+        configured = self.agents[agent_id].memory.path
+        if configured:
+            return (self.base_dir / Path(configured).expanduser()).resolve()
+        return self.state_dir_path() / MEMORY_DIR / agent_id
+
+    def memory_config(self, agent_id: str) -> memory_config.MemoryConfig:
+        """The memory layer's settings for the agent, resolved once: its domains (with the
+        configured severities), its extra paths, and the persona a new repository starts with
+        (the agent's `persona_files`, so the first wake's persona is the operator's, not a HALT)."""
+        if agent_id not in self._memory_configs:
+            conf = self.agents[agent_id].memory
+            domains = tuple(
+                dataclasses.replace(d, severity=memory_config.Severity(conf.severities[d.name])) if d.name in conf.severities else d
+                for d in memory_config.DEFAULT_DOMAINS
+            )
+            persona = "\n\n".join(p.read_text(encoding="utf-8").strip() for p in self.persona_paths(agent_id) if p.is_file())
+            self._memory_configs[agent_id] = memory_config.MemoryConfig(domains=domains, allowed_paths=conf.allowed_paths, persona_seed=persona)
+        return self._memory_configs[agent_id]
 
     def tool_settings(self) -> ToolSettings:
         """The values the built-in tools read (`surfaces.context.ToolSettings`), resolved once."""

@@ -129,3 +129,6 @@ class WorkspaceUnavailable(WakeError):
         super().__init__(message)
         self.kind = kind
         self.exit_code = self.EXIT_CODES.get(kind, 1)
+
+class CanaryFailed(Exception):
+    """The Cloister canary could not audit the agent's memory: its blocks fail, its wake halts."""

@@ -18,7 +18,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import doctor, ledger, migrate, remote, render, workspace
+from wake.cli import doctor, ledger, memory, migrate, remote, render, workspace
 from wake.cli.app import (
     Context,
     agent_option,
@@ -40,6 +40,7 @@ from wake.witness import diff, manifest
 
 ledger.register(cli)
 workspace.register(cli)
+memory.register(cli)
 cli.add_command(logread.logs_command)
 
 

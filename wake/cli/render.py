@@ -330,3 +330,67 @@ def workspace_status(agent: str, s: workspace.Status) -> str:
     ]
     lines += [f"  skipped {k['path']}: {k['reason']}" for k in s.skipped]
     return "\n".join(lines)
+
+def _size(n: int | None) -> str:
+    return "-" if n is None else f"{n} B" if n < 1024 else f"{n / 1024:.1f} KB"
+
+
+def memory_files(files: Sequence[Mapping[str, Any]], head: str | None) -> list[str]:
+    """`wake memory ls`: one row per file, the exact total under them."""
+    rows = [(f["path"], _size(f["bytes"]), "read-only" if f["read_only"] else "", f["description"] or "(no description)") for f in files]
+    tip = f" at {head[:12]}" if head else ""
+    return [*table(("PATH", "SIZE", "", "DESCRIPTION"), rows, indent="", right=frozenset({1})), f"{len(files)} files{tip}"]
+
+
+def memory_log(commits: Sequence[Mapping[str, Any]], writes_recorded: int) -> list[str]:
+    """`wake memory log`: each commit with the memory write that made it, or that none did."""
+    if not commits:
+        return ["no commits"]
+    out = []
+    for c in commits:
+        w = c["write"]
+        if w is None:
+            made = "NOT the memory tool's (made with git directly)" if c["trailers"].get("Wake-Id") != "bootstrap" else "bootstrap"
+        elif w["op"] == "revert":
+            made = f"revert by {w['author']}"
+        else:
+            made = f"{w['op']} by {w['author']}, wake {str(w['wake_id'])[:8]} ({w['tier']}, fence {w['fence']})"
+        sizes = f", {_size(w['bytes_before'])} -> {_size(w['bytes_after'])}" if w is not None else ""
+        out.append(f"{c['commit'][:12]}  {c['at']:%Y-%m-%d %H:%M:%S}  {c['summary']}")
+        out.append(f"    {made}{sizes}; {', '.join(c['paths']) or '(no file)'}")
+        if w is not None and w["reason"]:
+            out.append(f"    reason: {w['reason']} (recorded {w['at']:%Y-%m-%d %H:%M:%S}, write #{w['write_id']})")
+    out.append(f"{len(commits)} commits shown; {writes_recorded} writes recorded")
+    return out
+
+
+def memory_findings(rows: Sequence[Mapping[str, Any]], total: int, state: str) -> list[str]:
+    """`wake memory findings`: one row per finding, then each one's excerpt."""
+    if not rows:
+        return [f"no {state if state != 'all' else ''} findings".replace("  ", " ")]
+    head = ("ID", "SEVERITY", "STATE", "DOMAIN", "PATH", "RULE", "COMMIT", "AT", "ACTED")
+    body = [
+        (f"#{r['finding_id']}", r["severity"], r["state"], r["domain"] or "-", r["path"] or "(repository)", r["rule"],
+         (r["commit_id"] or "uncommitted")[:12], f"{r['at']:%Y-%m-%d %H:%M}",
+         f"{r['acked_by']} {r['acted_at']:%Y-%m-%d %H:%M}" + (f": {r['note']}" if r["note"] else "") if r["acted_at"] else None)
+        for r in rows
+    ]
+    out = table(head, body, indent="")
+    for r in rows:
+        excerpt = str(r["excerpt"]).splitlines()[:6]
+        out += [f"#{r['finding_id']} {r['rule']}:", *(f"    {line}" for line in excerpt)]
+    out.append(f"{len(rows)} of {total} shown")
+    return out
+
+
+def memory_audit(v: Mapping[str, Any]) -> list[str]:
+    """`wake memory audit`: what this audit read and found, then the open findings."""
+    head = v["head"][:12] if v["head"] else "(no branch)"
+    out = [f"audited {v['commits']} commits up to {head} and the work tree: {v['findings']} findings, {len(v['new'])} new"]
+    out += [f"  new #{n['id']} {n['severity']} {n['rule']} {n['path'] or '(repository)'}" for n in v["new"]]
+    out.append(f"open findings: {v['open_total']}")
+    out += [
+        f"  #{r['finding_id']} {r['severity']} {r['rule']} {r['path'] or '(repository)'} {(r['commit_id'] or 'uncommitted')[:12]}" for r in v["open"]
+    ]
+    out.append("HALT open: the agent's wakes make no model call until `wake memory ack` or `wake memory revert`" if v["halted"] else "no HALT open")
+    return out

@@ -26,14 +26,16 @@ import asyncpg
 
 from ledgers import daybook, introspection
 from ledgers.fences import StaleFence
-from ledgers.vocab import Status, Tier, Trigger
+from ledgers.memory.repo import MemoryRepo
+from ledgers.vocab import Status, StopReason, Tier, Trigger
+from surfaces import memory as memory_tools
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
 from wake.arrival import absence, sources
 from wake.arrival import engine as arrival
 from wake.arrival.engine import Block, Source
 from wake.config import Config
-from wake.context import WakeContext, WakeRequest
+from wake.context import MemoryState, WakeContext, WakeRequest
 from wake.observe import metrics
 from wake.run.session import Session
 from wake.stores import Stores, lease
@@ -112,9 +114,51 @@ async def with_row(ctx: WakeContext, conn: asyncpg.Connection) -> None:
             log.warning("wake.row_write_failed", agent=ctx.agent_id, wake_id=str(ctx.wake_id), error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
 
 
-def bind(registry: Registry, config: Config, agent_id: str, tier: str) -> list[Tool]:
-    """Step 5: the binding comes from the registry's surface declarations and nothing else."""
-    return registry.binding(config.tier(agent_id, tier).binds)
+def bind(registry: Registry, config: Config, agent_id: str, tier: str, *, halted: bool = False) -> list[Tool]:
+    """Step 5: the binding comes from the registry's surface declarations and nothing else; a wake
+    the Cloister canary halted binds no tool that mutates."""
+    tools = registry.binding(config.tier(agent_id, tier).binds)
+    return [t for t in tools if not t.mutates] if halted else tools
+
+
+async def open_memory(config: Config, stores: Stores, request: WakeRequest, now: dt.datetime, *, dry_run: bool) -> MemoryState:
+    """Before the arrival: open the agent's memory (created on first use) and run the Cloister
+    canary over what changed since its last audit. An open HALT, or a canary that cannot run,
+    halts the wake: it still arrives and records, but binds no writing tool and calls no model.
+    A dry run audits nothing (it records nothing) and creates no repository."""
+    agent_id = request.agent_id
+    if not config.agents[agent_id].memory.enabled:
+        return MemoryState()
+    path = config.memory_path(agent_id)
+    try:
+        if dry_run and not (path / ".git").exists():
+            return MemoryState(enabled=True)
+        repo = MemoryRepo.open(path, config.memory_config(agent_id), at=now)
+        if dry_run:
+            async with stores.pg_conn() as conn:
+                return MemoryState(enabled=True, repo=repo, halt=await memory_tools.halt_reason(conn, agent_id))
+        result = await memory_tools.canary(
+            lambda: lease.fenced(stores, agent_id, request.fence), repo, agent_id=agent_id, wake_id=request.wake_id, fence=request.fence, at=now,
+        )
+        halt = None
+        if result.has_open_halt:
+            async with stores.pg_conn() as conn:
+                halt = await memory_tools.halt_reason(conn, agent_id)
+        return MemoryState(enabled=True, repo=repo, canary=result, halt=halt)
+    except StaleFence:
+        raise
+    except Exception as exc:  # git, the file system or the ledger: the canary could not look, so nothing is trusted
+        error = logs.redact_text(f"{type(exc).__name__}: {exc}")
+        log.error("cloister.failed", agent=agent_id, wake_id=str(request.wake_id), error=error)
+        return MemoryState(enabled=True, error=error, halt=f"cloister could not run: {error}")
+
+
+def halted(state: MemoryState) -> thinking_loop.Thought:
+    """A wake the canary halted: no model call until a human acts (`wake memory ack|revert`)."""
+    return thinking_loop.Thought(
+        status="halted", note=f"halted: {state.halt}", error=None, thinking=introspection.Thinking(model=None, stop_reason=StopReason.cloister),
+        final_text=None,
+    )
 
 
 async def run_wake(
@@ -152,7 +196,8 @@ async def run_wake(
     own_client = session.models is None
     models = session.models or model.Client()
     try:
-        binding = bind(registry, config, agent_id, tier)
+        memory_state = await open_memory(config, stores, request, started_at, dry_run=dry_run)
+        binding = bind(registry, config, agent_id, tier, halted=memory_state.halt is not None)
         bound.info("bind.done", tools=[t.name for t in binding], bound=len(binding), registry=len(registry))
         tool_hashes = {t.name: manifest.sha256_declaration(t.declaration()) for t in binding}
         async with stores.pg_conn() as conn:
@@ -164,7 +209,7 @@ async def run_wake(
                 previous_tier = await introspection.previous_settled(conn, agent_id, tier, started_at)
         ctx = WakeContext(
             config=config, stores=stores, request=request, now=started_at, binding=tuple(binding), previous=previous,
-            previous_tier=previous_tier, tool_hashes=tool_hashes,
+            previous_tier=previous_tier, tool_hashes=tool_hashes, memory_state=memory_state,
         )
         blocks, ctx = await arrive(
             ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000
@@ -180,8 +225,7 @@ async def run_wake(
                 await with_row(ctx, conn)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
-            decision = gate_check(ctx, blocks, mani)
-            thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
+            decision, thought = await gate_and_think(ctx, blocks, mani, models)
             status, note, error = Status(thought.status), thought.note, thought.error
             if thought.final_text:
                 await record_daybook(ctx, thought.final_text, blocks)
@@ -216,6 +260,16 @@ async def run_wake(
         duration_ms=duration_ms, gate=decision.reason if decision else None, thinking=thought.thinking if thought else None,
         final_text=thought.final_text if thought else None, escalation_cause=request.cause, escalated=escalated,
     )
+
+
+async def gate_and_think(
+    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest, models: model.Client,
+) -> tuple[gate.Decision | None, thinking_loop.Thought]:
+    """Steps 8-9, unless the Cloister canary halted the wake: then neither runs."""
+    if ctx.memory_state.halt is not None:
+        return None, halted(ctx.memory_state)
+    decision = gate_check(ctx, blocks, mani)
+    return decision, await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
 
 
 def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -> gate.Decision:
