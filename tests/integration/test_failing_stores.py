@@ -17,11 +17,13 @@ import neo4j
 import pytest
 
 from ledgers import graph
+from ledgers.memory.repo import MemoryRepo
 from ledgers.vocab import Result, Retrieval
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import engine, sources
 from wake.config import Config
+from wake.context import MemoryState, WakeContext
 from wake.run import session
 from wake.stores import Stores
 from wake.witness import diff
@@ -36,8 +38,11 @@ PG_TABLES: dict[str, tuple[str, ...]] = {
     "provenance_facts": ("facts",),
     "daybook": ("daybook",),
     "settled_facts": ("settled_state", "commitments", "retraction_ledger", "last_actions"),
+    "cloister": ("cloister_findings",),
 }
-OTHER_STORE = {"identity": "its persona files", "graph": "Neo4j"}
+OTHER_STORE = {"identity": "its persona files", "graph": "Neo4j", "memory": "the agent's git repository, as the canary found it"}
+# The memory blocks read what the wake's start found: a canary that ran, or one that could not.
+MEMORY_SOURCES = ("memory", "cloister")
 # These read only the wake context, so no store of theirs can fail.
 STORELESS = {"clock": "the wake's own time and request", "binding_diff": "the diff the engine computed from the blocks"}
 
@@ -63,8 +68,26 @@ async def _broken(st: Stores, name: str, tmp_path: Path) -> Stores:
     if name == "identity":
         (tmp_path / "persona.md").unlink()
         return st
+    if name == "memory":  # broken through its context: the canary could not run
+        return st
     driver = neo4j.AsyncGraphDatabase.driver(f"bolt://127.0.0.1:{_closed_port()}", connection_timeout=1.0)
     return dataclasses.replace(st, neo4j=driver, graph=graph.on(driver, database="neo4j", timeout_s=2.0, address="127.0.0.1"))
+
+
+def _memory_ctx(config: Config, st: Stores, tmp_path: Path, *, canary_failed: bool = False) -> WakeContext:
+    """A context whose memory the wake's start opened (or whose canary could not run)."""
+    ctx = wake_ctx(config, st, NOW)
+    if canary_failed:
+        state = MemoryState(enabled=True, error="the repository could not be read: a test broke it")
+    else:
+        state = MemoryState(enabled=True, repo=MemoryRepo.open(tmp_path / "memory", config.memory_config("demo"), at=NOW))
+    return dataclasses.replace(ctx, memory_state=state)
+
+
+def _ctx(name: str, config: Config, st: Stores, tmp_path: Path, *, broken: bool = False) -> WakeContext:
+    if name in MEMORY_SOURCES:
+        return _memory_ctx(config, st, tmp_path, canary_failed=broken and name == "memory")
+    return wake_ctx(config, st, NOW)
 
 
 async def _run(source: engine.Source, ctx: object) -> engine.Block:
@@ -76,9 +99,9 @@ async def test_a_source_whose_store_fails_is_failed_never_ok(name: str, store_co
     config = store_config()
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
-        healthy = await _run(sources.BUILTIN[name], wake_ctx(config, st, NOW)) if name != "graph" else None
+        healthy = await _run(sources.BUILTIN[name], _ctx(name, config, st, tmp_path)) if name != "graph" else None
         broken = await _broken(st, name, tmp_path)
-        block = await _run(sources.BUILTIN[name], wake_ctx(config, broken, NOW))
+        block = await _run(sources.BUILTIN[name], _ctx(name, config, broken, tmp_path, broken=True))
         if broken.neo4j is not None and broken is not st:
             await broken.neo4j.close()
     if healthy is not None:  # the instrument can tell the two apart
@@ -88,12 +111,12 @@ async def test_a_source_whose_store_fails_is_failed_never_ok(name: str, store_co
 
 
 @pytest.mark.parametrize("name", sorted(PG_TABLES))
-async def test_a_source_whose_database_is_unreachable_is_failed(name: str, store_config: Callable[..., Config]) -> None:
+async def test_a_source_whose_database_is_unreachable_is_failed(name: str, store_config: Callable[..., Config], tmp_path: Path) -> None:
     config = store_config()
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
         await st.pg.close()
-        block = await _run(sources.BUILTIN[name], wake_ctx(config, st, NOW))
+        block = await _run(sources.BUILTIN[name], _ctx(name, config, st, tmp_path))
     assert (block.retrieval, block.result) == (Retrieval.failed, Result.unknown), block
 
 
