@@ -17,7 +17,7 @@ from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import falsifiers as epistemic
-from wake.cli import doctor, ledger, migrate, remote, render
+from wake.cli import controls, doctor, ledger, migrate, remote, render
 from wake.cli.app import (
     Context,
     agent_option,
@@ -38,6 +38,7 @@ from wake.run import claim, cycle, session
 from wake.witness import diff, manifest
 
 ledger.register(cli)
+controls.register(cli)
 cli.add_command(logread.logs_command)
 
 
@@ -318,6 +319,7 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
         raise click.UsageError("--watch draws a terminal view; it does not go with --json")
     if not watching:
         result = run_async(lambda: remote.status(config))
+        result.update(run_async(lambda: controls.snapshot(config, clock.now())))
         click.echo(render.to_json(result) if as_json else "\n".join(render.status_lines(result)))
         return
 
@@ -328,6 +330,7 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
                 snap = await remote.status(config)
                 async with st.pg_conn() as conn:
                     snap["recent"] = await introspection.recent(conn, limit=10)
+                snap.update(await controls.snapshot(config, clock.now()))
                 return snap
 
             await watch.watch(fetch, interval_s)
