@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import re
 import stat
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledgers import controls, daybook, introspection, outbox
+from ledgers import controls, daybook, outbox
 from ledgers.vocab import Status, StopReason, Trigger
 from tests.support import wakes
 from tests.support.openai_server import ScriptedServer, completion
@@ -101,8 +102,8 @@ async def test_the_live_constraints_accept_exactly_the_vocabulary(pg_dsn: str) -
     status = [d for d in defs if d.startswith("CHECK ((status = ANY")]
     trigger = [d for d in defs if d.startswith("CHECK ((trigger = ANY")]
     assert len(status) == 1 and len(trigger) == 1, defs  # 0001's unnamed ones were replaced, not kept beside
-    assert {s.value for s in Status} == set(__import__("re").findall(r"'([a-z_]+)'::text", status[0]))
-    assert {t.value for t in Trigger} == set(__import__("re").findall(r"'([a-z_]+)'::text", trigger[0]))
+    assert {s.value for s in Status} == set(re.findall(r"'([a-z_]+)'::text", status[0]))
+    assert {t.value for t in Trigger} == set(re.findall(r"'([a-z_]+)'::text", trigger[0]))
     assert any("manifest_root IS NOT NULL" in d and "'missed'" in d for d in defs)
 
 
@@ -279,14 +280,14 @@ async def test_a_slot_later_than_its_grace_is_one_missed_row_and_no_wake(make: C
         late = WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=late_slot)
         missed = await claim.run(s, late, owner="t", claim=claim.Claim(by="r1"), now=lambda: now)
         twice = await claim.run(s, late, owner="t", claim=claim.Claim(by="r2"), now=lambda: now)
-        in_time = await claim.run(s, WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=now - dt.timedelta(seconds=30)),
-                                  owner="t", claim=claim.Claim(by="r1"), now=lambda: now)
+        recent = WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=now - dt.timedelta(seconds=30))
+        in_time = await claim.run(s, recent, owner="t", claim=claim.Claim(by="r1"), now=lambda: now)
         # without the key, a slot runs however late (the behaviour before grace windows existed)
-        old = await claim.run(s, WakeRequest(agent_id="demo", tier="surface", trigger=Trigger.schedule, scheduled_for=now - dt.timedelta(hours=5)),
-                              owner="t", claim=claim.Claim(by="r1"), now=lambda: now)
+        hours_ago = WakeRequest(agent_id="demo", tier="surface", trigger=Trigger.schedule, scheduled_for=now - dt.timedelta(hours=5))
+        old = await claim.run(s, hours_ago, owner="t", claim=claim.Claim(by="r1"), now=lambda: now)
         # a catch-up is old on purpose: its own rule decides, grace does not apply
-        caught = await claim.run(s, WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.catch_up, scheduled_for=now - dt.timedelta(hours=3)),
-                                 owner="t", claim=claim.Claim(by="r1"), now=lambda: now)
+        catch_up = WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.catch_up, scheduled_for=now - dt.timedelta(hours=3))
+        caught = await claim.run(s, catch_up, owner="t", claim=claim.Claim(by="r1"), now=lambda: now)
         async with st.pg_conn() as conn:
             rows = await _rows(conn)
     assert missed is None and twice is None
