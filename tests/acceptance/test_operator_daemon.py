@@ -75,7 +75,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_a_kill_between_settle_and_acknowledged_send_still_delivers_exactly_once(
-    start: Callable[..., Replica], model: ScriptedServer, tmp_path: Path,
+    start: Callable[..., Replica], model: ScriptedServer, tmp_path: Path,  # noqa: F811  (the fixture)
 ) -> None:
     dsn = start.pg_dsn  # type: ignore[attr-defined]
     with Receiver(secret=SECRET, hold_first=True) as receiver:
@@ -109,7 +109,7 @@ def test_a_kill_between_settle_and_acknowledged_send_still_delivers_exactly_once
 
 
 def test_a_wake_settled_by_a_process_that_never_sends_is_delivered_by_the_daemon(
-    start: Callable[..., Replica], model: ScriptedServer, tmp_path: Path, pg_dsn: str, redis_url: str,
+    start: Callable[..., Replica], model: ScriptedServer, tmp_path: Path, pg_dsn: str, redis_url: str,  # noqa: F811  (the fixture)
 ) -> None:
     with Receiver(secret=SECRET) as receiver:
         extra, agents = _toml(model, receiver)
@@ -128,7 +128,9 @@ def test_a_wake_settled_by_a_process_that_never_sends_is_delivered_by_the_daemon
     assert _cli(config, "outbox", env=_env(tmp_path)).stdout.strip() == "the outbox is empty: every delivery was sent"
 
 
-def test_a_pause_reaches_a_running_daemon_and_its_slots_are_skipped_rows(start: Callable[..., Replica], tmp_path: Path) -> None:
+def test_a_pause_reaches_a_running_daemon_and_its_slots_are_skipped_rows(
+    start: Callable[..., Replica], tmp_path: Path,  # noqa: F811  (the fixture)
+) -> None:
     dsn = start.pg_dsn  # type: ignore[attr-defined]
     agents = '[agents.demo]\ntimezone = "UTC"\n[agents.demo.tiers.whisper]\nevery = "1s"\nbinds = ["wake.whisper"]\n'
     daemon = start(DAEMON, agents)

@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledgers import controls, daybook, outbox
+from ledgers import controls, daybook, outbox, slots
 from ledgers.vocab import Status, StopReason, Trigger
 from tests.support import wakes
 from tests.support.openai_server import ScriptedServer, completion
@@ -414,3 +414,57 @@ def test_a_file_route_needs_its_path_and_a_webhook_its_url(store_config: Callabl
     with pytest.raises(ConfigError, match=r"agents\.demo\.tiers\.whisper\.deliver_to\.0: unknown delivery route 'nope'"):
         store_config("", agents=_agents('deliver_to = ["nope"]\n', model=False))
     assert os.environ.get("HOOK_SECRET") is None
+
+
+# -- 4. grace windows and the catch-up at start ----------------------------------------------------------
+
+GRACE_AGENTS = """
+[agents.demo]
+timezone = "UTC"
+[agents.demo.tiers.whisper]
+every = "15m"
+binds = ["wake.whisper"]
+misfire_grace_s = 60
+[agents.demo.tiers.surface]
+every = "1h"
+binds = ["wake.surface"]
+misfire_grace_s = 60
+[agents.demo.tiers.full]
+cron = "0 * * * *"
+binds = ["wake"]
+catch_up = "skip"
+misfire_grace_s = 1800
+"""
+
+
+async def test_at_start_grace_decides_for_a_skip_policy_and_a_catch_up_runs_however_late(store_config: Callable[..., Config]) -> None:
+    from wake.daemon import notify, schedule
+    from wake.daemon import service as daemon
+
+    config = store_config("[daemon]\nlease_ttl_s = 5\nbusy_wait_s = 1\n", agents=GRACE_AGENTS)
+    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
+    if now > dt.datetime.now(dt.UTC):
+        now -= dt.timedelta(hours=1)
+    long_ago = now.replace(minute=0) - dt.timedelta(hours=3)
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False, now=lambda: now)
+        d.session = _session(config, st)
+        d.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(config)}
+        async with st.pg_conn() as conn:
+            for tier in ("whisper", "surface", "full"):
+                await slots.claim(
+                    conn, agent_id="demo", tier=tier, scheduled_for=long_ago, trigger="schedule", claimed_by="old", claimed_at=long_ago,
+                    wake_id=uuid.uuid4(),
+                )
+        await d._catch_up_all()
+        await asyncio.gather(*list(d.tasks))
+        async with st.pg_conn() as conn:
+            rows = await conn.fetch("SELECT tier, trigger, scheduled_for, status, note FROM wake_introspection_ledger ORDER BY tier")
+    got = [(r["tier"], r["trigger"], r["scheduled_for"], r["status"]) for r in rows]
+    assert got == [
+        ("full", "schedule", now.replace(minute=0), "completed"),  # 20 minutes late, within its 30: it runs
+        ("surface", "catch_up", now.replace(minute=0), "completed"),  # catch_up = "one": its own rule, however late
+        ("whisper", "schedule", now.replace(minute=15), "missed"),  # 5 minutes late, past its 60 s: one row, no wake
+    ]
+    assert rows[2]["note"] == "missed: 300.0s late, past the tier's misfire_grace_s of 60s"

@@ -37,7 +37,10 @@ def parse_when(text: str, now: dt.datetime, zone: str) -> dt.datetime:
     local = zoneinfo.ZoneInfo(zone)
     with_duration = re.fullmatch(r"\d+\s*[smhd]", value)
     if with_duration:
-        return now + dt.timedelta(seconds=parse_duration_s(value))
+        try:
+            return now + dt.timedelta(seconds=parse_duration_s(value))
+        except ValueError as exc:
+            raise InvalidInput(f"cannot read the time {text!r}: {exc}") from None
     hhmm = _HHMM.match(value)
     if hhmm:
         today = now.astimezone(local).replace(hour=int(hhmm.group(1)), minute=int(hhmm.group(2)), second=0, microsecond=0)

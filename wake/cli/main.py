@@ -48,7 +48,8 @@ cli.add_command(logread.logs_command)
 def doctor_cmd(ctx: Context, as_json: bool) -> None:
     """Check the config, each store's reachability and latency, the schema and the versions.
 
-    Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured) fails.
+    Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured, a tier's
+    instructions file or pre-check, a webhook's secret) fails.
     """
     config = ctx.config
     checks = run_async(lambda: doctor.run(config))
