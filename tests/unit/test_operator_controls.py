@@ -89,6 +89,7 @@ def test_a_tiers_keys_add_their_blocks_and_nothing_without_them(tmp_path: Path) 
     assert [(s.name, s.cache_tier, s.timeout_s) for s in added] == [
         ("instructions", CacheTier.static, None), ("precheck", CacheTier.volatile, 3 + operator.PRECHECK_MARGIN_S),
     ]
+    assert added[1].derived  # after the other sources, before the model
     assert [s.name for s in cycle.tier_sources(conf, "a", "whisper")][-2:] == ["instructions", "precheck"]
 
 

@@ -165,7 +165,7 @@ async def assemble(sources: Sequence[Source], ctx: WakeContext, timeout_s: float
     derived = [s for s in sources if s.derived]
     first = list(await asyncio.gather(*(run_source(s, ctx, s.timeout_s or timeout_s) for s in direct)))
     later_ctx = with_earlier(ctx, first)
-    second = list(await asyncio.gather(*(run_source(s, later_ctx, timeout_s) for s in derived)))
+    second = list(await asyncio.gather(*(run_source(s, later_ctx, s.timeout_s or timeout_s) for s in derived)))
     by_name = {b.name: b for b in first + second}
     return [by_name[s.name] for s in sources]
 

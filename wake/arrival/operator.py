@@ -4,7 +4,8 @@
   in the `static` or `stable` cache tier, so it is hashed into the manifest like every block and
   an edit shows in the next wake's diff. A missing or unreadable file makes the block `failed`
   ("could not check: ..."); the wake still runs.
-- `precheck`: a command (no shell) run in the daemon's environment, under `precheck_timeout_s`.
+- `precheck`: a command (no shell) run in the daemon's environment, under `precheck_timeout_s`,
+  once the other sources are done.
   Its exit status is the block's state: 0 `present` (think; its stdout, capped, is the block),
   1 `empty` (nothing to do: the wake settles `quiet` without a model call), anything else, a
   timeout or a command that cannot run: `failed`, and the wake fails with that reason
@@ -94,6 +95,9 @@ def tier_sources(conf: TierConfig) -> list[Source]:
     if conf.instructions_file is not None:
         added.append(Source(name=INSTRUCTIONS, cache_tier=CacheTier[conf.instructions_cache_tier], fn=instructions))
     if conf.precheck is not None:
-        # It can change every wake, so it is volatile; the gate still compares it like any block.
-        added.append(Source(name=PRECHECK, cache_tier=CacheTier.volatile, fn=precheck, timeout_s=conf.precheck_timeout_s + PRECHECK_MARGIN_S))
+        # After the other sources (derived: it runs once they are done), before the gate and the
+        # model. It can change every wake, so it is volatile; the gate compares it like any block.
+        added.append(Source(
+            name=PRECHECK, cache_tier=CacheTier.volatile, fn=precheck, derived=True, timeout_s=conf.precheck_timeout_s + PRECHECK_MARGIN_S,
+        ))
     return added
