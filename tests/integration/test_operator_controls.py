@@ -468,3 +468,27 @@ async def test_at_start_grace_decides_for_a_skip_policy_and_a_catch_up_runs_howe
         ("whisper", "schedule", now.replace(minute=15), "missed"),  # 5 minutes late, past its 60 s: one row, no wake
     ]
     assert rows[2]["note"] == "missed: 300.0s late, past the tier's misfire_grace_s of 60s"
+
+
+async def test_the_daemon_wires_the_outbox_backlog_gauge_to_its_sender(store_config: Callable[..., Config]) -> None:
+    from wake.daemon import notify
+    from wake.daemon import service as daemon
+    from wake.observe import metrics
+
+    config = store_config('[metrics]\nlisten = "127.0.0.1:0"\n', agents=_agents(model=False))
+    async with stores.connected(config) as st:
+        d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False)
+        d.session = _session(config, st)
+        d.sender = sender_mod.Sender(lambda: config, st, owner="test")
+        exposition = d._serve_metrics()
+        try:
+            assert d.metrics is not None and exposition is not None
+            d.sender.backlog = 3.0
+            assert d.metrics.registry.get_sample_value("wake_outbox_backlog") == 3.0
+            d.sender.backlog = 0.0
+            assert d.metrics.registry.get_sample_value("wake_outbox_backlog") == 0.0
+        finally:
+            if exposition is not None:
+                exposition.close()
+            metrics.install(None)
+            await d.sender._http.aclose()
