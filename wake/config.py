@@ -43,7 +43,7 @@ from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from surfaces import names as surface_names
-from surfaces.context import ToolSettings
+from surfaces.context import RecallSettings, ToolSettings
 from wake.errors import ConfigError
 
 TIERS: tuple[str, ...] = ("whisper", "surface", "full")
@@ -334,6 +334,9 @@ class SqlSourceConfig(_Model):
     template: str = Field(min_length=1)  # one line per row, str.format over the row's columns
     header: str | None = None
     empty_text: str = "(no rows)"
+    # Phrases that claim this block's rows are absent ("no new orders"): a wake's final text saying
+    # one while the block could not be checked is marked, not taken as evidence (docs/recall.md).
+    absence_claims: tuple[str, ...] = ()
 
     @field_validator("template")
     @classmethod
@@ -371,6 +374,34 @@ class DeliveryRoute(_Model):
         return self
 
 
+class RecallConfig(_Model):
+    """The agent's `recall` tool (docs/recall.md)."""
+
+    # A PostgreSQL text search configuration; 'simple' and 'english' are indexed (migration 0011).
+    dictionary: str = "simple"
+    continuing_candidates: int = Field(24, ge=1, le=500)
+    continuing_cap: int = Field(6, ge=1, le=50)
+    ordinary_candidates: int = Field(8, ge=1, le=500)
+    ordinary_cap: int = Field(3, ge=1, le=50)
+    recent_entries: int = Field(3, ge=0, le=100)
+
+    @field_validator("dictionary")
+    @classmethod
+    def _dictionary(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?", value):
+            raise ValueError(f"expected a text search configuration name such as 'simple' or 'english', got {value!r}")
+        return value
+
+    def settings(self) -> RecallSettings:
+        return RecallSettings(**self.model_dump())
+class VerifyConfig(_Model):
+    # One retrieval's budget for checking the facts block's code anchors against the workspace
+    # (waiting for its fingerprint included); what is not decided by then is shown inconclusive.
+    budget_ms: float = Field(50.0, gt=0, le=60_000)
+    # HEAD is re-resolved at most this often: within it a moved HEAD is not seen yet.
+    head_ttl_s: float = Field(30.0, ge=0)
+
+
 class AgentConfig(_Model):
     timezone: str = "UTC"
     persona_files: tuple[str, ...] = ()
@@ -379,6 +410,12 @@ class AgentConfig(_Model):
     # An [sql_sources.<name>] whose first row is the settled-facts block's "latest settled state";
     # none: the built-in `settled_state` table.
     settled_state_source: str | None = None
+    recall: RecallConfig = RecallConfig()
+    # The git repository the agent's facts are checked against (verify-on-read), relative to the
+    # config file's directory. Only its form is checked here: whether it is a repository is the
+    # check's own typed answer at each read, never a config error.
+    workspace: str | None = None
+    verify: VerifyConfig = VerifyConfig()
     tiers: dict[str, TierConfig]
 
     @field_validator("timezone")
@@ -395,6 +432,13 @@ class AgentConfig(_Model):
     def _quiet(cls, value: str | None) -> str | None:
         if value is not None and not _QUIET_HOURS.match(value):
             raise ValueError(f'expected "HH:MM-HH:MM" in 24-hour time, got {value!r}')
+        return value
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "\x00" in value):
+            raise ValueError(f"expected the path of a git repository (relative to this file), got {value!r}")
         return value
 
     @field_validator("tiers")
@@ -525,6 +569,10 @@ class Config(_Model):
     def config_relative(self, path: str) -> Path:
         """A path from the config (instructions files, file delivery routes), relative to its directory."""
         return (self.base_dir / path).resolve()
+    def workspace_path(self, agent_id: str) -> Path | None:
+        """`agents.<id>.workspace` resolved against the config file's directory; None when unset."""
+        configured = self.agents[agent_id].workspace
+        return (self.base_dir / configured).resolve() if configured is not None else None
 
     def state_dir_path(self) -> Path:
         return resolve_state_dir(self.state_dir)
@@ -543,6 +591,7 @@ class Config(_Model):
                 graph_neighbors_max=self.neo4j.neighbors_max,
                 probe_roots=tuple(self.probe_roots()),
                 probe_max_file_bytes=self.probes.max_file_bytes,
+                recall={agent_id: agent.recall.settings() for agent_id, agent in self.agents.items()},
             )
         return self._tool_settings
 
@@ -681,7 +730,17 @@ _TYPE_WORDS = {
 
 
 def _config_error(path: Path, exc: pydantic.ValidationError, origins: dict[tuple[str, ...], str]) -> ConfigError:
-    error = exc.errors(include_url=False)[0]
+    """The first problem as the error; every further one on a line of its own below it."""
+    problems = [_problem(path, error, origins) for error in exc.errors(include_url=False)]
+    first = ConfigError(*problems[0])
+    lines = list(dict.fromkeys(str(ConfigError(*p)) for p in problems))  # in order, each once
+    if len(lines) > 1:
+        first.args = ("\n  ".join(lines),)
+    return first
+
+
+def _problem(path: Path, error: Any, origins: dict[tuple[str, ...], str]) -> tuple[str, str, str]:
+    """(source, key, expected) of one validation error."""
     ctx_error = (error.get("ctx") or {}).get("error")
     loc: tuple[str | int, ...] = tuple(error["loc"])
     if isinstance(ctx_error, _KeyError):
@@ -696,10 +755,7 @@ def _config_error(path: Path, exc: pydantic.ValidationError, origins: dict[tuple
         if str_loc[:n] in origins:
             source = f"{origins[str_loc[:n]]} (over {path})"
             break
-    more = len(exc.errors()) - 1
-    if more:
-        expected += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return ConfigError(source, key, expected)
+    return source, key, expected
 
 
 def _expected(error: Any, loc: tuple[str | int, ...]) -> str:

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,8 @@ from surfaces.context import ToolSettings
 from surfaces.registry import Tool
 from wake.config import AgentConfig, Config, TierConfig
 from wake.stores import Stores, lease
+
+RowWrite = Callable[[asyncpg.Connection], Awaitable[None]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +65,9 @@ class WakeContext:
     # {"agent": diff against the agent's previous wake, "tier": against the tier's}; derived
     # sources (the binding diff) see it
     diff: Mapping[str, Any] = field(default_factory=dict)
+    # Writes a source leaves for the wake's own row (they name the wake): run by the cycle in the
+    # fenced transaction that inserts the row, each in its own savepoint; never on a dry run.
+    with_row: list[RowWrite] = field(default_factory=list)
     agent: AgentConfig = field(init=False)
     tier_config: TierConfig = field(init=False)
     settings: ToolSettings = field(init=False)

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ledgers import workspace
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers
@@ -348,3 +349,37 @@ def probe_records(rows: list[dict[str, Any]]) -> str:
                    f"[instrument {r['instrument_state']}, {len(r['controls'])} controls, {failed} failed; {r['resolved_path'] or '-'}]"
                    f"{links}{said}  {str(r['id'])[:8]}")
     return "\n".join(out)
+
+
+def fact_checks(checks: Sequence[Mapping[str, Any]]) -> str:
+    """`wake facts --check`: each fact's verdict at HEAD and what was seen."""
+    if not checks:
+        return "no active facts with code anchors to check"
+    out = []
+    for c in checks:
+        at = f" @{c['head'][:8]}" if c["head"] else ""
+        out.append(f"{str(c['fact_id'])[:8]}  {c['status']:<12}{at}  {c['fact_key']}: {c['fact_value']}")
+        out.append(f"  {c['evidence']}")
+        out += [f"  - {f['outcome']}: {f['evidence']}" for f in c["findings"]]
+    counts = {s: sum(1 for c in checks if c["status"] == s) for s in ("verified", "refuted", "inconclusive")}
+    recorded = "recorded in fact_checks" if checks[0]["recorded"] else "not recorded"
+    out.append(f"{len(checks)} checked: {counts['verified']} verified, {counts['refuted']} refuted, "
+               f"{counts['inconclusive']} inconclusive ({recorded})")
+    return "\n".join(out)
+
+
+def workspace_status(agent: str, s: workspace.Status) -> str:
+    """`wake workspace status`: HEAD, the fingerprint's age, size and build, the skipped files."""
+    size = ", ".join(f"{k} {v}" for k, v in s.size.items()) or "-"
+    lines = [
+        f"agent {agent}: workspace {s.root}",
+        *table(("", ""), [
+            ("HEAD", s.head),
+            ("fingerprint age", f"{s.fingerprint_age_s:.1f} s" if s.fingerprint_age_s is not None else None),
+            ("build", f"{s.build_ms:.0f} ms ({s.parsed} blobs parsed, {s.reused} reused)" if s.build_ms is not None else None),
+            ("size", size),
+            ("skipped", len(s.skipped)),
+        ])[1:],
+    ]
+    lines += [f"  skipped {k['path']}: {k['reason']}" for k in s.skipped]
+    return "\n".join(lines)

@@ -22,14 +22,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 from ledgers import daybook, introspection
 from ledgers.fences import StaleFence
 from ledgers.vocab import Result, Status, StopReason, Tier, Trigger
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
+from wake.arrival import absence, sources
 from wake.arrival import engine as arrival
 from wake.arrival import operator as operator_sources
-from wake.arrival import sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
@@ -103,6 +105,17 @@ async def arrive(ctx: WakeContext, source_list: Sequence[Source], timeout_s: flo
     return blocks, later[0]
 
 
+async def with_row(ctx: WakeContext, conn: asyncpg.Connection) -> None:
+    """The writes the arrival left for the wake's row (`WakeContext.with_row`), in the row's own
+    transaction; one that fails is logged and rolled back to its savepoint, and the wake goes on."""
+    for write in ctx.with_row:
+        try:
+            async with conn.transaction():
+                await write(conn)
+        except (asyncpg.PostgresError, ValueError) as exc:
+            log.warning("wake.row_write_failed", agent=ctx.agent_id, wake_id=str(ctx.wake_id), error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+
+
 def bind(registry: Registry, config: Config, agent_id: str, tier: str) -> list[Tool]:
     """Step 5: the binding comes from the registry's surface declarations and nothing else."""
     return registry.binding(config.tier(agent_id, tier).binds)
@@ -168,12 +181,13 @@ async def run_wake(
             row = _row(row_base, registry, mani, blocks, diff=dict(wake_diff) if wake_diff is not None else None)
             async with lease.fenced(stores, agent_id, fence) as conn:
                 await introspection.insert(conn, row)
+                await with_row(ctx, conn)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
             decision, thought = await steps_8_9(ctx, blocks, mani, models)
             status, note, error = Status(thought.status), thought.note, thought.error
             if thought.final_text:
-                await record_daybook(ctx, thought.final_text)
+                await record_daybook(ctx, thought.final_text, blocks)
     except asyncio.CancelledError:
         status, error = Status.aborted, "cancelled"
         raise
@@ -290,13 +304,26 @@ async def think(ctx: WakeContext, blocks: list[Block], models: model.Client) -> 
     return await thinking_loop.run(ctx, route_name=route_name, route=ctx.config.models[route_name], blocks=blocks, client=models)
 
 
-async def record_daybook(ctx: WakeContext, text: str) -> None:
+async def record_daybook(ctx: WakeContext, text: str, blocks: Sequence[Block] = ()) -> None:
     """The wake's final assistant text is its daybook entry (the `daybook` ledger, which the next
-    wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary."""
+    wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary.
+    An entry claiming the absence of what a failed block covers is marked with that block."""
+    unchecked = unchecked_claims(ctx, text, blocks)
     async with ctx.write() as conn:
         await introspection.record_final_text(conn, ctx.wake_id, text)
+        if unchecked:
+            await introspection.record_unchecked_claims(conn, ctx.wake_id, len(unchecked))
         if text.strip():
-            await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now)
+            await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now, unchecked_blocks=unchecked)
+
+
+def unchecked_claims(ctx: WakeContext, text: str, blocks: Sequence[Block]) -> list[str]:
+    """The failed blocks whose absence the final text claims (`wake.arrival.absence`), logged."""
+    extra = {name: conf.absence_claims for name, conf in ctx.config.sql_sources.items()}
+    unchecked = absence.unchecked_claims(text, blocks, extra)
+    if unchecked:
+        log.warning("daybook.unchecked_absence", agent=ctx.agent_id, wake_id=str(ctx.wake_id), blocks=unchecked)
+    return unchecked
 
 
 def provenance(config: Config) -> dict[str, Any]:
