@@ -13,7 +13,7 @@ import asyncpg
 
 from ledgers import ids, queries
 
-SETTLED = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped")
+SETTLED = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped", "missed")
 
 
 @dataclass(frozen=True, kw_only=True)

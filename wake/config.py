@@ -59,6 +59,9 @@ BUILTIN_SOURCES: frozenset[str] = frozenset({
     "identity", "graph", "recent_wakes", "clock", "due_falsifiers", "binding_diff", "living_summaries",
     "provenance_facts", "daybook", "settled_facts", "memory", "cloister",
 })
+# The blocks a tier's own keys add (`instructions_file`, `precheck`): not nameable in `sources`,
+# and no [sql_sources.<name>] may take their names.
+OPERATOR_SOURCES: frozenset[str] = frozenset({"instructions", "precheck"})
 PROBES_DIR = "probes"  # under the state directory, when no [probes] roots are configured
 DEFAULT_SOURCES: tuple[str, ...] = ("identity", "memory", "cloister", "graph", "clock", "recent_wakes", "binding_diff")
 MEMORY_DIR = "memory"  # under the state directory: one repository per agent, memory/<agent id>
@@ -266,6 +269,8 @@ class DaemonConfig(_Model):
     # Wakes this replica runs at once (claim to settle); more due slots queue for a turn instead
     # of all contending for the PostgreSQL pool. Keep it near postgres.pool_max_size.
     max_concurrent_wakes: int = Field(16, ge=1)
+    # How often the daemon looks for due one-shot wakes (`wake at`) and due deliveries (the outbox).
+    poll_s: float = Field(1.0, gt=0)
 
 
 class TierConfig(_Model):
@@ -279,6 +284,18 @@ class TierConfig(_Model):
     budget: BudgetConfig = BudgetConfig()
     skip_quiet_hours: bool | None = None
     catch_up: Literal["one", "skip"] | None = None
+    # Operator controls (docs/daemon.md): a Markdown checklist the wake arrives to (relative to the
+    # config file), its cache tier; the final answer that means "nothing to report"; the
+    # [delivery.<name>] routes a completed wake's final text goes to; how late a scheduled slot
+    # may still run (unset: however late); a command run before the model (exit 0 think, 1 quiet).
+    instructions_file: str | None = None
+    instructions_cache_tier: Literal["static", "stable"] = "stable"
+    ok_token: str | None = Field(None, min_length=1)
+    deliver_to: tuple[str, ...] = ()
+    misfire_grace_s: float | None = Field(None, ge=0)
+    precheck: tuple[str, ...] | None = Field(None, min_length=1)
+    precheck_timeout_s: float = Field(10.0, gt=0)
+    precheck_max_chars: int = Field(4000, ge=100)
 
     @field_validator("cron")
     @classmethod
@@ -338,10 +355,32 @@ class SqlSourceConfig(_Model):
         return value
 
 
+class DeliveryRoute(_Model):
+    """`[delivery.<name>]`: where a completed wake's final text is delivered (docs/daemon.md, "Delivery")."""
+
+    kind: Literal["webhook", "file", "stdout"]
+    url: str | None = None  # webhook: POSTed JSON
+    # webhook: the credential whose value signs the body (X-Wake-Signature: sha256=<HMAC-SHA256>)
+    secret_credential: str | None = None
+    timeout_s: float = Field(10.0, gt=0)
+    path: str | None = None  # file: JSON lines appended, relative to the config file
+    max_attempts: int = Field(8, ge=1)  # then the delivery is `dead` (`wake outbox --failed`)
+    backoff_s: float = Field(1.0, ge=0)  # the first wait between attempts; doubles each time
+    backoff_max_s: float = Field(300.0, ge=0)
+
+    @model_validator(mode="after")
+    def _target(self) -> DeliveryRoute:
+        if self.kind == "webhook" and (self.url is None or not self.url.startswith(("http://", "https://"))):
+            raise ValueError(f"a webhook route needs url = an http:// or https:// URL, got {self.url!r}")
+        if self.kind == "file" and not self.path:
+            raise ValueError("a file route needs path = a file to append JSON lines to")
+        return self
+
+
 class RecallConfig(_Model):
     """The agent's `recall` tool (docs/recall.md)."""
 
-    # A PostgreSQL text search configuration; 'simple' and 'english' are indexed (migration 0011).
+    # A PostgreSQL text search configuration; 'simple' and 'english' are indexed (migration 0010).
     dictionary: str = "simple"
     continuing_candidates: int = Field(24, ge=1, le=500)
     continuing_cap: int = Field(6, ge=1, le=50)
@@ -466,6 +505,7 @@ class Config(_Model):
     think: ThinkConfig = ThinkConfig()
     gate: GateConfig = GateConfig()
     sql_sources: dict[str, SqlSourceConfig] = {}
+    delivery: dict[str, DeliveryRoute] = {}
     agents: dict[str, AgentConfig]
 
     _path: Path = PrivateAttr(default=Path("."))
@@ -478,7 +518,7 @@ class Config(_Model):
         if not self.agents:
             raise _KeyError(("agents",), "expected at least one agent table [agents.<id>]")
         for name in self.sql_sources:
-            if name in BUILTIN_SOURCES or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
+            if name in BUILTIN_SOURCES | OPERATOR_SOURCES or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
                 raise _KeyError(("sql_sources", name), "expected a name of lowercase letters, digits and _ that is not a built-in source")
         surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
         for agent_id, agent in self.agents.items():
@@ -510,11 +550,20 @@ class Config(_Model):
             for i, rule in enumerate(self.gate.escalate):
                 if rule.to not in agent.tiers:
                     raise _KeyError(("gate", "escalate", i, "to"), f"agent {agent_id!r} has no {rule.to} tier to escalate to")
+        self._delivery_references(where, tier)
         if tier.model is not None and tier.model not in self.models:
             raise _KeyError(
                 (*where, "model"),
                 f"unknown model route {tier.model!r}; expected one of [models.*]: " + (", ".join(sorted(self.models)) or "(none defined)"),
             )
+
+    def _delivery_references(self, where: tuple[str, ...], tier: TierConfig) -> None:
+        for i, route in enumerate(tier.deliver_to):
+            if route not in self.delivery:
+                raise _KeyError(
+                    (*where, "deliver_to", i),
+                    f"unknown delivery route {route!r}; expected one of [delivery.*]: " + (", ".join(sorted(self.delivery)) or "(none defined)"),
+                )
 
     # -- derived views ------------------------------------------------------------------------
 
@@ -556,6 +605,9 @@ class Config(_Model):
     def persona_paths(self, agent_id: str) -> list[Path]:
         return [(self.base_dir / p).resolve() for p in self.agents[agent_id].persona_files]
 
+    def config_relative(self, path: str) -> Path:
+        """A path from the config (instructions files, file delivery routes), relative to its directory."""
+        return (self.base_dir / path).resolve()
     def workspace_path(self, agent_id: str) -> Path | None:
         """`agents.<id>.workspace` resolved against the config file's directory; None when unset."""
         configured = self.agents[agent_id].workspace

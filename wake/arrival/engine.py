@@ -102,6 +102,9 @@ class Source:
     # Its text differs on every wake by construction (the clock, the harness's own history), so
     # it witnesses no news: the whisper gate does not compare it.
     changes_every_wake: bool = False
+    # Its own timeout, when it bounds itself more generously than the tier's `source_timeout_ms`
+    # (the pre-check runs a command under `precheck_timeout_s`).
+    timeout_s: float | None = None
 
 
 _abandoned: set[asyncio.Task[Any]] = set()
@@ -196,9 +199,9 @@ async def assemble(sources: Sequence[Source], ctx: WakeContext, timeout_s: float
     """Run the sources (derived ones last, seeing the others); blocks come back in source order."""
     direct = [s for s in sources if not s.derived]
     derived = [s for s in sources if s.derived]
-    first = list(await asyncio.gather(*(run_source(s, ctx, timeout_s) for s in direct)))
+    first = list(await asyncio.gather(*(run_source(s, ctx, s.timeout_s or timeout_s) for s in direct)))
     later_ctx = with_earlier(ctx, first)
-    second = list(await asyncio.gather(*(run_source(s, later_ctx, timeout_s) for s in derived)))
+    second = list(await asyncio.gather(*(run_source(s, later_ctx, s.timeout_s or timeout_s) for s in derived)))
     by_name = {b.name: b for b in first + second}
     return [by_name[s.name] for s in sources]
 

@@ -18,7 +18,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import doctor, ledger, memory, migrate, remote, render, workspace
+from wake.cli import controls, doctor, ledger, memory, migrate, remote, render, workspace
 from wake.cli.app import (
     Context,
     agent_option,
@@ -39,6 +39,7 @@ from wake.run import claim, cycle, session
 from wake.witness import diff, manifest
 
 ledger.register(cli)
+controls.register(cli)
 workspace.register(cli)
 memory.register(cli)
 cli.add_command(logread.logs_command)
@@ -50,7 +51,8 @@ cli.add_command(logread.logs_command)
 def doctor_cmd(ctx: Context, as_json: bool) -> None:
     """Check the config, each store's reachability and latency, the schema and the versions.
 
-    Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured) fails.
+    Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured, a tier's
+    instructions file or pre-check, a webhook's secret) fails.
     """
     config = ctx.config
     checks = run_async(lambda: doctor.run(config))
@@ -165,7 +167,7 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool) -> None:
 @cli.command("ledger")
 @agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), help="Only this tier.")
-@click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, started).")
+@click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, missed, started).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
@@ -325,6 +327,7 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
         raise click.UsageError("--watch draws a terminal view; it does not go with --json")
     if not watching:
         result = run_async(lambda: remote.status(config))
+        result.update(run_async(lambda: controls.snapshot(config, clock.now())))
         click.echo(render.to_json(result) if as_json else "\n".join(render.status_lines(result)))
         return
 
@@ -335,6 +338,7 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
                 snap = await remote.status(config)
                 async with st.pg_conn() as conn:
                     snap["recent"] = await introspection.recent(conn, limit=10)
+                snap.update(await controls.snapshot(config, clock.now()))
                 return snap
 
             await watch.watch(fetch, interval_s)

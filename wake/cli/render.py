@@ -211,7 +211,60 @@ def status_lines(s: dict[str, Any]) -> list[str]:
         lines.append("next fires: unknown (no daemon alive to schedule them)")
     lines.append("")
     lines.append(f"trigger requests waiting: {s['pending_requests']}")
+    return lines + controls_lines(s)
+
+
+def _utc(value: dt.datetime | None) -> str | None:
+    return f"{value.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if value else None
+
+
+def controls_lines(s: Mapping[str, Any]) -> list[str]:
+    """`wake status`: the pauses in force and the pending one-shots (from PostgreSQL)."""
+    if "controls_error" in s:
+        return ["", f"pauses and one-shots: unknown ({s['controls_error']})"]
+    if "pauses" not in s:
+        return []
+    lines = ["", "pauses" + ("" if s["pauses"] else ": none")]
+    if s["pauses"]:
+        lines += table(
+            ("AGENT", "TIER", "BY", "SINCE (UTC)", "UNTIL (UTC)", "REASON"),
+            [(p["agent_id"], p["tier"], p["paused_by"], _utc(p["paused_at"]), _utc(p["until"]) or "resume", p["reason"]) for p in s["pauses"]],
+        )
+    lines += ["", "one-shot wakes pending" + ("" if s["oneshots"] else ": none")]
+    if s["oneshots"]:
+        lines += oneshots(s["oneshots"])
     return lines
+
+
+def oneshots(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`wake at --list`: each one-shot, its time, and what became of it."""
+    if not rows:
+        return ["no one-shot wakes pending"]
+
+    def state(r: Mapping[str, Any]) -> str:
+        if r["cancelled_at"]:
+            return f"cancelled by {r['cancelled_by']}"
+        if r["claimed_at"]:
+            return f"ran: {r.get('status') or 'claimed'} ({r['claimed_by']})"
+        return "pending"
+
+    return table(
+        ("ID", "AGENT", "TIER", "AT (UTC)", "STATE", "BY", "NOTE"),
+        [(str(r["wake_id"]), r["agent_id"], r["tier"], _utc(r["fire_at"]), state(r), r["created_by"], r["note"]) for r in rows],
+        indent="",
+    )
+
+
+def outbox(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`wake outbox`: deliveries not sent yet, the newest first."""
+    if not rows:
+        return ["the outbox is empty: every delivery was sent"]
+    return table(
+        ("ID", "STATE", "ROUTE", "AGENT", "TIER", "WAKE", "ATTEMPTS", "QUEUED (UTC)", "LAST ERROR"),
+        [(r["id"], r["state"], r["route"], r["agent_id"], r["tier"], str(r["wake_id"])[:8], r["attempts"], _utc(r["created_at"]), r["last_error"])
+         for r in rows],
+        indent="", right=frozenset({0, 6}),
+    )
 
 
 def checks(checks: list[doctor.Check]) -> str:

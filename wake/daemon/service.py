@@ -1,6 +1,7 @@
 """`wake daemon`: the process around the wake cycle (docs/design.md, steps 1-3 and the life around them).
 
-The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer).
+The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer, the
+outbox sender, the one-shot poller).
 APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier); a job
 only names its slot and hands it to a tracked task, so every wake in flight is one task the
 daemon can drain or cancel.
@@ -36,13 +37,13 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from ledgers import introspection, slots
+from ledgers import controls, introspection, slots
 from ledgers.vocab import NO_WAIT_TIERS, Tier, Trigger
 from wake import __version__, clock, logs, stores
 from wake.arrival import code_check
 from wake.config import Config, load_config_file
 from wake.context import WakeRequest
-from wake.daemon import control, notify, schedule
+from wake.daemon import control, notify, outbox, schedule
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, WakeError
 from wake.observe import metrics
 from wake.run import claim, cycle, session
@@ -99,6 +100,8 @@ class Daemon:
         self.scheduler: AsyncIOScheduler | None = None
         self.turns = asyncio.Semaphore(self.config.daemon.max_concurrent_wakes)
         self.metrics: metrics.Metrics | None = None
+        self.sender: outbox.Sender | None = None
+        self.oneshots_running: set[Any] = set()  # one-shot wake ids handed to a task here
 
     @property
     def stores(self) -> stores.Stores | None:
@@ -125,12 +128,14 @@ class Daemon:
             self.scheduler.start()
             self._schedule_all()
             self._catch_up()
+            self.sender = outbox.Sender(lambda: self.config, st, owner=self.owner, now=self.now)
             exposition = self._serve_metrics()
             self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
             side = [
                 asyncio.create_task(notify.watchdog_loop(self.notifier), name="watchdog"),
                 asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
                 asyncio.create_task(self._trigger_loop(), name="triggers"),
+                *self._operator_tasks(),
             ]
             if self.metrics is not None:
                 side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
@@ -164,6 +169,9 @@ class Daemon:
             return None
         self.metrics = metrics.Metrics(agents=agent_infos(self.config), version=__version__)
         self.metrics.set_running(lambda: list(self.running.values()))
+        sender = self.sender
+        if sender is not None:
+            self.metrics.set_outbox_backlog(lambda: sender.backlog)
         exposition = metrics.serve(listen, self.metrics)
         metrics.install(self.metrics)
         log.info("daemon.metrics", url=f"http://{listen}/metrics")
@@ -269,6 +277,11 @@ class Daemon:
             missed = schedule.last_missed(sched, last, now)
             if missed is None:
                 continue
+            if sched.catch_up != "one" and self.config.tier(sched.agent_id, sched.tier).misfire_grace_s is not None:
+                # With a grace window the slot missed while down is a late scheduled slot: it runs
+                # if still within grace, else it is recorded `missed` (docs/daemon.md).
+                self._spawn(self.run_slot(sched, missed, Trigger.schedule), name=f"late:{sched.agent_id}/{sched.tier}")
+                continue
             if sched.catch_up != "one":
                 metrics.observe_skipped(sched.agent_id, sched.tier, "catch_up_skipped")
                 log.info(
@@ -355,6 +368,51 @@ class Daemon:
             return None  # logged `wake.cancelled` (lease lost); the row says `aborted` if it still could
         finally:
             self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+
+    # -- operator controls: the outbox sender and one-shot wakes -------------------------------------
+
+    def _operator_tasks(self) -> list[asyncio.Task[Any]]:
+        assert self.sender is not None
+        return [
+            asyncio.create_task(self.sender.loop(), name="outbox"),
+            asyncio.create_task(self._oneshot_loop(), name="oneshots"),
+        ]
+
+    async def _oneshot_loop(self) -> None:
+        """Hand every due one-shot (`wake at`) to a task; its claim decides which replica runs it."""
+        assert self.stores is not None
+        unknown: set[Any] = set()
+        while not self.stopping:
+            try:
+                async with self.stores.pg_conn() as conn:
+                    due = await controls.due_oneshots(conn, self.now())
+            except Exception as exc:  # PostgreSQL away: the one-shots wait in their table
+                log.warning("oneshot.poll_failed", error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+                due = []
+            for shot in due:
+                agent = self.config.agents.get(shot["agent_id"])
+                if agent is None or shot["tier"] not in agent.tiers:
+                    if shot["wake_id"] not in unknown:
+                        unknown.add(shot["wake_id"])
+                        log.warning("oneshot.unconfigured", agent=shot["agent_id"], tier=shot["tier"], wake_id=str(shot["wake_id"]))
+                    continue
+                if shot["wake_id"] not in self.oneshots_running and not self.stopping:
+                    self.oneshots_running.add(shot["wake_id"])
+                    self._spawn(self.run_oneshot(shot), name=f"at:{shot['agent_id']}/{shot['tier']}:{shot['wake_id']}")
+            await asyncio.sleep(self.config.daemon.poll_s)
+
+    async def run_oneshot(self, shot: dict[str, Any]) -> None:
+        """One due one-shot through the one claim path: claimed on its own row, then leased and run."""
+        request = WakeRequest(agent_id=shot["agent_id"], tier=Tier(shot["tier"]), trigger=Trigger.at, wake_id=shot["wake_id"])
+        try:
+            async with self.turns:
+                if self.stopping:
+                    return  # never claimed: the next start (or another replica) runs it
+                log.info("oneshot.due", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id), fire_at=shot["fire_at"].isoformat())
+                wait_s = 0.0 if request.tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
+                await self._leased(request, slot_claim=claim.Claim(by=self.replica_id), wait_s=wait_s)
+        finally:
+            self.oneshots_running.discard(shot["wake_id"])
 
     # -- manual wakes through Redis -----------------------------------------------------------------
 

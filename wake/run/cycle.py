@@ -27,16 +27,18 @@ import asyncpg
 from ledgers import daybook, introspection
 from ledgers.fences import StaleFence
 from ledgers.memory.repo import MemoryRepo
-from ledgers.vocab import Status, StopReason, Tier, Trigger
+from ledgers.vocab import Result, Status, StopReason, Tier, Trigger
 from surfaces import memory as memory_tools
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
 from wake.arrival import absence, sources
 from wake.arrival import engine as arrival
+from wake.arrival import operator as operator_sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import MemoryState, WakeContext, WakeRequest
 from wake.observe import metrics
+from wake.run import deliver
 from wake.run.session import Session
 from wake.stores import Stores, lease
 from wake.think import client as model
@@ -76,7 +78,9 @@ class WakeOutcome:
 
 
 def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
-    return [sources.resolve(config, name) for name in config.tier(agent_id, tier).sources]
+    """The tier's named sources, then those its operator keys add (instructions, pre-check)."""
+    conf = config.tier(agent_id, tier)
+    return [sources.resolve(config, name) for name in conf.sources] + operator_sources.tier_sources(conf)
 
 
 def _with_diff(ctx: WakeContext, earlier: list[Block]) -> WakeContext:
@@ -225,7 +229,7 @@ async def run_wake(
                 await with_row(ctx, conn)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
-            decision, thought = await gate_and_think(ctx, blocks, mani, models)
+            decision, thought = await steps_8_9(ctx, blocks, mani, models)
             status, note, error = Status(thought.status), thought.note, thought.error
             if thought.final_text:
                 await record_daybook(ctx, thought.final_text, blocks)
@@ -237,7 +241,13 @@ async def run_wake(
         bound.exception("wake.failed")
     finally:
         if not dry_run:
-            settled = _settle(stores, recorded, row_base, status, note, error, registry, mani, blocks, thought.thinking if thought else None)
+            queued = deliver.deliveries(
+                config, wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, status=status,
+                final_text=thought.final_text if thought else None, manifest_root=mani.root if mani else None, settled_at=now(),
+            )
+            settled = _settle(
+                stores, recorded, row_base, status, note, error, registry, mani, blocks, thought.thinking if thought else None, queued=queued
+            )
             recorded = await asyncio.shield(settled) or recorded
         if own_client:
             await asyncio.shield(models.aclose())
@@ -262,16 +272,6 @@ async def run_wake(
     )
 
 
-async def gate_and_think(
-    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest, models: model.Client,
-) -> tuple[gate.Decision | None, thinking_loop.Thought]:
-    """Steps 8-9, unless the Cloister canary halted the wake: then neither runs."""
-    if ctx.memory_state.halt is not None:
-        return None, halted(ctx.memory_state)
-    decision = gate_check(ctx, blocks, mani)
-    return decision, await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
-
-
 def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -> gate.Decision:
     """Step 8: quiet, escalate or open. A tier without a model route has nothing to gate."""
     if ctx.config.tier(ctx.agent_id, ctx.tier).model is None:
@@ -290,6 +290,43 @@ def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -
             to=decision.to,
         )
     return decision
+
+
+async def steps_8_9(
+    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest, models: model.Client
+) -> tuple[gate.Decision | None, thinking_loop.Thought]:
+    """Steps 8-9: nothing runs while the Cloister canary halts the wake; then the tier's pre-check,
+    then the gate, then the model; an `ok_token` answer is quiet."""
+    if ctx.memory_state.halt is not None:
+        return None, halted(ctx.memory_state)
+    stopped = prechecked(blocks)
+    if stopped is not None:
+        return None, stopped
+    decision = gate_check(ctx, blocks, mani)
+    thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
+    return decision, nothing_to_report(ctx.tier_config.ok_token, thought)
+
+
+def prechecked(blocks: Sequence[Block]) -> thinking_loop.Thought | None:
+    """The tier's pre-check decides before the gate and the model: None to go on (it passed, or
+    the tier has none), else a quiet wake (exit 1) or a failed one (any other end), no call made."""
+    block = next((b for b in blocks if b.name == operator_sources.PRECHECK), None)
+    if block is None or block.result == Result.present:
+        return None
+    spent = introspection.Thinking(model=None, stop_reason=StopReason.precheck)
+    if block.result == Result.empty:
+        return thinking_loop.Thought(status="quiet", note="pre-check: nothing to do (exit 1)", error=None, thinking=spent, final_text=None)
+    return thinking_loop.Thought(status="failed", note="pre-check failed", error=block.reason, thinking=spent, final_text=None)
+
+
+def nothing_to_report(ok_token: str | None, thought: thinking_loop.Thought) -> thinking_loop.Thought:
+    """A completed wake whose whole final answer is the tier's `ok_token` settles `quiet`, with
+    its tokens spent and recorded (stop reason `nothing_to_report`, unlike the gate's `gate`), and
+    no final text: no daybook entry, no delivery. The token inside other text is an answer."""
+    if ok_token is None or thought.status != Status.completed or thought.final_text is None or thought.final_text.strip() != ok_token:
+        return thought
+    spent = dataclasses.replace(thought.thinking, stop_reason=StopReason.nothing_to_report) if thought.thinking else None
+    return thinking_loop.Thought(status="quiet", note=f"nothing to report ({ok_token})", error=None, thinking=spent, final_text=None)
 
 
 def gated(decision: gate.Decision) -> thinking_loop.Thought:
@@ -356,14 +393,17 @@ def _row(
 async def _settle(
     stores: Stores, recorded: bool, row_base: dict[str, Any], status: str, note: str | None, error: str | None,
     registry: Registry, mani: manifest.Manifest | None, blocks: list[Block], thinking: introspection.Thinking | None = None,
+    queued: Sequence[deliver.Delivery] = (),
 ) -> bool:
-    """Step 10: close the row with the loop's totals; write a failed row if the wake died before recording one."""
+    """Step 10: close the row with the loop's totals and queue its deliveries (one transaction,
+    under the fence); write a failed row if the wake died before recording one."""
     try:
         async with lease.fenced(stores, row_base["agent_id"], row_base["fence"]) as conn:
             if recorded:
                 if thinking is not None:
                     await introspection.record_thinking(conn, row_base["wake_id"], thinking)
-                await introspection.settle(conn, row_base["wake_id"], status, note=note, error=error)
+                if await introspection.settle(conn, row_base["wake_id"], status, note=note, error=error):
+                    await deliver.enqueue(conn, row_base["wake_id"], row_base["agent_id"], row_base["tier"], list(queued))
                 return True
             row = _row(row_base, registry, mani, blocks, note=note, error=error)
             await introspection.insert(conn, row, status=status)
