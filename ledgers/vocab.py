@@ -38,6 +38,8 @@ class Status(enum.StrEnum):
     halted = "halted"
     abandoned = "abandoned"
     skipped = "skipped"
+    # a slot the daemon could not claim or record because PostgreSQL was unreachable; recorded once it answers
+    missed = "missed"
 
 
 class Retrieval(enum.StrEnum):

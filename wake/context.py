@@ -63,6 +63,10 @@ class WakeContext:
     # {"agent": diff against the agent's previous wake, "tier": against the tier's}; derived
     # sources (the binding diff) see it
     diff: Mapping[str, Any] = field(default_factory=dict)
+    # a dry run records nothing: sources that do work worth a row (a probe) run it, store nothing,
+    # and name it in `unstored` (shared by every copy of this context), which the dry run prints
+    dry_run: bool = False
+    unstored: list[str] = field(default_factory=list)
     agent: AgentConfig = field(init=False)
     tier_config: TierConfig = field(init=False)
     settings: ToolSettings = field(init=False)
