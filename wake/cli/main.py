@@ -164,7 +164,7 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool) -> None:
 @cli.command("ledger")
 @agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), help="Only this tier.")
-@click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, started).")
+@click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, missed, started).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
