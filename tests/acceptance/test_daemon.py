@@ -10,6 +10,7 @@ are generous, since a loaded two-core machine can take seconds to start a proces
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -404,3 +405,57 @@ def wait_status(cli: Callable[..., subprocess.CompletedProcess[str]], ready: Cal
             return status
         if time.monotonic() > deadline:
             raise AssertionError(f"wake status never showed what was waited for within {timeout_s}s: {done.stdout}{done.stderr}")
+
+
+def test_slots_while_postgres_is_stopped_are_recorded_missed_when_it_is_back(tmp_path: Path, redis_url: str) -> None:
+    """A PostgreSQL of its own, stopped (`pg_ctl stop -m fast`) under a running daemon and started again."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+        from pgserver._commands import pg_ctl
+
+    from ledgers import schema
+    from wake.stores import engines
+
+    dsn = engines.start_postgres(tmp_path / "own")
+    server = pgserver.get_server(tmp_path / "own" / "postgres", cleanup_mode="stop")
+
+    async def migrate() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await schema.migrate(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(migrate())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "NOTIFY_SOCKET"))}
+    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"))
+    config = tmp_path / "outage.toml"
+    config.write_text(f'[postgres]\ndsn = "{dsn}"\n[redis]\nurl = "{redis_url}"\n[daemon]\nheartbeat_s = 1\n{agents()}')
+    replica = Replica(config, tmp_path / "outage.log", env)
+    try:
+        replica.wait_event("daemon.ready", timeout_s=120)
+        wait_rows(dsn, "SELECT 1 FROM wake_introspection_ledger WHERE status = 'completed'")
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+        for count in range(1, 4):  # three slots fire while it is down
+            replica.wait_event("slot.spooled", timeout_s=120, where=lambda e, n=count: len(replica.events("slot.spooled")) >= n)
+        server.ensure_postgres_running()
+        replica.wait_event("wake.missed", timeout_s=120, where=lambda e: len(replica.events("wake.missed")) >= 3)
+        assert replica.stop() == 0  # the spool is empty by the end of the drain or `daemon.spool_lost` says so
+        spooled = replica.events("slot.spooled")
+        rows = query(dsn, "SELECT scheduled_for, status, note FROM wake_introspection_ledger WHERE scheduled_for = ANY($1::timestamptz[])",
+                     [dt.datetime.fromisoformat(e["scheduled_for"]) for e in spooled])
+    finally:
+        if replica.proc.poll() is None:
+            replica.proc.kill()
+        with contextlib.suppress(Exception):
+            server.cleanup()
+    assert all(e["error"].startswith(f"postgres unreachable at {dsn}") for e in spooled), spooled[0]
+    assert not [e for e in replica.events("daemon.task_failed") if "FileNotFoundError" in e["error"]]
+    lost = sum(e["slots"] for e in replica.events("daemon.spool_lost"))
+    assert len(rows) + lost == len({e["scheduled_for"] for e in spooled}) and len(rows) >= 3  # one row a slot
+    assert {r["status"] for r in rows} == {"missed"}
+    assert all(r["note"].startswith("missed: store_unreachable: postgres unreachable from ") for r in rows)
+    assert len(replica.events("wake.missed")) == len(rows)

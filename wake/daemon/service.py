@@ -346,7 +346,9 @@ class Daemon:
             dropped = self.spool.popleft()
             log.error("daemon.spool_full", agent=dropped.request.agent_id, tier=dropped.request.tier,
                       scheduled_for=dropped.request.scheduled_for.isoformat() if dropped.request.scheduled_for else None, kept=SPOOL_MAX)
-        self.spool.append(claim.Missed(request=request, failed_at=self.now(), error=logs.redact_text(error)))
+        now = self.now()
+        since = self.spool[0].outage_since if self.spool else now  # the spool empties when PostgreSQL answers
+        self.spool.append(claim.Missed(request=request, failed_at=now, error=logs.redact_text(error), outage_since=since))
         log.warning("slot.spooled", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id),
                     scheduled_for=request.scheduled_for.isoformat() if request.scheduled_for else None, error=logs.redact_text(error),
                     spooled=len(self.spool))

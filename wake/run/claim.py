@@ -125,8 +125,9 @@ class Missed:
     PostgreSQL answers again (`wake.daemon.service`), then `record_missed` writes its row."""
 
     request: WakeRequest
-    failed_at: dt.datetime
+    failed_at: dt.datetime  # when this slot was refused
     error: str
+    outage_since: dt.datetime | None = None  # when this process first found PostgreSQL away, this outage
 
 
 MISSED = "missed: store_unreachable"
@@ -149,8 +150,9 @@ async def record_missed(session: Session, missed: Missed, *, by: str, now: dt.da
             if holder is None or holder["claimed_by"] != by or await introspection.get(conn, holder["wake_id"]) is not None:
                 return None
             wake_id = holder["wake_id"]
-        outage_s = (now - missed.failed_at).total_seconds()
-        note = (f"{MISSED}: postgres unreachable from {missed.failed_at:%Y-%m-%dT%H:%M:%S%z} until it answered again at "
+        since = min(missed.outage_since or missed.failed_at, missed.failed_at)
+        outage_s = (now - since).total_seconds()
+        note = (f"{MISSED}: postgres unreachable from {since:%Y-%m-%dT%H:%M:%S%z} until it answered again at "
                 f"{now:%Y-%m-%dT%H:%M:%S%z} ({outage_s:.0f} s); the slot was not run")
         row = introspection.WakeRow(
             wake_id=wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=request.scheduled_for,
@@ -160,7 +162,7 @@ async def record_missed(session: Session, missed: Missed, *, by: str, now: dt.da
     metrics.observe_skipped(request.agent_id, request.tier, "store_unreachable")
     log.warning(
         "wake.missed", reason="store_unreachable", agent=request.agent_id, tier=request.tier, wake_id=str(wake_id),
-        scheduled_for=request.scheduled_for.isoformat(), failed_at=missed.failed_at.isoformat(), outage_s=round(outage_s, 1), chain=chain,
+        scheduled_for=request.scheduled_for.isoformat(), failed_at=since.isoformat(), outage_s=round(outage_s, 1), chain=chain,
     )
     return chain
 
