@@ -251,14 +251,17 @@ def verify_cmd(ctx: Context, wake_id: str | None, live: bool, check_chain: bool,
     if row["manifest_root"] is None:
         click.echo(f"wake {row['wake_id']} has no manifest (status {row['status']})")
         sys.exit(1)
+    legacy = row["chain_seq"] is None and not row["arrival_order"]  # recorded before block texts and tools were stored
     recomputed, differences = manifest.audit(
         row["agent_id"], row["tier"], {n: b["hash"] for n, b in row["blocks"].items()}, row["tool_hashes"], row["manifest_root"],
-        list(row["active_tool_names"]), stored,
+        list(row["active_tool_names"]), None if legacy else stored,
     )
     if row["active_tools_count"] != len(row["tool_hashes"]):
         counted = f"the row counts {row['active_tools_count']}; it has {len(row['tool_hashes'])} tool hashes"
         differences.append(manifest.Difference("tool count", counted))
     click.echo("\n".join(render.verify_lines(row, recomputed, differences)))
+    if legacy:
+        click.echo("(recorded before block texts and tools were stored: only the root is recomputed, from the row's hashes)")
     if now is not None:
         click.echo("\n".join(render.live_lines(row, now)))
     sys.exit(0 if not differences else 1)

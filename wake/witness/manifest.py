@@ -111,10 +111,25 @@ def _content_problem(kind: str, stored_hash: str, body: tuple[str, str] | None) 
 
 def audit(
     agent_id: str, tier: str, blocks: Mapping[str, str], tools: Mapping[str, str], root: str, tool_names: Sequence[str],
-    stored: Mapping[str, tuple[str, str]],
+    stored: Mapping[str, tuple[str, str]] | None,
 ) -> tuple[str, list[Difference]]:
     """Recompute a stored row: every block and tool hash from its stored content, the root from
-    the hashes, the tool list from the tools. Returns the recomputed root and every part that differs."""
+    the hashes, the tool list from the tools. Returns the recomputed root and every part that
+    differs. `stored=None`: a row recorded before content was stored; only the root and the tool
+    list are checked."""
+    found: list[Difference] = []
+    if stored is not None:
+        found += _contents_differ(blocks, tools, stored)
+    if sorted(tools) != list(tool_names):
+        listed, hashed = ", ".join(tool_names) or "none", ", ".join(sorted(tools)) or "none"
+        found.append(Difference("tool list", f"the row lists {listed}; its tool hashes name {hashed}"))
+    again = root_hash(agent_id, tier, blocks, tools)
+    if again != root:
+        found.append(Difference("root", f"the row's root is {root}; its block and tool hashes give {again}"))
+    return again, found
+
+
+def _contents_differ(blocks: Mapping[str, str], tools: Mapping[str, str], stored: Mapping[str, tuple[str, str]]) -> list[Difference]:
     found: list[Difference] = []
     for name, digest in sorted(blocks.items()):
         problem = _content_problem("block", digest, stored.get(digest))
@@ -127,10 +142,4 @@ def audit(
             problem = f"its stored declaration is of the tool {declared!r}"
         if problem:
             found.append(Difference(f"tool {name}", problem))
-    if sorted(tools) != list(tool_names):
-        listed, hashed = ", ".join(tool_names) or "none", ", ".join(sorted(tools)) or "none"
-        found.append(Difference("tool list", f"the row lists {listed}; its tool hashes name {hashed}"))
-    again = root_hash(agent_id, tier, blocks, tools)
-    if again != root:
-        found.append(Difference("root", f"the row's root is {root}; its block and tool hashes give {again}"))
-    return again, found
+    return found
