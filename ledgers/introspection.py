@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import ids, queries
 
 SETTLED = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped", "missed")
 
@@ -208,6 +208,11 @@ async def record_final_text(conn: asyncpg.Connection, wake_id: uuid.UUID, text: 
     return await conn.fetchval(_sql("record_final_text"), wake_id, text) is not None
 
 
+async def record_unchecked_claims(conn: asyncpg.Connection, wake_id: uuid.UUID, count: int) -> bool:
+    """The number of absence claims the final text made about blocks that could not be checked."""
+    return await conn.fetchval(_sql("record_unchecked_claims"), wake_id, count) is not None
+
+
 def _decode(record: asyncpg.Record | None) -> dict[str, Any] | None:
     return None if record is None else queries.decoded([record], ("blocks", "tool_hashes", "diff"))[0]
 
@@ -217,13 +222,15 @@ async def get(conn: asyncpg.Connection, wake_id: uuid.UUID) -> dict[str, Any] | 
 
 
 async def resolve_id(conn: asyncpg.Connection, text: str) -> uuid.UUID | None:
-    """A full wake id, or a unique prefix of one."""
+    """A full wake id, or the one wake a prefix names; None when no wake has the prefix. Raises
+    `ids.BadPrefix` for a prefix too short or not hex, `ids.AmbiguousPrefix` when several match."""
     try:
         return uuid.UUID(text)
     except ValueError:
         pass
-    rows = await conn.fetch(_sql("find_by_prefix"), text.lower())
-    return rows[0]["wake_id"] if len(rows) == 1 else None
+    low, high = ids.prefix_range(text)
+    rows = await conn.fetch(_sql("find_by_prefix"), low, high, ids.LISTED_MATCHES)
+    return ids.unique(rows, what="wake", prefix=text, column="wake_id")
 
 
 async def previous_settled(conn: asyncpg.Connection, agent_id: str, tier: str | None, before: dt.datetime) -> dict[str, Any] | None:

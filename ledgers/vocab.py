@@ -73,6 +73,7 @@ class StopReason(enum.StrEnum):
     aborted = "aborted"
     gate = "gate"
     escalated = "escalated"
+    cloister = "cloister"  # an open HALT finding (or a canary that could not run): no model call
 
 
 # Tiers that never wait for a busy agent: a whisper is cheap and the next one is minutes away.

