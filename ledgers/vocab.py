@@ -40,7 +40,9 @@ class Status(enum.StrEnum):
     halted = "halted"
     abandoned = "abandoned"
     skipped = "skipped"
-    missed = "missed"  # a claimed slot found later than its tier's misfire_grace_s: one row, no wake
+    # a slot that did not run and never will: found later than its tier's misfire_grace_s, or one
+    # PostgreSQL was unreachable for (recorded once it answers); one row, no wake
+    missed = "missed"
 
 
 class Retrieval(enum.StrEnum):

@@ -50,17 +50,19 @@ def spec_of(row: dict[str, Any]) -> probe.ProbeSpec | None:
 
 async def run_probe(
     spec: probe.ProbeSpec, *, inst: probe.Instrument, write: Writer, agent_id: str, now: dt.datetime,
-    wake_id: uuid.UUID | None = None, retraction_id: uuid.UUID | None = None,
+    wake_id: uuid.UUID | None = None, retraction_id: uuid.UUID | None = None, store: bool = True,
 ) -> tuple[probe.ProbeResult, uuid.UUID]:
-    """Run the instrument (off the event loop) and leave its row in `claim_probe_records`."""
+    """Run the instrument (off the event loop) and leave its row in `claim_probe_records`
+    (`store=False`, a dry run's: run it and write nothing)."""
     result = await asyncio.to_thread(inst.probe, spec)
     record = probes.ProbeRecord(
         agent_id=agent_id, wake_id=wake_id, retraction_id=retraction_id, target=spec.target, resolved_path=result.resolved_path,
         mode=spec.mode, needle=spec.needle, negate=spec.negate, assertion=spec.assertion, verdict=result.verdict,
         evidence=result.evidence, instrument_state=result.instrument_state, controls=result.controls, checked_at=now,
     )
-    async with write() as conn:
-        await probes.insert(conn, record)
+    if store:
+        async with write() as conn:
+            await probes.insert(conn, record)
     return result, record.id
 
 

@@ -82,6 +82,10 @@ class WakeContext:
     # fenced transaction that inserts the row, each in its own savepoint; never on a dry run.
     with_row: list[RowWrite] = field(default_factory=list)
     memory_state: MemoryState = MemoryState()
+    # a dry run records nothing: sources that do work worth a row (a probe) run it, store nothing,
+    # and name it in `unstored` (shared by every copy of this context), which the dry run prints
+    dry_run: bool = False
+    unstored: list[str] = field(default_factory=list)
     agent: AgentConfig = field(init=False)
     tier_config: TierConfig = field(init=False)
     settings: ToolSettings = field(init=False)

@@ -10,12 +10,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ledgers import workspace
+from ledgers import introspection, workspace
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers
 from wake.cli import doctor, remote
 from wake.run.cycle import WakeOutcome
+from wake.witness import manifest
 
 
 def _default(value: Any) -> Any:
@@ -349,6 +350,53 @@ def probe_records(rows: list[dict[str, Any]]) -> str:
                    f"[instrument {r['instrument_state']}, {len(r['controls'])} controls, {failed} failed; {r['resolved_path'] or '-'}]"
                    f"{links}{said}  {str(r['id'])[:8]}")
     return "\n".join(out)
+
+
+def arrival(blocks: Sequence[tuple[str, str | None]]) -> str:
+    """`wake show --arrival`: the blocks as the prompt had them (`## name`, then the text)."""
+    if not blocks:
+        return "(this wake recorded no blocks)"
+    return "\n\n".join(f"## {name}\n{text if text is not None else '(its text is not stored: recorded before the content store)'}"
+                       for name, text in blocks)
+
+
+def verify_lines(r: Mapping[str, Any], recomputed: str, differences: Sequence[manifest.Difference]) -> list[str]:
+    lines = [f"stored root     {r['manifest_root']}", f"recomputed root {recomputed}  {'OK' if not differences else 'MISMATCH'}"]
+    lines += [f"  {d.part}: {d.detail}" for d in differences]
+    lines.append(f"chain link {r['chain_seq']}  {r['chain']}" if r.get("chain") else "chain: not linked (open, or recorded before the chain)")
+    return lines
+
+
+def live_lines(r: Mapping[str, Any], now: WakeOutcome) -> list[str]:
+    """`wake verify --live`: the stored manifest against the sources and binding run now."""
+    assert now.manifest is not None
+    stored_blocks = {n: b["hash"] for n, b in r["blocks"].items()}
+    changed_blocks = sorted(n for n in set(stored_blocks) | set(now.manifest.blocks) if stored_blocks.get(n) != now.manifest.blocks.get(n))
+    changed_tools = sorted(n for n in set(r["tool_hashes"]) | set(now.manifest.tools) if r["tool_hashes"].get(n) != now.manifest.tools.get(n))
+    return [
+        f"live root       {now.manifest.root}  {'same' if now.manifest.root == r['manifest_root'] else 'differs'}",
+        f"blocks that differ now: {', '.join(changed_blocks) or 'none'}",
+        f"tools that differ now: {', '.join(changed_tools) or 'none'}",
+        f"({now.note})",
+    ]
+
+
+def chain_lines(checks: Sequence[introspection.ChainCheck]) -> list[str]:
+    """`wake verify --chain`: per agent, intact (with its head, to compare with `wake.settled chain=`) or the first break."""
+    if not checks:
+        return ["no chain yet: no wake has settled"]
+    lines = []
+    for c in checks:
+        head = f"head link {c.head[0]} {c.head[1]}" if c.head else "no head"
+        if c.why is None:
+            lines.append(f"{c.agent_id}: OK, {c.rows} link(s); {head}")
+            continue
+        lines.append(f"{c.agent_id}: BROKEN ({c.rows} link(s) stored); {head}")
+        if c.broken is not None:
+            lines.append(f"  first broken row: wake {c.broken['wake_id']} (link {c.broken['chain_seq']}, {c.broken['status']}, "
+                         f"started {c.broken['started_at'].astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)")
+        lines.append(f"  {c.why}")
+    return lines
 
 
 def fact_checks(checks: Sequence[Mapping[str, Any]]) -> str:

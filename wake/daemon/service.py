@@ -25,6 +25,7 @@ Job defaults, on purpose:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import datetime as dt
@@ -44,7 +45,7 @@ from wake.arrival import code_check
 from wake.config import Config, load_config_file
 from wake.context import WakeRequest
 from wake.daemon import control, notify, outbox, schedule
-from wake.errors import AgentBusy, LeaseBusy, LeaseLost, WakeError
+from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable, WakeError
 from wake.observe import metrics
 from wake.run import claim, cycle, session
 from wake.run.claim import BUSY_HINT
@@ -57,6 +58,10 @@ JOB_DEFAULTS: dict[str, Any] = {"coalesce": True, "misfire_grace_time": None, "m
 TRIGGER_POP_S = 1.0
 # A cancelled wake gets this long to settle `aborted` before the daemon stops waiting for it.
 CANCEL_GRACE_S = 10.0
+# Slots that got no row while PostgreSQL was away, kept in memory until it answers (oldest
+# dropped, and logged, past this many); and how often an unreachable PostgreSQL is asked again.
+SPOOL_MAX = 1000
+SPOOL_RETRY_S = 1.0
 
 
 def agent_infos(config: Config) -> dict[str, metrics.AgentInfo]:
@@ -102,6 +107,9 @@ class Daemon:
         self.metrics: metrics.Metrics | None = None
         self.sender: outbox.Sender | None = None
         self.oneshots_running: set[Any] = set()  # one-shot wake ids handed to a task here
+        self.spool: collections.deque[claim.Missed] = collections.deque()
+        self.spooled = asyncio.Event()
+        self.stop_signal: str | None = None
 
     @property
     def stores(self) -> stores.Stores | None:
@@ -136,6 +144,7 @@ class Daemon:
                 asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
                 asyncio.create_task(self._trigger_loop(), name="triggers"),
                 *self._operator_tasks(),
+                asyncio.create_task(self.spool_loop(), name="spool"),
             ]
             if self.metrics is not None:
                 side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
@@ -179,6 +188,7 @@ class Daemon:
 
     def request_stop(self, signum: int | None = None) -> None:
         if not self.stop.is_set():
+            self.stop_signal = signal.Signals(signum).name if signum else None
             log.info("daemon.stopping", signal=signal.Signals(signum).name if signum else None, running=len(self.running))
             self.stop.set()
 
@@ -213,9 +223,13 @@ class Daemon:
             _, pending = await asyncio.wait(pending, timeout=drain_s)
         if pending:
             log.warning("daemon.drain_timeout", cancelled=len(pending))
+            reason = f"drain timeout on {self.stop_signal or 'stop'} after {drain_s:g} s"  # the aborted rows' error
             for task in pending:
-                task.cancel()
+                task.cancel(reason)
             await asyncio.wait(pending, timeout=CANCEL_GRACE_S)
+        if self.spool:
+            log.error("daemon.spool_lost", slots=len(self.spool), first=self.spool[0].request.scheduled_for.isoformat()
+                      if self.spool[0].request.scheduled_for else None)
         for task in side:
             task.cancel()
         await asyncio.gather(*side, return_exceptions=True)
@@ -338,7 +352,55 @@ class Daemon:
                 return  # never claimed: another replica (or the next start's catch-up) may run it
             request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=trigger, scheduled_for=slot)
             wait_s = 0.0 if request.tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
-            await self._leased(request, slot_claim=claim.Claim(by=self.replica_id), wait_s=wait_s, timing=timing)
+            try:
+                outcome = await self._leased(request, slot_claim=claim.Claim(by=self.replica_id), wait_s=wait_s, timing=timing)
+            except StoreUnavailable as exc:
+                if exc.store != "postgres":
+                    raise
+                self.keep_missed(request, str(exc))
+                return
+            if outcome is not None and not outcome.recorded and "postgres unreachable" in (outcome.error or ""):
+                self.keep_missed(request, outcome.error or "")
+
+    # -- slots PostgreSQL was away for --------------------------------------------------------------
+
+    def keep_missed(self, request: WakeRequest, error: str) -> None:
+        """Keep a slot that got no row because PostgreSQL was unreachable, for `spool_loop`."""
+        if len(self.spool) >= SPOOL_MAX:
+            dropped = self.spool.popleft()
+            log.error("daemon.spool_full", agent=dropped.request.agent_id, tier=dropped.request.tier,
+                      scheduled_for=dropped.request.scheduled_for.isoformat() if dropped.request.scheduled_for else None, kept=SPOOL_MAX)
+        now = self.now()
+        since = self.spool[0].outage_since if self.spool else now  # the spool empties when PostgreSQL answers
+        self.spool.append(claim.Missed(request=request, failed_at=now, error=logs.redact_text(error), outage_since=since))
+        log.warning("slot.spooled", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id),
+                    scheduled_for=request.scheduled_for.isoformat() if request.scheduled_for else None, error=logs.redact_text(error),
+                    spooled=len(self.spool))
+        self.spooled.set()
+
+    async def flush_spool(self) -> int:
+        """Record every kept slot `missed` (the slot claim decides, across replicas); stops at the
+        first that PostgreSQL still refuses. Returns how many are left."""
+        assert self.session is not None
+        while self.spool:
+            missed = self.spool[0]
+            try:
+                await claim.record_missed(self.session, missed, by=self.replica_id, now=self.now())
+            except StoreUnavailable:
+                return len(self.spool)
+            except Exception as exc:  # a row that cannot be written for another reason is logged, not retried forever
+                log.error("daemon.spool_failed", wake_id=str(missed.request.wake_id), error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+            with contextlib.suppress(ValueError):
+                self.spool.remove(missed)
+        self.spooled.clear()
+        return 0
+
+    async def spool_loop(self) -> None:
+        """The side task: when slots are kept, ask PostgreSQL every `SPOOL_RETRY_S` until it answers."""
+        while True:
+            await self.spooled.wait()
+            if await self.flush_spool():
+                await asyncio.sleep(SPOOL_RETRY_S)
 
     async def _leased(
         self, request: WakeRequest, *, slot_claim: claim.Claim | None, wait_s: float, timing: claim.Timing | None = None,

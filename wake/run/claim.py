@@ -110,9 +110,9 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
         note=f"{status}: {reason}" if skipped else None, error=None if skipped else reason,
     )
     async with session.stores.pg_conn() as conn:
-        await introspection.insert(conn, row, status=status)
+        chain = await introspection.insert(conn, row, status=status)
     where = {"agent": request.agent_id, "tier": request.tier, "wake_id": str(request.wake_id),
-             "scheduled_for": request.scheduled_for.isoformat() if request.scheduled_for else None}
+             "scheduled_for": request.scheduled_for.isoformat() if request.scheduled_for else None, "chain": chain}
     metrics.observe_skipped(request.agent_id, request.tier, "missed" if status == Status.missed else metrics.reason_code(reason))
     if status == Status.missed:
         log.warning("wake.missed", reason=reason, **where)
@@ -120,6 +120,55 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
         log.info("wake.skipped", reason=reason, **where)
     else:
         log.error("wake.failed", error=reason, **where)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Missed:
+    """A slot that got no row because PostgreSQL was unreachable: its claim failed, or the row
+    that would say what happened to it could not be written. The daemon keeps it until
+    PostgreSQL answers again (`wake.daemon.service`), then `record_missed` writes its row."""
+
+    request: WakeRequest
+    failed_at: dt.datetime  # when this slot was refused
+    error: str
+    outage_since: dt.datetime | None = None  # when this process first found PostgreSQL away, this outage
+
+
+MISSED = "missed: store_unreachable"
+
+
+async def record_missed(session: Session, missed: Missed, *, by: str, now: dt.datetime) -> str | None:
+    """Write a `missed` row for the slot, unless it already has its one row. The slot claim
+    decides, across replicas, exactly as for a slot that runs: this replica claims it now, or
+    finds its own earlier claim without a row; a slot claimed by another replica is that
+    replica's to record. Returns the row's chain link, or None when nothing needed writing."""
+    request = missed.request
+    assert request.scheduled_for is not None
+    async with session.stores.pg_conn() as conn, conn.transaction():
+        wake_id = request.wake_id
+        if not await slots.claim(
+            conn, agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger,
+            claimed_by=by, claimed_at=now, wake_id=wake_id,
+        ):
+            holder = await slots.holder(conn, request.agent_id, request.tier, request.scheduled_for)
+            if holder is None or holder["claimed_by"] != by or await introspection.get(conn, holder["wake_id"]) is not None:
+                return None
+            wake_id = holder["wake_id"]
+        since = min(missed.outage_since or missed.failed_at, missed.failed_at)
+        outage_s = (now - since).total_seconds()
+        note = (f"{MISSED}: postgres unreachable from {since:%Y-%m-%dT%H:%M:%S%z} until it answered again at "
+                f"{now:%Y-%m-%dT%H:%M:%S%z} ({outage_s:.0f} s); the slot was not run")
+        row = introspection.WakeRow(
+            wake_id=wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=request.scheduled_for,
+            started_at=missed.failed_at, manifest_root=None, **cycle.provenance(session.config), note=note, error=missed.error,
+        )
+        chain = await introspection.insert(conn, row, status=Status.missed)
+    metrics.observe_skipped(request.agent_id, request.tier, "store_unreachable")
+    log.warning(
+        "wake.missed", reason="store_unreachable", agent=request.agent_id, tier=request.tier, wake_id=str(wake_id),
+        scheduled_for=request.scheduled_for.isoformat(), failed_at=since.isoformat(), outage_s=round(outage_s, 1), chain=chain,
+    )
+    return chain
 
 
 async def _claimed(session: Session, request: WakeRequest, claim: Claim, now: dt.datetime) -> bool:

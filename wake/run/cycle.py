@@ -195,6 +195,7 @@ async def run_wake(
     mani: manifest.Manifest | None = None
     wake_diff: Mapping[str, Any] | None = None
     status, note, error = Status.failed, None, None
+    stale, chain = False, None
     decision: gate.Decision | None = None
     thought: thinking_loop.Thought | None = None
     own_client = session.models is None
@@ -213,15 +214,17 @@ async def run_wake(
                 previous_tier = await introspection.previous_settled(conn, agent_id, tier, started_at)
         ctx = WakeContext(
             config=config, stores=stores, request=request, now=started_at, binding=tuple(binding), previous=previous,
-            previous_tier=previous_tier, tool_hashes=tool_hashes, memory_state=memory_state,
+            previous_tier=previous_tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
         )
         blocks, ctx = await arrive(
             ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000
         )
         wake_diff = ctx.diff
         mani = manifest.of_hashes(agent_id, tier, {b.name: manifest.sha256_text(b.text) for b in blocks}, tool_hashes)
+        row_base.update(contents=manifest.contents({b.name: b.text for b in blocks}, {t.name: t.declaration() for t in binding}),
+                        arrival_order=[b.name for b in arrival.prompt_order(blocks)])
         if dry_run:
-            status, note = Status.completed, "dry run: nothing recorded"
+            status, note = Status.completed, dry_run_note(ctx)
         else:
             row = _row(row_base, registry, mani, blocks, diff=dict(wake_diff) if wake_diff is not None else None)
             async with lease.fenced(stores, agent_id, fence) as conn:
@@ -233,14 +236,14 @@ async def run_wake(
             status, note, error = Status(thought.status), thought.note, thought.error
             if thought.final_text:
                 await record_daybook(ctx, thought.final_text, blocks)
-    except asyncio.CancelledError:
-        status, error = Status.aborted, "cancelled"
+    except asyncio.CancelledError as exc:
+        # the canceller's reason when it gave one (the daemon's drain timeout names itself)
+        status, error = Status.aborted, str(exc.args[0]) if exc.args and exc.args[0] else "cancelled"
         raise
     except Exception as exc:
-        status, error = Status.failed, logs.redact_text(f"{type(exc).__name__}: {exc}")
-        bound.exception("wake.failed")
+        status, error, stale = Status.failed, *_failure(exc, bound)
     finally:
-        if not dry_run:
+        if not dry_run and not stale:  # a stale fence stays stale: its settle would be refused too
             queued = deliver.deliveries(
                 config, wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, status=status,
                 final_text=thought.final_text if thought else None, manifest_root=mani.root if mani else None, settled_at=now(),
@@ -248,11 +251,14 @@ async def run_wake(
             settled = _settle(
                 stores, recorded, row_base, status, note, error, registry, mani, blocks, thought.thinking if thought else None, queued=queued
             )
-            recorded = await asyncio.shield(settled) or recorded
+            chain = await asyncio.shield(settled)
+            recorded = chain is not None or recorded
         if own_client:
             await asyncio.shield(models.aclose())
         duration_ms = clock.monotonic_ms() - started
-        bound.info("wake.settled", status=status, note=note, error=error, duration_ms=round(duration_ms, 2), root=mani.root if mani else None)
+        bound.info(
+            "wake.settled", status=status, note=note, error=error, duration_ms=round(duration_ms, 2), root=mani.root if mani else None, chain=chain,
+        )
         if not dry_run:
             spent = thought.thinking if thought else None
             metrics.observe_settled(agent_id, tier, status, duration_ms / 1000, spent, spent.refusals if spent else 0)
@@ -270,6 +276,22 @@ async def run_wake(
         duration_ms=duration_ms, gate=decision.reason if decision else None, thinking=thought.thinking if thought else None,
         final_text=thought.final_text if thought else None, escalation_cause=request.cause, escalated=escalated,
     )
+
+
+def _failure(exc: Exception, bound: Any) -> tuple[str, bool]:
+    """The row's error for a wake that raised, and whether its fence was stale. A stale fence is
+    an expected outcome for a process a newer lease holder replaced: `lease.fenced` logged
+    `fence.stale` once, and no traceback follows. Anything else is logged `wake.failed` with one."""
+    if isinstance(exc, StaleFence):
+        return str(exc), True
+    bound.exception("wake.failed")
+    return logs.redact_text(f"{type(exc).__name__}: {exc}"), False
+
+
+def dry_run_note(ctx: WakeContext) -> str:
+    """A dry run records nothing; what its sources ran without storing is named."""
+    unstored = f"; not stored: {', '.join(ctx.unstored)}" if ctx.unstored else ""
+    return f"dry run: nothing recorded{unstored}"
 
 
 def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -> gate.Decision:
@@ -394,23 +416,24 @@ async def _settle(
     stores: Stores, recorded: bool, row_base: dict[str, Any], status: str, note: str | None, error: str | None,
     registry: Registry, mani: manifest.Manifest | None, blocks: list[Block], thinking: introspection.Thinking | None = None,
     queued: Sequence[deliver.Delivery] = (),
-) -> bool:
-    """Step 10: close the row with the loop's totals and queue its deliveries (one transaction,
-    under the fence); write a failed row if the wake died before recording one."""
+) -> str | None:
+    """Step 10: close the row with the loop's totals and queue its deliveries (or write a failed row
+    if the wake died before recording one), linked into the agent's chain, all in one fenced
+    transaction. Returns the chain link, or None if nothing was written."""
     try:
         async with lease.fenced(stores, row_base["agent_id"], row_base["fence"]) as conn:
             if recorded:
                 if thinking is not None:
                     await introspection.record_thinking(conn, row_base["wake_id"], thinking)
-                if await introspection.settle(conn, row_base["wake_id"], status, note=note, error=error):
+                chain = await introspection.settle(conn, row_base["wake_id"], status, note=note, error=error, agent_id=row_base["agent_id"])
+                if chain is not None:  # it was this wake that closed the row
                     await deliver.enqueue(conn, row_base["wake_id"], row_base["agent_id"], row_base["tier"], list(queued))
-                return True
+                return chain
             row = _row(row_base, registry, mani, blocks, note=note, error=error)
-            await introspection.insert(conn, row, status=status)
-            return True
+            return await introspection.insert(conn, row, status=status)
     except StaleFence as exc:  # a newer lease holder exists: this wake writes nothing more
         log.warning("wake.settle_refused", wake_id=str(row_base["wake_id"]), status=status, fence=exc.fence, newest=exc.newest)
-        return False
-    except Exception:  # the store itself is gone: the log line is the only witness left
-        log.exception("wake.settle_failed", wake_id=str(row_base["wake_id"]), status=status)
-        return False
+        return None
+    except Exception as exc:  # the store itself is gone: the log line is the only witness left
+        log.error("wake.settle_failed", wake_id=str(row_base["wake_id"]), status=status, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+        return None
