@@ -5,7 +5,7 @@
 Without `--url` it starts tests.support.llama_server (built on first use: see tests/support/LLAMA.md)
 with the ChatML tool template and an 8192-token context. The embedded default config (the demo
 agent, its built-in sources and tools) with every tier routed to the server through a recording
-proxy; budgets of 2 turns and 32 output tokens keep it short. `--count` sets `tokenizer_url` (every
+proxy; budgets of 2 turns and 32 output tokens (and 32 for a summary) keep it short. `--count` sets `tokenizer_url` (every
 prompt counted with /apply-template and /tokenize) instead of the estimate.
 
 For each tier, `--wakes` consecutive wakes, the clock moving by the tier's interval: per wake the
@@ -70,6 +70,7 @@ def _config(state_dir: Path, proxy: RecordingProxy, count: bool) -> wake_config.
         + f'\n[models.llama]\nbase_url = "{proxy.url}"\nmodel = "smollm2-135m"\ncontext_window = 8192\ntimeout_s = 600\n'
         + "max_retries = 0\nextra_body = { temperature = 0 }\n"
         + (f'tokenizer_url = "{proxy.root_url}"\n' if count else "")
+        + "[think]\nsummary_max_tokens = 32\n"
     )
     text = re.sub(r"^budget = \{.*\}$", BUDGET, text, flags=re.MULTILINE)
     path = state_dir / "wake.toml"

@@ -63,6 +63,9 @@ max_retries = 0
         extra = f"""[tools]
 surfaces = ["quiet"]
 
+[think]
+summary_max_tokens = 16
+
 [models.llama]
 {route}
 extra_body = {{ temperature = 0 }}
