@@ -163,7 +163,7 @@ async def supersede_fact(
         "type": "object",
         "properties": {
             "title": {"type": "string", "minLength": 1, "maxLength": 300},
-            "due_on": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+            "due_on": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
             "about": {**graph_anchors.ABOUT, "description": "The entity the commitment is about in your graph; without it, no anchor."},
             "about_kind": graph_anchors.ABOUT_KIND,
         },

@@ -23,7 +23,7 @@ from typing import Any
 
 import jsonschema
 
-from surfaces import names
+from surfaces import names, schema_patterns
 
 ENTRY_POINT_GROUP = "wake.tools"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the OpenAI function-name rule
@@ -101,11 +101,21 @@ class Registry:
             jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
         except jsonschema.SchemaError as exc:
             raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
+        self._validate_patterns(where, tool.parameters)
         if not tool.surfaces:
             raise DeclarationError(f"{where}: declares no surface")
         unknown = sorted(set(tool.surfaces) - self.known_surfaces)
         if unknown:
             raise DeclarationError(f"{where}: unknown surface {unknown[0]!r}; known: {', '.join(sorted(self.known_surfaces))}")
+
+    @staticmethod
+    def _validate_patterns(where: str, parameters: Mapping[str, Any]) -> None:
+        """Every regex in the schema (valid ones: check_schema saw to that) is one that
+        grammar-constrained servers can compile."""
+        for at, pattern in schema_patterns.patterns(parameters):
+            why = schema_patterns.problem(pattern)
+            if why:
+                raise DeclarationError(f"{where}: {at} {pattern!r} {why}; servers that compile tool schemas to grammars cannot use it")
 
     def binding(self, binds: Iterable[str]) -> list[Tool]:
         """The tools a tier with these binds holds, sorted by name."""

@@ -150,6 +150,14 @@ class RetractionsConfig(_Model):
     due_shown: int = Field(5, ge=1)
 
 
+# The request fields wake itself sets (the binding, the conversation, the budgets, how tools may
+# be called, one JSON reply): a route's `extra_body` may add any other field, never these.
+HARNESS_BODY_KEYS = frozenset({
+    "model", "messages", "tools", "tool_choice", "functions", "function_call", "max_tokens", "max_completion_tokens",
+    "stream", "n",
+})
+
+
 class ModelRoute(_Model):
     base_url: str
     model: str
@@ -171,12 +179,23 @@ class ModelRoute(_Model):
     # providers that refuse tool messages without tools accept it), or omit them (for a server
     # that ignores tool_choice, e.g. Ollama).
     summary_tools: Literal["choice_none", "omit"] = "choice_none"
+    # A llama.cpp server's root URL: each prompt is counted with its /apply-template and /tokenize
+    # before it is sent. Unset: the previous turn's usage.prompt_tokens plus a conservative estimate.
+    tokenizer_url: str | None = None
 
-    @field_validator("base_url")
+    @field_validator("base_url", "tokenizer_url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_harness_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(HARNESS_BODY_KEYS.intersection(value))
+        if taken:
+            raise ValueError(f"{', '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by wake itself and cannot be overridden here")
         return value
 
 

@@ -102,10 +102,11 @@ class NoDaemon(WakeError):
 class ModelError(WakeError):
     """The provider failed (after any retries); `status` is the HTTP or in-body code, if any."""
 
-    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1, same_error: int = 1) -> None:
         super().__init__(message)
         self.status = status
         self.attempts = attempts
+        self.same_error = same_error  # of the attempts, how many ended with the last one's error
 
 
 class Failure(Exception):

@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from ledgers import introspection, workspace
@@ -22,7 +23,14 @@ from wake.witness import manifest
 def _default(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return value.isoformat()
+    if isinstance(value, Decimal):  # money (numeric columns): a JSON number, as `wake up --json` prints it
+        return float(value)
     return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """A value for a text line: a Decimal in fixed notation (`0.00000000`, never `0E-8`)."""
+    return format(value, "f") if isinstance(value, Decimal) else value
 
 
 def to_json(value: Any) -> str:
@@ -101,7 +109,7 @@ def thinking_json(o: WakeOutcome) -> dict[str, Any]:
 
 
 def row(r: Mapping[str, Any]) -> str:
-    lines = [f"{k}: {v}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
+    lines = [f"{k}: {_plain(v)}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
     lines.append(f"active_tool_names: {', '.join(r['active_tool_names']) or '(none)'}")
     lines.append("tool_hashes:")
     lines += [f"  {name:<24} {h}" for name, h in sorted(r["tool_hashes"].items())]
