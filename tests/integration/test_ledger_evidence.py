@@ -172,7 +172,7 @@ async def test_vocab_status_is_the_live_check(opened: stores.Stores) -> None:
     async with opened.pg_conn() as conn:
         definition = await conn.fetchval(
             "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
-            " WHERE conrelid = 'wake_introspection_ledger'::regclass AND conname = 'wake_introspection_ledger_status_check'"
+            " WHERE conrelid = 'wake_introspection_ledger'::regclass AND conname = 'wake_introspection_status'"
         )
     assert {s.value for s in Status} == set(re.findall(r"'([a-z_]+)'::text", definition))
 
