@@ -5,7 +5,7 @@
 Without `--url` it starts tests.support.llama_server (built on first use: see tests/support/LLAMA.md)
 with the ChatML tool template and an 8192-token context. The embedded default config (the demo
 agent, its built-in sources and tools) with every tier routed to the server through a recording
-proxy; budgets of 2 turns and 32 output tokens keep it short. `--count` sets `tokenizer_url` (every
+proxy; budgets of 2 turns and 32 output tokens (and 32 for a summary) keep it short. `--count` sets `tokenizer_url` (every
 prompt counted with /apply-template and /tokenize) instead of the estimate.
 
 For each tier, `--wakes` consecutive wakes, the clock moving by the tier's interval: per wake the
@@ -35,9 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ledgers import introspection  # noqa: E402
 from tests.support import llama_server  # noqa: E402
+from tests.support import wakes as one_wake
 from tests.support.recording_proxy import RecordingProxy  # noqa: E402
 from wake import config as wake_config  # noqa: E402
-from wake import cycle, logs, session  # noqa: E402
+from wake import logs
+from wake.run import (
+    session,  # noqa: E402
+)
 
 STEP = {"whisper": dt.timedelta(minutes=15), "surface": dt.timedelta(hours=1), "full": dt.timedelta(days=1)}
 START = dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.UTC)
@@ -70,6 +74,7 @@ def _config(state_dir: Path, proxy: RecordingProxy, count: bool) -> wake_config.
         + f'\n[models.llama]\nbase_url = "{proxy.url}"\nmodel = "smollm2-135m"\ncontext_window = 8192\ntimeout_s = 600\n'
         + "max_retries = 0\nextra_body = { temperature = 0 }\n"
         + (f'tokenizer_url = "{proxy.root_url}"\n' if count else "")
+        + "[think]\nsummary_max_tokens = 32\n"
     )
     text = re.sub(r"^budget = \{.*\}$", BUDGET, text, flags=re.MULTILINE)
     path = state_dir / "wake.toml"
@@ -93,7 +98,7 @@ async def run(root: str, wakes: int, tiers: list[str], count: bool, state_dir: P
                     at = START + i * STEP[tier]
                     n = len(proxy.completions())
                     started = time.monotonic()
-                    o = await cycle.run_wake(config=config, stores=s.stores, registry=s.registry, agent_id="demo", tier=tier,
+                    o = await one_wake.run(config, s.stores, s.registry, agent_id="demo", tier=tier,
                                              now=lambda at=at: at, models=s.models)
                     walls.append((time.monotonic() - started) * 1000)
                     mine = proxy.completions()[n:]

@@ -99,7 +99,7 @@ async def main(turns: int, window: int, state_dir: Path) -> None:
     runs = {}
     for name, policy, compacting in (("sovereign", "sovereign", False), ("sovereign+compact", "sovereign", True), ("harness", "harness", False)):
         runs[name] = await _run(state_dir, window, turns, policy, compacting)
-    print(f"pressure before each model call, {window}-token window, one 1,200-character tool result a turn")
+    print(f"pressure before each model call, {window}-token window, one 2,400-character tool result a turn")
     print("events: n narrowed max_tokens, R reminder, C choice point, K agent compaction, A automatic compaction")
     print(f"{'turn':>4} " + " ".join(f"{name:>20}" for name in runs))
     for turn in range(1, turns + 2):
@@ -119,7 +119,7 @@ async def main(turns: int, window: int, state_dir: Path) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=40)
-    parser.add_argument("--window", type=int, default=9000)
+    parser.add_argument("--window", type=int, default=18000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="wake-bench-") as tmp:
         asyncio.run(main(args.turns, args.window, Path(tmp)))

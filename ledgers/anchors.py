@@ -163,15 +163,7 @@ def _one(raw: Any, *, negated: bool, inferred: bool) -> Anchor:
     if kind not in TYPES:
         raise AnchorError(f"type must be one of {', '.join(TYPES)}, got {kind!r}")
     if kind == ABSENT:
-        if negated:
-            raise AnchorError("absent wraps one of file, import, symbol, env, package, not another absent")
-        extra = set(raw) - {"type", "anchor", "inferred"}
-        if extra or "anchor" not in raw:
-            raise AnchorError("absent takes exactly the keys type, anchor (and optionally inferred)")
-        inner = _one(raw["anchor"], negated=True, inferred=inferred)
-        if not inner.is_code:
-            raise AnchorError(f"absent wraps a code anchor ({', '.join(CODE_TYPES)}), not {inner.type}")
-        return inner
+        return _absent(raw, negated=negated, inferred=inferred)
     allowed = _ALLOWED_KEYS[kind] | ({"inferred"} if not negated else set())
     unknown = sorted(set(raw) - allowed)
     if unknown:
@@ -181,21 +173,39 @@ def _one(raw: Any, *, negated: bool, inferred: bool) -> Anchor:
         raise AnchorError(f"a {kind} anchor needs a non-empty string ref")
     where = raw.get("where")
     ecosystem = raw.get("ecosystem")
+    return Anchor(type=kind, ref=_ref(kind, ref, ecosystem), where=_where(where) if where is not None else None,
+                  ecosystem=ecosystem, negated=negated, inferred=inferred)
+
+
+def _absent(raw: dict[str, Any], *, negated: bool, inferred: bool) -> Anchor:
+    if negated:
+        raise AnchorError("absent wraps one of file, import, symbol, env, package, not another absent")
+    extra = set(raw) - {"type", "anchor", "inferred"}
+    if extra or "anchor" not in raw:
+        raise AnchorError("absent takes exactly the keys type, anchor (and optionally inferred)")
+    inner = _one(raw["anchor"], negated=True, inferred=inferred)
+    if not inner.is_code:
+        raise AnchorError(f"absent wraps a code anchor ({', '.join(CODE_TYPES)}), not {inner.type}")
+    return inner
+
+
+def _ref(kind: str, ref: str, ecosystem: Any) -> str:
+    """`ref` checked and normalized for its anchor type."""
     if kind == "file":
-        ref = workspace_path(ref, "ref")
-    elif kind == "import":
-        ref = _dotted(ref, "ref")
-    elif kind == "symbol":
-        ref = _dotted(ref, "ref", min_parts=2)
-    elif kind == "env":
+        return workspace_path(ref, "ref")
+    if kind == "import":
+        return _dotted(ref, "ref")
+    if kind == "symbol":
+        return _dotted(ref, "ref", min_parts=2)
+    if kind == "env":
         if "=" in ref or "\x00" in ref:
             raise AnchorError(f"ref {ref!r} is not an environment variable name (no '=' or NUL)")
-    elif kind == "package":
+        return ref
+    if kind == "package":
         if ecosystem is not None and ecosystem not in ECOSYSTEMS:
             raise AnchorError(f"ecosystem must be one of {', '.join(ECOSYSTEMS)}, got {ecosystem!r}")
-        ref = _package(ref.strip(), ecosystem)
-    return Anchor(type=kind, ref=ref, where=_where(where) if where is not None else None, ecosystem=ecosystem,
-                  negated=negated, inferred=inferred)
+        return _package(ref.strip(), ecosystem)
+    return ref
 
 
 def _label(raw: Any) -> str:

@@ -1,11 +1,12 @@
 """A child process that builds fingerprints, so that parsing never holds the daemon's GIL.
 
 The child is started with a bootstrap that reads, on stdin, one JSON line (the parent's
-`sys.path`, so it imports the same code) and then calls `main`, which reads requests framed as an 8-byte big-endian length and a pickle of `(builder, root, head)`; it answers
-each on stdout the same way with `("ok", (fingerprint, build_ms))` or `("error", kind, message)`.
-It keeps each repository's last fingerprint (`workspace.run_build`), so builds are incremental.
-It exits at end of input: when its parent closes the pipe or dies. The parent is trusted (it
-started this process); nothing else can write to these pipes.
+`sys.path`, so it imports the same code) and then calls `main`, which reads requests framed as
+an 8-byte big-endian length and a pickle of `(builder, root, head)`; it answers each on stdout
+the same way with `("ok", (fingerprint, build_ms))` or `("error", kind, message)`. It keeps
+each repository's last fingerprint (`builds.run_build`), so builds are incremental. It exits at
+end of input: when its parent closes the pipe or dies. The parent is trusted (it started this
+process); nothing else can write to these pipes.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ atexit.register(WORKER.close)
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    from ledgers import workspace  # imported after sys.path is the parent's
+    from ledgers import builds  # imported after sys.path is the parent's
 
     while True:
         try:
@@ -107,8 +108,8 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         except EOFError:
             return
         try:
-            _write(stdout, ("ok", workspace.run_build(builder, root, head)))
-        except workspace.WorkspaceError as exc:
+            _write(stdout, ("ok", builds.run_build(builder, root, head)))
+        except builds.WorkspaceError as exc:
             _write(stdout, ("error", exc.kind, str(exc)))
         except Exception as exc:  # noqa: BLE001 (a builder that broke: the parent reports it typed)
             _write(stdout, ("error", "unreadable", f"building the fingerprint failed: {exc!r}"))

@@ -83,7 +83,7 @@ async def _passport(
 
 async def remember(
     conn: asyncpg.Connection, *, agent_id: str, key: str, value: str, origin: str, recorded_at: dt.datetime,
-    category: str = "general", source_ref: uuid.UUID | None = None, anchors: list[dict[str, str]] | None = None,
+    category: str = "general", source_ref: uuid.UUID | None = None, anchors: list[dict[str, Any]] | None = None,
     wake_id: uuid.UUID | None = None, fact_id: uuid.UUID | None = None,
 ) -> Remembered:
     """Store a new fact (call inside a transaction). A key that already has an active fact is
@@ -105,7 +105,7 @@ async def remember(
 
 async def supersede(
     conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID, value: str, origin: str, recorded_at: dt.datetime,
-    source_ref: uuid.UUID | None = None, anchors: list[dict[str, str]] | None = None, wake_id: uuid.UUID | None = None,
+    source_ref: uuid.UUID | None = None, anchors: list[dict[str, Any]] | None = None, wake_id: uuid.UUID | None = None,
     new_fact_id: uuid.UUID | None = None,
 ) -> Remembered:
     """Replace an active fact's value with a new fact that points back at it (same key).
@@ -141,6 +141,18 @@ async def retire(conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID,
         raise FactError(f"status must be one of {', '.join(RETIRED_STATUSES)}, got {status!r}")
     if await conn.fetchval(_sql("retire"), fact_id, agent_id, status) is None:
         raise FactError(f"no active fact {fact_id} for agent {agent_id!r}")
+
+
+async def refute(conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID) -> str:
+    """Mark an active fact `refuted` because a retraction names it (call inside the transaction that
+    writes the retraction); returns its key. Anything but an active fact of the agent is refused."""
+    row = await conn.fetchrow(_sql("lock"), fact_id, agent_id)
+    if row is None:
+        raise FactError(f"no fact {fact_id} for agent {agent_id!r}")
+    if row["status"] != "active":
+        raise FactError(f"fact {fact_id} is {row['status']}, not active: only an active fact can be refuted")
+    await retire(conn, agent_id=agent_id, fact_id=fact_id, status="refuted")
+    return str(row["fact_key"])
 
 
 async def for_arrival(

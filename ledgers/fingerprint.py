@@ -242,6 +242,14 @@ def _whole_environ(chain: str, role: str, environ: set[str]) -> bool:
     return False  # (the literal name, or None when computed; how it was read)
 
 
+def _env_read(key: Key, line: int, scope: str, how: str, env_reads: list[tuple[str, int, str, str]],
+              env_dynamic: list[tuple[int, str, str]]) -> None:
+    if key[0] is None:
+        env_dynamic.append((line, scope, f"{how}: {key[1]}"))
+    else:
+        env_reads.append((key[0], line, scope, key[1]))
+
+
 class _Reader(ast.NodeVisitor):
     """One pass over a module: definitions and imports with their scopes, and every place an
     environment read or a use of an import could be. Which names are imports (and which of them
@@ -429,25 +437,41 @@ class _Reader(ast.NodeVisitor):
     # resolution, once every import is known
 
     def finish(self) -> PyFile:
-        b = self.bindings
+        environ, getenv, import_module = self._special_names()
+        env_reads, env_dynamic, imports_dynamic = self._calls(environ, getenv, import_module)
+        uses = self._uses(environ, env_dynamic)
+        defined = set(self.definitions)
+        return PyFile(
+            module=self.module, imports=tuple(self.imports), definitions=tuple(self.definitions),
+            reexports=tuple(self.reexports), stars=tuple(self.stars),
+            all_names=tuple(self.all_names) if self.all_names is not None else None,
+            uses=tuple(sorted(uses)), env_reads=tuple(env_reads), env_dynamic=tuple(env_dynamic),
+            imports_dynamic=tuple(imports_dynamic),
+            classes=tuple((name, tuple(q for c in bases for q in self._qualify(c, defined))) for name, bases in self.classes),
+        )
 
+    def _special_names(self) -> tuple[set[str], set[str], set[str]]:
+        """The names this file reaches os.environ, os.getenv and importlib.import_module by."""
         def bound_to(module: str) -> list[str]:
-            return [n for n, targets in b.items() if module in targets]
+            return [n for n, targets in self.bindings.items() if module in targets]
         os_names = bound_to("os")
         environ = {f"{n}.environ" for n in os_names} | set(bound_to("os.environ"))
         getenv = {f"{n}.getenv" for n in os_names} | set(bound_to("os.getenv"))
-        env_methods = {f"{e}.{m}" for e in environ for m in _ENV_METHODS}
         import_module = ({f"{n}.import_module" for n in bound_to("importlib")}
                          | set(bound_to("importlib.import_module")) | {"__import__"})
+        return environ, getenv, import_module
+
+    def _calls(self, environ: set[str], getenv: set[str], import_module: set[str]
+               ) -> tuple[list[tuple[str, int, str, str]], list[tuple[int, str, str]], list[tuple[int, str]]]:
+        """Environment reads (named, and computed) and dynamic imports; a named dynamic import is
+        added to the file's imports."""
+        env_methods = {f"{e}.{m}" for e in environ for m in _ENV_METHODS}
         env_reads: list[tuple[str, int, str, str]] = []
         env_dynamic: list[tuple[int, str, str]] = []
         imports_dynamic: list[tuple[int, str]] = []
 
         def env(key: Key, line: int, scope: str, how: str) -> None:
-            if key[0] is None:
-                env_dynamic.append((line, scope, f"{how}: {key[1]}"))
-            else:
-                env_reads.append((key[0], line, scope, key[1]))
+            _env_read(key, line, scope, how, env_reads, env_dynamic)
 
         for func, key, line, scope in self.calls:
             if func in getenv or func in env_methods:
@@ -463,10 +487,15 @@ class _Reader(ast.NodeVisitor):
         for chain, key, line, scope in self.contains:
             if chain in environ:
                 env(key, line, scope, "... in os.environ")
+        return env_reads, env_dynamic, imports_dynamic
+
+    def _uses(self, environ: set[str], env_dynamic: list[tuple[int, str, str]]) -> set[tuple[str, str, int]]:
+        """Every (module or attribute chain, scope, line) an imported name is used at; a use of
+        os.environ as a whole is a computed environment read."""
         uses: set[tuple[str, str, int]] = set()
         for chain, line, scope, role in self.loads:
             root, _, rest = chain.partition(".")
-            targets = b.get(root)
+            targets = self.bindings.get(root)
             if targets is None:
                 continue
             if _whole_environ(chain, role, environ):
@@ -475,23 +504,15 @@ class _Reader(ast.NodeVisitor):
                 parts = (target + ("." + rest if rest else "")).split(".")
                 for end in range(1, len(parts) + 1):
                     uses.add((".".join(parts[:end]), scope, line))
-        defined = set(self.definitions)
+        return uses
 
-        def qualify(chain: str) -> list[str]:
-            root, _, rest = chain.partition(".")
-            if root in b:  # every module an import may have bound the name to
-                return [target + ("." + rest if rest else "") for target in b[root]]
-            if f"{self.module}.{root}" in defined:
-                return [f"{self.module}.{chain}"]
-            return [chain]  # a builtin, or "?" for a base that is not a plain name
-        return PyFile(
-            module=self.module, imports=tuple(self.imports), definitions=tuple(self.definitions),
-            reexports=tuple(self.reexports), stars=tuple(self.stars),
-            all_names=tuple(self.all_names) if self.all_names is not None else None,
-            uses=tuple(sorted(uses)), env_reads=tuple(env_reads), env_dynamic=tuple(env_dynamic),
-            imports_dynamic=tuple(imports_dynamic),
-            classes=tuple((name, tuple(q for c in bases for q in qualify(c))) for name, bases in self.classes),
-        )
+    def _qualify(self, chain: str, defined: set[str]) -> list[str]:
+        root, _, rest = chain.partition(".")
+        if root in self.bindings:  # every module an import may have bound the name to
+            return [target + ("." + rest if rest else "") for target in self.bindings[root]]
+        if f"{self.module}.{root}" in defined:
+            return [f"{self.module}.{chain}"]
+        return [chain]  # a builtin, or "?" for a base that is not a plain name
 
 
 def read_python(path: str, module: str, is_package: bool, data: bytes) -> PyFile | Skipped:
@@ -675,13 +696,54 @@ def _summarize(entries: Iterable[Entry], load: Callable[[str], bytes], previous:
     return cache, names, parsed, reused
 
 
-def assemble(head: str, entries: list[Entry], load: Callable[[str], bytes], previous: BlobCache | None = None,
-             *, symlinks: Mapping[str, str] | None = None, walk_cache: dict[Any, Any] | None = None) -> Fingerprint:
-    """The fingerprint of one tree: `entries` are its blobs, `load` reads a blob by oid. Summaries
-    in `previous` (the last build's cache) are reused for every blob whose oid is unchanged."""
-    cache, names, parsed, reused = _summarize(entries, load, previous or {})
-    files = frozenset(path for path, _, _ in entries)
-    dirs = frozenset("/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1))
+@dataclass
+class _Index:
+    """What `assemble` gathers from the summaries of a tree's blobs."""
+
+    modules: dict[str, str]
+    tops: set[str]
+    imported: dict[str, list[Site]] = field(default_factory=dict)
+    maybe: dict[str, list[Site]] = field(default_factory=dict)
+    uses: dict[str, list[Site]] = field(default_factory=dict)
+    env_reads: dict[str, list[Site]] = field(default_factory=dict)
+    env_dynamic: list[Site] = field(default_factory=list)
+    imports_dynamic: list[Site] = field(default_factory=list)
+    definitions: set[str] = field(default_factory=set)
+    bases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    reexports: dict[str, str] = field(default_factory=dict)
+    stars: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    all_names: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    dependencies: dict[str, list[Declaration]] = field(default_factory=dict)
+    manifests: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def add_manifest(self, path: str, summary: Manifest) -> None:
+        self.manifests.append(path)
+        self.skipped.extend(Skipped(path=path, reason=p) for p in summary.problems)
+        for dec in summary.declarations:
+            key = f"{dec.ecosystem}:{canonicalize_name(dec.name) if dec.ecosystem == 'python' else dec.name}"
+            self.dependencies.setdefault(key, []).append(dec)
+
+    def add_python(self, path: str, module: str, summary: PyFile) -> None:
+        _index_python(path, summary, self.imported, self.maybe, self.modules, self.tops)
+        self.definitions.update(summary.definitions)
+        self.bases.update(summary.classes)
+        self.reexports.update(summary.reexports)
+        if summary.stars:
+            self.stars[module] = summary.stars
+        if summary.all_names is not None:
+            self.all_names[module] = summary.all_names
+        for used, scope, line in summary.uses:
+            self.uses.setdefault(used, []).append(Site(path=path, line=line, scope=scope))
+        for name, line, scope, note in summary.env_reads:
+            self.env_reads.setdefault(name, []).append(Site(path=path, line=line, scope=scope, note=note))
+        self.env_dynamic += [Site(path=path, line=line, scope=scope, note=why) for line, scope, why in summary.env_dynamic]
+        self.imports_dynamic += [Site(path=path, line=line, scope=scope, note="import of a computed name")
+                                 for line, scope in summary.imports_dynamic]
+
+
+def _module_paths(names: Mapping[str, tuple[str, bool]]) -> tuple[dict[str, str], set[str]]:
+    """Each module's file (the first path, in order, that claims it), and which modules are packages."""
     modules: dict[str, str] = {}
     packages = set()
     for path, (module, is_package) in sorted(names.items()):
@@ -689,58 +751,36 @@ def assemble(head: str, entries: list[Entry], load: Callable[[str], bytes], prev
             modules.setdefault(module, path)
             if is_package:
                 packages.add(module)
-    imported: dict[str, list[Site]] = {}
-    maybe: dict[str, list[Site]] = {}
-    uses: dict[str, list[Site]] = {}
-    env_reads: dict[str, list[Site]] = {}
-    env_dynamic: list[Site] = []
-    imports_dynamic: list[Site] = []
-    definitions: set[str] = set(modules)
-    bases: dict[str, tuple[str, ...]] = {}
-    reexports: dict[str, str] = {}
-    stars: dict[str, tuple[str, ...]] = {}
-    all_names: dict[str, tuple[str, ...]] = {}
-    dependencies: dict[str, list[Declaration]] = {}
-    manifests: list[str] = []
-    skipped: list[Skipped] = []
-    tops = {m.split(".")[0] for m in modules}
+    return modules, packages
+
+
+def assemble(head: str, entries: list[Entry], load: Callable[[str], bytes], previous: BlobCache | None = None,
+             *, symlinks: Mapping[str, str] | None = None, walk_cache: dict[Any, Any] | None = None) -> Fingerprint:
+    """The fingerprint of one tree: `entries` are its blobs, `load` reads a blob by oid. Summaries
+    in `previous` (the last build's cache) are reused for every blob whose oid is unchanged."""
+    cache, names, parsed, reused = _summarize(entries, load, previous or {})
+    files = frozenset(path for path, _, _ in entries)
+    dirs = frozenset("/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1))
+    modules, packages = _module_paths(names)
+    idx = _Index(modules=modules, tops={m.split(".")[0] for m in modules}, definitions=set(modules))
     for (path, _, module), summary in sorted(cache.items()):
         if isinstance(summary, Skipped):
-            skipped.append(summary)
+            idx.skipped.append(summary)
         elif isinstance(summary, Manifest):
-            manifests.append(path)
-            skipped.extend(Skipped(path=path, reason=p) for p in summary.problems)
-            for dec in summary.declarations:
-                key = f"{dec.ecosystem}:{canonicalize_name(dec.name) if dec.ecosystem == 'python' else dec.name}"
-                dependencies.setdefault(key, []).append(dec)
-        else:
-            if modules.get(module) != path:
-                continue  # a second file claiming a module another file already defines
-            _index_python(path, summary, imported, maybe, modules, tops)
-            definitions.update(summary.definitions)
-            bases.update(summary.classes)
-            reexports.update(summary.reexports)
-            if summary.stars:
-                stars[module] = summary.stars
-            if summary.all_names is not None:
-                all_names[module] = summary.all_names
-            for used, scope, line in summary.uses:
-                uses.setdefault(used, []).append(Site(path=path, line=line, scope=scope))
-            for name, line, scope, note in summary.env_reads:
-                env_reads.setdefault(name, []).append(Site(path=path, line=line, scope=scope, note=note))
-            env_dynamic += [Site(path=path, line=line, scope=scope, note=why) for line, scope, why in summary.env_dynamic]
-            imports_dynamic += [Site(path=path, line=line, scope=scope, note="import of a computed name")
-                                for line, scope in summary.imports_dynamic]
-    frozen = {k: tuple(v) for k, v in imported.items()}
+            idx.add_manifest(path, summary)
+        elif modules.get(module) == path:  # else a second file claiming a module another file already defines
+            idx.add_python(path, module, summary)
+    frozen = {k: tuple(v) for k, v in idx.imported.items()}
     return Fingerprint(
         head=head, files=files, dirs=dirs, symlinks=dict(symlinks or {}), modules=modules, packages=frozenset(packages),
-        imported=frozen, maybe_imported={k: tuple(v) for k, v in maybe.items() if k not in frozen},
-        uses={k: tuple(v) for k, v in uses.items()}, definitions=frozenset(definitions), bases=bases, reexports=reexports,
-        stars=stars, all_names=all_names, env_reads={k: tuple(v) for k, v in env_reads.items()},
-        env_dynamic=tuple(env_dynamic), imports_dynamic=tuple(imports_dynamic),
-        dependencies={k: tuple(v) for k, v in dependencies.items()}, manifests=tuple(manifests),
+        imported=frozen, maybe_imported={k: tuple(v) for k, v in idx.maybe.items() if k not in frozen},
+        uses={k: tuple(v) for k, v in idx.uses.items()}, definitions=frozenset(idx.definitions), bases=idx.bases,
+        reexports=idx.reexports, stars=idx.stars, all_names=idx.all_names,
+        env_reads={k: tuple(v) for k, v in idx.env_reads.items()},
+        env_dynamic=tuple(idx.env_dynamic), imports_dynamic=tuple(idx.imports_dynamic),
+        dependencies={k: tuple(v) for k, v in idx.dependencies.items()}, manifests=tuple(idx.manifests),
         dynamic_manifests=tuple(sorted(p for p in files if p == "setup.py" or p.endswith("/setup.py"))),
-        skipped=tuple(skipped), parsed=parsed, reused=reused, cache=cache, walk_cache=walk_cache or {},
+        skipped=tuple(idx.skipped), parsed=parsed, reused=reused, cache=cache, walk_cache=walk_cache or {},
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ import asyncpg
 
 from ledgers import ids, queries
 
-SETTLED = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped")
+SETTLED = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped", "missed")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +40,10 @@ class WakeRow:
     note: str | None = None
     error: str | None = None
     escalation_cause: str | None = None
+    # {sha256: (kind, body)}: the block texts and tool declarations behind the hashes, stored once
+    # in `manifest_contents`; and the block names in prompt order
+    contents: dict[str, tuple[str, str]] = field(default_factory=dict)
+    arrival_order: list[str] = field(default_factory=list)
 
     @property
     def active_tool_names(self) -> list[str]:
@@ -48,22 +53,132 @@ class WakeRow:
 _sql = queries.named("introspection")
 
 
-async def insert(conn: asyncpg.Connection, row: WakeRow, *, status: str = "started") -> None:
-    await conn.execute(
-        _sql("insert"),
-        row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
-        row.manifest_root, json.dumps(row.blocks), len(row.tool_hashes), row.active_tool_names,
-        json.dumps(row.tool_hashes), row.registry_tool_count, row.fence, row.host, row.pid,
-        row.version, row.config_hash, json.dumps(row.diff) if row.diff is not None else None,
-        row.note, row.error, row.escalation_cause,
-    )
+async def insert(conn: asyncpg.Connection, row: WakeRow, *, status: str = "started") -> str | None:
+    """Write the row and the contents behind its hashes; a row written settled is linked into the
+    agent's chain at once. Returns its chain link (None while `started`)."""
+    async with conn.transaction():
+        await conn.execute(
+            _sql("insert"),
+            row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
+            row.manifest_root, json.dumps(row.blocks), len(row.tool_hashes), row.active_tool_names,
+            json.dumps(row.tool_hashes), row.registry_tool_count, row.fence, row.host, row.pid,
+            row.version, row.config_hash, json.dumps(row.diff) if row.diff is not None else None,
+            row.note, row.error, row.escalation_cause,
+        )
+        await store_contents(conn, row.contents)
+        if row.arrival_order:
+            await conn.execute(_sql("set_arrival_order"), row.wake_id, row.arrival_order)
+        return None if status == "started" else await link(conn, row.agent_id, row.wake_id)
 
 
-async def settle(conn: asyncpg.Connection, wake_id: uuid.UUID, status: str, *, note: str | None = None, error: str | None = None) -> bool:
-    """Close a started row; False if it was not open (already settled by someone else)."""
+async def settle(
+    conn: asyncpg.Connection, wake_id: uuid.UUID, status: str, *, note: str | None = None, error: str | None = None, agent_id: str | None = None,
+) -> str | None:
+    """Close a started row and link it into the agent's chain; returns the link, or None if the
+    row was not open (already settled by someone else)."""
     if status not in SETTLED:
         raise ValueError(f"unknown status {status!r}")
-    return await conn.fetchval(_sql("settle"), wake_id, status, note, error) is not None
+    async with conn.transaction():
+        if await conn.fetchval(_sql("settle"), wake_id, status, note, error) is None:
+            return None
+        if agent_id is None:
+            agent_id = (await get(conn, wake_id) or {})["agent_id"]
+        return await link(conn, agent_id, wake_id)
+
+
+# -- the content store -------------------------------------------------------------------------
+
+
+async def store_contents(conn: asyncpg.Connection, contents: dict[str, tuple[str, str]]) -> None:
+    """Store each body once under its SHA-256 (the caller computed the keys)."""
+    if contents:
+        keys = sorted(contents)
+        await conn.execute(_sql("store_contents"), keys, [contents[k][0] for k in keys], [contents[k][1] for k in keys])
+
+
+async def contents(conn: asyncpg.Connection, hashes: list[str]) -> dict[str, tuple[str, str]]:
+    """{sha256: (kind, body)} for the hashes that are stored."""
+    return {r["sha256"]: (r["kind"], r["body"]) for r in await conn.fetch(_sql("contents"), hashes)}
+
+
+async def arrival(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[tuple[str, str | None]]:
+    """The blocks a wake saw, in prompt order: (name, text), text None where it is not stored."""
+    row = await conn.fetchrow(_sql("arrival_order"), wake_id)
+    if row is None:
+        return []
+    blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
+    names = list(row["arrival_order"]) or sorted(blocks)
+    stored = await contents(conn, [blocks[n]["hash"] for n in names if n in blocks])
+    return [(n, stored[blocks[n]["hash"]][1] if n in blocks and blocks[n]["hash"] in stored else None) for n in names]
+
+
+# -- the hash chain ----------------------------------------------------------------------------
+
+GENESIS = "0" * 64
+
+
+def chain_of(previous: str, root: str | None) -> str:
+    """One link: sha256(previous link || manifest root), both as hex text; a row without a
+    manifest contributes the empty string."""
+    return hashlib.sha256((previous + (root or "")).encode("ascii")).hexdigest()
+
+
+async def link(conn: asyncpg.Connection, agent_id: str, wake_id: uuid.UUID) -> str | None:
+    """Link a settled row into the agent's chain, inside the caller's transaction (the settle's,
+    under its fence). The head row's lock makes links of one agent one at a time. None if the row
+    is open or already linked."""
+    if not conn.is_in_transaction():
+        raise RuntimeError("introspection.link must run inside the settle's transaction")
+    head = await conn.fetchrow(_sql("chain_head_lock"), agent_id, GENESIS)
+    root = await conn.fetchrow(_sql("chain_root"), wake_id)
+    if root is None or head is None:
+        return None
+    seq, value = int(head["seq"]) + 1, chain_of(head["chain"], root["manifest_root"])
+    await conn.execute(_sql("chain_link"), wake_id, seq, value)
+    await conn.execute(_sql("chain_advance"), agent_id, seq, value)
+    return value
+
+
+async def chain_head(conn: asyncpg.Connection, agent_id: str) -> tuple[int, str] | None:
+    row = await conn.fetchrow(_sql("chain_head"), agent_id)
+    return None if row is None else (int(row["seq"]), row["chain"])
+
+
+async def chain_rows(conn: asyncpg.Connection, agent_id: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(_sql("chain_rows"), agent_id)]
+
+
+async def chain_agents(conn: asyncpg.Connection) -> list[str]:
+    return [r["agent_id"] for r in await conn.fetch(_sql("chain_agents"))]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChainCheck:
+    """`wake verify --chain` for one agent: rows walked, and the first break (None: intact)."""
+
+    agent_id: str
+    rows: int
+    head: tuple[int, str] | None
+    broken: dict[str, Any] | None = None
+    why: str | None = None
+
+
+def walk(agent_id: str, rows: list[dict[str, Any]], head: tuple[int, str] | None) -> ChainCheck:
+    """Recompute every link from the first; name the first row whose link, number or place breaks."""
+    previous, seq = GENESIS, 0
+    for row in rows:
+        if row["chain_seq"] != seq + 1:
+            return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=row,
+                              why=f"link {seq + 1} is missing: the row before this one was removed or renumbered")
+        expected = chain_of(previous, row["manifest_root"])
+        if row["chain"] != expected:
+            return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=row,
+                              why=f"its link is {row['chain']}, its root and the link before it give {expected}")
+        previous, seq = row["chain"], row["chain_seq"]
+    if head is not None and head != (seq, previous):
+        return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=None,
+                          why=f"the chain head is link {head[0]} {head[1]}, the rows end at link {seq} {previous}")
+    return ChainCheck(agent_id=agent_id, rows=len(rows), head=head)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +206,11 @@ async def record_thinking(conn: asyncpg.Connection, wake_id: uuid.UUID, t: Think
 
 async def record_final_text(conn: asyncpg.Connection, wake_id: uuid.UUID, text: str) -> bool:
     return await conn.fetchval(_sql("record_final_text"), wake_id, text) is not None
+
+
+async def record_unchecked_claims(conn: asyncpg.Connection, wake_id: uuid.UUID, count: int) -> bool:
+    """The number of absence claims the final text made about blocks that could not be checked."""
+    return await conn.fetchval(_sql("record_unchecked_claims"), wake_id, count) is not None
 
 
 def _decode(record: asyncpg.Record | None) -> dict[str, Any] | None:
@@ -128,9 +248,13 @@ async def last_two(conn: asyncpg.Connection, agent_id: str) -> list[uuid.UUID]:
 
 
 async def abandon_started(conn: asyncpg.Connection, agent_id: str, reason: str) -> list[dict[str, Any]]:
-    """Close every row of the agent still `started` as `abandoned`; call only under the agent's
-    lease (its previous holder is gone). Returns the rows closed."""
-    return [dict(r) for r in await conn.fetch(_sql("abandon_started"), agent_id, reason)]
+    """Close every row of the agent still `started` as `abandoned`, each linked into the chain;
+    call only under the agent's lease (its previous holder is gone). Returns the rows closed."""
+    async with conn.transaction():
+        closed = [dict(r) for r in await conn.fetch(_sql("abandon_started"), agent_id, reason)]
+        for row in closed:
+            row["chain"] = await link(conn, agent_id, row["wake_id"])
+    return closed
 
 
 async def agents_with_started(conn: asyncpg.Connection) -> list[str]:

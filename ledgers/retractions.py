@@ -12,6 +12,7 @@ then due at wakes until settled once with a verdict and an outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from dataclasses import dataclass
@@ -86,6 +87,12 @@ class NewRetraction:
 
 
 _sql = queries.named("retractions")
+
+
+def naming_fact(new: NewRetraction, fact_id: uuid.UUID, key: str) -> NewRetraction:
+    """The retraction with the fact it refutes named at the head of `stood_on`: `fact <id> (key): ...`,
+    the form a refuted-by-reality retraction has too, which the settled-facts block reads back."""
+    return dataclasses.replace(new, stood_on=f"fact {fact_id} ({key}): {new.stood_on}")
 
 
 async def insert(

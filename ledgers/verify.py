@@ -245,6 +245,16 @@ def _resolve_symbol(name: str, fp: Fingerprint, hops: int, asked: str) -> Match:
         return _resolve_symbol(fp.reexports[head] + tail, fp, hops + 1, asked)
     if head in fp.definitions:
         return _inherited(head, rest[1:], fp, hops, asked)
+    starred = _from_stars(module, rest, fp, hops, asked)
+    if starred is not None:
+        return starred
+    if f"{module}.__getattr__" in fp.definitions:
+        return None, f"{module} defines __getattr__: {rest[0]} may be made on access"
+    return False, f"{module} ({path}) defines no {rest[0]}"
+
+
+def _from_stars(module: str, rest: list[str], fp: Fingerprint, hops: int, asked: str) -> Match | None:
+    """`module.rest` through the modules `module` star-imports; None when no star import bears on it."""
     for star in fp.stars.get(module, ()):
         if star in fp.modules:
             exported = fp.all_names.get(star)
@@ -254,9 +264,7 @@ def _resolve_symbol(name: str, fp: Fingerprint, hops: int, asked: str) -> Match:
                 return _resolve_symbol(f"{star}.{'.'.join(rest)}", fp, hops + 1, asked)
         elif _module_of(star, fp) is None:
             return None, f"{module} star-imports {star}, outside the workspace: {rest[0]} may come from there"
-    if f"{module}.__getattr__" in fp.definitions:
-        return None, f"{module} defines __getattr__: {rest[0]} may be made on access"
-    return False, f"{module} ({path}) defines no {rest[0]}"
+    return None
 
 
 def _inherited(cls: str, rest: list[str], fp: Fingerprint, hops: int, asked: str) -> Match:

@@ -11,8 +11,8 @@
   do not count, and a symlink in the tree is a link, never followed on disk.
 - A build runs in a worker process by default (`runner="process"`, `ledgers.build_worker`:
   parsing holds the GIL for tens of milliseconds a file, which would starve the daemon's event
-  loop if it ran in a thread), or in a thread (`runner="thread"`). Either way a caller can wait for it within a budget
-  (`fingerprint_within`) and get `WorkspaceTimeout` rather than a late answer; the build goes on
+  loop if it ran in a thread), or in a thread (`runner="thread"`). Either way a caller can wait
+  for it within a budget (`fingerprint_within`) and get `WorkspaceTimeout` rather than a late answer; the build goes on
   and the next read finds it cached. The worker keeps the last fingerprint of each repository
   (with its blob summaries), so the next build there is incremental without sending them back.
 - A directory that is not a git repository (it is never searched upward), an empty repository,
@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-import dataclasses
 import os
 import threading
 import time
@@ -37,38 +36,19 @@ import pygit2
 from pygit2.enums import FileMode, RepositoryOpenFlag
 
 from ledgers import build_worker
+from ledgers.builds import Builder, WorkspaceError, WorkspaceTimeout, run_build
 from ledgers.fingerprint import Entry, Fingerprint, assemble, with_timing
+
+__all__ = ["Builder", "Status", "Workspace", "WorkspaceError", "WorkspaceTimeout", "Workspaces", "build", "resolve_head"]
 
 DEFAULT_HEAD_TTL_S = 30.0
 DEFAULT_KEEP = 4  # fingerprints kept per workspace (one per recent HEAD)
 
 Clock = Callable[[], float]
-# (repository root, HEAD commit oid, the previous fingerprint or None) -> the fingerprint of HEAD
-Builder = Callable[[Path, str, "Fingerprint | None"], "Fingerprint"]
 
 Runner = Literal["process", "thread"]
 
 _THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="wake-fingerprint")
-# In whichever process builds: each repository's last fingerprint, with the summaries the next
-# (incremental) build reuses. The caller gets the fingerprint without them.
-_LAST_BUILT: dict[str, Fingerprint] = {}
-
-
-class WorkspaceError(Exception):
-    """The workspace cannot be fingerprinted. `kind`: not_a_repository, no_commits, unreadable, over_budget."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class WorkspaceTimeout(WorkspaceError):
-    """The fingerprint was not ready within the budget; it goes on building in the background."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("over_budget", message)
-
-
 def open_repository(root: Path) -> pygit2.Repository:
     try:
         return pygit2.Repository(str(root), RepositoryOpenFlag.NO_SEARCH)
@@ -138,15 +118,7 @@ def build(root: Path, head: str, previous: Fingerprint | None) -> Fingerprint:
         return bytes(blob.data)
 
     return assemble(head, entries, load, previous.cache if previous is not None else None,
-                                symlinks=links, walk_cache=trees)
-
-
-def run_build(builder: Builder, root: str, head: str) -> tuple[Fingerprint, float]:
-    """Build HEAD's fingerprint from this process's last one of `root`; (fingerprint, build ms)."""
-    started = time.perf_counter()
-    fp = builder(Path(root), head, _LAST_BUILT.get(root))
-    _LAST_BUILT[root] = fp
-    return dataclasses.replace(fp, cache={}, walk_cache={}), (time.perf_counter() - started) * 1000
+                    symlinks=links, walk_cache=trees)
 
 
 def _build_elsewhere(runner: Runner, builder: Builder, root: str, head: str) -> tuple[Fingerprint, float]:

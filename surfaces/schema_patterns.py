@@ -51,39 +51,37 @@ def problem(pattern: str) -> str | None:  # noqa: C901 (one check per construct 
     body = pattern[1:-1]
     i, depth = 0, 0
     while i < len(body):
-        c = body[i]
-        if c == "\\":
-            width = _escape(body, i, _LITERAL_ESCAPES)
-            if isinstance(width, str):
-                return width
-            i += width
-            continue
-        if c in "^$":
-            return f"has an anchor {c!r} inside it"
-        if c == "[":
-            end = _class_end(body, i)
-            if isinstance(end, str):
-                return end
-            i = end
-            continue
-        if c == "(":
-            if body.startswith("(?", i) and not body.startswith("(?:", i):
-                return f"uses {body[i:i + 3]!r}: a lookaround, named group or inline flag"
-            depth += 1
-            i += 3 if body.startswith("(?:", i) else 1
-            continue
-        if c == ")":
-            depth -= 1
-            if depth < 0:
-                return "has an unbalanced ')'"
-        if c in "*+?}" and i + 1 < len(body) and body[i + 1] in "?+":
-            return f"uses a lazy or possessive quantifier {body[i:i + 2]!r}"
-        if c == "{" and not _counted(body, i):
-            return "has a '{' that is not a repetition {m}, {m,} or {m,n} (escape it as \\{)"
-        i += 1
+        step = _step(body, i, depth)
+        if isinstance(step, str):
+            return step
+        i, depth = step
     if depth:
         return "has an unbalanced '('"
     return None
+
+
+def _step(body: str, i: int, depth: int) -> tuple[int, int] | str:
+    """Read the construct at `i`: the next position and group depth, or what is wrong with it."""
+    c = body[i]
+    if c == "\\":
+        width = _escape(body, i, _LITERAL_ESCAPES)
+        return width if isinstance(width, str) else (i + width, depth)
+    if c in "^$":
+        return f"has an anchor {c!r} inside it"
+    if c == "[":
+        end = _class_end(body, i)
+        return end if isinstance(end, str) else (end, depth)
+    if c == "(":
+        if body.startswith("(?", i) and not body.startswith("(?:", i):
+            return f"uses {body[i:i + 3]!r}: a lookaround, named group or inline flag"
+        return (i + (3 if body.startswith("(?:", i) else 1), depth + 1)
+    if c == ")" and depth == 0:
+        return "has an unbalanced ')'"
+    if c in "*+?}" and i + 1 < len(body) and body[i + 1] in "?+":
+        return f"uses a lazy or possessive quantifier {body[i:i + 2]!r}"
+    if c == "{" and not _counted(body, i):
+        return "has a '{' that is not a repetition {m}, {m,} or {m,n} (escape it as \\{)"
+    return (i + 1, depth - 1 if c == ")" else depth)
 
 
 def _escape(body: str, i: int, allowed: frozenset[str]) -> int | str:

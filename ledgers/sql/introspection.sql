@@ -25,6 +25,10 @@ RETURNING wake_id
 -- name: record_final_text
 UPDATE wake_introspection_ledger SET final_text = $2 WHERE wake_id = $1 RETURNING wake_id
 
+-- name: record_unchecked_claims
+-- How many absence claims of the final text spoke about blocks that could not be checked.
+UPDATE wake_introspection_ledger SET unchecked_absence_claims = $2 WHERE wake_id = $1 RETURNING wake_id
+
 -- name: get
 SELECT * FROM wake_introspection_ledger WHERE wake_id = $1
 
@@ -76,3 +80,47 @@ RETURNING wake_id, tier, host, pid, fence
 
 -- name: agents_with_started
 SELECT DISTINCT agent_id FROM wake_introspection_ledger WHERE status = 'started'
+
+-- name: store_contents
+-- Each block text and tool declaration once, under its SHA-256; a repeat costs nothing.
+INSERT INTO manifest_contents (sha256, kind, body)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+ON CONFLICT (sha256) DO NOTHING
+
+-- name: contents
+SELECT sha256, kind, body FROM manifest_contents WHERE sha256 = ANY($1::text[])
+
+-- name: set_arrival_order
+UPDATE wake_introspection_ledger SET arrival_order = $2 WHERE wake_id = $1
+
+-- name: arrival_order
+SELECT arrival_order, blocks FROM wake_introspection_ledger WHERE wake_id = $1
+
+-- name: chain_head_lock
+-- The agent's newest link, locked until the caller's transaction ends (created at seq 0).
+INSERT INTO agent_chain_heads (agent_id, seq, chain) VALUES ($1, 0, $2)
+ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id
+RETURNING seq, chain
+
+-- name: chain_link
+UPDATE wake_introspection_ledger SET chain_seq = $2, chain = $3
+ WHERE wake_id = $1 AND chain IS NULL AND status <> 'started'
+RETURNING manifest_root
+
+-- name: chain_root
+SELECT manifest_root FROM wake_introspection_ledger WHERE wake_id = $1 AND chain IS NULL AND status <> 'started'
+
+-- name: chain_advance
+UPDATE agent_chain_heads SET seq = $2, chain = $3 WHERE agent_id = $1
+
+-- name: chain_head
+SELECT seq, chain FROM agent_chain_heads WHERE agent_id = $1
+
+-- name: chain_rows
+-- An agent's linked rows in link order (`wake verify --chain`).
+SELECT wake_id, chain_seq, chain, manifest_root, status, started_at FROM wake_introspection_ledger
+ WHERE agent_id = $1 AND chain_seq IS NOT NULL
+ ORDER BY chain_seq
+
+-- name: chain_agents
+SELECT agent_id FROM agent_chain_heads ORDER BY agent_id

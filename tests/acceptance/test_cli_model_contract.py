@@ -34,4 +34,5 @@ def test_a_tool_pattern_grammar_compilers_cannot_take_stops_startup(wake_cli: CL
     done = wake_cli("--config", str(config), "up", extra_env={"PYTHONPATH": str(tmp_path)})
     assert done.returncode == 70, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("wake: tool registry: tool 'dated' (module datedtools): parameters.properties.day.pattern '^\\\\d{4}$' uses \\d (write [0-9])"), last
+    expected = "wake: tool registry: tool 'dated' (module datedtools): parameters.properties.day.pattern '^\\\\d{4}$' uses \\d (write [0-9])"
+    assert last.startswith(expected), last

@@ -75,7 +75,9 @@ def _sized(request_json: dict[str, Any]) -> int:
     return len(prompt.body_bytes(body))
 
 
-async def test_a_tool_only_turn_is_sent_back_with_empty_content_and_tools_say_auto(make_config: Callable[..., Config], server: ScriptedServer) -> None:
+async def test_a_tool_only_turn_is_sent_back_with_empty_content_and_tools_say_auto(
+    make_config: Callable[..., Config], server: ScriptedServer
+) -> None:
     server.push(completion(None, [("local_time", {})]), completion("Checked the time."))
     o = await _wake(make_config())
     assert o.status == "completed", o.error
@@ -154,7 +156,8 @@ async def test_later_turns_start_from_the_servers_own_count(make_config: Callabl
 
 async def test_a_tokenizer_url_counts_every_prompt_on_the_server(make_config: Callable[..., Config], server: ScriptedServer) -> None:
     server.bytes_per_token = 2
-    config = make_config(route=f'tokenizer_url = "{server.root_url}"\ncontext_window = 9000', budget_toml=ROOMY)
+    # A window the prompt fills to well under the narrowing threshold: max_tokens is all the room.
+    config = make_config(route=f'tokenizer_url = "{server.root_url}"\ncontext_window = 30000', budget_toml=ROOMY)
     server.push(completion(None, [("local_time", {})]), completion("done"))
     o = await _wake(config)
     assert o.status == "completed", o.error
@@ -163,7 +166,7 @@ async def test_a_tokenizer_url_counts_every_prompt_on_the_server(make_config: Ca
         rendered = server.side_requests[2 * n].json
         assert rendered["messages"] == r.json["messages"] and rendered["tools"] == r.json["tools"]
         counted = len(server.side_requests[2 * n].raw) // 2  # the scripted template renders the body as it came
-        assert r.json["max_tokens"] == 9000 - counted
+        assert r.json["max_tokens"] == 30000 - counted
 
 
 async def test_a_tokenizer_that_cannot_answer_falls_back_to_the_estimate(make_config: Callable[..., Config], server: ScriptedServer) -> None:

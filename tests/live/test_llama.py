@@ -43,7 +43,9 @@ def proxy(llama_server_info: LiveLlama) -> Iterator[RecordingProxy]:
 
 
 def _less_than_token(live: LiveLlama) -> int:
-    req = urllib.request.Request(f"{live.root_url}/tokenize", data=json.dumps({"content": "<"}).encode(), headers={"content-type": "application/json"})
+    req = urllib.request.Request(
+        f"{live.root_url}/tokenize", data=json.dumps({"content": "<"}).encode(), headers={"content-type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as res:
         [token] = json.loads(res.read())["tokens"]
     return int(token)
@@ -66,6 +68,9 @@ max_retries = 0
 """
         extra = f"""[tools]
 surfaces = ["quiet"]
+
+[think]
+summary_max_tokens = 16
 
 [models.llama]
 {route}
@@ -110,8 +115,12 @@ def _cached(e: Exchange) -> int:
     return int((e.usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
 
 
-async def test_whisper_surface_and_full_wakes_complete_and_record_the_servers_usage(make_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama) -> None:
-    config = make_config(tiers=_tier("whisper", '["wake.whisper"]') + _tier("surface", '["wake.whisper", "wake.surface"]') + _tier("full", '["wake"]'))
+async def test_whisper_surface_and_full_wakes_complete_and_record_the_servers_usage(
+    make_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama
+) -> None:
+    config = make_config(
+        tiers=_tier("whisper", '["wake.whisper"]') + _tier("surface", '["wake.whisper", "wake.surface"]') + _tier("full", '["wake"]')
+    )
     seen = 0
     for n, tier in enumerate(("whisper", "surface", "full")):
         o = await _wake(config, tier, now=lambda n=n: T0 + dt.timedelta(hours=n))
@@ -134,7 +143,13 @@ async def test_whisper_surface_and_full_wakes_complete_and_record_the_servers_us
 
 async def test_a_second_unchanged_whisper_makes_no_request(make_config: Callable[..., Config], proxy: RecordingProxy) -> None:
     config = make_config(tiers=_tier("whisper", '["wake.whisper"]'))
-    fixed = [sources.BUILTIN["identity"], sources.BUILTIN["daybook"], sources.BUILTIN["clock"], sources.BUILTIN["recent_wakes"], sources.BUILTIN["binding_diff"]]
+    fixed = [
+        sources.BUILTIN["identity"],
+        sources.BUILTIN["daybook"],
+        sources.BUILTIN["clock"],
+        sources.BUILTIN["recent_wakes"],
+        sources.BUILTIN["binding_diff"],
+    ]
     first = await _wake(config, "whisper", source_list=fixed, now=lambda: T0)
     sent = len(proxy.completions())
     assert first.status == "completed" and sent >= 1, first.error
@@ -161,7 +176,9 @@ async def test_an_answer_cut_at_its_token_limit_is_recorded_truncated(make_confi
 
 
 @pytest.mark.parametrize("counted", [False, True], ids=["estimated", "tokenize"])
-async def test_the_prompt_never_exceeds_the_context_window(make_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama, tmp_path: Path, counted: bool) -> None:
+async def test_the_prompt_never_exceeds_the_context_window(
+    make_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama, tmp_path: Path, counted: bool
+) -> None:
     ctx = llama_server_info.ctx
     roomy = "budget = { max_turns = 3, max_tool_calls = 6, max_output_tokens = 100000, max_cost_usd = 1.0 }"
     config = make_config(tiers=_tier("full", '["wake"]', budget=roomy), counted=counted)
@@ -180,7 +197,11 @@ async def test_the_prompt_never_exceeds_the_context_window(make_config: Callable
         counts = [e for e in proxy.exchanges if e.path == "/tokenize"]
         assert len(counts) >= len(exchanges)
         assert exchanges[0].usage["prompt_tokens"] + exchanges[0].request["max_tokens"] >= ctx - 8  # exact: nothing wasted
-    print(f"{'tokenize' if counted else 'estimated'}: " + ", ".join(f"{e.usage['prompt_tokens']}+{e.request['max_tokens']}" for e in exchanges) + f" of {ctx}")
+    print(
+        f"{'tokenize' if counted else 'estimated'}: "
+        + ", ".join(f"{e.usage['prompt_tokens']}+{e.request['max_tokens']}" for e in exchanges)
+        + f" of {ctx}"
+    )
 
 
 async def test_a_bound_tool_is_called_and_its_result_sent_back(make_config: Callable[..., Config], proxy: RecordingProxy) -> None:

@@ -78,6 +78,24 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return len(os.path.commonprefix([a, b]))
 
 
+def _with_usage(step: Response, raw: bytes, previous: bytes, per: int) -> Any:
+    """A completion's body with the usage a real server reports: tokens from sizes, cached from the
+    prefix shared with the previous request, and the step's cost if it has one."""
+    body = step.body
+    if not (isinstance(body, dict) and "choices" in body):
+        return body
+    reply = json.dumps(body["choices"][0]["message"]).encode()
+    usage: dict[str, Any] = {
+        "prompt_tokens": len(raw) // per,
+        "completion_tokens": max(1, len(reply) // per),
+        "prompt_tokens_details": {"cached_tokens": _common_prefix(previous, raw) // per},
+    }
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if step.cost is not None:
+        usage["cost"] = step.cost
+    return {**body, "usage": usage}
+
+
 class ScriptedServer:
     def __init__(self, default: Callable[[dict[str, Any]], Response] | None = None) -> None:
         """`default(request_json)` answers when the script is empty (else "Nothing to do.")."""
@@ -108,19 +126,7 @@ class ScriptedServer:
                     step = server.script.popleft() if server.script else server.default(json.loads(raw))
                 if step.delay_s:
                     time.sleep(step.delay_s)
-                body = step.body
-                if isinstance(body, dict) and "choices" in body:
-                    reply = json.dumps(body["choices"][0]["message"]).encode()
-                    per = server.bytes_per_token
-                    usage: dict[str, Any] = {
-                        "prompt_tokens": len(raw) // per,
-                        "completion_tokens": max(1, len(reply) // per),
-                        "prompt_tokens_details": {"cached_tokens": _common_prefix(previous, raw) // per},
-                    }
-                    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-                    if step.cost is not None:
-                        usage["cost"] = step.cost
-                    body = {**body, "usage": usage}
+                body = _with_usage(step, raw, previous, server.bytes_per_token)
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 try:
                     self.send_response(step.status)
@@ -136,7 +142,8 @@ class ScriptedServer:
             def _side(self, raw: bytes) -> None:
                 """llama.cpp's /apply-template and /tokenize; 404 for anything else."""
                 with server._lock:
-                    server.side_requests.append(Recorded(time.monotonic(), self.path, {k.lower(): v for k, v in self.headers.items()}, raw, self.client_address))
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    server.side_requests.append(Recorded(time.monotonic(), self.path, headers, raw, self.client_address))
                 if self.path == "/apply-template":
                     answer: Any = {"prompt": raw.decode("utf-8")}
                 elif self.path == "/tokenize":

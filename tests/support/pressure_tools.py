@@ -6,7 +6,7 @@ from typing import Any
 
 from surfaces.registry import Tool, tool
 
-SIZE = 1200
+SIZE = 2400
 
 
 @tool(

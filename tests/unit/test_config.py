@@ -46,6 +46,10 @@ BAD_CASES: list[tuple[str, str, str, str]] = [
     ("negative_timeout", "[postgres]\ncommand_timeout_s = -1\n" + TIER, "postgres.command_timeout_s", "greater than 0"),
     ("bad_model_url", "[models.m]\nbase_url = \"ftp://x\"\nmodel = \"m\"\n" + TIER, "models.m.base_url", "expected an http:// or https:// URL"),
     ("no_tiers", "[agents.a]\ntiers = {}\n", "agents.a.tiers", "expected at least one tier"),
+    ("blank_workspace", "[agents.a]\nworkspace = \" \"\n" + TIER.replace("[agents.a]\n", ""), "agents.a.workspace",
+     "expected the path of a git repository (relative to this file), got ' '"),
+    ("zero_verify_budget", "[agents.a.verify]\nbudget_ms = 0\n" + TIER, "agents.a.verify.budget_ms", "greater than 0"),
+    ("negative_head_ttl", "[agents.a.verify]\nhead_ttl_s = -1\n" + TIER, "agents.a.verify.head_ttl_s", "greater than or equal to 0"),
 ]
 
 
@@ -210,3 +214,15 @@ def test_cli_lists_every_config_problem_and_exits_78(tmp_path: Path) -> None:
     assert len(lines) == 3 and lines[0].startswith(f"wake: bad config in {path}: ")
     assert sorted(line.strip().removeprefix("wake: ").split(": ")[1] for line in lines) == [
         "agents.a.tiers.whisper.every", "agents.b.tiers.wisper", "log.format"]
+
+
+def test_workspace_is_relative_to_the_config_file_and_not_checked_on_disk(tmp_path: Path) -> None:
+    path = tmp_path / "etc" / "wake.toml"
+    path.parent.mkdir()
+    path.write_text("[agents.a]\nworkspace = \"../src/app\"\n[agents.a.verify]\nbudget_ms = 80\n" + TIER.replace("[agents.a]\n", ""))
+    config = wake_config.load_config_file(path, environ={})
+    assert config.workspace_path("a") == (tmp_path / "src" / "app").resolve()  # absent on disk: the check's answer, not the config's
+    assert (config.agents["a"].verify.budget_ms, config.agents["a"].verify.head_ttl_s) == (80.0, 30.0)
+    bare = tmp_path / "bare.toml"
+    bare.write_text(TIER)
+    assert wake_config.load_config_file(bare, environ={}).workspace_path("a") is None

@@ -28,6 +28,9 @@ from wake.stores import engines
 
 log = logs.get("wake.stores")
 
+# What asyncpg raises when PostgreSQL is away: it cannot connect (a unix socket that is gone
+# raises FileNotFoundError), or a connection dropped under the caller, or the server is stopping.
+PG_UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError)
 # What a Neo4j call raises when the server is unreachable, refuses, or times out.
 NEO4J_ERRORS = (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError)
 
@@ -54,8 +57,12 @@ class Stores:
             conn = await conn_cm.__aenter__()
         except TimeoutError as exc:
             raise StoreUnavailable("postgres", self.pg_address, f"no pooled connection within {timeout_s}s") from exc
+        except PG_UNREACHABLE as exc:
+            raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
         try:
             yield cast(asyncpg.Connection, conn)  # the pool's proxy forwards every Connection method
+        except (asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError) as exc:
+            raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
         finally:
             await conn_cm.__aexit__(None, None, None)
 

@@ -156,7 +156,7 @@ def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usa
     if body.get("error") is not None:
         status = _error_status(body["error"])
         raise Failure(
-            f"provider error in a 200 body (code {status}): {_error_message(body['error'])}", status=status, retryable=is_retryable_status(status),
+            f"provider error in a 200 body (code {status}): {_error_message(body['error'])}", status=status, retryable=is_retryable_status(status)
         )
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
@@ -165,8 +165,11 @@ def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usa
     finish = choice.get("finish_reason")
     if finish == "error" or choice.get("error") is not None:
         status = _error_status(choice.get("error"))
-        message_text = _error_message(choice.get("error") or "finish_reason error")
-        raise Failure(f"provider error mid-generation (code {status}): {message_text}", status=status, retryable=is_retryable_status(status))
+        raise Failure(
+            f"provider error mid-generation (code {status}): {_error_message(choice.get('error') or 'finish_reason error')}",
+            status=status,
+            retryable=is_retryable_status(status),
+        )
     message = choice.get("message")
     if not isinstance(message, Mapping):
         raise Failure("malformed response: the choice has no message", status=None, retryable=False)
@@ -300,8 +303,9 @@ class Client:
             counted.raise_for_status()
             tokens = counted.json()["tokens"]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-            error = logs.redact_text(f"{type(exc).__name__}: {exc}")
-            log.warning("model.count_failed", model=route.model, tokenizer_url=logs.redact_text(root), error=error)
+            log.warning(
+                "model.count_failed", model=route.model, tokenizer_url=logs.redact_text(root), error=logs.redact_text(f"{type(exc).__name__}: {exc}")
+            )
             return None
         if not isinstance(tokens, list) or not isinstance(prompt_text, str):
             log.warning("model.count_failed", model=route.model, tokenizer_url=logs.redact_text(root), error="unexpected answer")

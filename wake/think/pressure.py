@@ -90,7 +90,7 @@ class Pressure:
 
     def _level(self, p: float) -> tuple[int, list[float]]:
         s = self.conv.settings
-        marks = [float(t) for t in s["remind_at"]] + [float(s["act_at"])]
+        marks = sorted([float(t) for t in s["remind_at"]] + [float(s["act_at"])])
         return sum(1 for t in marks if p >= t), marks
 
     async def before_call(self, *, turn: int, tokens: int, counted: str, recount: Counter) -> tuple[int, str]:
