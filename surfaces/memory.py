@@ -29,6 +29,7 @@ from ledgers.memory import ledger
 from ledgers.memory.config import Severity
 from ledgers.memory.errors import MemoryRefused
 from ledgers.memory.repo import MemoryRepo
+from surfaces import context_tools
 from surfaces.context import ToolContext
 from surfaces.epistemic import ToolInputError
 from surfaces.registry import Tool, tool
@@ -111,6 +112,8 @@ async def _status(ctx: ToolContext, repo: MemoryRepo) -> dict[str, Any]:
         "head": status.head, "files": status.files, "bytes": status.bytes, "head_attached": status.head_attached,
         "uncommitted": [{"path": c.path, "state": c.state} for c in status.changes],
         "open_findings": {"HALT": counts["HALT"], "WARN": counts["WARN"]},
+        # the context window: this wake's pressure, why max_tokens narrowed, the last compaction, the audit
+        "context": await context_tools.status(ctx),
     }
 
 
@@ -130,6 +133,11 @@ async def _audit(ctx: ToolContext, path: str | None) -> dict[str, Any]:
 
 
 async def _read(ctx: ToolContext, command: str, path: str | None, query: str | None) -> Any:
+    if command == "search" and query is not None and query.strip().startswith("archive:"):
+        try:  # a segment the wake's own compaction archived (docs/context.md), not a memory file
+            return await context_tools.search(ctx, query)
+        except context_tools.ContextToolError as exc:
+            raise ToolInputError(str(exc)) from exc
     repo = _repo(ctx)
     if command == "read":
         _need("read", path=path)
@@ -238,7 +246,8 @@ _LAYOUT = (
     name="memory",
     description="Your long-term memory: markdown files with a frontmatter description, in git. Commands: write PATH CONTENT "
     "(replace or create a file), append PATH TEXT, read PATH, ls [DIR], status, diff [PATH], audit [PATH] (open Cloister "
-    "findings), search QUERY. Every write is one commit, checked before it is made. " + _LAYOUT,
+    "findings), search QUERY (or archive:<wake>-seg-<n>, a segment a compaction archived). Status also gives the context "
+    "window's pressure and its audit. Every write is one commit, checked before it is made. " + _LAYOUT,
     parameters={
         "type": "object",
         "properties": {"command": {"type": "string", "enum": [*WRITES, *READS]}, **_READ_PROPERTIES, **_WRITE_PROPERTIES},
@@ -258,7 +267,8 @@ async def memory(
 @tool(
     name="memory_read",
     description="Read your long-term memory (markdown files with a frontmatter description, in git) without changing it. "
-    "Commands: read PATH, ls [DIR], status, diff [PATH], audit [PATH] (open Cloister findings), search QUERY. " + _LAYOUT,
+    "Commands: read PATH, ls [DIR], status (with the context window's pressure and its audit), diff [PATH], audit [PATH] "
+    "(open Cloister findings), search QUERY (or archive:<wake>-seg-<n>). " + _LAYOUT,
     parameters={
         "type": "object",
         "properties": {"command": {"type": "string", "enum": list(READS)}, **_READ_PROPERTIES},

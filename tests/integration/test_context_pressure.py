@@ -3,6 +3,7 @@ thresholds, declines, every compaction strategy, the archive, budgets meeting a 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -255,3 +256,34 @@ async def test_config_set_within_bounds_takes_effect_and_out_of_bounds_is_refuse
     async with stores.connected(config) as st, st.pg_conn() as conn:
         own = await context_events.settings(conn, "demo")
     assert pressure.effective(config.agents["demo"].context, own)["narrow_at"] == 0.6
+
+
+async def test_memory_status_reports_the_context_and_memory_search_reads_an_archived_segment(
+    store_config: Callable[..., Config], server: ScriptedServer
+) -> None:
+    """`memory status` carries the context section; `memory search archive:<wake>-seg-<n>` reads
+    the archive, and a bad ref is refused in one line (the memory tools delegate to the context tools)."""
+    from surfaces import memory as memory_tools
+    from surfaces.epistemic import ToolInputError
+    from tests.support.ledger_ctx import wake_ctx
+    from wake.run import cycle as run_cycle
+
+    config = _config(store_config, server)
+    wake_id = uuid.uuid4()
+    at = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        async with st.pg_conn() as conn:
+            await context_events.archive(
+                conn, wake_id=wake_id, segment=1, agent_id="demo", strategy="archive-segment",
+                messages=[{"role": "tool", "content": "the long tool result"}], at=at,
+            )
+        ctx = wake_ctx(config, st, at)
+        state = await run_cycle.open_memory(config, st, ctx.request, at, dry_run=False)
+        ctx = dataclasses.replace(ctx, memory_state=state)
+        found = await memory_tools.memory_read.handler(ctx, command="search", query=f"archive:{wake_id}-seg-1")
+        status = await memory_tools.memory_read.handler(ctx, command="status")
+        with pytest.raises(ToolInputError, match="expected archive:"):
+            await memory_tools.memory_read.handler(ctx, command="search", query="archive:nonsense")
+    assert "the long tool result" in json.dumps(found)
+    assert set(status["context"]) >= {"pressure", "last_compaction", "audit_last_7_days"}
