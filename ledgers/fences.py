@@ -8,6 +8,8 @@ newer holder's `advance` blocks until the older write commits or rolls back, and
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 
 from ledgers import queries
@@ -32,6 +34,14 @@ async def newest(conn: asyncpg.Connection, agent_id: str) -> int | None:
 async def advance(conn: asyncpg.Connection, agent_id: str, fence: int) -> int:
     """Record `fence` for the agent (never backwards); return the newest fence after the call."""
     return int(await conn.fetchval(_sql("advance"), agent_id, fence))
+
+
+async def advance_abandoning(conn: asyncpg.Connection, agent_id: str, fence: int, reason: str) -> tuple[int, list[dict[str, Any]]]:
+    """`advance`, and when `fence` is then the newest, close the agent's rows left `started` as
+    `abandoned` with `reason`, in one statement. Returns the newest fence and the rows closed."""
+    records = await conn.fetch(_sql("advance_abandoning"), agent_id, fence, reason)
+    closed = [{k: r[k] for k in ("wake_id", "tier", "host", "pid", "fence")} for r in records if r["wake_id"] is not None]
+    return int(records[0]["newest"]), closed
 
 
 async def check(conn: asyncpg.Connection, agent_id: str, fence: int) -> None:

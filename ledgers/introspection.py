@@ -49,14 +49,7 @@ _sql = queries.named("introspection")
 
 
 async def insert(conn: asyncpg.Connection, row: WakeRow, *, status: str = "started") -> None:
-    await conn.execute(
-        _sql("insert"),
-        row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
-        row.manifest_root, json.dumps(row.blocks), len(row.tool_hashes), row.active_tool_names,
-        json.dumps(row.tool_hashes), row.registry_tool_count, row.fence, row.host, row.pid,
-        row.version, row.config_hash, json.dumps(row.diff) if row.diff is not None else None,
-        row.note, row.error, row.escalation_cause,
-    )
+    await conn.execute(_sql("insert"), *_insert_args(row, status))
 
 
 async def settle(conn: asyncpg.Connection, wake_id: uuid.UUID, status: str, *, note: str | None = None, error: str | None = None) -> bool:
@@ -112,7 +105,52 @@ async def resolve_id(conn: asyncpg.Connection, text: str) -> uuid.UUID | None:
 
 
 async def previous_settled(conn: asyncpg.Connection, agent_id: str, tier: str | None, before: dt.datetime) -> dict[str, Any] | None:
-    return _decode(await conn.fetchrow(_sql("previous_settled"), agent_id, tier, before))
+    """The agent's newest settled wake with a manifest started before `before` (of `tier`, if given)."""
+    if tier is None:
+        return _decode(await conn.fetchrow(_sql("previous_settled"), agent_id, before))
+    return _decode(await conn.fetchrow(_sql("previous_settled_tier"), agent_id, tier, before))
+
+
+async def previous_both(conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """`previous_settled` of the agent and of its tier, in one round trip."""
+    found: dict[str, dict[str, Any] | None] = {"agent": None, "tier": None}
+    for record in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before):
+        row = _decode(record)
+        assert row is not None
+        found[row.pop("previous_of")] = row
+    return found["agent"], found["tier"]
+
+
+def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:
+    return (
+        row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
+        row.manifest_root, json.dumps(row.blocks), len(row.tool_hashes), row.active_tool_names,
+        json.dumps(row.tool_hashes), row.registry_tool_count, row.fence, row.host, row.pid,
+        row.version, row.config_hash, json.dumps(row.diff) if row.diff is not None else None,
+        row.note, row.error, row.escalation_cause,
+    )
+
+
+async def insert_fenced(conn: asyncpg.Connection, row: WakeRow, *, status: str = "started") -> bool:
+    """Insert the row in one statement that checks `row.fence` is the agent's newest (None: not
+    fenced); False when it is not, and nothing was written."""
+    return await conn.fetchval(_sql("insert_fenced"), *_insert_args(row, status)) is not None
+
+
+async def settle_fenced(
+    conn: asyncpg.Connection, wake_id: uuid.UUID, agent_id: str, fence: int | None, status: str, *, note: str | None = None,
+    error: str | None = None, thinking: Thinking | None = None,
+) -> bool:
+    """Close a started row, with the loop's totals, in one statement that checks the fence (None:
+    not fenced); False when the row was not open or the fence is stale (nothing was written)."""
+    if status not in SETTLED:
+        raise ValueError(f"unknown status {status!r}")
+    t = thinking or Thinking(model=None)
+    return await conn.fetchval(
+        _sql("settle_fenced"), wake_id, agent_id, fence, thinking is not None, status, note, error,
+        t.model, t.prompt_tokens, t.completion_tokens, t.cached_tokens, Decimal(str(round(t.cost_usd, 8))), t.turns, t.tool_calls,
+        t.refusals, t.stop_reason,
+    ) is not None
 
 
 async def recent(

@@ -32,15 +32,67 @@ SELECT * FROM wake_introspection_ledger WHERE wake_id = $1
 SELECT wake_id FROM wake_introspection_ledger WHERE wake_id::text LIKE $1 || '%' ORDER BY started_at DESC LIMIT 2
 
 -- name: previous_settled
--- The agent's newest finished wake with a manifest, optionally of one tier, started before $3.
+-- The agent's newest finished wake with a manifest, started before $2.
 SELECT * FROM wake_introspection_ledger
  WHERE agent_id = $1
-   AND ($2::text IS NULL OR tier = $2)
+   AND started_at < $2
+   AND status NOT IN ('started', 'skipped')
+   AND manifest_root IS NOT NULL
+ ORDER BY started_at DESC
+ LIMIT 1
+
+-- name: previous_settled_tier
+-- The same, of one tier ($2): its own query, so it walks (agent_id, tier, started_at).
+SELECT * FROM wake_introspection_ledger
+ WHERE agent_id = $1
+   AND tier = $2
    AND started_at < $3
    AND status NOT IN ('started', 'skipped')
    AND manifest_root IS NOT NULL
  ORDER BY started_at DESC
  LIMIT 1
+
+-- name: previous_settled_both
+-- Both in one round trip: the agent's newest (`agent`) and the tier's newest (`tier`).
+(SELECT 'agent' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+  ORDER BY started_at DESC LIMIT 1)
+UNION ALL
+(SELECT 'tier' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+  ORDER BY started_at DESC LIMIT 1)
+
+-- name: insert_fenced
+-- The row, written only while $14 is the agent's newest fence (NULL: unfenced). The fence row
+-- is locked FOR SHARE for the statement, so a newer holder's advance waits for it.
+INSERT INTO wake_introspection_ledger (
+    wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
+    manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
+    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause
+)
+SELECT $1, $2, $3, $4, $5, $6, $7, CASE WHEN $6 = 'started' THEN NULL ELSE now() END,
+       $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22
+ WHERE $14::bigint IS NULL
+    OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $14 FOR SHARE)
+RETURNING wake_id
+
+-- name: settle_fenced
+-- Step 10 in one statement: close a started row, with the loop's totals when $4 is true, only
+-- while $3 is the agent's newest fence (NULL: unfenced). No row back: not open, or stale.
+UPDATE wake_introspection_ledger AS w
+   SET status = $5, finished_at = now(), note = COALESCE($6, w.note), error = $7,
+       model = CASE WHEN $4 THEN $8 ELSE w.model END,
+       prompt_tokens = CASE WHEN $4 THEN $9 ELSE w.prompt_tokens END,
+       completion_tokens = CASE WHEN $4 THEN $10 ELSE w.completion_tokens END,
+       cached_tokens = CASE WHEN $4 THEN $11 ELSE w.cached_tokens END,
+       cost_usd = CASE WHEN $4 THEN $12 ELSE w.cost_usd END,
+       turns = CASE WHEN $4 THEN $13 ELSE w.turns END,
+       tool_calls = CASE WHEN $4 THEN $14 ELSE w.tool_calls END,
+       refusals = CASE WHEN $4 THEN $15 ELSE w.refusals END,
+       stop_reason = CASE WHEN $4 THEN $16 ELSE w.stop_reason END
+ WHERE w.wake_id = $1 AND w.agent_id = $2 AND w.status = 'started'
+   AND ($3::bigint IS NULL OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $3 FOR SHARE))
+RETURNING w.wake_id
 
 -- name: recent
 SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,

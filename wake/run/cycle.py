@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledgers import daybook, introspection
+from ledgers import daybook, fences, introspection
 from ledgers.fences import StaleFence
 from ledgers.vocab import Status, Tier, Trigger
 from surfaces.registry import Registry, Tool
@@ -34,7 +34,7 @@ from wake.config import Config
 from wake.context import WakeContext, WakeRequest
 from wake.observe import metrics
 from wake.run.session import Session
-from wake.stores import Stores, lease
+from wake.stores import Stores
 from wake.think import client as model
 from wake.think import gate
 from wake.think import loop as thinking_loop
@@ -141,14 +141,9 @@ async def run_wake(
     try:
         binding = bind(registry, config, agent_id, tier)
         bound.info("bind.done", tools=[t.name for t in binding], bound=len(binding), registry=len(registry))
-        tool_hashes = {t.name: manifest.sha256_declaration(t.declaration()) for t in binding}
+        tool_hashes = {t.name: manifest.tool_hash(t) for t in binding}
         async with stores.pg_conn() as conn:
-            previous = await introspection.previous_settled(conn, agent_id, None, started_at)
-            # The agent's previous wake is often of this tier already; none at all means none of it.
-            if previous is None or previous["tier"] == tier:
-                previous_tier = previous
-            else:
-                previous_tier = await introspection.previous_settled(conn, agent_id, tier, started_at)
+            previous, previous_tier = await introspection.previous_both(conn, agent_id, tier, started_at)
         ctx = WakeContext(
             config=config, stores=stores, request=request, now=started_at, binding=tuple(binding), previous=previous,
             previous_tier=previous_tier, tool_hashes=tool_hashes,
@@ -162,8 +157,7 @@ async def run_wake(
             status, note = Status.completed, "dry run: nothing recorded"
         else:
             row = _row(row_base, registry, mani, blocks, diff=dict(wake_diff) if wake_diff is not None else None)
-            async with lease.fenced(stores, agent_id, fence) as conn:
-                await introspection.insert(conn, row)
+            await _insert(stores, row)
             recorded = True
             bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
             decision = gate_check(ctx, blocks, mani)
@@ -272,20 +266,38 @@ def _row(
     )
 
 
+async def _insert(stores: Stores, row: introspection.WakeRow, *, status: str = Status.started) -> None:
+    """The row, in one statement that checks the fence; a stale fence writes nothing and raises."""
+    async with stores.pg_conn() as conn:
+        if not await introspection.insert_fenced(conn, row, status=status):
+            await _refused(conn, row.agent_id, row.fence)
+
+
+async def _refused(conn: Any, agent_id: str, fence: int | None) -> None:
+    """A fenced statement wrote nothing: raise `StaleFence` (logged) if the fence is stale."""
+    newest = await fences.newest(conn, agent_id)
+    if fence is not None and newest != fence:
+        log.warning("fence.stale", agent=agent_id, fence=fence, newest=newest)
+        metrics.stale_fence(agent_id)
+        raise StaleFence(agent_id, fence, newest)
+
+
 async def _settle(
     stores: Stores, recorded: bool, row_base: dict[str, Any], status: str, note: str | None, error: str | None,
     registry: Registry, mani: manifest.Manifest | None, blocks: list[Block], thinking: introspection.Thinking | None = None,
 ) -> bool:
-    """Step 10: close the row with the loop's totals; write a failed row if the wake died before recording one."""
+    """Step 10: close the row with the loop's totals, in one statement that checks the fence; write
+    a failed row if the wake died before recording one."""
+    agent_id, fence = row_base["agent_id"], row_base["fence"]
     try:
-        async with lease.fenced(stores, row_base["agent_id"], row_base["fence"]) as conn:
-            if recorded:
-                if thinking is not None:
-                    await introspection.record_thinking(conn, row_base["wake_id"], thinking)
-                await introspection.settle(conn, row_base["wake_id"], status, note=note, error=error)
-                return True
-            row = _row(row_base, registry, mani, blocks, note=note, error=error)
-            await introspection.insert(conn, row, status=status)
+        if not recorded:
+            await _insert(stores, _row(row_base, registry, mani, blocks, note=note, error=error), status=status)
+            return True
+        async with stores.pg_conn() as conn:
+            if not await introspection.settle_fenced(
+                conn, row_base["wake_id"], agent_id, fence, status, note=note, error=error, thinking=thinking,
+            ):
+                await _refused(conn, agent_id, fence)  # else the row was no longer open: someone closed it
             return True
     except StaleFence as exc:  # a newer lease holder exists: this wake writes nothing more
         log.warning("wake.settle_refused", wake_id=str(row_base["wake_id"]), status=status, fence=exc.fence, newest=exc.newest)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import cast
@@ -46,17 +47,25 @@ class Stores:
     graph: graph.Graph | None = None
 
     @contextlib.asynccontextmanager
-    async def pg_conn(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection, waiting at most `postgres.acquire_timeout_s` for one."""
+    async def pg_conn(self, *, trusted: bool = True) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection, waiting at most `postgres.acquire_timeout_s` for one.
+
+        Released after a body that ended normally, the connection goes back with the light reset
+        (`release_reset`); after an exception or a cancellation, or when `trusted` is False (an
+        operator's own SQL), with the full one. docs/performance.md says why that is safe."""
         timeout_s = self.config.postgres.acquire_timeout_s
         try:
             conn_cm = self.pg.acquire(timeout=timeout_s)
             conn = await conn_cm.__aenter__()
         except TimeoutError as exc:
             raise StoreUnavailable("postgres", self.pg_address, f"no pooled connection within {timeout_s}s") from exc
+        clean = False
         try:
             yield cast(asyncpg.Connection, conn)  # the pool's proxy forwards every Connection method
+            clean = trusted
         finally:
+            if clean:
+                _CLEAN.add(conn._con)  # the proxy's connection: what the pool's reset receives
             await conn_cm.__aexit__(None, None, None)
 
     async def close(self) -> None:
@@ -67,6 +76,26 @@ class Stores:
         if self.neo4j is not None:
             with contextlib.suppress(Exception):
                 await self.neo4j.close()
+
+
+# Connections whose last user ended normally through `Stores.pg_conn`; the pool's reset takes
+# them out again. Weak, so a terminated connection leaves nothing behind.
+_CLEAN: weakref.WeakSet[asyncpg.Connection] = weakref.WeakSet()
+
+
+async def release_reset(conn: asyncpg.Connection) -> None:
+    """The pool's reset on release. asyncpg has already rolled back an open transaction (it sees
+    that without asking the server). A connection whose user ended normally through `pg_conn`
+    holds nothing else: wake's code takes session-level state (the migrations' advisory lock) only
+    with its release in a `finally`, and opens no cursor, LISTEN or SET outside a transaction. So
+    it goes back as it is, with no round trip. Every other connection gets asyncpg's full reset
+    (advisory locks, cursors, LISTEN, settings), one round trip."""
+    if conn in _CLEAN:
+        _CLEAN.discard(conn)
+        return
+    query = conn.get_reset_query()
+    if query:
+        await conn.execute(query)
 
 
 def address(dsn_or_url: str) -> str:
@@ -99,6 +128,7 @@ async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
             command_timeout=conf.command_timeout_s,
             timeout=conf.connect_timeout_s,
             server_settings={"application_name": "wake"},
+            reset=release_reset,
         )
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         raise StoreUnavailable("postgres", where, _reason(exc)) from exc
