@@ -103,7 +103,7 @@ async def _neo4j(config: Config) -> list[Check]:
         latency = await _timed(probe)
         server = await driver.get_server_info()
         missing = await graph.schema_missing(g)
-    except (graph.GraphUnavailable, *stores.NEO4J_ERRORS) as exc:
+    except (graph.GraphUnavailable, *stores.neo4j_errors()) as exc:
         return [Check(check="neo4j", status="fail", detail=f"neo4j unreachable at {where}: {type(exc).__name__}: {exc}")]
     finally:
         await driver.close()

@@ -11,7 +11,7 @@ import click
 
 from ledgers import contact, facts
 from wake import clock
-from wake.cli import app, demo, render
+from wake.cli import app, render
 
 
 @click.group("demo")
@@ -32,6 +32,8 @@ def demo_seed_cmd(obj: app.Context, agent_id: str) -> None:
 
     async def body() -> dict[str, int]:
         async with app.ledger_conn(config) as conn:
+                from wake.cli import demo  # the demo seed is loaded by `wake demo` alone
+
                 return await demo.seed(conn, agent, config.agents[agent].timezone, clock.now(), probe_root)
 
     added = app.run_async(body)

@@ -13,11 +13,9 @@ import os
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import asyncpg
-import neo4j
-import neo4j.exceptions
 import redis.asyncio as aioredis
 import redis.exceptions
 
@@ -27,10 +25,17 @@ from wake.config import Config
 from wake.errors import StoreUnavailable
 from wake.stores import engines
 
+if TYPE_CHECKING:  # imported when a graph is configured: a command without one never pays for the driver
+    import neo4j
+
 log = logs.get("wake.stores")
 
-# What a Neo4j call raises when the server is unreachable, refuses, or times out.
-NEO4J_ERRORS = (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError)
+
+def neo4j_errors() -> tuple[type[BaseException], ...]:
+    """What a Neo4j call raises when the server is unreachable, refuses, or times out."""
+    import neo4j.exceptions
+
+    return (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError)
 
 
 @dataclass
@@ -167,6 +172,8 @@ def neo4j_auth(config: Config) -> tuple[str, str] | None:
 
 
 async def open_neo4j(config: Config) -> neo4j.AsyncDriver:
+    import neo4j
+
     uri = config.neo4j.uri
     assert uri
     driver = neo4j.AsyncGraphDatabase.driver(
@@ -179,7 +186,7 @@ async def open_neo4j(config: Config) -> neo4j.AsyncDriver:
     )
     try:
         await asyncio.wait_for(driver.verify_connectivity(), timeout=config.neo4j.timeout_s)
-    except NEO4J_ERRORS as exc:
+    except neo4j_errors() as exc:
         await driver.close()
         raise StoreUnavailable("neo4j", address(uri), _reason(exc)) from exc
     return driver

@@ -25,14 +25,16 @@ import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import tenacity
 
 from wake import clock, logs, secrets
 from wake.config import ModelRoute
 from wake.errors import Failure, ModelError
+
+if TYPE_CHECKING:  # loaded with the first model call: a command that calls no model never imports it
+    import httpx
 
 log = logs.get("wake.model")
 
@@ -40,7 +42,7 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 BACKOFF_BASE_S = 0.5
 CONNECT_TIMEOUT_S = 10.0
 # Keep-alive connections for the whole process; a wake makes its calls one after another.
-POOL_LIMITS = httpx.Limits(max_connections=20, max_keepalive_connections=10, keepalive_expiry=60.0)
+POOL_LIMITS: dict[str, Any] = {"max_connections": 20, "max_keepalive_connections": 10, "keepalive_expiry": 60.0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,7 +173,9 @@ class Client:
     @property
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(limits=POOL_LIMITS, http2=False)
+            import httpx
+
+            self._http = httpx.AsyncClient(limits=httpx.Limits(**POOL_LIMITS), http2=False)
         return self._http
 
     async def aclose(self) -> None:
@@ -186,6 +190,8 @@ class Client:
         if api_key is not None:
             headers["authorization"] = f"Bearer {api_key.reveal()}"
         payload = json.dumps({"model": route.model, **body, **route.extra_body}, ensure_ascii=False).encode("utf-8")
+        import httpx
+
         timeout = httpx.Timeout(route.timeout_s, connect=min(CONNECT_TIMEOUT_S, route.timeout_s))
         started = clock.monotonic_ms()
         attempts = 0
@@ -229,6 +235,8 @@ class Client:
     async def _attempt(
         self, url: str, headers: dict[str, str], payload: bytes, timeout: httpx.Timeout, route: ModelRoute
     ) -> tuple[dict[str, Any], str | None, Usage]:
+        import httpx
+
         request = self.http.build_request("POST", url, headers=headers, content=payload, timeout=timeout)
         try:
             response = await self.http.send(request, stream=True)
