@@ -91,7 +91,7 @@ def start(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[...,
         k: v for k, v in os.environ.items()
         if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "NOTIFY_SOCKET", "WATCHDOG_"))
     }
-    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"))
+    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"), WAKE_ENGINES__IDLE_S="0")
     replicas: list[Replica] = []
 
     def launch(daemon: str, agents_toml: str, *, extra: str = "", think_s: float = 0, environ: dict[str, str] | None = None) -> Replica:

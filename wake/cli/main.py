@@ -18,6 +18,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import falsifiers as epistemic
 from wake.cli import doctor, ledger, migrate, remote, render
+from wake.cli import engines as engines_cli
 from wake.cli.app import (
     Context,
     agent_option,
@@ -38,6 +39,7 @@ from wake.run import claim, cycle, session
 from wake.witness import diff, manifest
 
 ledger.register(cli)
+engines_cli.register(cli)
 cli.add_command(logread.logs_command)
 
 

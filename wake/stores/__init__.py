@@ -111,14 +111,14 @@ def address(dsn_or_url: str) -> str:
 async def resolve_postgres_dsn(config: Config) -> tuple[str, bool]:
     if config.postgres.dsn:
         return config.postgres.dsn, False
-    dsn = await asyncio.to_thread(engines.start_postgres, config.state_dir_path())
+    dsn = await asyncio.to_thread(engines.start_postgres, config.state_dir_path(), idle_s=config.engines.idle_s)
     return dsn, True
 
 
 async def resolve_redis_url(config: Config) -> tuple[str, bool]:
     if config.redis.url:
         return config.redis.url, False
-    url = await asyncio.to_thread(engines.start_redis, config.state_dir_path())
+    url = await asyncio.to_thread(engines.start_redis, config.state_dir_path(), idle_s=config.engines.idle_s)
     return url, True
 
 
