@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import statistics
@@ -38,6 +39,7 @@ from wake import config as wake_config  # noqa: E402
 from wake import logs
 from wake.daemon import notify  # noqa: E402
 from wake.daemon import service as daemon
+from wake.stores import engines
 
 WARMUP_S = 10
 
@@ -191,5 +193,10 @@ if __name__ == "__main__":
         asyncio.run(all_runs(args, args.state_dir.resolve()))
     else:
         with tempfile.TemporaryDirectory(prefix="wake-bench-") as tmp:
-            asyncio.run(all_runs(args, Path(tmp)))
+            try:
+                asyncio.run(all_runs(args, Path(tmp)))
+            finally:  # before the directories go: nothing outlives the run
+                for run_dir in Path(tmp).iterdir():
+                    with contextlib.suppress(Exception):
+                        engines.stop(run_dir, force=True)
     print(f"(total {time.perf_counter() - started:.0f}s)")

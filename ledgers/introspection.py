@@ -111,7 +111,9 @@ async def previous_settled(conn: asyncpg.Connection, agent_id: str, tier: str | 
     return _decode(await conn.fetchrow(_sql("previous_settled_tier"), agent_id, tier, before))
 
 
-async def previous_both(conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+async def previous_both(
+    conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """`previous_settled` of the agent and of its tier, in one round trip."""
     found: dict[str, dict[str, Any] | None] = {"agent": None, "tier": None}
     for record in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before):

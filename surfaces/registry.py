@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from surfaces import names
 
 ENTRY_POINT_GROUP = "wake.tools"

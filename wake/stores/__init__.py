@@ -13,7 +13,7 @@ import os
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import asyncpg
 import redis.asyncio as aioredis
@@ -70,7 +70,7 @@ class Stores:
             clean = trusted
         finally:
             if clean:
-                _CLEAN.add(conn._con)  # the proxy's connection: what the pool's reset receives
+                _CLEAN.add(cast(Any, conn)._con)  # the proxy's connection: what the pool's reset receives
             await conn_cm.__aexit__(None, None, None)
 
     async def close(self) -> None:
