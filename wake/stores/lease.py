@@ -186,14 +186,14 @@ async def held(
 
 
 @contextlib.asynccontextmanager
-async def fenced(stores: Stores, agent_id: str, fence: int | None) -> AsyncIterator[Any]:
+async def fenced(stores: Stores, agent_id: str, fence: int | None, *, trusted: bool = True) -> AsyncIterator[Any]:
     """A PostgreSQL connection in a transaction that has checked `fence` is the agent's newest.
 
     `fence=None` means the caller holds no lease (a dry run, a test); the transaction is then not
     fenced. A stale fence raises `fences.StaleFence` before anything is written; it is logged
-    `fence.stale`.
+    `fence.stale`. `trusted=False` (tool code) gives the connection the pool's full reset.
     """
-    async with stores.pg_conn() as conn, conn.transaction():
+    async with stores.pg_conn(trusted=trusted) as conn, conn.transaction():
         if fence is not None:
             try:
                 await fences.check(conn, agent_id, fence)
