@@ -139,6 +139,18 @@ async def insert_fenced(conn: asyncpg.Connection, row: WakeRow, *, status: str =
     return await conn.fetchval(_sql("insert_fenced"), *_insert_args(row, status)) is not None
 
 
+async def insert_settled_fenced(conn: asyncpg.Connection, row: WakeRow, status: str, thinking: Thinking | None) -> bool:
+    """Insert the row of a wake that called no model already settled (`status`, its totals), in
+    one statement that checks `row.fence`; False when it is stale, and nothing was written."""
+    if status not in SETTLED:
+        raise ValueError(f"unknown status {status!r}")
+    t = thinking or Thinking(model=None)
+    return await conn.fetchval(
+        _sql("insert_settled_fenced"), *_insert_args(row, status), t.model, t.prompt_tokens, t.completion_tokens, t.cached_tokens,
+        Decimal(str(round(t.cost_usd, 8))), t.turns, t.tool_calls, t.refusals, t.stop_reason,
+    ) is not None
+
+
 async def settle_fenced(
     conn: asyncpg.Connection, wake_id: uuid.UUID, agent_id: str, fence: int | None, status: str, *, note: str | None = None,
     error: str | None = None, thinking: Thinking | None = None,

@@ -76,6 +76,22 @@ SELECT $1, $2, $3, $4, $5, $6, $7, CASE WHEN $6 = 'started' THEN NULL ELSE now()
     OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $14 FOR SHARE)
 RETURNING wake_id
 
+-- name: insert_settled_fenced
+-- A wake that calls no model (the gate ended it, or it runs harness-only) is recorded already
+-- settled, with its totals ($23-$31), in one statement; fenced like `insert_fenced`.
+INSERT INTO wake_introspection_ledger (
+    wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
+    manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
+    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause,
+    model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals, stop_reason
+)
+SELECT $1, $2, $3, $4, $5, $6, $7, now(),
+       $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22,
+       $23, $24, $25, $26, $27, $28, $29, $30, $31
+ WHERE $14::bigint IS NULL
+    OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $14 FOR SHARE)
+RETURNING wake_id
+
 -- name: settle_fenced
 -- Step 10 in one statement: close a started row, with the loop's totals when $4 is true, only
 -- while $3 is the agent's newest fence (NULL: unfenced). No row back: not open, or stale.

@@ -10,13 +10,21 @@ from typing import Any
 
 import pytest
 
+from tests.support.openai_server import ScriptedServer
 from tests.support.pg_count import CountingConnection, counted_pools
 from wake import stores
 from wake.config import Config
 from wake.context import WakeRequest
 from wake.run import claim, session
 
+# A whisper with a model route: the first one calls the model; the gate settles every later one
+# `quiet`, its blocks unchanged, without a call.
 WHISPER_ONLY = """
+[models.scripted]
+base_url = "{url}"
+model = "scripted-1"
+timeout_s = 5
+
 [agents.demo]
 timezone = "UTC"
 persona_files = ["persona.md"]
@@ -24,13 +32,14 @@ persona_files = ["persona.md"]
 [agents.demo.tiers.whisper]
 every = "15m"
 binds = ["wake.whisper"]
+model = "scripted"
 """
 
-# A whisper on the four default sources (the graph is disabled without Neo4j): the claim with the
-# fence floor, the fence advance closing abandoned rows, both previous wakes, the recent wakes,
-# the row, the settle. The claim and the advance commit on their own; the row and the settle too.
-WHISPER_TRIPS = 6
-WHISPER_COMMITS = 4
+# A whisper the gate settles, on the four default sources (the graph is disabled without Neo4j):
+# the claim with the fence floor, the fence advance closing abandoned rows, both previous wakes,
+# the recent wakes, the row written settled. The claim, the advance and the row commit on their own.
+WHISPER_TRIPS = 5
+WHISPER_COMMITS = 3
 # Two Redis round trips: the lease taken and released, one script each (Redis also counts the
 # commands the scripts run: SET NX and INCR, then GET and DEL).
 WHISPER_REDIS = {"eval": 2, "set": 1, "incr": 1, "get": 1, "del": 1}
@@ -51,19 +60,20 @@ async def _redis_calls(st: stores.Stores) -> dict[str, int]:
 
 
 async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config: Callable[..., Config]) -> None:
-    config = store_config(agents=WHISPER_ONLY)
-    with counted_pools():
+    with ScriptedServer() as server, counted_pools():
+        config = store_config(agents=WHISPER_ONLY.format(url=server.url))
         async with stores.connected(config) as st:
             await session.prepare_schema(st)
             s = session.Session(config=config, stores=st, registry=session.build_registry(config))
-            for n in range(3):  # warm: the statement caches, the fence row, a previous wake
-                assert (await _whisper(s, n)).status == "completed"
+            assert (await _whisper(s, 0)).status == "completed"  # the one model call
+            for n in (1, 2):  # warm: the statement caches, the fence row
+                assert (await _whisper(s, n)).status == "quiet"
             trips, commits = CountingConnection.totals()
             redis_before = await _redis_calls(st)
             outcome = await _whisper(s, 3)
             redis_after = await _redis_calls(st)
             after = CountingConnection.totals()
-    assert outcome.status == "completed" and outcome.recorded
+    assert outcome.status == "quiet" and outcome.recorded and len(server.requests) == 1
     assert {b.name for b in outcome.blocks if b.retrieval == "ok"} == {"identity", "clock", "recent_wakes", "binding_diff"}
     assert (after[0] - trips, after[1] - commits) == (WHISPER_TRIPS, WHISPER_COMMITS)
     spent = {k: redis_after[k] - redis_before.get(k, 0) for k in redis_after if redis_after[k] != redis_before.get(k, 0)}

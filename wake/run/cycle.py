@@ -128,7 +128,7 @@ async def run_wake(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for, started_at=started_at,
         fence=fence, escalation_cause=request.cause, **provenance(config),
     )
-    recorded = False
+    recorded = settled_inline = False
     blocks: list[Block] = []
     binding: list[Tool] = []
     mani: manifest.Manifest | None = None
@@ -156,15 +156,25 @@ async def run_wake(
         if dry_run:
             status, note = Status.completed, "dry run: nothing recorded"
         else:
-            row = _row(row_base, registry, mani, blocks, diff=dict(wake_diff) if wake_diff is not None else None)
-            await _insert(stores, row)
-            recorded = True
-            bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
+            wake_diff_row = dict(wake_diff) if wake_diff is not None else None
             decision = gate_check(ctx, blocks, mani)
-            thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
-            status, note, error = Status(thought.status), thought.note, thought.error
-            if thought.final_text:
-                await record_daybook(ctx, thought.final_text)
+            if decision.action != "open":
+                # The gate ended it (quiet, or escalated): nothing runs between the row and its
+                # settle, so the row is written settled, in one statement.
+                thought = gated(decision)
+                status, note, error = Status(thought.status), thought.note, thought.error
+                row = _row(row_base, registry, mani, blocks, diff=wake_diff_row, note=note, error=error)
+                await _insert(stores, row, status=status, thinking=thought.thinking)
+                recorded = settled_inline = True
+                bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
+            else:
+                await _insert(stores, _row(row_base, registry, mani, blocks, diff=wake_diff_row))
+                recorded = True
+                bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
+                thought = await think(ctx, blocks, models)
+                status, note, error = Status(thought.status), thought.note, thought.error
+                if thought.final_text:
+                    await record_daybook(ctx, thought.final_text)
     except asyncio.CancelledError:
         status, error = Status.aborted, "cancelled"
         raise
@@ -172,7 +182,7 @@ async def run_wake(
         status, error = Status.failed, logs.redact_text(f"{type(exc).__name__}: {exc}")
         bound.exception("wake.failed")
     finally:
-        if not dry_run:
+        if not dry_run and not settled_inline:
             settled = _settle(stores, recorded, row_base, status, note, error, registry, mani, blocks, thought.thinking if thought else None)
             recorded = await asyncio.shield(settled) or recorded
         if own_client:
@@ -266,10 +276,17 @@ def _row(
     )
 
 
-async def _insert(stores: Stores, row: introspection.WakeRow, *, status: str = Status.started) -> None:
-    """The row, in one statement that checks the fence; a stale fence writes nothing and raises."""
+async def _insert(
+    stores: Stores, row: introspection.WakeRow, *, status: str = Status.started, thinking: introspection.Thinking | None = None,
+) -> None:
+    """The row (`started`, or already settled with its totals), in one statement that checks the
+    fence; a stale fence writes nothing and raises."""
     async with stores.pg_conn() as conn:
-        if not await introspection.insert_fenced(conn, row, status=status):
+        if status == Status.started:
+            written = await introspection.insert_fenced(conn, row, status=status)
+        else:
+            written = await introspection.insert_settled_fenced(conn, row, status, thinking)
+        if not written:
             await _refused(conn, row.agent_id, row.fence)
 
 
@@ -291,7 +308,7 @@ async def _settle(
     agent_id, fence = row_base["agent_id"], row_base["fence"]
     try:
         if not recorded:
-            await _insert(stores, _row(row_base, registry, mani, blocks, note=note, error=error), status=status)
+            await _insert(stores, _row(row_base, registry, mani, blocks, note=note, error=error), status=status, thinking=thinking)
             return True
         async with stores.pg_conn() as conn:
             if not await introspection.settle_fenced(
