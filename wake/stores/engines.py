@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -224,17 +225,28 @@ def linger(state_dir: Path, idle_s: float) -> None:
     _lingering.add(state_dir)
     if reaper_running(state_dir):
         return
-    subprocess.Popen(  # noqa: S603 (our own interpreter and module)
+    _reapers.append(subprocess.Popen(  # noqa: S603 (our own interpreter and module)
         [sys.executable, "-m", "wake.stores.reaper", str(state_dir), str(idle_s)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-    )
+    ))
+
+
+# The reapers this process started: it outlives them or they it, and it never waits for them.
+_reapers: list[subprocess.Popen[bytes]] = []
 
 
 def reaper_running(state_dir: Path) -> bool:
-    lock = fasteners.InterProcessLock(str(state_dir / REAPER_LOCK))
-    if not lock.acquire(blocking=False):
+    """Whether a reaper holds the state directory's lock (the POSIX lock fasteners takes)."""
+    try:
+        fd = os.open(state_dir / REAPER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
         return True
-    lock.release()
+    finally:
+        os.close(fd)  # closing drops the probe's own lock, if it got one
     return False
 
 
@@ -262,12 +274,13 @@ def engine_pids(state_dir: Path) -> dict[str, int]:
     return found
 
 
-def kill_engines(pids: dict[str, int]) -> None:
-    """Stop engines by pid (their files may be gone): fast shutdown for PostgreSQL, SIGTERM (which
-    saves) for Redis; wait for them to exit."""
+def kill_engines(pids: dict[str, int], *, gone: bool = False) -> None:
+    """Stop engines by pid: fast shutdown for PostgreSQL, SIGTERM (which saves) for Redis; wait for
+    them to exit. `gone`: their directory was deleted, there is nothing to save (a Redis that
+    cannot save refuses SIGTERM), so SIGKILL."""
     for name, pid in pids.items():
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGINT if name == "postgres" else signal.SIGTERM)
+            os.kill(pid, signal.SIGKILL if gone else signal.SIGINT if name == "postgres" else signal.SIGTERM)
     _wait_gone(list(pids.values()))
 
 

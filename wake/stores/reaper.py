@@ -33,7 +33,7 @@ def reap(state_dir: Path, idle_s: float, *, poll_s: float = POLL_S) -> str:
     try:
         while True:
             if not state_dir.exists():
-                engines.kill_engines(seen)
+                engines.kill_engines(seen, gone=True)
                 return "state directory deleted"
             now = engines.engine_pids(state_dir)
             seen = now or seen
