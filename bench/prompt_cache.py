@@ -56,6 +56,8 @@ def _first_body(config: wake_config.Config, outcome: cycle.WakeOutcome) -> bytes
     if outcome.binding:
         body["tools"] = [prompt.tool_spec(t) for t in outcome.binding]
     body["messages"] = prompt.messages(outcome.blocks)
+    if outcome.binding:
+        body["tool_choice"] = "auto"
     body["max_tokens"] = budget.max_output_tokens
     return json.dumps({**body, **route.extra_body}, ensure_ascii=False).encode("utf-8")
 

@@ -10,7 +10,7 @@ APScheduler (the same number of jobs, interval and cron triggers, a job that onl
 time), in the same process, so the daemon's lag stands next to the floor of this machine now.
 
 Every agent has the three tiers; each fire goes the whole way: slot claim in PostgreSQL, lease and
-fence (Redis + PostgreSQL), the wake (the four default sources, manifest, ledger row, settle),
+fence (Redis + PostgreSQL), the wake (the default sources, manifest, ledger row, settle),
 release. Figures, over the slots that fell after a warm-up:
 
 - lag from when the job is due (the slot plus its jitter delay) to the job firing, and to the

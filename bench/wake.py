@@ -3,7 +3,7 @@
     python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR]
 
 Each wake goes the way a scheduled slot goes (`wake.run.claim.run` with a claim): slot claim,
-lease and fence, close-abandoned, the four default sources of a whisper, manifest, row, settle,
+lease and fence, close-abandoned, the default sources of a whisper, manifest, row, settle,
 release. The whisper has a model route (the scripted server of the tests): each agent's first
 whisper calls it, and the gate settles every later one `quiet` without a call, as a whisper with
 nothing new does in production. Figures:
@@ -94,7 +94,7 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
             after = CountingConnection.totals()
             trips, commits = after[0] - before[0], after[1] - before[1]
             redis_trips = redis_after - redis_before - 1  # the INFO itself
-            print(f"one quiet whisper (4 default sources): PostgreSQL round trips {trips}, commits {commits}, Redis round trips {redis_trips}")
+            print(f"one quiet whisper (the default sources): PostgreSQL round trips {trips}, commits {commits}, Redis round trips {redis_trips}")
 
             durations = [await _one(s, agents[i % len(agents)]) for i in range(args.wakes)]
             p50, p99 = statistics.median(durations), _pct(durations, 0.99)

@@ -2,15 +2,16 @@
 
 A value is attested by a message when, after normalization, either
 
-1. the value's token sequence occurs contiguously in the message's token sequence
-   (containment at word boundaries: "art" is not contained in "party"), or
+1. the normalized value is a substring of the normalized message (direct containment, inside
+   words too: "Kvällsskift" is contained in "på kvällsskiften"), or
 2. at least `MIN_SHARE_PCT` (60%) of the value's distinct content tokens occur in the message, and
    at least `MIN_SHARED` (2) of them do.
 
 Normalization: Unicode NFKC, then case folding (`str.casefold`, so "Kvällsskift" = "KVÄLLSSKIFT"
 and "ß" = "ss"). Tokens are the maximal runs of letters and digits (`[^\\W_]+`): punctuation,
-underscores and whitespace only separate tokens, so "15:00-23:00" is `15 00 23 00`. Content
-tokens are the tokens that are not in `STOP_WORDS`. docs/facts.md documents the same rules.
+underscores and whitespace only separate tokens, so "15:00-23:00" is `15 00 23 00`. The
+normalized text is its tokens joined by single spaces. Content tokens are the tokens that are not
+in `STOP_WORDS`. docs/facts.md documents the same rules.
 """
 
 from __future__ import annotations
@@ -64,17 +65,19 @@ class Attestation:
         return f"{share} (needs ≥{MIN_SHARE_PCT}% and ≥{MIN_SHARED})" if not self.attested else share
 
 
-def _contains(haystack: list[str], needle: list[str]) -> bool:
-    if not needle:
-        return False
-    # Joined with a separator no token can contain, a substring match is a token-boundary match.
-    return f" {' '.join(needle)} " in f" {' '.join(haystack)} "
+def normalized(text: str) -> str:
+    """`text` as containment compares it: its tokens joined by single spaces."""
+    return " ".join(tokens(text))
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    return bool(needle) and needle in haystack
 
 
 def attest(value: str, message: str) -> Attestation:
     """Decide whether `message` attests `value` (rules in the module docstring)."""
     value_content = content_tokens(value)
-    if _contains(tokens(message), tokens(value)):
+    if _contains(normalized(message), normalized(value)):
         return Attestation(attested=True, how="contained", shared=len(value_content), of=len(value_content))
     shared = len(value_content & content_tokens(message))
     of = len(value_content)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -14,11 +15,20 @@ from ledgers import queries
 _sql = queries.named("daybook")
 
 
-async def append(conn: asyncpg.Connection, *, agent_id: str, wake_id: uuid.UUID | None, entry: str, written_at: dt.datetime) -> int:
+def unchecked_mark(blocks: Sequence[str]) -> str:
+    """How an entry written while `blocks` could not be checked is marked wherever it is shown."""
+    return f"written while {', '.join(blocks)} could not be checked"
+
+
+async def append(
+    conn: asyncpg.Connection, *, agent_id: str, wake_id: uuid.UUID | None, entry: str, written_at: dt.datetime,
+    unchecked_blocks: Sequence[str] = (),
+) -> int:
+    """`unchecked_blocks`: the blocks that had failed when the entry claimed their absence."""
     entry = entry.strip()
     if not entry:
         raise ValueError("a daybook entry must be non-empty")
-    return int(await conn.fetchval(_sql("append"), agent_id, wake_id, entry, written_at))
+    return int(await conn.fetchval(_sql("append"), agent_id, wake_id, entry, written_at, list(unchecked_blocks)))
 
 
 async def recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:

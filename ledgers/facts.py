@@ -19,10 +19,11 @@ from typing import Any
 
 import asyncpg
 
+from ledgers import anchors as anchors_mod
 from ledgers import attestation, contact, queries
 
 ORIGINS = ("did", "saw")
-ANCHOR_TYPES = ("file", "message", "wake", "url")
+ANCHOR_TYPES = ("file", "message", "wake", "url")  # the {type, ref} anchors; ledgers.anchors has the code ones
 
 
 class FactError(ValueError):
@@ -52,20 +53,13 @@ class Remembered:
 _sql = queries.named("facts")
 
 
-def check_anchors(anchors: Any) -> list[dict[str, str]]:
-    """Typed anchors: a list of {"type": file|message|wake|url, "ref": non-empty string}."""
-    if not isinstance(anchors, list):
-        raise FactError("anchors must be a list of {type, ref} objects")
-    checked = []
-    for i, anchor in enumerate(anchors):
-        if not isinstance(anchor, dict) or set(anchor) != {"type", "ref"}:
-            raise FactError(f"anchors[{i}] must be an object with exactly the keys type and ref")
-        if anchor["type"] not in ANCHOR_TYPES:
-            raise FactError(f"anchors[{i}].type must be one of {', '.join(ANCHOR_TYPES)}, got {anchor['type']!r}")
-        if not isinstance(anchor["ref"], str) or not anchor["ref"].strip():
-            raise FactError(f"anchors[{i}].ref must be a non-empty string")
-        checked.append({"type": anchor["type"], "ref": anchor["ref"]})
-    return checked
+def check_anchors(anchors: Any) -> list[dict[str, Any]]:
+    """Typed anchors (`ledgers.anchors`): provenance ({"type": message|wake|url, "ref": ...}) and
+    code anchors (file, import, symbol, env, package, absent), in their stored JSON form."""
+    try:
+        return anchors_mod.to_json(anchors_mod.parse(anchors))
+    except anchors_mod.AnchorError as exc:
+        raise FactError(str(exc)) from None
 
 
 async def _passport(
@@ -89,7 +83,7 @@ async def _passport(
 
 async def remember(
     conn: asyncpg.Connection, *, agent_id: str, key: str, value: str, origin: str, recorded_at: dt.datetime,
-    category: str = "general", source_ref: uuid.UUID | None = None, anchors: list[dict[str, str]] | None = None,
+    category: str = "general", source_ref: uuid.UUID | None = None, anchors: list[dict[str, Any]] | None = None,
     wake_id: uuid.UUID | None = None, fact_id: uuid.UUID | None = None,
 ) -> Remembered:
     """Store a new fact (call inside a transaction). A key that already has an active fact is
@@ -111,7 +105,7 @@ async def remember(
 
 async def supersede(
     conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID, value: str, origin: str, recorded_at: dt.datetime,
-    source_ref: uuid.UUID | None = None, anchors: list[dict[str, str]] | None = None, wake_id: uuid.UUID | None = None,
+    source_ref: uuid.UUID | None = None, anchors: list[dict[str, Any]] | None = None, wake_id: uuid.UUID | None = None,
     new_fact_id: uuid.UUID | None = None,
 ) -> Remembered:
     """Replace an active fact's value with a new fact that points back at it (same key).
@@ -149,6 +143,18 @@ async def retire(conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID,
         raise FactError(f"no active fact {fact_id} for agent {agent_id!r}")
 
 
+async def refute(conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID) -> str:
+    """Mark an active fact `refuted` because a retraction names it (call inside the transaction that
+    writes the retraction); returns its key. Anything but an active fact of the agent is refused."""
+    row = await conn.fetchrow(_sql("lock"), fact_id, agent_id)
+    if row is None:
+        raise FactError(f"no fact {fact_id} for agent {agent_id!r}")
+    if row["status"] != "active":
+        raise FactError(f"fact {fact_id} is {row['status']}, not active: only an active fact can be refuted")
+    await retire(conn, agent_id=agent_id, fact_id=fact_id, status="refuted")
+    return str(row["fact_key"])
+
+
 async def for_arrival(
     conn: asyncpg.Connection, agent_id: str, timezone: str, *, limit: int, chain_depth: int
 ) -> tuple[list[dict[str, Any]], int, int]:
@@ -160,10 +166,15 @@ async def for_arrival(
     return rows, int(counts["active"]), int(counts["unverified"])
 
 
-def _anchor(anchor: dict[str, str]) -> str:
-    """`[file: path]`; a message or wake anchor carries what the read-time check found."""
+def _anchor(anchor: dict[str, Any]) -> str:
+    """`[file: path]`, `[import: httpcore in httpx/_transports/default.py]`, `[absent import: redis]`;
+    a message or wake anchor carries what the read-time check found."""
     check = anchor.get("check", "unchecked")
-    return f" [{anchor['type']}: {anchor['ref']}" + ("" if check == "unchecked" else f", {'found' if check == 'found' else 'MISSING'}") + "]"
+    negated = anchor.get("type") == anchors_mod.ABSENT and isinstance(anchor.get("anchor"), dict)
+    inner = anchor["anchor"] if negated else anchor
+    where = f" in {inner['where']}" if inner.get("where") else ""
+    found = "" if check == "unchecked" else f", {'found' if check == 'found' else 'MISSING'}"
+    return f" [{'absent ' if negated else ''}{inner.get('type')}: {inner.get('ref')}{where}{found}]"
 
 
 def render_line(row: dict[str, Any]) -> str:

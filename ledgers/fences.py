@@ -8,8 +8,6 @@ newer holder's `advance` blocks until the older write commits or rolls back, and
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncpg
 
 from ledgers import queries
@@ -36,12 +34,13 @@ async def advance(conn: asyncpg.Connection, agent_id: str, fence: int) -> int:
     return int(await conn.fetchval(_sql("advance"), agent_id, fence))
 
 
-async def advance_abandoning(conn: asyncpg.Connection, agent_id: str, fence: int, reason: str) -> tuple[int, list[dict[str, Any]]]:
-    """`advance`, and when `fence` is then the newest, close the agent's rows left `started` as
-    `abandoned` with `reason`, in one statement. Returns the newest fence and the rows closed."""
-    records = await conn.fetch(_sql("advance_abandoning"), agent_id, fence, reason)
-    closed = [{k: r[k] for k in ("wake_id", "tier", "host", "pid", "fence")} for r in records if r["wake_id"] is not None]
-    return int(records[0]["newest"]), closed
+async def advance_seeing_started(conn: asyncpg.Connection, agent_id: str, fence: int) -> tuple[int, bool]:
+    """`advance`, and in the same statement whether `fence` is then the newest and the agent has
+    rows left `started` (for the new holder to close: `introspection.abandon_started`). Returns
+    the newest fence and that."""
+    record = await conn.fetchrow(_sql("advance_seeing_started"), agent_id, fence)
+    assert record is not None
+    return int(record["newest"]), bool(record["left_started"])
 
 
 async def check(conn: asyncpg.Connection, agent_id: str, fence: int) -> None:

@@ -12,6 +12,7 @@ then due at wakes until settled once with a verdict and an outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import ids, queries
 
 SETTLED_VERDICTS: tuple[str, ...] = ("upheld", "overturned", "unresolvable")
 CAUGHT_BY: tuple[str, ...] = ("self", "human", "together", "reality")
@@ -88,6 +89,12 @@ class NewRetraction:
 _sql = queries.named("retractions")
 
 
+def naming_fact(new: NewRetraction, fact_id: uuid.UUID, key: str) -> NewRetraction:
+    """The retraction with the fact it refutes named at the head of `stood_on`: `fact <id> (key): ...`,
+    the form a refuted-by-reality retraction has too, which the settled-facts block reads back."""
+    return dataclasses.replace(new, stood_on=f"fact {fact_id} ({key}): {new.stood_on}")
+
+
 async def insert(
     conn: asyncpg.Connection, new: NewRetraction, *, maturity_days: int = DEFAULT_MATURITY_DAYS, matures_at: dt.datetime | None = None
 ) -> uuid.UUID:
@@ -116,13 +123,16 @@ async def get(conn: asyncpg.Connection, row_id: uuid.UUID) -> dict[str, Any] | N
 
 
 async def resolve_id(conn: asyncpg.Connection, text: str, agent_id: str | None = None) -> uuid.UUID | None:
-    """A full id, or a unique prefix of one (optionally among one agent's rows)."""
+    """A full id, or the one retraction a prefix names (optionally among one agent's rows); None
+    when none has the prefix. Raises `ids.BadPrefix` for a prefix too short or not hex,
+    `ids.AmbiguousPrefix` when several match."""
     try:
         return uuid.UUID(text)
     except ValueError:
         pass
-    rows = await conn.fetch(_sql("find_by_prefix"), text.lower(), agent_id)
-    return rows[0]["id"] if len(rows) == 1 else None
+    low, high = ids.prefix_range(text)
+    rows = await conn.fetch(_sql("find_by_prefix"), low, high, agent_id, ids.LISTED_MATCHES)
+    return ids.unique(rows, what="retraction", prefix=text, column="id")
 
 
 async def due(conn: asyncpg.Connection, agent_id: str, now: dt.datetime, limit: int) -> tuple[list[dict[str, Any]], int]:

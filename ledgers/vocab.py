@@ -19,12 +19,14 @@ class Tier(enum.StrEnum):
 
 
 class Trigger(enum.StrEnum):
-    """Why a wake ran. Only `schedule` and `catch_up` wakes have a slot."""
+    """Why a wake ran. Only `schedule` and `catch_up` wakes have a slot; an `at` wake is a one-shot
+    an operator asked for (`wake at`), claimed through its own row."""
 
     schedule = "schedule"
     manual = "manual"
     catch_up = "catch_up"
     escalation = "escalation"
+    at = "at"
 
 
 class Status(enum.StrEnum):
@@ -38,6 +40,9 @@ class Status(enum.StrEnum):
     halted = "halted"
     abandoned = "abandoned"
     skipped = "skipped"
+    # a slot that did not run and never will: found later than its tier's misfire_grace_s, or one
+    # PostgreSQL was unreachable for (recorded once it answers); one row, no wake
+    missed = "missed"
 
 
 class Retrieval(enum.StrEnum):
@@ -71,6 +76,17 @@ class StopReason(enum.StrEnum):
     aborted = "aborted"
     gate = "gate"
     escalated = "escalated"
+    cloister = "cloister"  # an open HALT finding (or a canary that could not run): no model call
+    nothing_to_report = "nothing_to_report"  # the final answer was the tier's ok_token: quiet, tokens spent
+    precheck = "precheck"  # the tier's pre-check ended the wake before the model
+
+
+class OutboxState(enum.StrEnum):
+    """Where a delivery stands (`wake_outbox.state`)."""
+
+    pending = "pending"
+    sent = "sent"
+    dead = "dead"
 
 
 # Tiers that never wait for a busy agent: a whisper is cheap and the next one is minutes away.

@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,8 +21,21 @@ if TYPE_CHECKING:  # the graph driver is imported only where a graph is configur
     import asyncpg
 
     from ledgers import graph
+    from ledgers.memory.repo import MemoryRepo
 
-__all__ = ["ToolContext", "ToolSettings", "graph_write"]
+__all__ = ["RecallSettings", "ToolContext", "ToolSettings", "graph_write"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecallSettings:
+    """One agent's `recall` tool (`agents.<id>.recall`, docs/recall.md)."""
+
+    dictionary: str = "simple"  # the text search configuration: no stemming, any language
+    continuing_candidates: int = 24  # a continuing topic fetches this many by rank...
+    continuing_cap: int = 6  # ...and projects at most this many, newest first
+    ordinary_candidates: int = 8  # any other request fetches this many...
+    ordinary_cap: int = 3  # ...and projects at most this many, best first
+    recent_entries: int = 3  # the newest daybook entries whose terms make a request continuing
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +46,10 @@ class ToolSettings:
     graph_neighbors_max: int = 25
     probe_roots: tuple[Path, ...] = ()
     probe_max_file_bytes: int = 1_048_576
+    recall: Mapping[str, RecallSettings] = field(default_factory=dict)  # by agent id
+
+    def recall_of(self, agent_id: str) -> RecallSettings:
+        return self.recall.get(agent_id) or RecallSettings()
 
 
 class ToolContext(Protocol):
@@ -64,6 +82,11 @@ class ToolContext(Protocol):
 
     @property
     def settings(self) -> ToolSettings: ...
+
+    @property
+    def memory(self) -> MemoryRepo | None:
+        """The agent's memory repository, opened (and audited) at the wake's start; None when
+        memory is off for the agent or the repository could not be opened."""
 
     def read(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """A pooled connection for reading."""

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import asyncpg
 
-from ledgers import probes, retractions
+from ledgers import facts, probes, retractions
 from surfaces import probe
 from surfaces.context import ToolContext, ToolSettings
 from surfaces.registry import Tool, tool
@@ -50,17 +50,19 @@ def spec_of(row: dict[str, Any]) -> probe.ProbeSpec | None:
 
 async def run_probe(
     spec: probe.ProbeSpec, *, inst: probe.Instrument, write: Writer, agent_id: str, now: dt.datetime,
-    wake_id: uuid.UUID | None = None, retraction_id: uuid.UUID | None = None,
+    wake_id: uuid.UUID | None = None, retraction_id: uuid.UUID | None = None, store: bool = True,
 ) -> tuple[probe.ProbeResult, uuid.UUID]:
-    """Run the instrument (off the event loop) and leave its row in `claim_probe_records`."""
+    """Run the instrument (off the event loop) and leave its row in `claim_probe_records`
+    (`store=False`, a dry run's: run it and write nothing)."""
     result = await asyncio.to_thread(inst.probe, spec)
     record = probes.ProbeRecord(
         agent_id=agent_id, wake_id=wake_id, retraction_id=retraction_id, target=spec.target, resolved_path=result.resolved_path,
         mode=spec.mode, needle=spec.needle, negate=spec.negate, assertion=spec.assertion, verdict=result.verdict,
         evidence=result.evidence, instrument_state=result.instrument_state, controls=result.controls, checked_at=now,
     )
-    async with write() as conn:
-        await probes.insert(conn, record)
+    if store:
+        async with write() as conn:
+            await probes.insert(conn, record)
     return result, record.id
 
 
@@ -95,7 +97,28 @@ def new_retraction(agent_id: str, fields: dict[str, Any], corrected_at: dt.datet
     return new
 
 
-async def insert_retraction(conn: asyncpg.Connection, new: retractions.NewRetraction, maturity_days: int) -> dict[str, Any]:
+def fact_ref(value: str | None) -> uuid.UUID | None:
+    """The fact a retraction names (`fact_id`), as a full uuid."""
+    if value is None:
+        return None
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        raise ToolInputError(f"fact_id must be a fact's full uuid, got {value!r}") from None
+
+
+async def insert_retraction(
+    conn: asyncpg.Connection, new: retractions.NewRetraction, maturity_days: int, fact_id: uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """Insert the retraction (call inside the fenced transaction). One that names a fact marks that
+    active fact `refuted` in the same transaction: it leaves the facts block, and the retraction's
+    line in the settled-facts block says so."""
+    if fact_id is not None:
+        try:
+            key = await facts.refute(conn, agent_id=new.agent_id, fact_id=fact_id)
+        except facts.FactError as exc:
+            raise ToolInputError(str(exc)) from exc
+        new = retractions.naming_fact(new, fact_id, key)
     try:
         row_id = await retractions.insert(conn, new, maturity_days=maturity_days)
     except retractions.RetractionInputError as exc:
@@ -129,7 +152,8 @@ _PROBE_PROPERTIES: dict[str, Any] = {
         "Record that something you held is wrong, with a typed falsifier. expected_retraction_pass_obs is what you "
         "would observe if this retraction is right; overturn_retraction_condition is what you would observe if the "
         "original claim was right after all (they must differ). The falsifier becomes due after a few days. An "
-        "optional probe (checked by the harness when due) must test the pass observation."
+        "optional probe (checked by the harness when due) must test the pass observation. Name the stored fact it "
+        "retracts in fact_id: that fact is marked refuted and leaves your facts block."
     ),
     parameters={
         "type": "object",
@@ -145,6 +169,8 @@ _PROBE_PROPERTIES: dict[str, Any] = {
             "expected_retraction_pass_obs": {**_TEXT, "description": "Seen if the retraction stands (verdict overturned)."},
             "overturn_retraction_condition": {**_TEXT, "description": "Seen if the original claim was right (verdict upheld)."},
             "probe": {"type": "object", "properties": _PROBE_PROPERTIES, "required": ["target", "mode"], "additionalProperties": False},
+            "fact_id": {"type": "string", "format": "uuid",
+                        "description": "The stored fact this retracts, if any: it is marked refuted and leaves your facts block."},
         },
         "required": ["claim_verbatim", "stood_on", "why_wrong", "corrected_claim", "test_procedure",
                      "expected_retraction_pass_obs", "overturn_retraction_condition"],
@@ -153,14 +179,15 @@ _PROBE_PROPERTIES: dict[str, Any] = {
     surfaces={"chat", "wake.surface"},
     mutates=True,
 )
-async def retract(ctx: ToolContext, probe: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+async def retract(ctx: ToolContext, probe: dict[str, Any] | None = None, fact_id: str | None = None, **fields: Any) -> dict[str, Any]:
     if probe:
         fields.update({f"probe_{k}": v for k, v in probe.items()})
     new = new_retraction(ctx.agent_id, fields, ctx.now)
+    fact = fact_ref(fact_id)
     async with ctx.write() as conn:
-        row = await insert_retraction(conn, new, ctx.settings.falsifier_maturity_days)
+        row = await insert_retraction(conn, new, ctx.settings.falsifier_maturity_days, fact)
     return {"id": str(row["id"]), "corrected_at": row["corrected_at"].isoformat(), "matures_at": row["matures_at"].isoformat(),
-            "verdict": row["verdict"]}
+            "verdict": row["verdict"], **({"fact_id": str(fact), "fact_status": "refuted"} if fact else {})}
 
 
 @tool(

@@ -1,4 +1,4 @@
-"""Tools over the epistemic ledgers: facts, commitments, the daybook.
+"""Tools over the epistemic ledgers: facts, commitments, living summaries, the daybook.
 
 Every one of them writes, so each is declared `mutates=True` and writes only through
 `ctx.write()` (the fenced transaction: a wake whose fence is stale writes nothing). Bad input
@@ -16,23 +16,16 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from ledgers import commitments, daybook, facts
+from ledgers import anchors as anchors_mod
+from ledgers import commitments, daybook, facts, summaries
 from surfaces import graph_anchors
 from surfaces.context import ToolContext
 from surfaces.registry import Tool, tool
 
 _UUID = {"type": "string", "pattern": "^[0-9a-fA-F-]{32,36}$"}
-_ANCHORS = {
-    "type": "array",
-    "description": "Where the fact can be checked again: files, messages, wakes, URLs.",
-    "items": {
-        "type": "object",
-        "properties": {"type": {"enum": list(facts.ANCHOR_TYPES)}, "ref": {"type": "string", "minLength": 1}},
-        "required": ["type", "ref"],
-        "additionalProperties": False,
-    },
-    "default": [],
-}
+# Typed anchors (ledgers/anchors.py): what the fact stands on in code, checked against the
+# agent's workspace at git HEAD whenever the fact is read, and its provenance.
+_ANCHORS = anchors_mod.JSON_SCHEMA
 _ORIGIN = {
     "enum": list(facts.ORIGINS),
     "description": "did = your own action or lookup; saw = told by a human or observed (cite the message in source_ref).",
@@ -58,6 +51,16 @@ def _uuid(value: str | None, name: str) -> uuid.UUID | None:
         raise ValueError(f"{name} must be a UUID, got {value!r}") from None
 
 
+def _with_inferred(value: str, anchors: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The anchors as given; when none of them is a code anchor, those read from the value's prose
+    (backticked paths and names, quoted imports, $VARS) are added, each marked `inferred`: the
+    check reports what it finds for them and never decides on them."""
+    given = list(anchors or [])
+    if any(isinstance(a, dict) and a.get("type") in (*anchors_mod.CODE_TYPES, anchors_mod.ABSENT) for a in given):
+        return given
+    return given + anchors_mod.to_json(anchors_mod.infer(value))
+
+
 def _date(value: str | None) -> dt.date | None:
     if value is None:
         return None
@@ -72,7 +75,9 @@ def _date(value: str | None) -> dt.date | None:
     description=(
         "Store a fact with its provenance passport. origin is required: 'did' for what you did or looked up "
         "yourself, 'saw' for what a human told you (cite the raw message id in source_ref). A 'saw' fact whose "
-        "value is not found in the cited message is stored unverified and kept out of your arrivals. When your graph "
+        "value is not found in the cited message is stored unverified and kept out of your arrivals. Give typed anchors "
+        "for a fact about code: it is checked against your workspace at HEAD whenever it is read, and left out of your "
+        "arrivals while the code refutes it. When your graph "
         "is configured, an active fact anchors the entity `about` (default: the key) there; the result's 'graph' "
         "field says whether it did."
     ),
@@ -93,13 +98,13 @@ def _date(value: str | None) -> dt.date | None:
 )
 async def remember_fact(
     ctx: ToolContext, key: str, value: str, origin: str, category: str = "general", source_ref: str | None = None,
-    anchors: list[dict[str, str]] | None = None, about: str | None = None, about_kind: str | None = None,
+    anchors: list[dict[str, Any]] | None = None, about: str | None = None, about_kind: str | None = None,
 ) -> dict[str, Any]:
     subject = graph_anchors.about(about)
     async with ctx.write() as conn:
         done = await facts.remember(
             conn, agent_id=ctx.agent_id, key=key, value=value, origin=origin, category=category,
-            source_ref=_uuid(source_ref, "source_ref"), anchors=anchors, wake_id=ctx.wake_id, recorded_at=ctx.now,
+            source_ref=_uuid(source_ref, "source_ref"), anchors=_with_inferred(value, anchors), wake_id=ctx.wake_id, recorded_at=ctx.now,
         )
         anchored = await graph_anchors.fact(
             ctx, "remember_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind, key=done.key,
@@ -129,7 +134,7 @@ async def remember_fact(
     mutates=True,
 )
 async def supersede_fact(
-    ctx: ToolContext, fact_id: str, value: str, origin: str, source_ref: str | None = None, anchors: list[dict[str, str]] | None = None,
+    ctx: ToolContext, fact_id: str, value: str, origin: str, source_ref: str | None = None, anchors: list[dict[str, Any]] | None = None,
     about: str | None = None, about_kind: str | None = None,
 ) -> dict[str, Any]:
     old_id = _uuid(fact_id, "fact_id")
@@ -138,7 +143,8 @@ async def supersede_fact(
     async with ctx.write() as conn:
         done = await facts.supersede(
             conn, agent_id=ctx.agent_id, fact_id=old_id, value=value, origin=origin,
-            source_ref=_uuid(source_ref, "source_ref"), anchors=anchors, wake_id=ctx.wake_id, recorded_at=ctx.now,
+            source_ref=_uuid(source_ref, "source_ref"), anchors=_with_inferred(value, anchors), wake_id=ctx.wake_id,
+            recorded_at=ctx.now,
         )
         anchored = await graph_anchors.fact(
             ctx, "supersede_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind,
@@ -157,7 +163,7 @@ async def supersede_fact(
         "type": "object",
         "properties": {
             "title": {"type": "string", "minLength": 1, "maxLength": 300},
-            "due_on": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+            "due_on": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
             "about": {**graph_anchors.ABOUT, "description": "The entity the commitment is about in your graph; without it, no anchor."},
             "about_kind": graph_anchors.ABOUT_KIND,
         },
@@ -230,4 +236,33 @@ async def write_daybook(ctx: ToolContext, entry: str) -> dict[str, Any]:
     return {"entry_id": entry_id}
 
 
-TOOLS: tuple[Tool, ...] = (remember_fact, supersede_fact, add_commitment, complete_commitment, write_daybook)
+@tool(
+    name="fold_summary",
+    description=(
+        "Fold a living summary: replace the aspect's text with its next version and say what this fold merged "
+        "(the deltas: what changed since the last fold, one short line each). Your next wakes show the text and the deltas. "
+        "A summary is derived: it may lag the facts and messages it folds, and they outrank it."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "aspect": {"enum": list(summaries.ASPECTS)},
+            "content": {"type": "string", "minLength": 1, "maxLength": 4000},
+            "deltas": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 300}, "maxItems": 20, "default": []},
+        },
+        "required": ["aspect", "content"],
+        "additionalProperties": False,
+    },
+    surfaces=_DELIBERATE,
+    mutates=True,
+)
+async def fold_summary(ctx: ToolContext, aspect: str, content: str, deltas: list[str] | None = None) -> dict[str, Any]:
+    if not content.strip():
+        raise ValueError("content must be non-empty")
+    merged = [d.strip() for d in deltas or [] if d.strip()]
+    async with ctx.write() as conn:
+        version = await summaries.fold(conn, agent_id=ctx.agent_id, aspect=aspect, content=content.strip(), deltas=merged, folded_at=ctx.now)
+    return {"aspect": aspect, "version": version, "merged": len(merged)}
+
+
+TOOLS: tuple[Tool, ...] = (remember_fact, supersede_fact, add_commitment, complete_commitment, fold_summary, write_daybook)

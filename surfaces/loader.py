@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from surfaces import builtin, epistemic, ledger_tools, names
+from surfaces import builtin, epistemic, ledger_tools, memory, names, recall
 from surfaces import graph as graph_tools
 from surfaces.registry import Registry
 
@@ -12,7 +12,7 @@ from surfaces.registry import Registry
 def build(modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, entry_points: bool = True, graph: bool = False) -> Registry:
     """`graph`: Neo4j is configured, so the graph tools exist (surfaces/graph.py)."""
     registry = Registry(names.known_surfaces(set(extra_surfaces)))
-    for tool in (*builtin.TOOLS, *ledger_tools.TOOLS, *epistemic.TOOLS, *(graph_tools.TOOLS if graph else ())):
+    for tool in (*builtin.TOOLS, *ledger_tools.TOOLS, *epistemic.TOOLS, *recall.TOOLS, *memory.TOOLS, *(graph_tools.TOOLS if graph else ())):
         registry.register(tool)
     for module in modules:
         registry.load_module(module)

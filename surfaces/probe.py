@@ -10,20 +10,23 @@ A probe is typed, never read from prose (docs/epistemic.md):
   `falsified` (it does not hold), `error` (it could not be checked; `cause` says why).
 - Existence is not content: `contains` reads the bytes and counts the needle; a file that exists
   but lacks the needle is `falsified`.
-- Paths resolve inside the configured roots only; a `..` or a symlink that leads out of them, or
-  an absolute path outside them, is an `error` naming the cause.
+- Paths resolve inside the configured roots only, as the operating system resolves them (a
+  symlink before the `..` that follows it); a `..` or a symlink that leads out of them, or an
+  absolute path outside them, is an `error` naming the cause.
 
 Dual-needle controls: before a probe's verdict is trusted, the same evaluation function is run on
 a fixture it cannot have seen (a fresh temporary directory) with needles known present and known
 absent, then on the probe's own target: `exists` against `missing` (they must diverge, as an
-independent stat says) and, for `contains`, a needle taken from the target's bytes and a random
-one checked absent. The runs must diverge exactly as expected. An instrument that fails its
+independent stat says) and, for `contains`, a needle taken from the target's bytes (binary or
+not) and a random one checked absent; when the bytes offer no needle, the evidence says so under
+`controls_not_run`. The runs must diverge exactly as expected. An instrument that fails its
 controls reports `error`, never `verified`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -38,6 +41,8 @@ DEFAULT_MAX_FILE_BYTES = 1_048_576
 # control run carries it as its assertion: an instrument that reads prose fails its controls.
 CONTROL_ASSERTION = "control: this text says absent, missing and does not contain; it must not change any verdict"
 _CONTROL_TEXT = "alpha absent beta\nthe word absent appears three times: absent\n"  # the known failure's literal token "absent", 3 times
+_UNDECODABLE = re.compile(r"[\udc80-\udcff]+")  # what surrogateescape makes of bytes that are not UTF-8
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f\udc80-\udcff]+")
 
 Mode = Literal["exists", "missing", "contains"]
 Verdict = Literal["verified", "verified_missing", "falsified", "error"]
@@ -112,20 +117,28 @@ class Escape(Exception):
 
 def resolve(target: str, roots: Sequence[Path]) -> Path:
     """The target as a path inside one of `roots` (already real paths). A relative target is
-    taken relative to the first root. Raises `Escape` naming the cause."""
+    taken relative to the first root. Raises `Escape` naming the cause.
+
+    The path is resolved the way the operating system resolves it: each symlink is followed before
+    the `..` after it, so `link/../x` is the `x` beside the link's target, not the one beside the
+    link. When the system cannot reach the target (a component is missing, a symlink loops), the
+    joined path is returned unresolved so the evaluation's own stat reports what the system says."""
     if not roots:
         raise Escape("no probe roots are configured ([probes] roots)")
     raw = Path(target)
     joined = raw if raw.is_absolute() else roots[0] / raw
-    lexical = Path(os.path.normpath(joined))
-    if not any(lexical.is_relative_to(r) for r in roots):
-        if ".." in raw.parts:
-            raise Escape(f"'..' escapes the probe roots: {target!r} normalizes to {lexical}")
-        raise Escape(f"{lexical} is outside every probe root ({', '.join(map(str, roots))})")
-    real = Path(os.path.realpath(lexical))
+    try:
+        real, reachable = Path(os.path.realpath(joined, strict=True)), True
+    except OSError:
+        real, reachable = Path(os.path.realpath(joined)), False
     if not any(real.is_relative_to(r) for r in roots):
-        raise Escape(f"a symlink escapes the probe roots: {lexical} resolves to {real}")
-    return real
+        lexical = Path(os.path.normpath(joined))
+        if not any(lexical.is_relative_to(r) for r in roots):
+            if ".." in raw.parts:
+                raise Escape(f"'..' escapes the probe roots: {target!r} normalizes to {lexical}")
+            raise Escape(f"{lexical} is outside every probe root ({', '.join(map(str, roots))})")
+        raise Escape(f"a symlink escapes the probe roots: {joined} resolves to {real}")
+    return real if reachable else joined
 
 
 def real_roots(roots: Iterable[Path]) -> list[Path]:
@@ -150,9 +163,10 @@ def evaluate(path: Path, spec: ProbeSpec, max_file_bytes: int) -> Outcome:
     def out(verdict: str, cause: str | None = None) -> Outcome:
         return Outcome(verdict=verdict, evidence={**evidence, "cause": cause})
 
+    st: os.stat_result | None = None
     try:
         st = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # both are the system saying "no such path"
         present = False
     except OSError as exc:
         return out("error", f"cannot stat the target: {exc.strerror or exc}")
@@ -163,8 +177,15 @@ def evaluate(path: Path, spec: ProbeSpec, max_file_bytes: int) -> Outcome:
         return out("verified") if present else out("falsified", "the target does not exist")
     if spec.mode == "missing":
         return out("verified_missing") if not present else out("falsified", "the target exists")
-    # contains
-    if not present:
+    return _contains(path, spec, max_file_bytes, st, evidence, out)
+
+
+def _contains(
+    path: Path, spec: ProbeSpec, max_file_bytes: int, st: os.stat_result | None, evidence: dict[str, Any],
+    out: Callable[..., Outcome],
+) -> Outcome:
+    """Mode `contains` (with its `negate`): read the file and count the needle's bytes."""
+    if st is None:
         if spec.negate:  # absence of the file is not absence of content
             return out("error", "the target does not exist; 'does not contain' needs a file to read (use mode missing)")
         return out("falsified", "the target does not exist")
@@ -218,39 +239,105 @@ def fixture_controls(nonce: str) -> list[Control]:
         Control(name="exists/absent", spec=ProbeSpec(target="nothing.txt", mode="exists", assertion=a), expect="falsified"),
         Control(name="missing/absent", spec=ProbeSpec(target="nothing.txt", mode="missing", assertion=a), expect="verified_missing"),
         Control(name="missing/present", spec=ProbeSpec(target="present.txt", mode="missing", assertion=a), expect="falsified"),
-        Control(name="contains/needle present (the literal word 'absent')", spec=ProbeSpec(target="present.txt", mode="contains", needle="absent", assertion=a), expect="verified", expect_matches=3),
-        Control(name="contains/needle absent (file exists)", spec=ProbeSpec(target="present.txt", mode="contains", needle=nonce, assertion=a), expect="falsified", expect_matches=0),
-        Control(name="negate/needle absent", spec=ProbeSpec(target="present.txt", mode="contains", needle=nonce, negate=True, assertion=a), expect="verified_missing", expect_matches=0),
-        Control(name="negate/needle present", spec=ProbeSpec(target="present.txt", mode="contains", needle="absent", negate=True, assertion=a), expect="falsified", expect_matches=3),
+        Control(
+            name="contains/needle present (the literal word 'absent')",
+            spec=ProbeSpec(target="present.txt", mode="contains", needle="absent", assertion=a),
+            expect="verified",
+            expect_matches=3,
+        ),
+        Control(
+            name="contains/needle absent (file exists)",
+            spec=ProbeSpec(target="present.txt", mode="contains", needle=nonce, assertion=a),
+            expect="falsified",
+            expect_matches=0,
+        ),
+        Control(
+            name="negate/needle absent",
+            spec=ProbeSpec(target="present.txt", mode="contains", needle=nonce, negate=True, assertion=a),
+            expect="verified_missing",
+            expect_matches=0,
+        ),
+        Control(
+            name="negate/needle present",
+            spec=ProbeSpec(target="present.txt", mode="contains", needle="absent", negate=True, assertion=a),
+            expect="falsified",
+            expect_matches=3,
+        ),
         Control(name="escape by ..", spec=ProbeSpec(target="../outside/secret.txt", mode="exists", assertion=a), expect="error"),
         Control(name="escape by symlink", spec=ProbeSpec(target="link.txt", mode="exists", assertion=a), expect="error"),
     ]
 
 
-def existence_controls(target: str, present: bool) -> list[Control]:
+def existence_controls(target: str, present: bool | None) -> list[Control]:
     """The paired run on the probe's own target for existence: `exists` and `missing` must diverge,
-    and agree with `present`, which the caller learned without the instrument."""
+    and agree with `present`, which the caller learned without the instrument. `None` means the
+    caller's own stat failed for another reason than absence (a symlink loop, no permission): then
+    both must be `error`."""
     a = CONTROL_ASSERTION
+    exists, missing = {True: ("verified", "falsified"), False: ("falsified", "verified_missing"), None: ("error", "error")}[present]
     return [
-        Control(name="target/exists", spec=ProbeSpec(target=target, mode="exists", assertion=a), expect="verified" if present else "falsified"),
-        Control(name="target/missing", spec=ProbeSpec(target=target, mode="missing", assertion=a), expect="falsified" if present else "verified_missing"),
+        Control(name="target/exists", spec=ProbeSpec(target=target, mode="exists", assertion=a), expect=exists),
+        Control(name="target/missing", spec=ProbeSpec(target=target, mode="missing", assertion=a), expect=missing),
     ]
+
+
+def _present(path: Path) -> bool | None:
+    """Whether `path` exists, as the system's stat says; None when the stat fails otherwise."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return None
+    return True
+
+
+def present_needle(data: bytes) -> str | None:
+    """A needle known to be in `data`, taken from its bytes so that a binary file offers one too: the
+    first run of printable text (up to 32 characters), else the first run of any UTF-8 text. None when
+    no byte sequence in `data` is UTF-8 text (an empty file, or bytes that never decode)."""
+    text = data.decode("utf-8", errors="surrogateescape")  # an undecodable byte becomes one lone surrogate
+    for run in _UNPRINTABLE.split(text):
+        if run.strip():
+            return run.strip()[:32]
+    return next((run[:32] for run in _UNDECODABLE.split(text) if run), None)
 
 
 def target_controls(target: str, data: bytes) -> list[Control]:
-    """The paired run on the probe's own target for content: a needle taken from its bytes (known
-    present) and a random one checked absent. Empty when the target offers no usable present needle."""
-    present = next((line.strip()[:32] for line in data.decode("utf-8", errors="ignore").splitlines() if line.strip()), "")
-    if not present or present.encode("utf-8") not in data:
-        return []
+    """The paired run on the probe's own target for content: a random needle checked absent and,
+    when `present_needle` finds one, a needle taken from its bytes (known present)."""
     absent = _absent_needle(data)
     a = CONTROL_ASSERTION
-    return [
-        Control(name="target/needle present", spec=ProbeSpec(target=target, mode="contains", needle=present, assertion=a), expect="verified", expect_matches=data.count(present.encode())),
-        Control(name="target/needle absent", spec=ProbeSpec(target=target, mode="contains", needle=absent, assertion=a), expect="falsified", expect_matches=0),
-        Control(name="target/negate needle absent", spec=ProbeSpec(target=target, mode="contains", needle=absent, negate=True, assertion=a), expect="verified_missing", expect_matches=0),
-        Control(name="target/negate needle present", spec=ProbeSpec(target=target, mode="contains", needle=present, negate=True, assertion=a), expect="falsified"),
+    controls = [
+        Control(
+            name="target/needle absent",
+            spec=ProbeSpec(target=target, mode="contains", needle=absent, assertion=a),
+            expect="falsified",
+            expect_matches=0,
+        ),
+        Control(
+            name="target/negate needle absent",
+            spec=ProbeSpec(target=target, mode="contains", needle=absent, negate=True, assertion=a),
+            expect="verified_missing",
+            expect_matches=0,
+        ),
     ]
+    present = present_needle(data)
+    if present is not None:
+        controls += [
+            Control(
+                name="target/needle present",
+                spec=ProbeSpec(target=target, mode="contains", needle=present, assertion=a),
+                expect="verified",
+                expect_matches=data.count(present.encode()),
+            ),
+            Control(
+                name="target/negate needle present",
+                spec=ProbeSpec(target=target, mode="contains", needle=present, negate=True, assertion=a),
+                expect="falsified",
+            ),
+        ]
+    return controls
 
 
 def _absent_needle(data: bytes) -> str:
@@ -302,26 +389,37 @@ class Instrument:
             path = resolve(spec.target, self.roots)
         except Escape as exc:
             return self._result(spec, None, Outcome(verdict="error", evidence=_bare_evidence(spec, None, str(exc))), test.passed, controls)
-        controls += self._target_controls(spec, path)
+        target_runs, not_run = self._target_controls(spec, path)
+        controls += target_runs
         passed = all(c["ok"] for c in controls)
         try:
             outcome = self.evaluate(path, spec, self.max_file_bytes)
         except Exception as exc:  # the instrument broke: an error, never a verdict
             outcome = Outcome(verdict="error", evidence=_bare_evidence(spec, str(path), f"the instrument raised {exc!r}"))
         if outcome.verdict not in VERDICTS:
-            outcome = Outcome(verdict="error", evidence=_bare_evidence(spec, str(path), f"the instrument returned an unknown verdict {outcome.verdict!r}"))
+            outcome = Outcome(
+                verdict="error", evidence=_bare_evidence(spec, str(path), f"the instrument returned an unknown verdict {outcome.verdict!r}")
+            )
+        if not_run:
+            outcome = Outcome(verdict=outcome.verdict, evidence={**outcome.evidence, "controls_not_run": not_run})
         return self._result(spec, str(path), outcome, passed, controls)
 
-    def _target_controls(self, spec: ProbeSpec, path: Path) -> list[dict[str, Any]]:
-        """The paired runs on the probe's own target, judged by what this method reads itself."""
-        planned = existence_controls(spec.target, os.path.exists(path))
+    def _target_controls(self, spec: ProbeSpec, path: Path) -> tuple[list[dict[str, Any]], str | None]:
+        """The paired runs on the probe's own target, judged by what this method reads itself, and
+        why the known-present content controls could not run, if they could not."""
+        planned = existence_controls(spec.target, _present(path))
+        not_run = None
         if spec.mode == "contains":
             try:
                 if path.is_file() and path.stat().st_size <= self.max_file_bytes:
-                    planned += target_controls(spec.target, path.read_bytes())
+                    data = path.read_bytes()
+                    planned += target_controls(spec.target, data)
+                    if present_needle(data) is None:
+                        not_run = ("the known-present needle controls on the target could not run: "
+                                   + ("it is empty" if not data else "none of its bytes are UTF-8 text a needle could match"))
             except OSError:
                 pass  # the probe itself will report why it cannot read the target
-        return [{**_run_control(c, self.roots, self.evaluate, self.max_file_bytes), "on": "target"} for c in planned]
+        return [{**_run_control(c, self.roots, self.evaluate, self.max_file_bytes), "on": "target"} for c in planned], not_run
 
     @staticmethod
     def _result(spec: ProbeSpec, resolved: str | None, outcome: Outcome, passed: bool, controls: list[dict[str, Any]]) -> ProbeResult:
@@ -333,7 +431,14 @@ class Instrument:
             evidence["untrusted_verdict"] = verdict
             evidence["untrusted_cause"] = outcome.evidence.get("cause")
             verdict = "error"
-        return ProbeResult(spec=spec, resolved_path=resolved, verdict=verdict, evidence=evidence, instrument_state="passed" if passed else "failed", controls=controls)
+        return ProbeResult(
+            spec=spec,
+            resolved_path=resolved,
+            verdict=verdict,
+            evidence=evidence,
+            instrument_state="passed" if passed else "failed",
+            controls=controls,
+        )
 
 
 def _bare_evidence(spec: ProbeSpec, path: str | None, cause: str) -> dict[str, Any]:
@@ -347,5 +452,7 @@ def note(result: ProbeResult) -> str:
     matches = f", {ev['match_count']} match{'es' if ev['match_count'] != 1 else ''}" if ev.get("match_count") is not None else ""
     cause = f" — {ev['cause']}" if ev.get("cause") else ""
     controls = "controls passed" if result.trusted else "controls FAILED"
+    if ev.get("controls_not_run"):
+        controls += f" ({ev['controls_not_run']})"
     return f"{result.verdict}{matches}{size}; {controls}{cause}"
 

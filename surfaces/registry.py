@@ -16,11 +16,12 @@ import importlib
 import importlib.metadata
 import inspect
 import re
+import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from surfaces import names
+from surfaces import names, schema_patterns
 
 ENTRY_POINT_GROUP = "wake.tools"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the OpenAI function-name rule
@@ -100,11 +101,21 @@ class Registry:
             jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
         except jsonschema.SchemaError as exc:
             raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
+        self._validate_patterns(where, tool.parameters)
         if not tool.surfaces:
             raise DeclarationError(f"{where}: declares no surface")
         unknown = sorted(set(tool.surfaces) - self.known_surfaces)
         if unknown:
             raise DeclarationError(f"{where}: unknown surface {unknown[0]!r}; known: {', '.join(sorted(self.known_surfaces))}")
+
+    @staticmethod
+    def _validate_patterns(where: str, parameters: Mapping[str, Any]) -> None:
+        """Every regex in the schema (valid ones: check_schema saw to that) is one that
+        grammar-constrained servers can compile."""
+        for at, pattern in schema_patterns.patterns(parameters):
+            why = schema_patterns.problem(pattern)
+            if why:
+                raise DeclarationError(f"{where}: {at} {pattern!r} {why}; servers that compile tool schemas to grammars cannot use it")
 
     def binding(self, binds: Iterable[str]) -> list[Tool]:
         """The tools a tier with these binds holds, sorted by name."""
@@ -116,6 +127,8 @@ class Registry:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise DeclarationError(f"tools module {module_name!r} cannot be imported: {exc}") from exc
+        except Exception as exc:  # the module's own code ran and failed: a syntax error, a raise at import
+            raise DeclarationError(f"tools module {module_name!r} raised at import: {_one_line(exc)}") from exc
         self._load_provider(module, origin=f"module {module_name}")
 
     def load_entry_points(self) -> None:
@@ -123,7 +136,7 @@ class Registry:
             try:
                 provider = entry.load()
             except Exception as exc:  # an entry point's import can fail in any way
-                raise DeclarationError(f"entry point {entry.name!r} ({entry.value}) cannot be loaded: {exc}") from exc
+                raise DeclarationError(f"entry point {entry.name!r} ({entry.value}) cannot be loaded: {_one_line(exc)}") from exc
             self._load_provider(provider, origin=f"entry point {entry.name}")
 
     def _load_provider(self, provider: Any, *, origin: str) -> None:
@@ -133,10 +146,17 @@ class Registry:
             register = provider
         if register is not None:
             before = set(self._tools)
-            register(_OriginRegistry(self, origin))
+            try:
+                register(_OriginRegistry(self, origin))
+            except DeclarationError:
+                raise
+            except Exception as exc:  # the provider's own code failed
+                raise DeclarationError(f"{origin}: register() raised {_one_line(exc)}") from exc
             if set(self._tools) == before:
                 raise DeclarationError(f"{origin}: register() declared no tools")
         elif tools is not None:
+            if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+                raise DeclarationError(f"{origin}: TOOLS must be a list of surfaces.registry.Tool, got {type(tools).__name__}")
             for tool in tools:
                 self.register(_with_origin(tool, origin))
         else:
@@ -152,6 +172,18 @@ class _OriginRegistry:
 
     def register(self, tool: Tool) -> Tool:
         return self._registry.register(_with_origin(tool, self._origin))
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: its type, its message with newlines folded, and where it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    if isinstance(exc, SyntaxError) and exc.filename:  # the frame is the importer's; the error is in the file
+        where = f" (at {exc.filename}:{exc.lineno})"
+        message = exc.msg
+    else:
+        message = str(exc)
+    return f"{type(exc).__name__}: {' '.join(message.split()) or '(no message)'}{where}"
 
 
 def _with_origin(tool: Any, origin: str) -> Tool:

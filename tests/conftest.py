@@ -2,7 +2,8 @@
 
 `WAKE_TEST_PG_DSN` and `WAKE_TEST_REDIS_URL` point the suite at existing servers instead. Each
 test gets its own database, copied from a migrated template, and an empty Redis database.
-Neo4j fixtures (`neo4j_uri`, `neo4j_dedicated`) come from tests/support/neo4j_fixtures.py.
+Neo4j fixtures (`neo4j_uri`, `neo4j_dedicated`) come from tests/support/neo4j_fixtures.py, the
+llama.cpp ones (`llama_url`, `llama_server_info`) from tests/support/llama_fixtures.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 import redis
 
 from ledgers import schema
+from tests.support.llama_fixtures import llama_server_info, llama_url  # noqa: F401  (fixtures)
 from tests.support.neo4j_fixtures import neo4j_dedicated, neo4j_server_uri, neo4j_uri  # noqa: F401  (fixtures)
 from wake import config as wake_config
 from wake.stores import engines

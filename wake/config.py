@@ -26,6 +26,7 @@ was expected; the CLI turns it into one line on stderr and exit status 78.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import ipaddress
 import json
@@ -42,8 +43,9 @@ import pydantic
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from ledgers.memory import config as memory_config
 from surfaces import names as surface_names
-from surfaces.context import ToolSettings
+from surfaces.context import RecallSettings, ToolSettings
 from wake.errors import ConfigError
 
 TIERS: tuple[str, ...] = ("whisper", "surface", "full")
@@ -55,10 +57,14 @@ DEFAULT_SOURCE_TIMEOUT_MS = 1500
 # keeps the two the same). Named here so that validating a config needs no source code.
 BUILTIN_SOURCES: frozenset[str] = frozenset({
     "identity", "graph", "recent_wakes", "clock", "due_falsifiers", "binding_diff", "living_summaries",
-    "provenance_facts", "daybook", "settled_facts",
+    "provenance_facts", "daybook", "settled_facts", "memory", "cloister",
 })
+# The blocks a tier's own keys add (`instructions_file`, `precheck`): not nameable in `sources`,
+# and no [sql_sources.<name>] may take their names.
+OPERATOR_SOURCES: frozenset[str] = frozenset({"instructions", "precheck"})
 PROBES_DIR = "probes"  # under the state directory, when no [probes] roots are configured
-DEFAULT_SOURCES: tuple[str, ...] = ("identity", "graph", "clock", "recent_wakes", "binding_diff")
+DEFAULT_SOURCES: tuple[str, ...] = ("identity", "memory", "cloister", "graph", "clock", "recent_wakes", "binding_diff")
+MEMORY_DIR = "memory"  # under the state directory: one repository per agent, memory/<agent id>
 # Issue 4's defaults: whisper every 15 minutes, surface hourly, full daily at 03:30 local time.
 DEFAULT_SCHEDULES: dict[str, dict[str, str]] = {
     "whisper": {"every": "15m"},
@@ -144,6 +150,14 @@ class RetractionsConfig(_Model):
     due_shown: int = Field(5, ge=1)
 
 
+# The request fields wake itself sets (the binding, the conversation, the budgets, how tools may
+# be called, one JSON reply): a route's `extra_body` may add any other field, never these.
+HARNESS_BODY_KEYS = frozenset({
+    "model", "messages", "tools", "tool_choice", "functions", "function_call", "max_tokens", "max_completion_tokens",
+    "stream", "n",
+})
+
+
 class ModelRoute(_Model):
     base_url: str
     model: str
@@ -165,12 +179,23 @@ class ModelRoute(_Model):
     # providers that refuse tool messages without tools accept it), or omit them (for a server
     # that ignores tool_choice, e.g. Ollama).
     summary_tools: Literal["choice_none", "omit"] = "choice_none"
+    # A llama.cpp server's root URL: each prompt is counted with its /apply-template and /tokenize
+    # before it is sent. Unset: the previous turn's usage.prompt_tokens plus a conservative estimate.
+    tokenizer_url: str | None = None
 
-    @field_validator("base_url")
+    @field_validator("base_url", "tokenizer_url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_harness_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(HARNESS_BODY_KEYS.intersection(value))
+        if taken:
+            raise ValueError(f"{', '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by wake itself and cannot be overridden here")
         return value
 
 
@@ -271,6 +296,8 @@ class DaemonConfig(_Model):
     # Wakes this replica runs at once (claim to settle); more due slots queue for a turn instead
     # of all contending for the PostgreSQL pool. Keep it near postgres.pool_max_size.
     max_concurrent_wakes: int = Field(16, ge=1)
+    # How often the daemon looks for due one-shot wakes (`wake at`) and due deliveries (the outbox).
+    poll_s: float = Field(1.0, gt=0)
 
 
 class TierConfig(_Model):
@@ -284,6 +311,18 @@ class TierConfig(_Model):
     budget: BudgetConfig = BudgetConfig()
     skip_quiet_hours: bool | None = None
     catch_up: Literal["one", "skip"] | None = None
+    # Operator controls (docs/daemon.md): a Markdown checklist the wake arrives to (relative to the
+    # config file), its cache tier; the final answer that means "nothing to report"; the
+    # [delivery.<name>] routes a completed wake's final text goes to; how late a scheduled slot
+    # may still run (unset: however late); a command run before the model (exit 0 think, 1 quiet).
+    instructions_file: str | None = None
+    instructions_cache_tier: Literal["static", "stable"] = "stable"
+    ok_token: str | None = Field(None, min_length=1)
+    deliver_to: tuple[str, ...] = ()
+    misfire_grace_s: float | None = Field(None, ge=0)
+    precheck: tuple[str, ...] | None = Field(None, min_length=1)
+    precheck_timeout_s: float = Field(10.0, gt=0)
+    precheck_max_chars: int = Field(4000, ge=100)
 
     @field_validator("cron")
     @classmethod
@@ -325,6 +364,9 @@ class SqlSourceConfig(_Model):
     template: str = Field(min_length=1)  # one line per row, str.format over the row's columns
     header: str | None = None
     empty_text: str = "(no rows)"
+    # Phrases that claim this block's rows are absent ("no new orders"): a wake's final text saying
+    # one while the block could not be checked is marked, not taken as evidence (docs/recall.md).
+    absence_claims: tuple[str, ...] = ()
 
     @field_validator("template")
     @classmethod
@@ -340,6 +382,90 @@ class SqlSourceConfig(_Model):
         return value
 
 
+class DeliveryRoute(_Model):
+    """`[delivery.<name>]`: where a completed wake's final text is delivered (docs/daemon.md, "Delivery")."""
+
+    kind: Literal["webhook", "file", "stdout"]
+    url: str | None = None  # webhook: POSTed JSON
+    # webhook: the credential whose value signs the body (X-Wake-Signature: sha256=<HMAC-SHA256>)
+    secret_credential: str | None = None
+    timeout_s: float = Field(10.0, gt=0)
+    path: str | None = None  # file: JSON lines appended, relative to the config file
+    max_attempts: int = Field(8, ge=1)  # then the delivery is `dead` (`wake outbox --failed`)
+    backoff_s: float = Field(1.0, ge=0)  # the first wait between attempts; doubles each time
+    backoff_max_s: float = Field(300.0, ge=0)
+
+    @model_validator(mode="after")
+    def _target(self) -> DeliveryRoute:
+        if self.kind == "webhook" and (self.url is None or not self.url.startswith(("http://", "https://"))):
+            raise ValueError(f"a webhook route needs url = an http:// or https:// URL, got {self.url!r}")
+        if self.kind == "file" and not self.path:
+            raise ValueError("a file route needs path = a file to append JSON lines to")
+        return self
+
+
+class RecallConfig(_Model):
+    """The agent's `recall` tool (docs/recall.md)."""
+
+    # A PostgreSQL text search configuration; 'simple' and 'english' are indexed (migration 0010).
+    dictionary: str = "simple"
+    continuing_candidates: int = Field(24, ge=1, le=500)
+    continuing_cap: int = Field(6, ge=1, le=50)
+    ordinary_candidates: int = Field(8, ge=1, le=500)
+    ordinary_cap: int = Field(3, ge=1, le=50)
+    recent_entries: int = Field(3, ge=0, le=100)
+
+    @field_validator("dictionary")
+    @classmethod
+    def _dictionary(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?", value):
+            raise ValueError(f"expected a text search configuration name such as 'simple' or 'english', got {value!r}")
+        return value
+
+    def settings(self) -> RecallSettings:
+        return RecallSettings(**self.model_dump())
+class VerifyConfig(_Model):
+    # One retrieval's budget for checking the facts block's code anchors against the workspace
+    # (waiting for its fingerprint included); what is not decided by then is shown inconclusive.
+    budget_ms: float = Field(50.0, gt=0, le=60_000)
+    # HEAD is re-resolved at most this often: within it a moved HEAD is not seen yet.
+    head_ttl_s: float = Field(30.0, ge=0)
+
+SeverityName = Literal["HALT", "WARN", "LOG"]
+
+
+class MemoryAgentConfig(_Model):
+    """The agent's memory repository and its canary (docs/memory.md)."""
+
+    # Off: no repository, no canary; the memory tools answer that memory is off, the blocks are disabled.
+    enabled: bool = True
+    # The repository's work tree, relative to the config file's directory; default <state_dir>/memory/<agent id>.
+    path: str | None = None
+    # Prefixes (a directory ending in "/", or a file) a write may use besides the layout's domains.
+    allowed_paths: tuple[str, ...] = ()
+    # A domain's severity instead of its default (persona, human, project, state, reference, journal).
+    severities: dict[str, SeverityName] = {}
+    # The `memory` block's size cap (its header always gives the exact totals).
+    block_max_chars: int = Field(4000, ge=400)
+
+    @field_validator("allowed_paths")
+    @classmethod
+    def _prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for prefix in value:
+            if not prefix or prefix.startswith("/") or ".." in prefix.split("/") or prefix.lower().startswith(".git"):
+                raise ValueError(f'expected relative prefixes such as "notes/" inside the repository, got {prefix!r}')
+        return value
+
+    @field_validator("severities")
+    @classmethod
+    def _domains(cls, value: dict[str, str]) -> dict[str, str]:
+        known = [d.name for d in memory_config.DEFAULT_DOMAINS]
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise _KeyError((unknown[0],), f"unknown memory domain {unknown[0]!r}; expected one of {', '.join(known)}")
+        return value
+
+
 class AgentConfig(_Model):
     timezone: str = "UTC"
     persona_files: tuple[str, ...] = ()
@@ -348,6 +474,13 @@ class AgentConfig(_Model):
     # An [sql_sources.<name>] whose first row is the settled-facts block's "latest settled state";
     # none: the built-in `settled_state` table.
     settled_state_source: str | None = None
+    recall: RecallConfig = RecallConfig()
+    # The git repository the agent's facts are checked against (verify-on-read), relative to the
+    # config file's directory. Only its form is checked here: whether it is a repository is the
+    # check's own typed answer at each read, never a config error.
+    workspace: str | None = None
+    verify: VerifyConfig = VerifyConfig()
+    memory: MemoryAgentConfig = MemoryAgentConfig()
     tiers: dict[str, TierConfig]
 
     @field_validator("timezone")
@@ -364,6 +497,13 @@ class AgentConfig(_Model):
     def _quiet(cls, value: str | None) -> str | None:
         if value is not None and not _QUIET_HOURS.match(value):
             raise ValueError(f'expected "HH:MM-HH:MM" in 24-hour time, got {value!r}')
+        return value
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "\x00" in value):
+            raise ValueError(f"expected the path of a git repository (relative to this file), got {value!r}")
         return value
 
     @field_validator("tiers")
@@ -393,18 +533,20 @@ class Config(_Model):
     think: ThinkConfig = ThinkConfig()
     gate: GateConfig = GateConfig()
     sql_sources: dict[str, SqlSourceConfig] = {}
+    delivery: dict[str, DeliveryRoute] = {}
     agents: dict[str, AgentConfig]
 
     _path: Path = PrivateAttr(default=Path("."))
     _hash: str | None = PrivateAttr(default=None)
     _tool_settings: ToolSettings | None = PrivateAttr(default=None)
+    _memory_configs: dict[str, memory_config.MemoryConfig] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _references(self) -> Config:
         if not self.agents:
             raise _KeyError(("agents",), "expected at least one agent table [agents.<id>]")
         for name in self.sql_sources:
-            if name in BUILTIN_SOURCES or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
+            if name in BUILTIN_SOURCES | OPERATOR_SOURCES or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
                 raise _KeyError(("sql_sources", name), "expected a name of lowercase letters, digits and _ that is not a built-in source")
         surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
         for agent_id, agent in self.agents.items():
@@ -436,11 +578,20 @@ class Config(_Model):
             for i, rule in enumerate(self.gate.escalate):
                 if rule.to not in agent.tiers:
                     raise _KeyError(("gate", "escalate", i, "to"), f"agent {agent_id!r} has no {rule.to} tier to escalate to")
+        self._delivery_references(where, tier)
         if tier.model is not None and tier.model not in self.models:
             raise _KeyError(
                 (*where, "model"),
                 f"unknown model route {tier.model!r}; expected one of [models.*]: " + (", ".join(sorted(self.models)) or "(none defined)"),
             )
+
+    def _delivery_references(self, where: tuple[str, ...], tier: TierConfig) -> None:
+        for i, route in enumerate(tier.deliver_to):
+            if route not in self.delivery:
+                raise _KeyError(
+                    (*where, "deliver_to", i),
+                    f"unknown delivery route {route!r}; expected one of [delivery.*]: " + (", ".join(sorted(self.delivery)) or "(none defined)"),
+                )
 
     # -- derived views ------------------------------------------------------------------------
 
@@ -482,6 +633,14 @@ class Config(_Model):
     def persona_paths(self, agent_id: str) -> list[Path]:
         return [(self.base_dir / p).resolve() for p in self.agents[agent_id].persona_files]
 
+    def config_relative(self, path: str) -> Path:
+        """A path from the config (instructions files, file delivery routes), relative to its directory."""
+        return (self.base_dir / path).resolve()
+    def workspace_path(self, agent_id: str) -> Path | None:
+        """`agents.<id>.workspace` resolved against the config file's directory; None when unset."""
+        configured = self.agents[agent_id].workspace
+        return (self.base_dir / configured).resolve() if configured is not None else None
+
     def state_dir_path(self) -> Path:
         return resolve_state_dir(self.state_dir)
 
@@ -491,6 +650,28 @@ class Config(_Model):
             return [(self.base_dir / r).resolve() for r in self.probes.roots]
         return [self.state_dir_path() / PROBES_DIR]
 
+    def memory_path(self, agent_id: str) -> Path:
+        """The agent's memory repository: `agents.<id>.memory.path` relative to the config file's
+        directory, else `<state_dir>/memory/<agent id>`."""
+        configured = self.agents[agent_id].memory.path
+        if configured:
+            return (self.base_dir / Path(configured).expanduser()).resolve()
+        return self.state_dir_path() / MEMORY_DIR / agent_id
+
+    def memory_config(self, agent_id: str) -> memory_config.MemoryConfig:
+        """The memory layer's settings for the agent, resolved once: its domains (with the
+        configured severities), its extra paths, and the persona a new repository starts with
+        (the agent's `persona_files`, so the first wake's persona is the operator's, not a HALT)."""
+        if agent_id not in self._memory_configs:
+            conf = self.agents[agent_id].memory
+            domains = tuple(
+                dataclasses.replace(d, severity=memory_config.Severity(conf.severities[d.name])) if d.name in conf.severities else d
+                for d in memory_config.DEFAULT_DOMAINS
+            )
+            persona = "\n\n".join(p.read_text(encoding="utf-8").strip() for p in self.persona_paths(agent_id) if p.is_file())
+            self._memory_configs[agent_id] = memory_config.MemoryConfig(domains=domains, allowed_paths=conf.allowed_paths, persona_seed=persona)
+        return self._memory_configs[agent_id]
+
     def tool_settings(self) -> ToolSettings:
         """The values the built-in tools read (`surfaces.context.ToolSettings`), resolved once."""
         if self._tool_settings is None:
@@ -499,6 +680,7 @@ class Config(_Model):
                 graph_neighbors_max=self.neo4j.neighbors_max,
                 probe_roots=tuple(self.probe_roots()),
                 probe_max_file_bytes=self.probes.max_file_bytes,
+                recall={agent_id: agent.recall.settings() for agent_id, agent in self.agents.items()},
             )
         return self._tool_settings
 
@@ -637,7 +819,17 @@ _TYPE_WORDS = {
 
 
 def _config_error(path: Path, exc: pydantic.ValidationError, origins: dict[tuple[str, ...], str]) -> ConfigError:
-    error = exc.errors(include_url=False)[0]
+    """The first problem as the error; every further one on a line of its own below it."""
+    problems = [_problem(path, error, origins) for error in exc.errors(include_url=False)]
+    first = ConfigError(*problems[0])
+    lines = list(dict.fromkeys(str(ConfigError(*p)) for p in problems))  # in order, each once
+    if len(lines) > 1:
+        first.args = ("\n  ".join(lines),)
+    return first
+
+
+def _problem(path: Path, error: Any, origins: dict[tuple[str, ...], str]) -> tuple[str, str, str]:
+    """(source, key, expected) of one validation error."""
     ctx_error = (error.get("ctx") or {}).get("error")
     loc: tuple[str | int, ...] = tuple(error["loc"])
     if isinstance(ctx_error, _KeyError):
@@ -652,10 +844,7 @@ def _config_error(path: Path, exc: pydantic.ValidationError, origins: dict[tuple
         if str_loc[:n] in origins:
             source = f"{origins[str_loc[:n]]} (over {path})"
             break
-    more = len(exc.errors()) - 1
-    if more:
-        expected += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return ConfigError(source, key, expected)
+    return source, key, expected
 
 
 def _expected(error: Any, loc: tuple[str | int, ...]) -> str:

@@ -11,18 +11,22 @@ import contextlib
 import dataclasses
 import datetime as dt
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
 from ledgers import graph
+from ledgers.memory.ledger import CanaryResult
+from ledgers.memory.repo import MemoryRepo
 from ledgers.vocab import Tier, Trigger
 from surfaces.context import ToolSettings
 from surfaces.registry import Tool
 from wake.config import AgentConfig, Config, TierConfig
 from wake.stores import Stores, lease
+
+RowWrite = Callable[[asyncpg.Connection], Awaitable[None]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +53,17 @@ class WakeRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MemoryState:
+    """The agent's memory as the wake found it, before its arrival (docs/memory.md)."""
+
+    enabled: bool = False  # agents.<id>.memory.enabled
+    repo: MemoryRepo | None = None  # None: memory is off, or the repository could not be opened
+    canary: CanaryResult | None = None  # None: not audited (memory off, a dry run, or the canary failed)
+    error: str | None = None  # why the canary could not run
+    halt: str | None = None  # why this wake makes no model call and binds no writing tool: "cloister ..."
+
+
+@dataclass(frozen=True, kw_only=True)
 class WakeContext:
     """What sources and tools see of the wake they run in (a `surfaces.context.ToolContext`)."""
 
@@ -63,6 +78,14 @@ class WakeContext:
     # {"agent": diff against the agent's previous wake, "tier": against the tier's}; derived
     # sources (the binding diff) see it
     diff: Mapping[str, Any] = field(default_factory=dict)
+    # Writes a source leaves for the wake's own row (they name the wake): run by the cycle in the
+    # fenced transaction that inserts the row, each in its own savepoint; never on a dry run.
+    with_row: list[RowWrite] = field(default_factory=list)
+    memory_state: MemoryState = MemoryState()
+    # a dry run records nothing: sources that do work worth a row (a probe) run it, store nothing,
+    # and name it in `unstored` (shared by every copy of this context), which the dry run prints
+    dry_run: bool = False
+    unstored: list[str] = field(default_factory=list)
     agent: AgentConfig = field(init=False)
     tier_config: TierConfig = field(init=False)
     settings: ToolSettings = field(init=False)
@@ -103,6 +126,10 @@ class WakeContext:
     @property
     def graph(self) -> graph.Graph | None:
         return self.stores.graph
+
+    @property
+    def memory(self) -> MemoryRepo | None:
+        return self.memory_state.repo
 
     def read(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         return self.stores.pg_conn(trusted=False)  # tool code: its connection gets the pool's full reset

@@ -112,10 +112,11 @@ class NoDaemon(WakeError):
 class ModelError(WakeError):
     """The provider failed (after any retries); `status` is the HTTP or in-body code, if any."""
 
-    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1, same_error: int = 1) -> None:
         super().__init__(message)
         self.status = status
         self.attempts = attempts
+        self.same_error = same_error  # of the attempts, how many ended with the last one's error
 
 
 class Failure(Exception):
@@ -126,3 +127,19 @@ class Failure(Exception):
         self.status = status
         self.retryable = retryable
         self.wait_s = wait_s
+
+
+class WorkspaceUnavailable(WakeError):
+    """An agent's workspace cannot be fingerprinted (`ledgers.workspace.WorkspaceError`); the exit
+    status follows its kind: not_a_repository 66 (EX_NOINPUT), no_commits 65 (EX_DATAERR),
+    unreadable 74 (EX_IOERR), over_budget 75 (EX_TEMPFAIL)."""
+
+    EXIT_CODES = {"not_a_repository": 66, "no_commits": 65, "unreadable": 74, "over_budget": 75}
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.exit_code = self.EXIT_CODES.get(kind, 1)
+
+class CanaryFailed(Exception):
+    """The Cloister canary could not audit the agent's memory: its blocks fail, its wake halts."""

@@ -89,6 +89,9 @@ class MemoryConfig:
     committer_name: str = "wake"
     committer_email: str = "wake@wake.invalid"
     branch: str = "main"
+    # The text a new repository's persona starts from (the operator's persona files); '' leaves
+    # every persona field "(not written yet)". Part of the bootstrap tree, so the canary knows it.
+    persona_seed: str = ""
 
     def domain_of(self, path: str) -> Domain | None:
         """The most specific domain holding `path` (the longest prefix), or None."""

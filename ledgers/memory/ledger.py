@@ -62,6 +62,7 @@ class CanaryResult:
     audit: cloister.Audit
     recorded: int  # findings new to the ledger (one raised again is kept once)
     has_open_halt: bool
+    new: tuple[tuple[int, cloister.Finding], ...] = ()  # (finding_id, finding) of each new one
 
 
 async def _fenced_commit(
@@ -125,7 +126,13 @@ async def known_commits(conn: asyncpg.Connection, agent_id: str, commits: Sequen
 
 async def record_findings(conn: asyncpg.Connection, agent_id: str, findings: Sequence[cloister.Finding], at: dt.datetime) -> list[int]:
     """Record findings (LOG ones as `logged`); returns the ids of those new to the ledger."""
-    ids = []
+    return [finding_id for finding_id, _ in await _record(conn, agent_id, findings, at)]
+
+
+async def _record(
+    conn: asyncpg.Connection, agent_id: str, findings: Sequence[cloister.Finding], at: dt.datetime,
+) -> list[tuple[int, cloister.Finding]]:
+    new = []
     for f in findings:
         state = "logged" if f.severity == Severity.LOG else "open"
         value = await conn.fetchval(
@@ -133,8 +140,8 @@ async def record_findings(conn: asyncpg.Connection, agent_id: str, findings: Seq
             f.fingerprint, state, at,
         )
         if value is not None:
-            ids.append(int(value))
-    return ids
+            new.append((int(value), f))
+    return new
 
 
 async def findings(
@@ -223,6 +230,39 @@ async def revert_finding(
     return done, record
 
 
+async def revert_commit(
+    conn: asyncpg.Connection, repo: MemoryRepo, agent_id: str, commit: str, *, by: str, path: str | None = None,
+    note: str | None = None, at: dt.datetime,
+) -> tuple[WriteRecord, list[int]]:
+    """An operator undoes what `commit` did to one file (`path`, or the one file it changed) with a
+    new commit, recorded with op `revert`; the open and acknowledged findings about that commit and
+    file are marked reverted in the same transaction. Returns the write and those findings' ids."""
+    if not by.strip():
+        raise ValueError("say who acts (by)")
+    target = repo.commit(commit)
+    changed = [p for p, _ in MemoryRepo.changed_paths(target)]
+    if path is None:
+        if len(changed) != 1:
+            raise MemoryRefused(
+                "revert.path", f"commit {str(target.id)[:12]} changed {len(changed)} files ({', '.join(changed) or 'none'}); name one with --path",
+            )
+        path = changed[0]
+    elif path not in changed:
+        raise MemoryRefused("revert.path", f"commit {str(target.id)[:12]} did not change {path}; it changed {', '.join(changed) or 'nothing'}")
+    sha = str(target.id)
+    reason = f"revert {sha[:12]} by {by}" + (f": {note}" if note else "")
+    operator = Writer(agent_id=agent_id, wake_id=None, fence=None, tier=None)
+    async with conn.transaction():
+        record = await _fenced_commit(
+            conn, repo, operator,
+            lambda: repo.revert(sha, path, reason=reason, author=by, trailers=operator.trailers(), at=at),
+            reason=reason, author=by, at=at,
+        )
+        done = f"{path}: reverted in {record.result.commit[:12]}" + (f"; {note}" if note else "")
+        rows = await conn.fetch(_sql("mark_commit_reverted"), agent_id, sha, path, by, done, at)
+    return record, sorted(int(r["finding_id"]) for r in rows)
+
+
 # ------------------------------------------------------------------ the canary
 
 
@@ -248,8 +288,8 @@ async def canary(
         scope = cloister.pending(repo, last["commit_id"] if last else None)
         tool, operator = await known_commits(conn, agent_id, scope.commits)
         result = cloister.audit(repo, scope, tool, operator)
-        new = await record_findings(conn, agent_id, result.findings, at)
+        new = await _record(conn, agent_id, result.findings, at)
         if scope.head is not None:
             await set_audit(conn, agent_id, scope.head, at=at, commits=len(scope.commits), findings=len(result.findings))
         halted = await has_open_halt(conn, agent_id)
-    return CanaryResult(audit=result, recorded=len(new), has_open_halt=halted)
+    return CanaryResult(audit=result, recorded=len(new), has_open_halt=halted, new=tuple(new))

@@ -39,8 +39,8 @@ WITH RECURSIVE chain AS (
 )
 SELECT c.head_id, c.depth, f.fact_id, f.category, f.fact_key, f.fact_value, f.origin, f.status,
        -- verify-on-read: a message or wake anchor is checked against its ledger now
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'type', x.anchor->>'type', 'ref', x.anchor->>'ref',
+       -- (the whole stored anchor is kept: code anchors are checked against the workspace by the caller)
+       (SELECT coalesce(jsonb_agg(x.anchor || jsonb_build_object(
                    'check', CASE
                        WHEN x.ref_id IS NULL THEN 'unchecked'
                        WHEN x.anchor->>'type' = 'message' AND EXISTS (

@@ -2,17 +2,11 @@
 INSERT INTO wake_introspection_ledger (
     wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
     manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
-    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause
+    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause, arrival_order
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, CASE WHEN $6 = 'started' THEN NULL ELSE now() END,
-    $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22
+    $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22, $23
 )
-
--- name: settle
-UPDATE wake_introspection_ledger
-   SET status = $2, finished_at = now(), note = COALESCE($3, note), error = $4
- WHERE wake_id = $1 AND status = 'started'
-RETURNING wake_id
 
 -- name: record_thinking
 -- Steps 8-9 on a started row: the route, usage totals, the loop's counts and how it stopped.
@@ -25,11 +19,21 @@ RETURNING wake_id
 -- name: record_final_text
 UPDATE wake_introspection_ledger SET final_text = $2 WHERE wake_id = $1 RETURNING wake_id
 
+-- name: record_unchecked_claims
+-- How many absence claims of the final text spoke about blocks that could not be checked.
+UPDATE wake_introspection_ledger SET unchecked_absence_claims = $2 WHERE wake_id = $1 RETURNING wake_id
+
 -- name: get
 SELECT * FROM wake_introspection_ledger WHERE wake_id = $1
 
 -- name: find_by_prefix
-SELECT wake_id FROM wake_introspection_ledger WHERE wake_id::text LIKE $1 || '%' ORDER BY started_at DESC LIMIT 2
+-- Wakes whose id lies in [$1, $2], the range an id prefix spans (ledgers.ids), newest first, with
+-- the exact number that match.
+SELECT wake_id, count(*) OVER () AS total
+  FROM wake_introspection_ledger
+ WHERE wake_id BETWEEN $1 AND $2
+ ORDER BY started_at DESC
+ LIMIT $3
 
 -- name: previous_settled
 -- The agent's newest finished wake with a manifest, started before $2.
@@ -62,32 +66,19 @@ UNION ALL
   WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
   ORDER BY started_at DESC LIMIT 1)
 
--- name: insert_fenced
--- The row, written only while $14 is the agent's newest fence (NULL: unfenced). The fence row
--- is locked FOR SHARE for the statement, so a newer holder's advance waits for it.
-INSERT INTO wake_introspection_ledger (
-    wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
-    manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
-    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause
-)
-SELECT $1, $2, $3, $4, $5, $6, $7, CASE WHEN $6 = 'started' THEN NULL ELSE now() END,
-       $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22
- WHERE $14::bigint IS NULL
-    OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $14 FOR SHARE)
-RETURNING wake_id
-
 -- name: insert_settled_fenced
--- A wake that calls no model (the gate ended it, or it runs harness-only) is recorded already
--- settled, with its totals ($23-$31), in one statement; fenced like `insert_fenced`.
+-- A wake that calls no model (halted, pre-checked, gated, or harness-only) is recorded already
+-- settled, with its totals ($24-$32), in one statement, written only while $14 is the agent's
+-- newest fence (NULL: unfenced); the fence row is locked FOR SHARE, so a newer holder's advance waits.
 INSERT INTO wake_introspection_ledger (
     wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
     manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
-    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause,
+    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause, arrival_order,
     model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals, stop_reason
 )
 SELECT $1, $2, $3, $4, $5, $6, $7, now(),
-       $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22,
-       $23, $24, $25, $26, $27, $28, $29, $30, $31
+       $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22, $23,
+       $24, $25, $26, $27, $28, $29, $30, $31, $32
  WHERE $14::bigint IS NULL
     OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $14 FOR SHARE)
 RETURNING wake_id
@@ -138,3 +129,47 @@ RETURNING wake_id, tier, host, pid, fence
 
 -- name: agents_with_started
 SELECT DISTINCT agent_id FROM wake_introspection_ledger WHERE status = 'started'
+
+-- name: store_contents
+-- Each block text and tool declaration once, under its SHA-256; a repeat costs nothing.
+INSERT INTO manifest_contents (sha256, kind, body)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+ON CONFLICT (sha256) DO NOTHING
+
+-- name: contents
+SELECT sha256, kind, body FROM manifest_contents WHERE sha256 = ANY($1::text[])
+
+-- name: arrival_order
+SELECT arrival_order, blocks FROM wake_introspection_ledger WHERE wake_id = $1
+
+-- name: chain_head_lock
+-- The agent's newest link, locked until the caller's transaction ends (created at seq 0), and
+-- the manifest root of row $3 when it is settled and not yet linked (`linkable`).
+INSERT INTO agent_chain_heads (agent_id, seq, chain) VALUES ($1, 0, $2)
+ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id
+RETURNING seq, chain,
+          (SELECT manifest_root FROM wake_introspection_ledger WHERE wake_id = $3 AND chain IS NULL AND status <> 'started') AS manifest_root,
+          EXISTS (SELECT 1 FROM wake_introspection_ledger WHERE wake_id = $3 AND chain IS NULL AND status <> 'started') AS linkable
+
+-- name: chain_link
+-- The row takes link $3 at number $2, and the agent's head ($4) moves to it, in one statement.
+WITH linked AS (
+    UPDATE wake_introspection_ledger SET chain_seq = $2, chain = $3
+     WHERE wake_id = $1 AND chain IS NULL AND status <> 'started'
+    RETURNING wake_id
+)
+UPDATE agent_chain_heads SET seq = $2, chain = $3
+ WHERE agent_id = $4 AND EXISTS (SELECT 1 FROM linked)
+RETURNING seq
+
+-- name: chain_head
+SELECT seq, chain FROM agent_chain_heads WHERE agent_id = $1
+
+-- name: chain_rows
+-- An agent's linked rows in link order (`wake verify --chain`).
+SELECT wake_id, chain_seq, chain, manifest_root, status, started_at FROM wake_introspection_ledger
+ WHERE agent_id = $1 AND chain_seq IS NOT NULL
+ ORDER BY chain_seq
+
+-- name: chain_agents
+SELECT agent_id FROM agent_chain_heads ORDER BY agent_id

@@ -69,3 +69,10 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (agent_id) DO UPDATE
    SET commit_id = EXCLUDED.commit_id, audited_at = EXCLUDED.audited_at,
        commits = EXCLUDED.commits, findings = EXCLUDED.findings
+
+-- name: mark_commit_reverted
+-- An operator reverted what one commit did to one file: its open and acknowledged findings there are settled.
+UPDATE cloister_findings
+   SET state = 'reverted', acked_by = $4, note = $5, acted_at = $6
+ WHERE agent_id = $1 AND commit_id = $2 AND path = $3 AND state IN ('open', 'acknowledged')
+RETURNING finding_id

@@ -21,10 +21,13 @@ SELECT id, agent_id, claim_verbatim, stood_on, why_wrong, corrected_claim, caugh
  WHERE id = $1
 
 -- name: find_by_prefix
-SELECT id FROM retraction_ledger
- WHERE id::text LIKE $1 || '%' AND ($2::text IS NULL OR agent_id = $2)
+-- Retractions whose id lies in [$1, $2], the range an id prefix spans (ledgers.ids), optionally of
+-- one agent, newest first, with the exact number that match.
+SELECT id, count(*) OVER () AS total
+  FROM retraction_ledger
+ WHERE id BETWEEN $1 AND $2 AND ($3::text IS NULL OR agent_id = $3)
  ORDER BY corrected_at DESC
- LIMIT 2
+ LIMIT $4
 
 -- name: due
 -- Falsifiers that have matured by $2 and are still unchecked, oldest maturity first, with the
@@ -63,10 +66,17 @@ RETURNING id, verdict, falsifier_outcome, falsifier_checked_at
 -- name: newest
 -- The agent's newest retractions for the settled-facts block, with the exact total (a window
 -- COUNT, never the LIMIT). The correction date is formatted in SQL in the agent's zone ($3).
-SELECT claim_verbatim, corrected_claim, verdict,
-       to_char(corrected_at AT TIME ZONE $3, 'YYYY-MM-DD') AS corrected_on,
-       count(*) OVER () AS total
-  FROM retraction_ledger
- WHERE agent_id = $1
- ORDER BY corrected_at DESC, id
- LIMIT $2
+-- A retraction that named a fact starts its stood_on with "fact <fact_id> (" (ledgers/retractions.py,
+-- `naming_fact`); `refuted_fact` is that fact's key while the fact is refuted.
+SELECT n.claim_verbatim, n.corrected_claim, n.verdict, n.corrected_on, f.fact_key AS refuted_fact, n.total
+  FROM (SELECT r.agent_id, r.id, r.corrected_at, r.stood_on, r.claim_verbatim, r.corrected_claim, r.verdict,
+               to_char(r.corrected_at AT TIME ZONE $3, 'YYYY-MM-DD') AS corrected_on,
+               count(*) OVER () AS total
+          FROM retraction_ledger r
+         WHERE r.agent_id = $1
+         ORDER BY r.corrected_at DESC, r.id
+         LIMIT $2) n
+  LEFT JOIN facts f
+    ON f.fact_id = substring(n.stood_on FROM '^fact ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) \(')::uuid
+   AND f.agent_id = n.agent_id AND f.status = 'refuted'
+ ORDER BY n.corrected_at DESC, n.id

@@ -16,6 +16,7 @@ def test_wake_up_then_inspect_it(wake_cli: CLI, tmp_path: Path) -> None:
     dry = wake_cli("up", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "=== arrival prompt ===" in dry.stdout and "## identity" in dry.stdout and "=== manifest ===" in dry.stdout
+    assert dry.stdout.rstrip().endswith("\ndry run: nothing recorded")  # and says so
     assert json.loads(wake_cli("ledger", "--json").stdout) == []  # a dry run records nothing
 
     first = wake_cli("up", "--agent", "demo", "--tier", "whisper")

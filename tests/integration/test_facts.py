@@ -182,7 +182,8 @@ async def test_message_and_wake_anchors_are_verified_on_read(store_config: Calla
                 conn, agent_id="demo", key="canary", value="wrote probe.txt", origin="did", recorded_at=at("2026-11-01T10:00:00"),
                 anchors=[{"type": "message", "ref": str(m).upper()}, {"type": "wake", "ref": str(gone)}, {"type": "url", "ref": "https://x.org"}],
             )
-            with pytest.raises(facts.FactError, match=r"anchors\[0\]\.type must be one of file, message, wake, url"):
+            bad_type = r"anchors\[0\] \(hunch 'x'\): type must be one of file, import, symbol, env, package, absent, message, wake, url"
+            with pytest.raises(facts.FactError, match=bad_type):
                 await facts.remember(conn, agent_id="demo", key="k2", value="v", origin="did", recorded_at=at("2026-11-01T10:00:00"),
                                      anchors=[{"type": "hunch", "ref": "x"}])
         found = await recall.provenance_facts(wake_ctx(config, st, at("2026-11-02T10:00:00")))

@@ -208,7 +208,9 @@ async def test_neo4j_down_keeps_the_rows_and_reports_the_anchor_failure(
     store_config: Callable[..., Config], neo4j_dedicated: Callable[[], Any]
 ) -> None:
     server = neo4j_dedicated()
-    config = store_config(_neo4j(server.uri, timeout_s=3))
+    # a generous timeout (it is not under test): a loaded machine may spend seconds on the first
+    # anchor; a stopped server refuses at once, so the failures below are never timeouts
+    config = store_config(_neo4j(server.uri, timeout_s=30))
     async with stores.connected(config) as st:
         wake_id = await _wake(config, st)
         held = await lease.acquire(st, "demo", ttl_ms=30_000)

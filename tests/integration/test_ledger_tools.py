@@ -44,7 +44,7 @@ def test_every_ledger_tool_is_declared_mutating_with_its_surfaces() -> None:
     full = {t.name for t in registry.binding(["wake"])}
     chat = {t.name for t in registry.binding(["chat"])}
     names = {t.name for t in ledger_tools.TOOLS}
-    assert names == {"remember_fact", "supersede_fact", "add_commitment", "complete_commitment", "write_daybook"}
+    assert names == {"remember_fact", "supersede_fact", "add_commitment", "complete_commitment", "fold_summary", "write_daybook"}
     assert names <= full
     assert names & whisper == {"complete_commitment", "write_daybook"}
     assert names - chat == {"write_daybook"}

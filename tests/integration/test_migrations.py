@@ -20,8 +20,10 @@ EXPECTED_COLUMNS = {
         "manifest_root", "blocks", "active_tools_count", "active_tool_names", "tool_hashes",
         "registry_tool_count", "fence", "host", "pid", "version", "config_hash", "diff", "note", "error",
         "model", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls",
-        "refusals", "stop_reason", "final_text", "escalation_cause",
+        "refusals", "stop_reason", "final_text", "escalation_cause", "unchecked_absence_claims", "chain_seq", "chain", "arrival_order",
     },
+    "manifest_contents": {"sha256", "kind", "body"},
+    "agent_chain_heads": {"agent_id", "seq", "chain"},
 }
 
 

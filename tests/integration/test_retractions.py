@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledgers import fences, probes, queries, retractions
+from ledgers import fences, introspection, probes, queries, retractions
 from surfaces import epistemic, loader
 from surfaces.epistemic import ToolInputError
 from tests.support import ledger_ctx, wakes
@@ -156,11 +156,14 @@ async def test_maturity_days_come_from_config(store_config: Callable[..., Config
 # -- the arrival block -------------------------------------------------------------------------
 
 
-async def _due_block(config: Config, st: stores.Stores, now: dt.datetime) -> Any:
+async def _due_wake(config: Config, st: stores.Stores, now: dt.datetime, *, dry_run: bool = True) -> cycle.WakeOutcome:
     registry = loader.build(entry_points=False)
-    outcome = await wakes.run(config, st, registry, agent_id="demo", tier="whisper", dry_run=True,
-                                   now=lambda: now, source_list=[sources.BUILTIN["due_falsifiers"]])
-    (block,) = outcome.blocks
+    return await wakes.run(config, st, registry, agent_id="demo", tier="whisper", dry_run=dry_run,
+                           now=lambda: now, source_list=[sources.BUILTIN["due_falsifiers"]])
+
+
+async def _due_block(config: Config, st: stores.Stores, now: dt.datetime, *, dry_run: bool = True) -> Any:
+    (block,) = (await _due_wake(config, st, now, dry_run=dry_run)).blocks
     return block
 
 
@@ -176,7 +179,7 @@ async def test_the_due_block_shows_what_the_harness_probe_found(store_config: Ca
                                                        expected_retraction_pass_obs="gone.txt exists"))
             await retractions.insert(conn, new(corrected_at=NOW - dt.timedelta(days=4)))  # no probe
             await retractions.insert(conn, new(corrected_at=NOW))  # not due yet
-        block = await _due_block(config, st, NOW)
+        block = await _due_block(config, st, NOW, dry_run=False)
         assert block.retrieval == "ok" and block.result == "present" and block.rows == 3
         text = block.text
         assert text.startswith("3 falsifiers are due.")
@@ -191,6 +194,7 @@ async def test_the_due_block_shows_what_the_harness_probe_found(store_config: Ca
             records = await probes.recent(conn, agent_id="demo")
             assert sorted(r["verdict"] for r in records) == ["falsified", "verified"]
             assert all(r["wake_id"] is not None and r["retraction_id"] is not None for r in records)
+            assert [await introspection.get(conn, r["wake_id"]) is not None for r in records] == [True, True]  # each names a real wake
             assert all(r["instrument_state"] == "passed" and r["controls"] for r in records)
             by_retraction = await probes.recent(conn, retraction_id=wrong)
             assert [r["target"] for r in by_retraction] == ["gone.txt"]
@@ -204,6 +208,25 @@ async def test_the_due_block_shows_what_the_harness_probe_found(store_config: Ca
         (root / retractions.DEMO_PROBE_TARGET).write_text("something else\n")
         changed = await _due_block(config, st, NOW)
         assert "'HARNESS PROBE OK'): falsified, 0 matches" in changed.text
+    finally:
+        await st.close()
+
+
+async def test_a_dry_run_probes_and_records_nothing_and_says_so(store_config: Callable[..., Config], tmp_path: Path) -> None:
+    config = store_config(PROBES)
+    st = await _open(config)
+    try:
+        async with st.pg_conn() as conn:
+            await retractions.seed_demo(conn, "demo", NOW, tmp_path / "probe-root")
+            wrong = await retractions.insert(conn, new(corrected_at=NOW - dt.timedelta(days=5), probe_target="gone.txt", probe_mode="exists",
+                                                       expected_retraction_pass_obs="gone.txt exists"))
+        dry = await _due_wake(config, st, NOW)
+        assert "harness probe of the pass observation (gone.txt exists): falsified" in dry.blocks[0].text  # the probe ran
+        assert not dry.recorded and dry.note is not None and dry.note.startswith("dry run: nothing recorded; not stored: ")
+        assert f"the probe of retraction {str(wrong)[:8]}" in dry.note
+        async with st.pg_conn() as conn:
+            assert await probes.recent(conn, agent_id="demo") == []
+            assert await introspection.recent(conn) == []
     finally:
         await st.close()
 

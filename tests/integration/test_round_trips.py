@@ -35,11 +35,15 @@ binds = ["wake.whisper"]
 model = "scripted"
 """
 
-# A whisper the gate settles, on the four default sources (the graph is disabled without Neo4j):
-# the claim with the fence floor, the fence advance closing abandoned rows, both previous wakes,
-# the recent wakes, the row written settled. The claim, the advance and the row commit on their own.
-WHISPER_TRIPS = 5
-WHISPER_COMMITS = 3
+# A whisper the gate settles, on the default sources (the graph is disabled without Neo4j): the
+# claim with the fence floor (1), the pause read (1), the fence advance that also finds any rows
+# left started (1), the Cloister canary's audit in its fenced transaction (9: BEGIN, the fence,
+# a savepoint and the fence again, the audit read and write, the open-HALT read, RELEASE, COMMIT),
+# both previous wakes (1), the cloister block (2), the recent wakes (1), and the row written
+# settled in one fenced transaction (7: BEGIN, the fence, the row, its contents, the chain head,
+# the link, COMMIT). The claim, the advance, the audit and the row commit.
+WHISPER_TRIPS = 23
+WHISPER_COMMITS = 4
 # Two Redis round trips: the lease taken and released, one script each (Redis also counts the
 # commands the scripts run: SET NX and INCR, then GET and DEL).
 WHISPER_REDIS = {"eval": 2, "set": 1, "incr": 1, "get": 1, "del": 1}
@@ -74,7 +78,7 @@ async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config:
             redis_after = await _redis_calls(st)
             after = CountingConnection.totals()
     assert outcome.status == "quiet" and outcome.recorded and len(server.requests) == 1
-    assert {b.name for b in outcome.blocks if b.retrieval == "ok"} == {"identity", "clock", "recent_wakes", "binding_diff"}
+    assert {b.name for b in outcome.blocks if b.retrieval == "ok"} == {"identity", "memory", "cloister", "clock", "recent_wakes", "binding_diff"}
     assert (after[0] - trips, after[1] - commits) == (WHISPER_TRIPS, WHISPER_COMMITS)
     spent = {k: redis_after[k] - redis_before.get(k, 0) for k in redis_after if redis_after[k] != redis_before.get(k, 0)}
     spent.pop("info", None)

@@ -190,7 +190,7 @@ async def test_budget_exhaustion_ends_with_one_summary_call_without_tools(make_c
     last = server.requests[2].json
     assert last["tool_choice"] == "none" and last["messages"][-1]["role"] == "user"  # no tool callable
     assert last["tools"] == server.requests[1].json["tools"]  # kept, so the prompt cache still hits
-    assert server.requests[2].raw.startswith(server.requests[1].raw.split(b', "max_tokens"')[0][:-1])  # up to the messages' "]"
+    assert server.requests[2].raw.startswith(server.requests[1].raw.split(b', "tool_choice"')[0][:-1])  # up to the messages' "]"
     assert "budget is spent (max_turns)" in last["messages"][-1]["content"]
     assert last["max_tokens"] == config.think.summary_max_tokens
     row = await _row(config, o.wake_id)

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from ledgers import introspection
+from tests.conftest import DEMO_TIERS
 from wake import stores
 from wake.cli import remote as operator
 from wake.config import Config
@@ -18,23 +19,7 @@ from wake.daemon import notify
 from wake.daemon import service as daemon
 from wake.observe import watch
 
-AGENTS = """
-[agents.demo]
-timezone = "Europe/Stockholm"
-persona_files = ["persona.md"]
-
-[agents.demo.tiers.whisper]
-every = "1s"
-binds = ["wake.whisper"]
-
-[agents.demo.tiers.surface]
-every = "1h"
-binds = ["wake.whisper", "wake.surface"]
-
-[agents.demo.tiers.full]
-cron = "30 3 * * *"
-binds = ["wake"]
-"""
+AGENTS = DEMO_TIERS.replace('every = "15m"', 'every = "1s"')  # a whisper every second: outcomes to show
 
 
 async def test_the_view_of_a_running_daemon(store_config: Callable[..., Config]) -> None:

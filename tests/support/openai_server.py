@@ -6,8 +6,10 @@ its headers, the client's address and when it arrived.
 
 Usage is derived from the request like a provider with a prompt cache would report it: prompt
 tokens = body bytes / 4, cached tokens = the prefix shared with the previous request / 4,
-completion tokens = reply bytes / 4. A scripted `cost` is reported as OpenRouter's `usage.cost`.
-Test suites and `bench/prompt_cache.py` share it.
+completion tokens = reply bytes / 4 (`bytes_per_token` changes the 4). A scripted `cost` is
+reported as OpenRouter's `usage.cost`. Like llama.cpp it answers `/apply-template` (the prompt is
+the request body) and `/tokenize` (a token per `bytes_per_token` bytes); those are recorded in
+`side_requests`, not `requests`. Test suites and `bench/prompt_cache.py` share it.
 """
 
 from __future__ import annotations
@@ -76,12 +78,32 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return len(os.path.commonprefix([a, b]))
 
 
+def _with_usage(step: Response, raw: bytes, previous: bytes, per: int) -> Any:
+    """A completion's body with the usage a real server reports: tokens from sizes, cached from the
+    prefix shared with the previous request, and the step's cost if it has one."""
+    body = step.body
+    if not (isinstance(body, dict) and "choices" in body):
+        return body
+    reply = json.dumps(body["choices"][0]["message"]).encode()
+    usage: dict[str, Any] = {
+        "prompt_tokens": len(raw) // per,
+        "completion_tokens": max(1, len(reply) // per),
+        "prompt_tokens_details": {"cached_tokens": _common_prefix(previous, raw) // per},
+    }
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if step.cost is not None:
+        usage["cost"] = step.cost
+    return {**body, "usage": usage}
+
+
 class ScriptedServer:
     def __init__(self, default: Callable[[dict[str, Any]], Response] | None = None) -> None:
         """`default(request_json)` answers when the script is empty (else "Nothing to do.")."""
         self.default = default or (lambda _request: completion("Nothing to do."))
         self.script: collections.deque[Response] = collections.deque()
         self.requests: list[Recorded] = []
+        self.side_requests: list[Recorded] = []
+        self.bytes_per_token = 4
         self._lock = threading.Lock()
         server = self
 
@@ -93,6 +115,9 @@ class ScriptedServer:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                if not self.path.endswith("/chat/completions"):
+                    self._side(raw)
+                    return
                 with server._lock:
                     previous = server.requests[-1].raw if server.requests else b""
                     server.requests.append(
@@ -101,18 +126,7 @@ class ScriptedServer:
                     step = server.script.popleft() if server.script else server.default(json.loads(raw))
                 if step.delay_s:
                     time.sleep(step.delay_s)
-                body = step.body
-                if isinstance(body, dict) and "choices" in body:
-                    reply = json.dumps(body["choices"][0]["message"]).encode()
-                    usage: dict[str, Any] = {
-                        "prompt_tokens": len(raw) // 4,
-                        "completion_tokens": max(1, len(reply) // 4),
-                        "prompt_tokens_details": {"cached_tokens": _common_prefix(previous, raw) // 4},
-                    }
-                    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-                    if step.cost is not None:
-                        usage["cost"] = step.cost
-                    body = {**body, "usage": usage}
+                body = _with_usage(step, raw, previous, server.bytes_per_token)
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 try:
                     self.send_response(step.status)
@@ -125,6 +139,24 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
+            def _side(self, raw: bytes) -> None:
+                """llama.cpp's /apply-template and /tokenize; 404 for anything else."""
+                with server._lock:
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    server.side_requests.append(Recorded(time.monotonic(), self.path, headers, raw, self.client_address))
+                if self.path == "/apply-template":
+                    answer: Any = {"prompt": raw.decode("utf-8")}
+                elif self.path == "/tokenize":
+                    answer = {"tokens": list(range(len(json.loads(raw)["content"].encode("utf-8")) // server.bytes_per_token))}
+                else:
+                    answer = None
+                data = json.dumps(answer if answer is not None else {"error": "not found"}).encode()
+                self.send_response(200 if answer is not None else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
         self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._http.daemon_threads = True
         self._http.block_on_close = False
@@ -134,6 +166,11 @@ class ScriptedServer:
     def url(self) -> str:
         host, port = self._http.server_address[:2]
         return f"http://{host}:{port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """Where llama.cpp's own endpoints are (a route's `tokenizer_url`)."""
+        return self.url.removesuffix("/v1")
 
     def push(self, *responses: Response) -> None:
         with self._lock:

@@ -1,5 +1,4 @@
-"""Attestation boundaries: containment, exactly 60%, one shared token,
-punctuation, case, stop words."""
+"""Attestation boundaries: containment, exactly 60%, one shared token, punctuation, case, stop words."""
 
 from __future__ import annotations
 
@@ -23,10 +22,15 @@ def test_contained_value_is_attested_whatever_the_punctuation_and_case() -> None
     assert result.attested and result.how == "contained"
 
 
-def test_containment_is_at_word_boundaries() -> None:
-    # "art" is inside "party" as characters, not as a word; one token is also too few to overlap.
-    assert not attest("art", "we had a party").attested
-    assert attest("party", "we had a party.").attested
+def test_containment_is_a_normalized_substring_inside_words_too() -> None:
+    message = "Jag jobbar på kvällsskiften från oktober."
+    result = attest("Kvällsskift", message)
+    assert result.attested and result.how == "contained"
+    assert attest("SKIFTEN, från", message).how == "contained"  # from inside one word into the next
+    assert attest("art", "we had a party").how == "contained"  # the rule is substring, not whole words
+    # tokens apart in the message are no substring
+    assert attest("kvällsskiften oktober", message).how == "overlap"  # overlap still counts whole tokens
+    assert not attest("kvällsskift", "kvälls skift").attested  # a separator in the message breaks the substring
 
 
 def test_exactly_sixty_percent_with_three_tokens_is_attested() -> None:

@@ -46,6 +46,10 @@ BAD_CASES: list[tuple[str, str, str, str]] = [
     ("negative_timeout", "[postgres]\ncommand_timeout_s = -1\n" + TIER, "postgres.command_timeout_s", "greater than 0"),
     ("bad_model_url", "[models.m]\nbase_url = \"ftp://x\"\nmodel = \"m\"\n" + TIER, "models.m.base_url", "expected an http:// or https:// URL"),
     ("no_tiers", "[agents.a]\ntiers = {}\n", "agents.a.tiers", "expected at least one tier"),
+    ("blank_workspace", "[agents.a]\nworkspace = \" \"\n" + TIER.replace("[agents.a]\n", ""), "agents.a.workspace",
+     "expected the path of a git repository (relative to this file), got ' '"),
+    ("zero_verify_budget", "[agents.a.verify]\nbudget_ms = 0\n" + TIER, "agents.a.verify.budget_ms", "greater than 0"),
+    ("negative_head_ttl", "[agents.a.verify]\nhead_ttl_s = -1\n" + TIER, "agents.a.verify.head_ttl_s", "greater than or equal to 0"),
 ]
 
 
@@ -181,3 +185,44 @@ def test_cli_bad_config_exits_78_with_one_line(tmp_path: Path) -> None:
 def test_demo_tiers_fixture_is_valid(write_config: Callable[..., Path]) -> None:
     config = wake_config.load_config_file(write_config(DEMO_TIERS), environ={})
     assert config.agents["demo"].timezone == "Europe/Stockholm"
+
+
+def test_every_problem_is_named_on_a_line_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text("[log]\nformat = \"xml\"\n[redis]\nsocket_timeout = 5\n" + TIER + "jitter_s = \"ten\"\n")
+    with pytest.raises(ConfigError) as caught:
+        wake_config.load_config_file(path, environ={"WAKE_POSTGRES__COMMAND_TIMEOUT_S": "soon"})
+    lines = str(caught.value).split("\n")
+    assert len(lines) == 4 and "more problem" not in str(caught.value)
+    assert lines[0] == str(ConfigError(caught.value.source, caught.value.key, caught.value.expected))  # the first, as before
+    assert all(line.startswith(("bad config in ", "  bad config in ")) for line in lines)
+    named = {line.strip().split(": ")[1] for line in lines}
+    assert named == {"log.format", "redis.socket_timeout", "agents.a.tiers.whisper.jitter_s", "postgres.command_timeout_s"}
+    assert f"bad config in WAKE_POSTGRES__COMMAND_TIMEOUT_S (over {path}): postgres.command_timeout_s: expected a number, got 'soon' (str)" in [
+        line.strip() for line in lines]
+
+
+def test_cli_lists_every_config_problem_and_exits_78(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text('[log]\nformat = "xml"\n[agents.a.tiers.whisper]\nbinds = ["wake"]\nevery = "soon"\n[agents.b.tiers.wisper]\nbinds = ["wake"]\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAKE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "wake", "--config", str(path), "doctor"], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 78 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 3 and lines[0].startswith(f"wake: bad config in {path}: ")
+    assert sorted(line.strip().removeprefix("wake: ").split(": ")[1] for line in lines) == [
+        "agents.a.tiers.whisper.every", "agents.b.tiers.wisper", "log.format"]
+
+
+def test_workspace_is_relative_to_the_config_file_and_not_checked_on_disk(tmp_path: Path) -> None:
+    path = tmp_path / "etc" / "wake.toml"
+    path.parent.mkdir()
+    path.write_text("[agents.a]\nworkspace = \"../src/app\"\n[agents.a.verify]\nbudget_ms = 80\n" + TIER.replace("[agents.a]\n", ""))
+    config = wake_config.load_config_file(path, environ={})
+    assert config.workspace_path("a") == (tmp_path / "src" / "app").resolve()  # absent on disk: the check's answer, not the config's
+    assert (config.agents["a"].verify.budget_ms, config.agents["a"].verify.head_ttl_s) == (80.0, 30.0)
+    bare = tmp_path / "bare.toml"
+    bare.write_text(TIER)
+    assert wake_config.load_config_file(bare, environ={}).workspace_path("a") is None

@@ -209,3 +209,84 @@ def test_an_unreadable_target_is_an_error(root: Path) -> None:
     finally:
         secret.chmod(0o600)
     assert result.verdict == "error" and "cannot read" in result.evidence["cause"]
+
+
+def test_a_symlink_is_followed_before_the_dotdot_after_it(root: Path, tmp_path: Path) -> None:
+    """`dirlink/../x` is what the system says it is: the `x` beside the link's target."""
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (root / "dirlink").symlink_to(outside / "sub")
+    (root / "x.txt").write_text("inside")  # what a text-only collapse of `dirlink/..` would find
+    target = "dirlink/../x.txt"
+    assert not os.path.exists(root / target)  # the system: there is no such file
+    result = honest(root).probe(ProbeSpec(target=target, mode="exists"))
+    assert result.verdict == "error" and "symlink escapes the probe roots" in result.evidence["cause"]
+    assert str(outside / "x.txt") in result.evidence["cause"]
+
+    # a link that stays inside: the verdict follows the system in both directions
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "y.txt").write_text("beside the target")
+    (root / "inlink").symlink_to(root / "a" / "b")
+    inst = honest(root)
+    for name in ("y.txt", "x.txt"):
+        expected = "verified" if os.path.exists(root / "inlink" / ".." / name) else "falsified"
+        assert inst.probe(ProbeSpec(target=f"inlink/../{name}", mode="exists")).verdict == expected, name
+    assert inst.probe(ProbeSpec(target="inlink/../y.txt", mode="exists")).verdict == "verified"
+    assert inst.probe(ProbeSpec(target="inlink/../y.txt", mode="contains", needle="beside")).evidence["path"] == str(root / "a" / "y.txt")
+
+
+def test_a_path_the_system_cannot_walk_is_not_found_by_collapsing_it(root: Path) -> None:
+    (root / "loop").symlink_to(root / "loop")
+    inst = honest(root)
+    for target in ("nothere/../package.json", "loop/../package.json"):
+        assert not os.path.exists(root / target), target
+        assert inst.probe(ProbeSpec(target=target, mode="exists")).verdict in ("falsified", "error"), target
+        assert inst.probe(ProbeSpec(target=target, mode="missing")).verdict != "falsified", target
+    assert inst.probe(ProbeSpec(target="nothere/../package.json", mode="missing")).verdict == "verified_missing"
+    looped = inst.probe(ProbeSpec(target="loop/../package.json", mode="exists"))
+    assert looped.verdict == "error" and "cannot stat" in looped.evidence["cause"] and looped.trusted
+    # a file is not a directory: the system says there is no such path
+    assert inst.probe(ProbeSpec(target="package.json/x", mode="missing")).verdict == "verified_missing"
+
+
+@pytest.mark.parametrize("data", [
+    b"GIF\xff89a\x00\x01\x02",  # decoding while dropping bad bytes gives a needle that is not in the file
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe",
+    b"\x00\x00\x00\x00",
+    bytes(range(256)),
+], ids=["broken-first-line", "png-header", "nul-only", "every-byte"])
+def test_a_binary_target_still_gets_its_content_controls(root: Path, data: bytes) -> None:
+    (root / "blob.bin").write_bytes(data)
+    result = honest(root).probe(ProbeSpec(target="blob.bin", mode="contains", needle="zzz_not_there"))
+    on_target = {c["name"]: c for c in result.controls if c["on"] == "target"}
+    assert {"target/needle present", "target/negate needle present", "target/needle absent"} <= set(on_target)
+    assert all(c["ok"] for c in on_target.values()), on_target
+    assert on_target["target/needle present"]["match_count"] >= 1
+    assert result.verdict == "falsified" and result.trusted and "controls_not_run" not in result.evidence
+
+
+def test_an_instrument_blind_to_bytes_fails_on_a_binary_target(root: Path) -> None:
+    def text_only(path: Path, spec: ProbeSpec, max_file_bytes: int) -> Outcome:
+        """Reads the file as text, dropping what does not decode, and never finds a needle in a binary file."""
+        out = probe.evaluate(path, spec, max_file_bytes)
+        if spec.mode == "contains" and path.is_file() and b"\xff" in path.read_bytes():
+            return Outcome(verdict="verified_missing" if spec.negate else "falsified", evidence={**out.evidence, "match_count": 0})
+        return out
+
+    (root / "blob.bin").write_bytes(b"GIF\xff89a\x00\x01\x02")
+    inst = Instrument.create([root], evaluate_fn=text_only)
+    assert inst.self_test().passed
+    result = inst.probe(ProbeSpec(target="blob.bin", mode="contains", needle="GIF", negate=True))
+    assert result.verdict == "error" and result.instrument_state == "failed"
+    assert "target/needle present" in result.evidence["cause"]
+
+
+@pytest.mark.parametrize("data, why", [(b"", "it is empty"), (b"\xff\xfe" * 40, "none of its bytes are UTF-8")], ids=["empty", "no-utf8"])
+def test_content_controls_that_cannot_run_are_named_in_the_evidence(root: Path, data: bytes, why: str) -> None:
+    (root / "blob.bin").write_bytes(data)
+    result = honest(root).probe(ProbeSpec(target="blob.bin", mode="contains", needle="x", negate=True))
+    assert result.verdict == "verified_missing" and result.trusted
+    assert "could not run" in result.evidence["controls_not_run"] and why in result.evidence["controls_not_run"]
+    assert why in probe.note(result)
+    names = {c["name"] for c in result.controls if c["on"] == "target"}
+    assert "target/needle absent" in names and "target/needle present" not in names

@@ -13,11 +13,16 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "ledgers" / "migrations"
 
 
 def _check_values(column: str) -> set[str]:
-    """The values of the first `CHECK (<column> IN (...))` in the introspection ledger's migration."""
-    text = (MIGRATIONS / "0001_introspection.sql").read_text()
-    match = re.search(rf"CHECK \(\s*{column} IN \(([^)]*)\)", text)
-    assert match is not None, column
-    return set(re.findall(r"'([a-z_]+)'", match.group(1)))
+    """The values of the newest `CHECK (<column> IN (...))` on the introspection ledger: 0001
+    created it, a later migration may have replaced it (migrations apply in file order). An
+    integration test (tests/integration/test_operator_controls.py) reads the live constraint."""
+    found = None
+    for path in sorted(MIGRATIONS.glob("*.sql")):
+        statements = re.findall(r"(?:CREATE|ALTER) TABLE wake_introspection_ledger\b[^;]*;", path.read_text())
+        for match in (re.search(rf"CHECK \(\s*{column} IN \(([^)]*)\)", s) for s in statements):
+            found = match or found
+    assert found is not None, column
+    return set(re.findall(r"'([a-z_]+)'", found.group(1)))
 
 
 def test_each_stored_set_is_the_one_the_database_accepts() -> None:

@@ -7,6 +7,11 @@ turns it into a `Block` with a typed state (docs/design.md, "Typed retrieval sta
   reason is kept) or `disabled` (the source raised `Disabled`: its store is not configured);
 - `result`: `present` (rows > 0), `empty` (rows == 0) or `unknown` (retrieval was not `ok`).
 
+A block made of parts (the settled facts: state, commitments, retractions, actions) returns each
+part's state in `Found.parts`; the block carries the worst of them. One failed part fails the
+block, whose text still shows the parts that could be read: a block never says `ok` while a line
+of it says "could not check".
+
 A failed block is rendered "could not check: <reason>", never as an empty list, so the agent can
 say "I found nothing" only about a block whose retrieval was `ok`. A failing source costs its own
 timeout, never the whole wake.
@@ -43,9 +48,22 @@ class CacheTier(enum.IntEnum):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Part:
+    """One part of a composed block: its label and, when it could not be read, why."""
+
+    name: str
+    reason: str | None = None
+
+    @property
+    def retrieval(self) -> Retrieval:
+        return Retrieval.ok if self.reason is None else Retrieval.failed
+
+
+@dataclass(frozen=True, kw_only=True)
 class Found:
     text: str
     rows: int
+    parts: tuple[Part, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,13 +77,17 @@ class Block:
     latency_ms: float
     rows: int
     changes_every_wake: bool = False
+    parts: tuple[Part, ...] = ()
 
     def state(self, text_hash: str) -> dict[str, Any]:
-        """The block as the ledger stores it."""
-        return {
+        """The block as the ledger stores it; a composed block adds each part's state."""
+        state: dict[str, Any] = {
             "hash": text_hash, "cache_tier": self.cache_tier.name, "retrieval": self.retrieval, "result": self.result,
             "reason": self.reason, "latency_ms": round(self.latency_ms, 3), "rows": self.rows,
         }
+        if self.parts:
+            state["parts"] = {p.name: {"retrieval": p.retrieval, "reason": p.reason} for p in self.parts}
+        return state
 
 
 SourceFn = Callable[[Any], Awaitable[Found]]
@@ -80,6 +102,9 @@ class Source:
     # Its text differs on every wake by construction (the clock, the harness's own history), so
     # it witnesses no news: the whisper gate does not compare it.
     changes_every_wake: bool = False
+    # Its own timeout, when it bounds itself more generously than the tier's `source_timeout_ms`
+    # (the pre-check runs a command under `precheck_timeout_s`).
+    timeout_s: float | None = None
 
 
 _abandoned: set[asyncio.Task[Any]] = set()
@@ -116,6 +141,22 @@ def _failed(source: Source, reason: str, latency_ms: float) -> Block:
     )
 
 
+def _found(source: Source, found: Found, latency_ms: float) -> Block:
+    """A source that returned: `ok` unless one of its parts could not be read (the worst part wins)."""
+    failed = [p for p in found.parts if p.retrieval == Retrieval.failed]
+    if failed:
+        reason = "; ".join(f"{p.name}: {p.reason}" for p in failed)
+        return Block(
+            name=source.name, cache_tier=source.cache_tier, text=found.text, retrieval=Retrieval.failed, result=Result.unknown,
+            reason=reason, latency_ms=latency_ms, rows=found.rows, parts=found.parts,
+        )
+    return Block(
+        name=source.name, cache_tier=source.cache_tier, text=found.text, retrieval=Retrieval.ok,
+        result=Result.present if found.rows > 0 else Result.empty, reason=None, latency_ms=latency_ms, rows=found.rows,
+        parts=found.parts,
+    )
+
+
 async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Block:
     started = time.perf_counter()
 
@@ -134,13 +175,11 @@ async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Bloc
     except Exception as exc:  # a source may fail in any way; each becomes a typed failure
         block = _failed(source, logs.redact_text(f"{type(exc).__name__}: {exc}".rstrip(": ")), elapsed())
     else:
-        if not isinstance(found, Found) or not isinstance(found.text, str) or not isinstance(found.rows, int) or found.rows < 0:
+        if not isinstance(found, Found) or not isinstance(found.text, str) or not isinstance(found.rows, int) or found.rows < 0 \
+                or not all(isinstance(p, Part) for p in found.parts):
             block = _failed(source, f"malformed result: {type(found).__name__}", elapsed())
         else:
-            block = Block(
-                name=source.name, cache_tier=source.cache_tier, text=found.text, retrieval=Retrieval.ok,
-                result=Result.present if found.rows > 0 else Result.empty, reason=None, latency_ms=elapsed(), rows=found.rows,
-            )
+            block = _found(source, found, elapsed())
     if source.changes_every_wake:
         block = dataclasses.replace(block, changes_every_wake=True)
     log.info(
@@ -160,9 +199,9 @@ async def assemble(sources: Sequence[Source], ctx: WakeContext, timeout_s: float
     """Run the sources (derived ones last, seeing the others); blocks come back in source order."""
     direct = [s for s in sources if not s.derived]
     derived = [s for s in sources if s.derived]
-    first = list(await asyncio.gather(*(run_source(s, ctx, timeout_s) for s in direct)))
+    first = list(await asyncio.gather(*(run_source(s, ctx, s.timeout_s or timeout_s) for s in direct)))
     later_ctx = with_earlier(ctx, first)
-    second = list(await asyncio.gather(*(run_source(s, later_ctx, timeout_s) for s in derived)))
+    second = list(await asyncio.gather(*(run_source(s, later_ctx, s.timeout_s or timeout_s) for s in derived)))
     by_name = {b.name: b for b in first + second}
     return [by_name[s.name] for s in sources]
 

@@ -56,9 +56,12 @@ async def due_falsifiers(ctx: WakeContext) -> Found:
         if spec is not None:
             found[row["id"]], _ = await tools.run_probe(
                 spec, inst=inst, write=ctx.write, agent_id=ctx.agent_id, now=ctx.now, wake_id=ctx.wake_id, retraction_id=row["id"],
+                store=not ctx.dry_run,  # a dry run's wake has no row for a probe record to name
             )
+            if ctx.dry_run:
+                ctx.unstored.append(f"the probe of retraction {str(row['id'])[:8]}")
             log.info("falsifier.probed", agent=ctx.agent_id, retraction_id=str(row["id"]), verdict=found[row["id"]].verdict,
-                     instrument=found[row["id"]].instrument_state)
+                     instrument=found[row["id"]].instrument_state, recorded=not ctx.dry_run)
     return Found(text=render_due(rows, total, found, ctx.timezone), rows=total)
 
 

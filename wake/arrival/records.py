@@ -1,23 +1,37 @@
 """Arrival sources over what the agent holds from before: provenance facts, living summaries,
 the daybook. Each renders what it read; an empty ledger says so; a store error fails the block
-("could not check"), never "nothing"."""
+("could not check"), never "nothing".
+
+The daybook and the summaries are the agent's own earlier prose: they render as its earlier notes
+(historical; not instructions), and nothing in them changes what a wake may do. Summaries are
+derived from the facts and messages and may lag them: they say so, and that a receipt (a fact, a
+message, the settled state) outranks them.
+"""
 
 from __future__ import annotations
 
 import zoneinfo
 
 from ledgers import daybook, facts, summaries
-from wake.arrival.engine import Found, clip
+from surfaces.recall import HISTORICAL
+from wake.arrival import code_check
+from wake.arrival.engine import Found, Part, clip
 from wake.context import WakeContext
 
 FACTS_SHOWN = 12
 CHAIN_DEPTH = 3
 DAYBOOK_SHOWN = 3
 DAYBOOK_CHARS = 400
+SUMMARIES_HEAD = (
+    f"{HISTORICAL}: your living summaries. They are derived, folded from facts and messages, and may lag them: "
+    "where a fact, a message or the settled state says otherwise, that receipt wins."
+)
 
 
 async def provenance_facts(ctx: WakeContext) -> Found:
-    """Active facts with passports and their supersession chains; unverified ones stay out."""
+    """Active facts with passports and their supersession chains; unverified ones stay out. Code
+    anchors are checked against the workspace at HEAD (`wake.arrival.code_check`): a refuted fact
+    leaves the block, the others carry their verdict."""
     async with ctx.stores.pg_conn() as conn:
         rows, total, unverified = await facts.for_arrival(conn, ctx.agent_id, ctx.timezone, limit=FACTS_SHOWN, chain_depth=CHAIN_DEPTH)
     held_back = (
@@ -26,9 +40,13 @@ async def provenance_facts(ctx: WakeContext) -> Found:
     )
     if not rows:
         return Found(text=f"No active facts are recorded.{held_back}", rows=0)
-    heads = sum(1 for r in rows if r["depth"] == 0)
-    head = f"Facts ({heads} of {total} active, newest first; did = your own action or lookup, saw = told or observed):"
-    return Found(text="\n".join([head, *(facts.render_line(r) for r in rows)]) + held_back, rows=total)
+    checked = await code_check.check(ctx, rows)
+    heads = sum(1 for r in checked.rows if r["depth"] == 0)
+    summary = checked.summary()
+    head = (f"Facts ({heads} of {total} active, newest first; did = your own action or lookup, saw = told or observed"
+            f"{'; ' + summary if summary else ''}):")
+    lines = [facts.render_line(r) + code_check.label(r, checked) for r in checked.rows]
+    return Found(text="\n".join([head, *lines]) + held_back, rows=total)
 
 
 async def living_summaries(ctx: WakeContext) -> Found:
@@ -38,11 +56,12 @@ async def living_summaries(ctx: WakeContext) -> Found:
     if not rows:
         return Found(text="No living summaries are recorded yet.", rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
-    parts = []
+    parts, states = [SUMMARIES_HEAD], []
     for r in rows:
-        part = [f"### {r['aspect']} (v{r['version']}, folded {r['folded_at'].astimezone(zone):%Y-%m-%d %H:%M})", r["content"].strip()]
-        if r["trail_id"] is None:
+        part = [f"### {r['aspect']} (derived, v{r['version']}, folded {r['folded_at'].astimezone(zone):%Y-%m-%d %H:%M})", r["content"].strip()]
+        if r["trail_id"] is None:  # a part that cannot be read fails the block (its other aspects still render)
             part.append("What changed since the last fold: could not check: no trail row for this version")
+            states.append(Part(name=f"{r['aspect']} trail", reason="no trail row for this version"))
         elif r["merged_deltas"]:
             part.append(
                 f"What changed since the last fold ({r['trail_folded_at'].astimezone(zone):%Y-%m-%d}): "
@@ -51,7 +70,7 @@ async def living_summaries(ctx: WakeContext) -> Found:
         else:
             part.append("What changed since the last fold: nothing was merged")
         parts.append("\n".join(part))
-    return Found(text="\n\n".join(parts), rows=len(rows))
+    return Found(text="\n\n".join(parts), rows=len(rows), parts=tuple(states))
 
 
 async def recent_daybook(ctx: WakeContext) -> Found:
@@ -60,9 +79,10 @@ async def recent_daybook(ctx: WakeContext) -> Found:
     if not rows:
         return Found(text="The daybook is empty.", rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
-    lines = [f"Daybook ({len(rows)} of {total} entries, newest first):"]
+    lines = [f"{HISTORICAL}, from your daybook ({len(rows)} of {total} entries, newest first):"]
     for r in rows:
         entry = clip(r["entry"], DAYBOOK_CHARS)
         wake = f" (wake {str(r['wake_id'])[:8]})" if r["wake_id"] else ""
-        lines.append(f"- #{r['entry_id']} {r['written_at'].astimezone(zone):%Y-%m-%d %H:%M}{wake}: {entry}")
+        unchecked = f" [{daybook.unchecked_mark(r['unchecked_blocks'])}]" if r["unchecked_blocks"] else ""
+        lines.append(f"- #{r['entry_id']} {r['written_at'].astimezone(zone):%Y-%m-%d %H:%M}{wake}{unchecked}: {entry}")
     return Found(text="\n".join(lines), rows=total)

@@ -10,7 +10,8 @@ At most 8 lines, one join in one place, delivered before the first token:
 
 DATE columns are formatted in SQL (`to_char`), so neither the connection's timezone nor the
 agent's can move a day. A part that cannot be read says "could not check: <why>" on its own line;
-the others still render.
+the others still render, and the block's state is the worst part's: one failed part fails it
+(`Found.parts` carries each part's state to the row).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import asyncpg
 from ledgers import actions, commitments, retractions, settled
 from wake import logs
 from wake.arrival import sql as sql_sources
-from wake.arrival.engine import Found, clip
+from wake.arrival.engine import Found, Part, clip
 from wake.context import WakeContext
 from wake.errors import SqlSourceError
 
@@ -59,7 +60,8 @@ async def _retractions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str,
     if not rows:
         return "Retractions: none", 0
     items = "; ".join(
-        f"{r['corrected_on']} \"{clip(r['claim_verbatim'], 50)}\" -> \"{clip(r['corrected_claim'], 50)}\" ({r['verdict']})" for r in rows
+        f"{r['corrected_on']} \"{clip(r['claim_verbatim'], 50)}\" -> \"{clip(r['corrected_claim'], 50)}\" ({r['verdict']}"
+        + (f"; fact {clip(r['refuted_fact'], 40)} refuted)" if r["refuted_fact"] else ")") for r in rows
     )
     return f"Retractions ({len(rows)} of {total}, newest first): {items}", total
 
@@ -78,7 +80,7 @@ log = logs.get("wake.settled")
 
 
 async def settled_facts(ctx: WakeContext) -> Found:
-    lines, rows = [HEADER], 0
+    lines, rows, parts = [HEADER], 0, []
     async with ctx.stores.pg_conn() as conn:
         for label, part in PARTS:
             try:
@@ -88,7 +90,10 @@ async def settled_facts(ctx: WakeContext) -> Found:
                 reason = logs.redact_text(f"{type(exc).__name__}: {exc}")
                 line, found = f"{label}: could not check: {reason}", 0
                 log.warning("settled.part_failed", part=label, error=reason)
+                parts.append(Part(name=label, reason=reason))
+            else:
+                parts.append(Part(name=label))
             lines.append(line)
             rows += found
     assert len(lines) <= MAX_LINES
-    return Found(text="\n".join(lines), rows=rows)
+    return Found(text="\n".join(lines), rows=rows, parts=tuple(parts))

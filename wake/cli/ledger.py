@@ -1,17 +1,23 @@
-"""Commands over the epistemic ledgers: `wake demo seed`, `wake facts`, `wake tell` (docs/facts.md).
+"""Commands over the epistemic ledgers: `wake demo seed`, `wake facts` (`--check`: docs/verify.md),
+`wake tell`, `wake settle` (docs/facts.md).
 
 Registered on the group by `wake.cli.main`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import zoneinfo
 from typing import Any
 
 import click
 
-from ledgers import contact, facts
+from ledgers import contact, fact_checks, facts, settled, verify
 from wake import clock
+from wake.arrival import code_check
 from wake.cli import app, render
+from wake.cli import workspace as workspace_cli
+from wake.config import Config
 
 
 @click.group("demo")
@@ -43,16 +49,43 @@ def demo_seed_cmd(obj: app.Context, agent_id: str) -> None:
         click.echo(f"agent {agent} already has its demo data; nothing added")
 
 
+async def check_facts(config: Config, agent: str, limit: int, record: bool) -> list[dict[str, Any]]:
+    """Check every active fact with code anchors (of the newest `limit`) against the workspace at
+    HEAD now; record each check in fact_checks (a refuted one with its retraction) unless told not to."""
+    ws = workspace_cli.open_workspace(config, agent)
+    async with app.ledger_stores(config) as st:
+        async with st.pg_conn() as conn:
+            rows, _ = await facts.listing(conn, agent, include_all=False, limit=limit)
+        heads = [r for r in rows if r["status"] == "active" and code_check.has_code_anchors(r["anchors"])]
+        checked = await verify.check(ws, [(r["anchors"], r["fact_value"]) for r in heads], budget_ms=workspace_cli.CLI_BUDGET_S * 1000)
+        now = clock.now()
+        if record and heads:
+            async with st.pg_conn() as conn, conn.transaction():
+                for r, v in zip(heads, checked.verdicts, strict=True):
+                    await fact_checks.record(conn, agent_id=agent, fact_id=r["fact_id"], verdict=v, checked_at=now,
+                                             maturity_days=config.retractions.falsifier_maturity_days)
+    return [{"fact_id": r["fact_id"], "fact_key": r["fact_key"], "fact_value": r["fact_value"], **v.as_dict(), "recorded": record}
+            for r, v in zip(heads, checked.verdicts, strict=True)]
+
+
 @click.command("facts")
 @click.option("--agent", "agent_id", help="Agent id ([agents.<id>] in the config).")
 @click.option("--all", "include_all", is_flag=True, help="Also unverified, overridden, expired and refuted facts.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--check", "check", is_flag=True,
+              help="Check each active fact's code anchors against the workspace at HEAD now: status and evidence.")
+@click.option("--no-record", is_flag=True, help="With --check: record nothing in fact_checks.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: int, as_json: bool) -> None:
-    """The agent's facts with their whole passports, newest first (active and superseded; --all for every status)."""
+def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: int, check: bool, no_record: bool, as_json: bool) -> None:
+    """The agent's facts with their whole passports, newest first (active and superseded; --all for every status).
+    With --check, each active fact with code anchors checked against the workspace at HEAD."""
     config = obj.config
     agent = app.default_agent(config, agent_id)
+    if check:
+        checks = app.run_async(lambda: check_facts(config, agent, limit, not no_record))
+        click.echo(render.to_json({"agent": agent, "checked": len(checks), "facts": checks}) if as_json else render.fact_checks(checks))
+        return
 
     async def body() -> tuple[list[dict[str, Any]], int]:
         async with app.ledger_conn(config) as conn:
@@ -95,7 +128,33 @@ def tell_cmd(obj: app.Context, message: str, agent_id: str | None, author: str, 
     click.echo(str(app.run_async(body)))
 
 
+@click.command("settle")
+@click.argument("subject")
+@click.argument("state")
+@click.option("--agent", "agent_id", help="Agent id ([agents.<id>] in the config).")
+@click.option(
+    "--on", "state_on", type=click.DateTime(formats=["%Y-%m-%d"]), help="The day the state is about (YYYY-MM-DD); default today in the agent's zone.",
+)
+@click.pass_obj
+def settle_cmd(obj: app.Context, subject: str, state: str, agent_id: str | None, state_on: dt.datetime | None) -> None:
+    """Record the agent's latest settled state (the `settled_state` table): the first line of its
+    settled-facts block from the next wake on. Prints the state id."""
+    config = obj.config
+    agent = app.default_agent(config, agent_id)
+    if not subject.strip() or not state.strip():
+        raise click.UsageError("the subject and the state must be non-empty")
+    now = clock.now()
+    day = state_on.date() if state_on else now.astimezone(zoneinfo.ZoneInfo(config.agents[agent].timezone)).date()
+
+    async def body() -> int:
+        async with app.ledger_conn(config) as conn:
+            return await settled.record_state(conn, agent_id=agent, subject=subject.strip(), state=state.strip(), state_on=day, settled_at=now)
+
+    click.echo(f"settled state {app.run_async(body)} for agent {agent}: {day.isoformat()} {subject.strip()}")
+
+
 def register(group: click.Group) -> None:
     group.add_command(demo_group)
     group.add_command(facts_cmd)
     group.add_command(tell_cmd)
+    group.add_command(settle_cmd)

@@ -16,8 +16,9 @@ from ledgers.vocab import Tier
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
+from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import doctor, ledger, migrate, remote, render
+from wake.cli import controls, doctor, ledger, memory, migrate, remote, render, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     Context,
@@ -40,6 +41,9 @@ from wake.witness import diff, manifest
 
 ledger.register(cli)
 engines_cli.register(cli)
+controls.register(cli)
+workspace.register(cli)
+memory.register(cli)
 cli.add_command(logread.logs_command)
 
 
@@ -49,7 +53,8 @@ cli.add_command(logread.logs_command)
 def doctor_cmd(ctx: Context, as_json: bool) -> None:
     """Check the config, each store's reachability and latency, the schema and the versions.
 
-    Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured) fails.
+    Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured, a tier's
+    instructions file or pre-check, a webhook's secret) fails.
     """
     config = ctx.config
     checks = run_async(lambda: doctor.run(config))
@@ -102,6 +107,9 @@ def main() -> None:
     cli(prog_name="wake")
 
 
+WORKSPACE_WARM_S = 30.0  # `wake up` waits this long for the agent's workspace fingerprint before the wake
+
+
 @cli.command("up")
 @agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
@@ -117,6 +125,7 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
 
     async def body() -> Any:
         async with session.open_session(config) as s:
+            await code_check.warmed(config, agent, WORKSPACE_WARM_S)  # as the daemon builds it at start
             if dry_run:  # records nothing, so it needs no lease
                 return await cycle.run_wake(s, request, dry_run=True)
             return await claim.run(s, request, owner=claim.owner())
@@ -136,6 +145,7 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
         click.echo(render.to_json(o.manifest.as_dict() if o.manifest else None))
         click.echo("\n=== diff ===")
         click.echo(render.to_json(o.diff))
+        click.echo(f"\n{o.note}")
     else:
         click.echo(render.outcome(o))
     sys.exit(0 if o.status in ("completed", "quiet") else 1)
@@ -144,23 +154,28 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
 @cli.command("show")
 @click.argument("wake_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the row as JSON.")
+@click.option("--arrival", is_flag=True, help="Print the arrival the wake saw, block by block, from the stored texts.")
 @pass_ctx
-def show_cmd(ctx: Context, wake_id: str, as_json: bool) -> None:
+def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool) -> None:
     """Show everything recorded about one wake (an id or a unique prefix)."""
     config = ctx.config
 
     async def body() -> Any:
         async with ledger_conn(config) as conn:
-            return await introspection.get(conn, await resolve_wake(conn, wake_id))
+            found = await resolve_wake(conn, wake_id)
+            return await introspection.arrival(conn, found) if arrival else await introspection.get(conn, found)
 
-    row = run_async(body)
-    click.echo(render.to_json(row) if as_json else render.row(row))
+    got = run_async(body)
+    if arrival:
+        click.echo(render.to_json([{"name": n, "text": t} for n, t in got]) if as_json else render.arrival(got))
+        return
+    click.echo(render.to_json(got) if as_json else render.row(got))
 
 
 @cli.command("ledger")
 @agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), help="Only this tier.")
-@click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, started).")
+@click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, missed, started).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
@@ -214,44 +229,61 @@ def diff_cmd(ctx: Context, older: str | None, newer: str | None, agent_id: str |
 
 
 @cli.command("verify")
-@click.argument("wake_id")
+@click.argument("wake_id", required=False)
 @click.option("--live", is_flag=True, help="Also re-run the sources and the binding now and name what differs.")
+@click.option("--chain", "check_chain", is_flag=True, help="Walk the agent's hash chain (every agent's without --agent); name the first broken row.")
+@agent_option()
 @pass_ctx
-def verify_cmd(ctx: Context, wake_id: str, live: bool) -> None:
-    """Recompute a wake's manifest root from its stored parts; exit 1 if it does not match."""
+def verify_cmd(ctx: Context, wake_id: str | None, live: bool, check_chain: bool, agent_id: str | None) -> None:
+    """Recompute a wake's block and tool hashes from their stored content, then its root, and name
+    every part that differs; or, with --chain, walk the hash chain. Exit 1 if anything differs."""
     config = ctx.config
+    if check_chain:
+        if wake_id or live:
+            raise click.UsageError("--chain walks every row of an agent: give no wake id and no --live")
+        checks = run_async(lambda: _walk_chains(config, agent_id))
+        click.echo("\n".join(render.chain_lines(checks)))
+        sys.exit(0 if all(c.why is None for c in checks) else 1)
+    if wake_id is None:
+        raise click.UsageError("give a wake id (or --chain)")
 
     async def body() -> Any:
         async with session.open_session(config) as s:
             async with s.stores.pg_conn() as conn:
                 row = await introspection.get(conn, await resolve_wake(conn, wake_id))
-            assert row is not None
+                assert row is not None
+                stored = await introspection.contents(conn, [b["hash"] for b in row["blocks"].values()] + list(row["tool_hashes"].values()))
             now = None
             if live:
                 now = await cycle.run_wake(s, WakeRequest(agent_id=row["agent_id"], tier=Tier(row["tier"])), dry_run=True)
-            return row, now
+            return row, stored, now
 
-    row, now = run_async(body)
+    row, stored, now = run_async(body)
     if row["manifest_root"] is None:
         click.echo(f"wake {row['wake_id']} has no manifest (status {row['status']})")
         sys.exit(1)
-    recomputed = manifest.root_hash(row["agent_id"], row["tier"], {n: b["hash"] for n, b in row["blocks"].items()}, row["tool_hashes"])
-    ok = (
-        recomputed == row["manifest_root"]
-        and sorted(row["tool_hashes"]) == list(row["active_tool_names"])
-        and row["active_tools_count"] == len(row["tool_hashes"])
+    legacy = row["chain_seq"] is None and not row["arrival_order"]  # recorded before block texts and tools were stored
+    recomputed, differences = manifest.audit(
+        row["agent_id"], row["tier"], {n: b["hash"] for n, b in row["blocks"].items()}, row["tool_hashes"], row["manifest_root"],
+        list(row["active_tool_names"]), None if legacy else stored,
     )
-    click.echo(f"stored root     {row['manifest_root']}")
-    click.echo(f"recomputed root {recomputed}  {'OK' if ok else 'MISMATCH'}")
+    if row["active_tools_count"] != len(row["tool_hashes"]):
+        counted = f"the row counts {row['active_tools_count']}; it has {len(row['tool_hashes'])} tool hashes"
+        differences.append(manifest.Difference("tool count", counted))
+    click.echo("\n".join(render.verify_lines(row, recomputed, differences)))
+    if legacy:
+        click.echo("(recorded before block texts and tools were stored: only the root is recomputed, from the row's hashes)")
     if now is not None:
-        assert now.manifest is not None
-        stored_blocks = {n: b["hash"] for n, b in row["blocks"].items()}
-        changed_blocks = sorted(n for n in set(stored_blocks) | set(now.manifest.blocks) if stored_blocks.get(n) != now.manifest.blocks.get(n))
-        changed_tools = sorted(n for n in set(row["tool_hashes"]) | set(now.manifest.tools) if row["tool_hashes"].get(n) != now.manifest.tools.get(n))
-        click.echo(f"live root       {now.manifest.root}  {'same' if now.manifest.root == row['manifest_root'] else 'differs'}")
-        click.echo(f"blocks that differ now: {', '.join(changed_blocks) or 'none'}")
-        click.echo(f"tools that differ now: {', '.join(changed_tools) or 'none'}")
-    sys.exit(0 if ok else 1)
+        click.echo("\n".join(render.live_lines(row, now)))
+    sys.exit(0 if not differences else 1)
+
+
+async def _walk_chains(config: Any, agent_id: str | None) -> list[introspection.ChainCheck]:
+    async with ledger_conn(config) as conn:
+        agents = [agent_id] if agent_id else await introspection.chain_agents(conn)
+        return [
+            introspection.walk(a, await introspection.chain_rows(conn, a), await introspection.chain_head(conn, a)) for a in agents
+        ]
 
 
 @cli.command("registry")
@@ -320,6 +352,7 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
         raise click.UsageError("--watch draws a terminal view; it does not go with --json")
     if not watching:
         result = run_async(lambda: remote.status(config))
+        result.update(run_async(lambda: controls.snapshot(config, clock.now())))
         click.echo(render.to_json(result) if as_json else "\n".join(render.status_lines(result)))
         return
 
@@ -330,6 +363,7 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
                 snap = await remote.status(config)
                 async with st.pg_conn() as conn:
                     snap["recent"] = await introspection.recent(conn, limit=10)
+                snap.update(await controls.snapshot(config, clock.now()))
                 return snap
 
             await watch.watch(fetch, interval_s)
@@ -376,27 +410,33 @@ def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 @click.option("--probe-mode", type=click.Choice(probe.MODES), help="exists, missing or contains.")
 @click.option("--probe-needle", help="With --probe-mode contains: the literal string.")
 @click.option("--probe-negate", is_flag=True, help="With --probe-mode contains: the needle must NOT be there.")
+@click.option("--fact", "fact_id", help="The stored fact (full id) this retracts: it is marked refuted in the same transaction.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stored row as JSON.")
 @pass_ctx
-def retract_cmd(ctx: Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, as_json: bool, **fields: Any) -> None:
-    """Record a retraction with its typed falsifier. Identical observations are refused (exit 65)."""
+def retract_cmd(
+    ctx: Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, fact_id: str | None, as_json: bool, **fields: Any,
+) -> None:
+    """Record a retraction with its typed falsifier. Identical observations are refused (exit 65), and
+    so is a --fact that is not one of the agent's active facts."""
     config = ctx.config
     agent = default_agent(config, agent_id)
 
     async def body() -> Any:
         with epistemic.refused_as_invalid():
             new = epistemic_tools.new_retraction(agent, fields, corrected_at or clock.now())
+            fact = epistemic_tools.fact_ref(fact_id)
         days = config.retractions.falsifier_maturity_days if maturity_days is None else maturity_days
         async with ledger_stores(config) as st:
             async with epistemic.writer(st)() as conn:
                 with epistemic.refused_as_invalid():
-                    return await epistemic_tools.insert_retraction(conn, new, days)
+                    return await epistemic_tools.insert_retraction(conn, new, days, fact)
 
     row = run_async(body)
     if as_json:
         click.echo(render.to_json(row))
     else:
-        click.echo(f"retraction {row['id']} recorded; its falsifier is due from {row['matures_at']:%Y-%m-%d %H:%M %Z}")
+        refuted = f"; fact {fact_id} is marked refuted" if fact_id else ""
+        click.echo(f"retraction {row['id']} recorded; its falsifier is due from {row['matures_at']:%Y-%m-%d %H:%M %Z}{refuted}")
 
 
 @cli.command("retractions")

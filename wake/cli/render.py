@@ -8,19 +8,29 @@ import dataclasses
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
+from ledgers import introspection, workspace
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers
 from wake.cli import doctor, remote
 from wake.run.cycle import WakeOutcome
+from wake.witness import manifest
 
 
 def _default(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return value.isoformat()
+    if isinstance(value, Decimal):  # money (numeric columns): a JSON number, as `wake up --json` prints it
+        return float(value)
     return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """A value for a text line: a Decimal in fixed notation (`0.00000000`, never `0E-8`)."""
+    return format(value, "f") if isinstance(value, Decimal) else value
 
 
 def to_json(value: Any) -> str:
@@ -99,7 +109,7 @@ def thinking_json(o: WakeOutcome) -> dict[str, Any]:
 
 
 def row(r: Mapping[str, Any]) -> str:
-    lines = [f"{k}: {v}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
+    lines = [f"{k}: {_plain(v)}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
     lines.append(f"active_tool_names: {', '.join(r['active_tool_names']) or '(none)'}")
     lines.append("tool_hashes:")
     lines += [f"  {name:<24} {h}" for name, h in sorted(r["tool_hashes"].items())]
@@ -210,7 +220,60 @@ def status_lines(s: dict[str, Any]) -> list[str]:
         lines.append("next fires: unknown (no daemon alive to schedule them)")
     lines.append("")
     lines.append(f"trigger requests waiting: {s['pending_requests']}")
+    return lines + controls_lines(s)
+
+
+def _utc(value: dt.datetime | None) -> str | None:
+    return f"{value.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if value else None
+
+
+def controls_lines(s: Mapping[str, Any]) -> list[str]:
+    """`wake status`: the pauses in force and the pending one-shots (from PostgreSQL)."""
+    if "controls_error" in s:
+        return ["", f"pauses and one-shots: unknown ({s['controls_error']})"]
+    if "pauses" not in s:
+        return []
+    lines = ["", "pauses" + ("" if s["pauses"] else ": none")]
+    if s["pauses"]:
+        lines += table(
+            ("AGENT", "TIER", "BY", "SINCE (UTC)", "UNTIL (UTC)", "REASON"),
+            [(p["agent_id"], p["tier"], p["paused_by"], _utc(p["paused_at"]), _utc(p["until"]) or "resume", p["reason"]) for p in s["pauses"]],
+        )
+    lines += ["", "one-shot wakes pending" + ("" if s["oneshots"] else ": none")]
+    if s["oneshots"]:
+        lines += oneshots(s["oneshots"])
     return lines
+
+
+def oneshots(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`wake at --list`: each one-shot, its time, and what became of it."""
+    if not rows:
+        return ["no one-shot wakes pending"]
+
+    def state(r: Mapping[str, Any]) -> str:
+        if r["cancelled_at"]:
+            return f"cancelled by {r['cancelled_by']}"
+        if r["claimed_at"]:
+            return f"ran: {r.get('status') or 'claimed'} ({r['claimed_by']})"
+        return "pending"
+
+    return table(
+        ("ID", "AGENT", "TIER", "AT (UTC)", "STATE", "BY", "NOTE"),
+        [(str(r["wake_id"]), r["agent_id"], r["tier"], _utc(r["fire_at"]), state(r), r["created_by"], r["note"]) for r in rows],
+        indent="",
+    )
+
+
+def outbox(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`wake outbox`: deliveries not sent yet, the newest first."""
+    if not rows:
+        return ["the outbox is empty: every delivery was sent"]
+    return table(
+        ("ID", "STATE", "ROUTE", "AGENT", "TIER", "WAKE", "ATTEMPTS", "QUEUED (UTC)", "LAST ERROR"),
+        [(r["id"], r["state"], r["route"], r["agent_id"], r["tier"], str(r["wake_id"])[:8], r["attempts"], _utc(r["created_at"]), r["last_error"])
+         for r in rows],
+        indent="", right=frozenset({0, 6}),
+    )
 
 
 def checks(checks: list[doctor.Check]) -> str:
@@ -295,3 +358,148 @@ def probe_records(rows: list[dict[str, Any]]) -> str:
                    f"[instrument {r['instrument_state']}, {len(r['controls'])} controls, {failed} failed; {r['resolved_path'] or '-'}]"
                    f"{links}{said}  {str(r['id'])[:8]}")
     return "\n".join(out)
+
+
+def arrival(blocks: Sequence[tuple[str, str | None]]) -> str:
+    """`wake show --arrival`: the blocks as the prompt had them (`## name`, then the text)."""
+    if not blocks:
+        return "(this wake recorded no blocks)"
+    return "\n\n".join(f"## {name}\n{text if text is not None else '(its text is not stored: recorded before the content store)'}"
+                       for name, text in blocks)
+
+
+def verify_lines(r: Mapping[str, Any], recomputed: str, differences: Sequence[manifest.Difference]) -> list[str]:
+    lines = [f"stored root     {r['manifest_root']}", f"recomputed root {recomputed}  {'OK' if not differences else 'MISMATCH'}"]
+    lines += [f"  {d.part}: {d.detail}" for d in differences]
+    lines.append(f"chain link {r['chain_seq']}  {r['chain']}" if r.get("chain") else "chain: not linked (open, or recorded before the chain)")
+    return lines
+
+
+def live_lines(r: Mapping[str, Any], now: WakeOutcome) -> list[str]:
+    """`wake verify --live`: the stored manifest against the sources and binding run now."""
+    assert now.manifest is not None
+    stored_blocks = {n: b["hash"] for n, b in r["blocks"].items()}
+    changed_blocks = sorted(n for n in set(stored_blocks) | set(now.manifest.blocks) if stored_blocks.get(n) != now.manifest.blocks.get(n))
+    changed_tools = sorted(n for n in set(r["tool_hashes"]) | set(now.manifest.tools) if r["tool_hashes"].get(n) != now.manifest.tools.get(n))
+    return [
+        f"live root       {now.manifest.root}  {'same' if now.manifest.root == r['manifest_root'] else 'differs'}",
+        f"blocks that differ now: {', '.join(changed_blocks) or 'none'}",
+        f"tools that differ now: {', '.join(changed_tools) or 'none'}",
+        f"({now.note})",
+    ]
+
+
+def chain_lines(checks: Sequence[introspection.ChainCheck]) -> list[str]:
+    """`wake verify --chain`: per agent, intact (with its head, to compare with `wake.settled chain=`) or the first break."""
+    if not checks:
+        return ["no chain yet: no wake has settled"]
+    lines = []
+    for c in checks:
+        head = f"head link {c.head[0]} {c.head[1]}" if c.head else "no head"
+        if c.why is None:
+            lines.append(f"{c.agent_id}: OK, {c.rows} link(s); {head}")
+            continue
+        lines.append(f"{c.agent_id}: BROKEN ({c.rows} link(s) stored); {head}")
+        if c.broken is not None:
+            lines.append(f"  first broken row: wake {c.broken['wake_id']} (link {c.broken['chain_seq']}, {c.broken['status']}, "
+                         f"started {c.broken['started_at'].astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)")
+        lines.append(f"  {c.why}")
+    return lines
+
+
+def fact_checks(checks: Sequence[Mapping[str, Any]]) -> str:
+    """`wake facts --check`: each fact's verdict at HEAD and what was seen."""
+    if not checks:
+        return "no active facts with code anchors to check"
+    out = []
+    for c in checks:
+        at = f" @{c['head'][:8]}" if c["head"] else ""
+        out.append(f"{str(c['fact_id'])[:8]}  {c['status']:<12}{at}  {c['fact_key']}: {c['fact_value']}")
+        out.append(f"  {c['evidence']}")
+        out += [f"  - {f['outcome']}: {f['evidence']}" for f in c["findings"]]
+    counts = {s: sum(1 for c in checks if c["status"] == s) for s in ("verified", "refuted", "inconclusive")}
+    recorded = "recorded in fact_checks" if checks[0]["recorded"] else "not recorded"
+    out.append(f"{len(checks)} checked: {counts['verified']} verified, {counts['refuted']} refuted, "
+               f"{counts['inconclusive']} inconclusive ({recorded})")
+    return "\n".join(out)
+
+
+def workspace_status(agent: str, s: workspace.Status) -> str:
+    """`wake workspace status`: HEAD, the fingerprint's age, size and build, the skipped files."""
+    size = ", ".join(f"{k} {v}" for k, v in s.size.items()) or "-"
+    lines = [
+        f"agent {agent}: workspace {s.root}",
+        *table(("", ""), [
+            ("HEAD", s.head),
+            ("fingerprint age", f"{s.fingerprint_age_s:.1f} s" if s.fingerprint_age_s is not None else None),
+            ("build", f"{s.build_ms:.0f} ms ({s.parsed} blobs parsed, {s.reused} reused)" if s.build_ms is not None else None),
+            ("size", size),
+            ("skipped", len(s.skipped)),
+        ])[1:],
+    ]
+    lines += [f"  skipped {k['path']}: {k['reason']}" for k in s.skipped]
+    return "\n".join(lines)
+
+def _size(n: int | None) -> str:
+    return "-" if n is None else f"{n} B" if n < 1024 else f"{n / 1024:.1f} KB"
+
+
+def memory_files(files: Sequence[Mapping[str, Any]], head: str | None) -> list[str]:
+    """`wake memory ls`: one row per file, the exact total under them."""
+    rows = [(f["path"], _size(f["bytes"]), "read-only" if f["read_only"] else "", f["description"] or "(no description)") for f in files]
+    tip = f" at {head[:12]}" if head else ""
+    return [*table(("PATH", "SIZE", "", "DESCRIPTION"), rows, indent="", right=frozenset({1})), f"{len(files)} files{tip}"]
+
+
+def memory_log(commits: Sequence[Mapping[str, Any]], writes_recorded: int) -> list[str]:
+    """`wake memory log`: each commit with the memory write that made it, or that none did."""
+    if not commits:
+        return ["no commits"]
+    out = []
+    for c in commits:
+        w = c["write"]
+        if w is None:
+            made = "NOT the memory tool's (made with git directly)" if c["trailers"].get("Wake-Id") != "bootstrap" else "bootstrap"
+        elif w["op"] == "revert":
+            made = f"revert by {w['author']}"
+        else:
+            made = f"{w['op']} by {w['author']}, wake {str(w['wake_id'])[:8]} ({w['tier']}, fence {w['fence']})"
+        sizes = f", {_size(w['bytes_before'])} -> {_size(w['bytes_after'])}" if w is not None else ""
+        out.append(f"{c['commit'][:12]}  {c['at']:%Y-%m-%d %H:%M:%S}  {c['summary']}")
+        out.append(f"    {made}{sizes}; {', '.join(c['paths']) or '(no file)'}")
+        if w is not None and w["reason"]:
+            out.append(f"    reason: {w['reason']} (recorded {w['at']:%Y-%m-%d %H:%M:%S}, write #{w['write_id']})")
+    out.append(f"{len(commits)} commits shown; {writes_recorded} writes recorded")
+    return out
+
+
+def memory_findings(rows: Sequence[Mapping[str, Any]], total: int, state: str) -> list[str]:
+    """`wake memory findings`: one row per finding, then each one's excerpt."""
+    if not rows:
+        return [f"no {state if state != 'all' else ''} findings".replace("  ", " ")]
+    head = ("ID", "SEVERITY", "STATE", "DOMAIN", "PATH", "RULE", "COMMIT", "AT", "ACTED")
+    body = [
+        (f"#{r['finding_id']}", r["severity"], r["state"], r["domain"] or "-", r["path"] or "(repository)", r["rule"],
+         (r["commit_id"] or "uncommitted")[:12], f"{r['at']:%Y-%m-%d %H:%M}",
+         f"{r['acked_by']} {r['acted_at']:%Y-%m-%d %H:%M}" + (f": {r['note']}" if r["note"] else "") if r["acted_at"] else None)
+        for r in rows
+    ]
+    out = table(head, body, indent="")
+    for r in rows:
+        excerpt = str(r["excerpt"]).splitlines()[:6]
+        out += [f"#{r['finding_id']} {r['rule']}:", *(f"    {line}" for line in excerpt)]
+    out.append(f"{len(rows)} of {total} shown")
+    return out
+
+
+def memory_audit(v: Mapping[str, Any]) -> list[str]:
+    """`wake memory audit`: what this audit read and found, then the open findings."""
+    head = v["head"][:12] if v["head"] else "(no branch)"
+    out = [f"audited {v['commits']} commits up to {head} and the work tree: {v['findings']} findings, {len(v['new'])} new"]
+    out += [f"  new #{n['id']} {n['severity']} {n['rule']} {n['path'] or '(repository)'}" for n in v["new"]]
+    out.append(f"open findings: {v['open_total']}")
+    out += [
+        f"  #{r['finding_id']} {r['severity']} {r['rule']} {r['path'] or '(repository)'} {(r['commit_id'] or 'uncommitted')[:12]}" for r in v["open"]
+    ]
+    out.append("HALT open: the agent's wakes make no model call until `wake memory ack` or `wake memory revert`" if v["halted"] else "no HALT open")
+    return out

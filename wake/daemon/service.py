@@ -1,6 +1,7 @@
 """`wake daemon`: the process around the wake cycle (docs/design.md, steps 1-3 and the life around them).
 
-The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer).
+The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer, the
+outbox sender, the one-shot poller).
 APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier); a job
 only names its slot and hands it to a tracked task, so every wake in flight is one task the
 daemon can drain or cancel.
@@ -25,6 +26,7 @@ Job defaults, on purpose:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import datetime as dt
@@ -39,13 +41,14 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from ledgers import introspection, slots
+from ledgers import controls, introspection, slots
 from ledgers.vocab import NO_WAIT_TIERS, Tier, Trigger
 from wake import __version__, clock, logs, stores
+from wake.arrival import code_check
 from wake.config import Config, load_config_file
 from wake.context import WakeRequest
-from wake.daemon import control, notify, schedule
-from wake.errors import AgentBusy, LeaseBusy, LeaseLost, WakeError
+from wake.daemon import control, notify, outbox, schedule
+from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable, WakeError
 from wake.observe import metrics
 from wake.run import claim, cycle, session
 from wake.run.claim import BUSY_HINT
@@ -61,6 +64,10 @@ NEXT_FIRES = 10
 TRIGGER_POP_S = 1.0
 # A cancelled wake gets this long to settle `aborted` before the daemon stops waiting for it.
 CANCEL_GRACE_S = 10.0
+# Slots that got no row while PostgreSQL was away, kept in memory until it answers (oldest
+# dropped, and logged, past this many); and how often an unreachable PostgreSQL is asked again.
+SPOOL_MAX = 1000
+SPOOL_RETRY_S = 1.0
 
 
 def settle_heap() -> None:
@@ -114,6 +121,11 @@ class Daemon:
         self.scheduler: AsyncIOScheduler | None = None
         self.turns = asyncio.Semaphore(self.config.daemon.max_concurrent_wakes)
         self.metrics: metrics.Metrics | None = None
+        self.sender: outbox.Sender | None = None
+        self.oneshots_running: set[Any] = set()  # one-shot wake ids handed to a task here
+        self.spool: collections.deque[claim.Missed] = collections.deque()
+        self.spooled = asyncio.Event()
+        self.stop_signal: str | None = None
 
     @property
     def stores(self) -> stores.Stores | None:
@@ -133,12 +145,14 @@ class Daemon:
             self.session = s
             st = s.stores
             await self._close_abandoned_at_start()
+            self._warm_workspaces()
             if self.handle_signals:
                 self._install_signals()
             self.scheduler = AsyncIOScheduler(timezone=dt.UTC, job_defaults=JOB_DEFAULTS)
             self.scheduler.start()
             self._schedule_all()
             self._catch_up()
+            self.sender = outbox.Sender(lambda: self.config, st, owner=self.owner, now=self.now)
             exposition = self._serve_metrics()
             self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
             settle_heap()
@@ -146,6 +160,8 @@ class Daemon:
                 asyncio.create_task(notify.watchdog_loop(self.notifier), name="watchdog"),
                 asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
                 asyncio.create_task(self._trigger_loop(), name="triggers"),
+                *self._operator_tasks(),
+                asyncio.create_task(self.spool_loop(), name="spool"),
             ]
             if self.metrics is not None:
                 side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
@@ -163,6 +179,15 @@ class Daemon:
         log.info("daemon.stopped", replica=self.replica_id)
         return 0
 
+    def _warm_workspaces(self) -> None:
+        """Start building each agent's workspace fingerprint now (in the background), so that the
+        first wake's facts check finds it ready instead of spending its budget on the build."""
+        for agent_id in self.config.agents:
+            ws = code_check.workspace_of(self.config, agent_id)
+            if ws is not None:
+                ws.warm()
+                log.info("workspace.warming", agent=agent_id, root=str(ws.root))
+
     def _serve_metrics(self) -> metrics.Exposition | None:
         """`[metrics] listen`: the Prometheus endpoint, served from this process (docs/metrics.md)."""
         listen = self.config.metrics.listen
@@ -170,6 +195,9 @@ class Daemon:
             return None
         self.metrics = metrics.Metrics(agents=agent_infos(self.config), version=__version__)
         self.metrics.set_running(lambda: list(self.running.values()))
+        sender = self.sender
+        if sender is not None:
+            self.metrics.set_outbox_backlog(lambda: sender.backlog)
         exposition = metrics.serve(listen, self.metrics)
         metrics.install(self.metrics)
         log.info("daemon.metrics", url=f"http://{listen}/metrics")
@@ -177,6 +205,7 @@ class Daemon:
 
     def request_stop(self, signum: int | None = None) -> None:
         if not self.stop.is_set():
+            self.stop_signal = signal.Signals(signum).name if signum else None
             log.info("daemon.stopping", signal=signal.Signals(signum).name if signum else None, running=len(self.running))
             self.stop.set()
 
@@ -211,9 +240,13 @@ class Daemon:
             _, pending = await asyncio.wait(pending, timeout=drain_s)
         if pending:
             log.warning("daemon.drain_timeout", cancelled=len(pending))
+            reason = f"drain timeout on {self.stop_signal or 'stop'} after {drain_s:g} s"  # the aborted rows' error
             for task in pending:
-                task.cancel()
+                task.cancel(reason)
             await asyncio.wait(pending, timeout=CANCEL_GRACE_S)
+        if self.spool:
+            log.error("daemon.spool_lost", slots=len(self.spool), first=self.spool[0].request.scheduled_for.isoformat()
+                      if self.spool[0].request.scheduled_for else None)
         for task in side:
             task.cancel()
         await asyncio.gather(*side, return_exceptions=True)
@@ -270,6 +303,11 @@ class Daemon:
             missed = schedule.last_missed(sched, last, now)
             if missed is None:
                 continue
+            if sched.catch_up != "one" and self.config.tier(sched.agent_id, sched.tier).misfire_grace_s is not None:
+                # With a grace window the slot missed while down is a late scheduled slot: it runs
+                # if still within grace, else it is recorded `missed` (docs/daemon.md).
+                self._spawn(self.run_slot(sched, missed, Trigger.schedule), name=f"late:{sched.agent_id}/{sched.tier}")
+                continue
             if sched.catch_up != "one":
                 metrics.observe_skipped(sched.agent_id, sched.tier, "catch_up_skipped")
                 log.info(
@@ -325,7 +363,55 @@ class Daemon:
                 return  # never claimed: another replica (or the next start's catch-up) may run it
             request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=trigger, scheduled_for=slot)
             wait_s = 0.0 if request.tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
-            await self._leased(request, slot_claim=claim.Claim(by=self.replica_id), wait_s=wait_s, timing=timing)
+            try:
+                outcome = await self._leased(request, slot_claim=claim.Claim(by=self.replica_id), wait_s=wait_s, timing=timing)
+            except StoreUnavailable as exc:
+                if exc.store != "postgres":
+                    raise
+                self.keep_missed(request, str(exc))
+                return
+            if outcome is not None and not outcome.recorded and "postgres unreachable" in (outcome.error or ""):
+                self.keep_missed(request, outcome.error or "")
+
+    # -- slots PostgreSQL was away for --------------------------------------------------------------
+
+    def keep_missed(self, request: WakeRequest, error: str) -> None:
+        """Keep a slot that got no row because PostgreSQL was unreachable, for `spool_loop`."""
+        if len(self.spool) >= SPOOL_MAX:
+            dropped = self.spool.popleft()
+            log.error("daemon.spool_full", agent=dropped.request.agent_id, tier=dropped.request.tier,
+                      scheduled_for=dropped.request.scheduled_for.isoformat() if dropped.request.scheduled_for else None, kept=SPOOL_MAX)
+        now = self.now()
+        since = self.spool[0].outage_since if self.spool else now  # the spool empties when PostgreSQL answers
+        self.spool.append(claim.Missed(request=request, failed_at=now, error=logs.redact_text(error), outage_since=since))
+        log.warning("slot.spooled", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id),
+                    scheduled_for=request.scheduled_for.isoformat() if request.scheduled_for else None, error=logs.redact_text(error),
+                    spooled=len(self.spool))
+        self.spooled.set()
+
+    async def flush_spool(self) -> int:
+        """Record every kept slot `missed` (the slot claim decides, across replicas); stops at the
+        first that PostgreSQL still refuses. Returns how many are left."""
+        assert self.session is not None
+        while self.spool:
+            missed = self.spool[0]
+            try:
+                await claim.record_missed(self.session, missed, by=self.replica_id, now=self.now())
+            except StoreUnavailable:
+                return len(self.spool)
+            except Exception as exc:  # a row that cannot be written for another reason is logged, not retried forever
+                log.error("daemon.spool_failed", wake_id=str(missed.request.wake_id), error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+            with contextlib.suppress(ValueError):
+                self.spool.remove(missed)
+        self.spooled.clear()
+        return 0
+
+    async def spool_loop(self) -> None:
+        """The side task: when slots are kept, ask PostgreSQL every `SPOOL_RETRY_S` until it answers."""
+        while True:
+            await self.spooled.wait()
+            if await self.flush_spool():
+                await asyncio.sleep(SPOOL_RETRY_S)
 
     async def _leased(
         self, request: WakeRequest, *, slot_claim: claim.Claim | None, wait_s: float, timing: claim.Timing | None = None,
@@ -355,6 +441,51 @@ class Daemon:
             return None  # logged `wake.cancelled` (lease lost); the row says `aborted` if it still could
         finally:
             self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+
+    # -- operator controls: the outbox sender and one-shot wakes -------------------------------------
+
+    def _operator_tasks(self) -> list[asyncio.Task[Any]]:
+        assert self.sender is not None
+        return [
+            asyncio.create_task(self.sender.loop(), name="outbox"),
+            asyncio.create_task(self._oneshot_loop(), name="oneshots"),
+        ]
+
+    async def _oneshot_loop(self) -> None:
+        """Hand every due one-shot (`wake at`) to a task; its claim decides which replica runs it."""
+        assert self.stores is not None
+        unknown: set[Any] = set()
+        while not self.stopping:
+            try:
+                async with self.stores.pg_conn() as conn:
+                    due = await controls.due_oneshots(conn, self.now())
+            except Exception as exc:  # PostgreSQL away: the one-shots wait in their table
+                log.warning("oneshot.poll_failed", error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+                due = []
+            for shot in due:
+                agent = self.config.agents.get(shot["agent_id"])
+                if agent is None or shot["tier"] not in agent.tiers:
+                    if shot["wake_id"] not in unknown:
+                        unknown.add(shot["wake_id"])
+                        log.warning("oneshot.unconfigured", agent=shot["agent_id"], tier=shot["tier"], wake_id=str(shot["wake_id"]))
+                    continue
+                if shot["wake_id"] not in self.oneshots_running and not self.stopping:
+                    self.oneshots_running.add(shot["wake_id"])
+                    self._spawn(self.run_oneshot(shot), name=f"at:{shot['agent_id']}/{shot['tier']}:{shot['wake_id']}")
+            await asyncio.sleep(self.config.daemon.poll_s)
+
+    async def run_oneshot(self, shot: dict[str, Any]) -> None:
+        """One due one-shot through the one claim path: claimed on its own row, then leased and run."""
+        request = WakeRequest(agent_id=shot["agent_id"], tier=Tier(shot["tier"]), trigger=Trigger.at, wake_id=shot["wake_id"])
+        try:
+            async with self.turns:
+                if self.stopping:
+                    return  # never claimed: the next start (or another replica) runs it
+                log.info("oneshot.due", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id), fire_at=shot["fire_at"].isoformat())
+                wait_s = 0.0 if request.tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
+                await self._leased(request, slot_claim=claim.Claim(by=self.replica_id), wait_s=wait_s)
+        finally:
+            self.oneshots_running.discard(shot["wake_id"])
 
     # -- manual wakes through Redis -----------------------------------------------------------------
 

@@ -37,9 +37,11 @@ from wake.config import parse_listen
 from wake.errors import WakeError
 
 TIERS = ("whisper", "surface", "full")
-STATUSES = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped")
+STATUSES = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped", "missed")
 # Why a claimed or due slot did not run (the text before the first ':' of the daemon's reason).
-SKIP_REASONS = ("slot_taken", "busy", "shutting_down", "lease_not_taken", "catch_up_skipped")
+SKIP_REASONS = (
+    "slot_taken", "busy", "shutting_down", "lease_not_taken", "catch_up_skipped", "paused", "missed", "oneshot_taken", "store_unreachable",
+)
 BLOCK_STATES = ("ok", "failed", "disabled")
 STORES = ("postgres", "neo4j")
 OTHER = "other"

@@ -28,7 +28,7 @@ Snapshot = Mapping[str, Any]
 DEFAULT_INTERVAL_S = 2.0
 STATUS_STYLES = {
     "completed": "green", "quiet": "cyan", "failed": "bold red", "aborted": "yellow", "halted": "yellow",
-    "abandoned": "magenta", "skipped": "dim", "started": "blue",
+    "abandoned": "magenta", "skipped": "dim", "missed": "yellow", "started": "blue",
 }
 
 

@@ -12,7 +12,9 @@ lease is gone (it died, or lost the lease and can no longer write past the fence
 `abandoned` under the new fence.
 
 Every claimed slot leaves exactly one row: the wake's own, or a `skipped` one (busy, shutting
-down), or a `failed` one (the lease could not be taken after the claim).
+down, paused), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
+(the lease could not be taken after the claim). A one-shot (`wake at`, trigger `at`) is claimed
+on its own `wake_oneshots` row instead of a slot, and then follows the same path.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ledgers import introspection, slots
+from ledgers import controls, introspection, slots
 from ledgers.vocab import Status, Trigger
 from wake import clock, logs
 from wake.config import Config
@@ -99,29 +101,83 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
     """The row of a claimed slot that did not run: `skipped` (busy: another wake held the lease;
     shutting down) or `failed` (its lease could not be taken: a store failed between claim and
     wake). Unfenced: its writer holds no lease, and the slot claim already makes it the slot's only row."""
-    skipped = status == Status.skipped
+    skipped = status in (Status.skipped, Status.missed)
     row = introspection.WakeRow(
         wake_id=request.wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger,
         scheduled_for=request.scheduled_for, started_at=now, manifest_root=None, **cycle.provenance(session.config),
-        note=f"skipped: {reason}" if skipped else None, error=None if skipped else reason,
+        note=f"{status}: {reason}" if skipped else None, error=None if skipped else reason,
     )
     async with session.stores.pg_conn() as conn:
-        await introspection.insert(conn, row, status=status)
+        chain = await introspection.insert(conn, row, status=status)
     where = {"agent": request.agent_id, "tier": request.tier, "wake_id": str(request.wake_id),
-             "scheduled_for": request.scheduled_for.isoformat() if request.scheduled_for else None}
-    metrics.observe_skipped(request.agent_id, request.tier, metrics.reason_code(reason))
-    if skipped:
+             "scheduled_for": request.scheduled_for.isoformat() if request.scheduled_for else None, "chain": chain}
+    metrics.observe_skipped(request.agent_id, request.tier, "missed" if status == Status.missed else metrics.reason_code(reason))
+    if status == Status.missed:
+        log.warning("wake.missed", reason=reason, **where)
+    elif skipped:
         log.info("wake.skipped", reason=reason, **where)
     else:
         log.error("wake.failed", error=reason, **where)
 
 
-_UNCLAIMED = -1  # `_claimed`'s floor when the slot was lost
+@dataclass(frozen=True, kw_only=True)
+class Missed:
+    """A slot that got no row because PostgreSQL was unreachable: its claim failed, or the row
+    that would say what happened to it could not be written. The daemon keeps it until
+    PostgreSQL answers again (`wake.daemon.service`), then `record_missed` writes its row."""
+
+    request: WakeRequest
+    failed_at: dt.datetime  # when this slot was refused
+    error: str
+    outage_since: dt.datetime | None = None  # when this process first found PostgreSQL away, this outage
+
+
+MISSED = "missed: store_unreachable"
+
+
+async def record_missed(session: Session, missed: Missed, *, by: str, now: dt.datetime) -> str | None:
+    """Write a `missed` row for the slot, unless it already has its one row. The slot claim
+    decides, across replicas, exactly as for a slot that runs: this replica claims it now, or
+    finds its own earlier claim without a row; a slot claimed by another replica is that
+    replica's to record. Returns the row's chain link, or None when nothing needed writing."""
+    request = missed.request
+    assert request.scheduled_for is not None
+    async with session.stores.pg_conn() as conn, conn.transaction():
+        wake_id = request.wake_id
+        if not await slots.claim(
+            conn, agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger,
+            claimed_by=by, claimed_at=now, wake_id=wake_id,
+        ):
+            holder = await slots.holder(conn, request.agent_id, request.tier, request.scheduled_for)
+            if holder is None or holder["claimed_by"] != by or await introspection.get(conn, holder["wake_id"]) is not None:
+                return None
+            wake_id = holder["wake_id"]
+        since = min(missed.outage_since or missed.failed_at, missed.failed_at)
+        outage_s = (now - since).total_seconds()
+        note = (f"{MISSED}: postgres unreachable from {since:%Y-%m-%dT%H:%M:%S%z} until it answered again at "
+                f"{now:%Y-%m-%dT%H:%M:%S%z} ({outage_s:.0f} s); the slot was not run")
+        row = introspection.WakeRow(
+            wake_id=wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=request.scheduled_for,
+            started_at=missed.failed_at, manifest_root=None, **cycle.provenance(session.config), note=note, error=missed.error,
+        )
+        chain = await introspection.insert(conn, row, status=Status.missed)
+    metrics.observe_skipped(request.agent_id, request.tier, "store_unreachable")
+    log.warning(
+        "wake.missed", reason="store_unreachable", agent=request.agent_id, tier=request.tier, wake_id=str(wake_id),
+        scheduled_for=request.scheduled_for.isoformat(), failed_at=since.isoformat(), outage_s=round(outage_s, 1), chain=chain,
+    )
+    return chain
+
+
+_UNCLAIMED = -1  # `_claimed`'s floor when the slot (or the one-shot) was lost
 
 
 async def _claimed(session: Session, request: WakeRequest, claim: Claim, now: dt.datetime) -> int | None:
     """Step 2: claim the request's slot once across every replica; the loser logs why it stops.
-    Returns the agent's newest fence read with the claim (None: none yet), or `_UNCLAIMED`."""
+    Returns the agent's newest fence read with the claim (0: none yet; None: not read, for a
+    one-shot), or `_UNCLAIMED`."""
+    if request.trigger == Trigger.at:
+        return None if await _claimed_oneshot(session, request, claim, now) else _UNCLAIMED
     assert request.scheduled_for is not None
     async with session.stores.pg_conn() as conn:
         won, floor = await slots.claim_reading_fence(
@@ -138,6 +194,44 @@ async def _claimed(session: Session, request: WakeRequest, claim: Claim, now: dt
         )
         return _UNCLAIMED
     return floor if floor is not None else 0
+
+
+async def _claimed_oneshot(session: Session, request: WakeRequest, claim: Claim, now: dt.datetime) -> bool:
+    """A one-shot (`wake at`) is claimed on its own row, once across every replica and restart."""
+    async with session.stores.pg_conn() as conn:
+        won = await controls.claim_oneshot(conn, request.wake_id, claim.by, now)
+    if not won:
+        metrics.observe_skipped(request.agent_id, request.tier, "oneshot_taken")
+        log.info("wake.skipped", reason="oneshot_taken", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id))
+    return won
+
+
+def lateness_s(request: WakeRequest, now: dt.datetime, jitter_s: float) -> float:
+    """How late a scheduled slot is found, its deliberate jitter not counted."""
+    assert request.scheduled_for is not None
+    return (now - request.scheduled_for).total_seconds() - jitter_s
+
+
+async def held_back(session: Session, request: WakeRequest, now: dt.datetime, jitter_s: float = 0.0) -> tuple[Status, str] | None:
+    """After the claim, before the lease: why a claimed slot or one-shot does not run, or None.
+    A pause (`wake pause`, read from PostgreSQL, so every replica sees it at once) records it
+    `skipped`; a scheduled slot found later than its tier's `misfire_grace_s` records it `missed`."""
+    try:
+        async with session.stores.pg_conn() as conn:
+            pause = await controls.pause_for(conn, request.agent_id, request.tier, now)
+    except Exception as exc:  # PostgreSQL away: the wake cannot write either; let it try and say why
+        log.warning("pause.unreadable", agent=request.agent_id, tier=request.tier, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+        pause = None
+    if pause is not None:
+        until = f" until {pause['until'].isoformat()}" if pause["until"] else ""
+        why = f" ({pause['reason']})" if pause["reason"] else ""
+        return Status.skipped, f"paused: by {pause['paused_by']}{until}{why}"
+    grace = session.config.tier(request.agent_id, request.tier).misfire_grace_s
+    if grace is not None and request.trigger == Trigger.schedule:
+        late = lateness_s(request, now, jitter_s)
+        if late > grace:
+            return Status.missed, f"{late:.1f}s late, past the tier's misfire_grace_s of {grace:g}s"
+    return None
 
 
 async def run(
@@ -165,6 +259,10 @@ async def run(
         t.claim_ms, t.outcome = clock.monotonic_ms() - t0, "slot_taken"
         return None
     t.claim_ms = clock.monotonic_ms() - t0
+    if claim is not None and (why := await held_back(session, request, now(), t.jitter_s)) is not None:
+        t.outcome = why[0]
+        await record_not_run(session, request, why[1], status=why[0], now=now())
+        return None
     task = asyncio.current_task()
     t1 = clock.monotonic_ms()
     started = False

@@ -22,19 +22,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledgers import daybook, fences, introspection
+import asyncpg
+
+from ledgers import daybook, introspection
 from ledgers.fences import StaleFence
-from ledgers.vocab import Status, Tier, Trigger
+from ledgers.memory.repo import MemoryRepo
+from ledgers.vocab import Result, Status, StopReason, Tier, Trigger
+from surfaces import memory as memory_tools
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
+from wake.arrival import absence, sources
 from wake.arrival import engine as arrival
-from wake.arrival import sources
+from wake.arrival import operator as operator_sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
-from wake.context import WakeContext, WakeRequest
+from wake.context import MemoryState, WakeContext, WakeRequest
 from wake.observe import metrics
+from wake.run import deliver
 from wake.run.session import Session
-from wake.stores import Stores
+from wake.stores import Stores, lease
 from wake.think import client as model
 from wake.think import gate
 from wake.think import loop as thinking_loop
@@ -72,7 +78,9 @@ class WakeOutcome:
 
 
 def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
-    return [sources.resolve(config, name) for name in config.tier(agent_id, tier).sources]
+    """The tier's named sources, then those its operator keys add (instructions, pre-check)."""
+    conf = config.tier(agent_id, tier)
+    return [sources.resolve(config, name) for name in conf.sources] + operator_sources.tier_sources(conf)
 
 
 def _with_diff(ctx: WakeContext, earlier: list[Block]) -> WakeContext:
@@ -99,9 +107,62 @@ async def arrive(ctx: WakeContext, source_list: Sequence[Source], timeout_s: flo
     return blocks, later[0]
 
 
-def bind(registry: Registry, config: Config, agent_id: str, tier: str) -> list[Tool]:
-    """Step 5: the binding comes from the registry's surface declarations and nothing else."""
-    return registry.binding(config.tier(agent_id, tier).binds)
+async def with_row(ctx: WakeContext, conn: asyncpg.Connection) -> None:
+    """The writes the arrival left for the wake's row (`WakeContext.with_row`), in the row's own
+    transaction; one that fails is logged and rolled back to its savepoint, and the wake goes on."""
+    for write in ctx.with_row:
+        try:
+            async with conn.transaction():
+                await write(conn)
+        except (asyncpg.PostgresError, ValueError) as exc:
+            log.warning("wake.row_write_failed", agent=ctx.agent_id, wake_id=str(ctx.wake_id), error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+
+
+def bind(registry: Registry, config: Config, agent_id: str, tier: str, *, halted: bool = False) -> list[Tool]:
+    """Step 5: the binding comes from the registry's surface declarations and nothing else; a wake
+    the Cloister canary halted binds no tool that mutates."""
+    tools = registry.binding(config.tier(agent_id, tier).binds)
+    return [t for t in tools if not t.mutates] if halted else tools
+
+
+async def open_memory(config: Config, stores: Stores, request: WakeRequest, now: dt.datetime, *, dry_run: bool) -> MemoryState:
+    """Before the arrival: open the agent's memory (created on first use) and run the Cloister
+    canary over what changed since its last audit. An open HALT, or a canary that cannot run,
+    halts the wake: it still arrives and records, but binds no writing tool and calls no model.
+    A dry run audits nothing (it records nothing) and creates no repository."""
+    agent_id = request.agent_id
+    if not config.agents[agent_id].memory.enabled:
+        return MemoryState()
+    path = config.memory_path(agent_id)
+    try:
+        if dry_run and not (path / ".git").exists():
+            return MemoryState(enabled=True)
+        repo = MemoryRepo.open(path, config.memory_config(agent_id), at=now)
+        if dry_run:
+            async with stores.pg_conn() as conn:
+                return MemoryState(enabled=True, repo=repo, halt=await memory_tools.halt_reason(conn, agent_id))
+        result = await memory_tools.canary(
+            lambda: lease.fenced(stores, agent_id, request.fence), repo, agent_id=agent_id, wake_id=request.wake_id, fence=request.fence, at=now,
+        )
+        halt = None
+        if result.has_open_halt:
+            async with stores.pg_conn() as conn:
+                halt = await memory_tools.halt_reason(conn, agent_id)
+        return MemoryState(enabled=True, repo=repo, canary=result, halt=halt)
+    except StaleFence:
+        raise
+    except Exception as exc:  # git, the file system or the ledger: the canary could not look, so nothing is trusted
+        error = logs.redact_text(f"{type(exc).__name__}: {exc}")
+        log.error("cloister.failed", agent=agent_id, wake_id=str(request.wake_id), error=error)
+        return MemoryState(enabled=True, error=error, halt=f"cloister could not run: {error}")
+
+
+def halted(state: MemoryState) -> thinking_loop.Thought:
+    """A wake the canary halted: no model call until a human acts (`wake memory ack|revert`)."""
+    return thinking_loop.Thought(
+        status="halted", note=f"halted: {state.halt}", error=None, thinking=introspection.Thinking(model=None, stop_reason=StopReason.cloister),
+        final_text=None,
+    )
 
 
 async def run_wake(
@@ -134,61 +195,75 @@ async def run_wake(
     mani: manifest.Manifest | None = None
     wake_diff: Mapping[str, Any] | None = None
     status, note, error = Status.failed, None, None
+    stale, chain = False, None
     decision: gate.Decision | None = None
     thought: thinking_loop.Thought | None = None
     own_client = session.models is None
     models = session.models or model.Client()
     try:
-        binding = bind(registry, config, agent_id, tier)
+        memory_state = await open_memory(config, stores, request, started_at, dry_run=dry_run)
+        binding = bind(registry, config, agent_id, tier, halted=memory_state.halt is not None)
         bound.info("bind.done", tools=[t.name for t in binding], bound=len(binding), registry=len(registry))
         tool_hashes = {t.name: manifest.tool_hash(t) for t in binding}
         async with stores.pg_conn() as conn:
             previous, previous_tier = await introspection.previous_both(conn, agent_id, tier, started_at)
         ctx = WakeContext(
             config=config, stores=stores, request=request, now=started_at, binding=tuple(binding), previous=previous,
-            previous_tier=previous_tier, tool_hashes=tool_hashes,
+            previous_tier=previous_tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
         )
         blocks, ctx = await arrive(
             ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000
         )
         wake_diff = ctx.diff
         mani = manifest.of_hashes(agent_id, tier, {b.name: manifest.sha256_text(b.text) for b in blocks}, tool_hashes)
+        row_base.update(contents=manifest.contents({b.name: b.text for b in blocks}, {t.name: t.declaration() for t in binding}),
+                        arrival_order=[b.name for b in arrival.prompt_order(blocks)])
         if dry_run:
-            status, note = Status.completed, "dry run: nothing recorded"
+            status, note = Status.completed, dry_run_note(ctx)
         else:
-            wake_diff_row = dict(wake_diff) if wake_diff is not None else None
-            decision = gate_check(ctx, blocks, mani)
-            if decision.action != "open":
-                # The gate ended it (quiet, or escalated): nothing runs between the row and its
-                # settle, so the row is written settled, in one statement.
-                thought = gated(decision)
+            row = _row(row_base, registry, mani, blocks, diff=dict(wake_diff) if wake_diff is not None else None)
+            decision, thought = before_model(ctx, blocks, mani)
+            if thought is not None:
+                # Halted, pre-checked or gated: nothing runs between the row and its settle, so the
+                # row is written settled, with its deliveries, in one fenced transaction (step 10).
                 status, note, error = Status(thought.status), thought.note, thought.error
-                row = _row(row_base, registry, mani, blocks, diff=wake_diff_row, note=note, error=error)
-                await _insert(stores, row, status=status, thinking=thought.thinking)
+                row = dataclasses.replace(row, note=note, error=error)
+                chain = await _record_settled(ctx, row, status, thought.thinking, queued_for(ctx, status, thought, mani, now()))
                 recorded = settled_inline = True
                 bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
             else:
-                await _insert(stores, _row(row_base, registry, mani, blocks, diff=wake_diff_row))
+                async with lease.fenced(stores, agent_id, fence) as conn:
+                    await introspection.insert(conn, row)
+                    await with_row(ctx, conn)
                 recorded = True
                 bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
-                thought = await think(ctx, blocks, models)
+                thought = nothing_to_report(tier_conf.ok_token, await think(ctx, blocks, models))
                 status, note, error = Status(thought.status), thought.note, thought.error
                 if thought.final_text:
-                    await record_daybook(ctx, thought.final_text)
-    except asyncio.CancelledError:
-        status, error = Status.aborted, "cancelled"
+                    await record_daybook(ctx, thought.final_text, blocks)
+    except asyncio.CancelledError as exc:
+        # the canceller's reason when it gave one (the daemon's drain timeout names itself)
+        status, error = Status.aborted, str(exc.args[0]) if exc.args and exc.args[0] else "cancelled"
         raise
     except Exception as exc:
-        status, error = Status.failed, logs.redact_text(f"{type(exc).__name__}: {exc}")
-        bound.exception("wake.failed")
+        status, error, stale = Status.failed, *_failure(exc, bound)
     finally:
-        if not dry_run and not settled_inline:
-            settled = _settle(stores, recorded, row_base, status, note, error, registry, mani, blocks, thought.thinking if thought else None)
-            recorded = await asyncio.shield(settled) or recorded
+        if not dry_run and not stale and not settled_inline:  # a stale fence stays stale: its settle would be refused too
+            queued = deliver.deliveries(
+                config, wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, status=status,
+                final_text=thought.final_text if thought else None, manifest_root=mani.root if mani else None, settled_at=now(),
+            )
+            settled = _settle(
+                stores, recorded, row_base, status, note, error, registry, mani, blocks, thought.thinking if thought else None, queued=queued
+            )
+            chain = await asyncio.shield(settled)
+            recorded = chain is not None or recorded
         if own_client:
             await asyncio.shield(models.aclose())
         duration_ms = clock.monotonic_ms() - started
-        bound.info("wake.settled", status=status, note=note, error=error, duration_ms=round(duration_ms, 2), root=mani.root if mani else None)
+        bound.info(
+            "wake.settled", status=status, note=note, error=error, duration_ms=round(duration_ms, 2), root=mani.root if mani else None, chain=chain,
+        )
         if not dry_run:
             spent = thought.thinking if thought else None
             metrics.observe_settled(agent_id, tier, status, duration_ms / 1000, spent, spent.refusals if spent else 0)
@@ -206,6 +281,22 @@ async def run_wake(
         duration_ms=duration_ms, gate=decision.reason if decision else None, thinking=thought.thinking if thought else None,
         final_text=thought.final_text if thought else None, escalation_cause=request.cause, escalated=escalated,
     )
+
+
+def _failure(exc: Exception, bound: Any) -> tuple[str, bool]:
+    """The row's error for a wake that raised, and whether its fence was stale. A stale fence is
+    an expected outcome for a process a newer lease holder replaced: `lease.fenced` logged
+    `fence.stale` once, and no traceback follows. Anything else is logged `wake.failed` with one."""
+    if isinstance(exc, StaleFence):
+        return str(exc), True
+    bound.exception("wake.failed")
+    return logs.redact_text(f"{type(exc).__name__}: {exc}"), False
+
+
+def dry_run_note(ctx: WakeContext) -> str:
+    """A dry run records nothing; what its sources ran without storing is named."""
+    unstored = f"; not stored: {', '.join(ctx.unstored)}" if ctx.unstored else ""
+    return f"dry run: nothing recorded{unstored}"
 
 
 def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -> gate.Decision:
@@ -226,6 +317,52 @@ def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -
             to=decision.to,
         )
     return decision
+
+
+def before_model(
+    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest
+) -> tuple[gate.Decision | None, thinking_loop.Thought | None]:
+    """Step 8, before any model call: nothing runs while the Cloister canary halts the wake; then
+    the tier's pre-check, then the gate. The thought is None when the model is to be called."""
+    if ctx.memory_state.halt is not None:
+        return None, halted(ctx.memory_state)
+    stopped = prechecked(blocks)
+    if stopped is not None:
+        return None, stopped
+    decision = gate_check(ctx, blocks, mani)
+    return decision, None if decision.action == "open" else gated(decision)
+
+
+async def steps_8_9(
+    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest, models: model.Client
+) -> tuple[gate.Decision | None, thinking_loop.Thought]:
+    """Steps 8-9: `before_model`, then the model; an `ok_token` answer is quiet."""
+    decision, ended = before_model(ctx, blocks, mani)
+    if ended is not None:
+        return decision, ended
+    return decision, nothing_to_report(ctx.tier_config.ok_token, await think(ctx, blocks, models))
+
+
+def prechecked(blocks: Sequence[Block]) -> thinking_loop.Thought | None:
+    """The tier's pre-check decides before the gate and the model: None to go on (it passed, or
+    the tier has none), else a quiet wake (exit 1) or a failed one (any other end), no call made."""
+    block = next((b for b in blocks if b.name == operator_sources.PRECHECK), None)
+    if block is None or block.result == Result.present:
+        return None
+    spent = introspection.Thinking(model=None, stop_reason=StopReason.precheck)
+    if block.result == Result.empty:
+        return thinking_loop.Thought(status="quiet", note="pre-check: nothing to do (exit 1)", error=None, thinking=spent, final_text=None)
+    return thinking_loop.Thought(status="failed", note="pre-check failed", error=block.reason, thinking=spent, final_text=None)
+
+
+def nothing_to_report(ok_token: str | None, thought: thinking_loop.Thought) -> thinking_loop.Thought:
+    """A completed wake whose whole final answer is the tier's `ok_token` settles `quiet`, with
+    its tokens spent and recorded (stop reason `nothing_to_report`, unlike the gate's `gate`), and
+    no final text: no daybook entry, no delivery. The token inside other text is an answer."""
+    if ok_token is None or thought.status != Status.completed or thought.final_text is None or thought.final_text.strip() != ok_token:
+        return thought
+    spent = dataclasses.replace(thought.thinking, stop_reason=StopReason.nothing_to_report) if thought.thinking else None
+    return thinking_loop.Thought(status="quiet", note=f"nothing to report ({ok_token})", error=None, thinking=spent, final_text=None)
 
 
 def gated(decision: gate.Decision) -> thinking_loop.Thought:
@@ -251,13 +388,26 @@ async def think(ctx: WakeContext, blocks: list[Block], models: model.Client) -> 
     return await thinking_loop.run(ctx, route_name=route_name, route=ctx.config.models[route_name], blocks=blocks, client=models)
 
 
-async def record_daybook(ctx: WakeContext, text: str) -> None:
+async def record_daybook(ctx: WakeContext, text: str, blocks: Sequence[Block] = ()) -> None:
     """The wake's final assistant text is its daybook entry (the `daybook` ledger, which the next
-    wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary."""
+    wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary.
+    An entry claiming the absence of what a failed block covers is marked with that block."""
+    unchecked = unchecked_claims(ctx, text, blocks)
     async with ctx.write() as conn:
         await introspection.record_final_text(conn, ctx.wake_id, text)
+        if unchecked:
+            await introspection.record_unchecked_claims(conn, ctx.wake_id, len(unchecked))
         if text.strip():
-            await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now)
+            await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=text, written_at=ctx.now, unchecked_blocks=unchecked)
+
+
+def unchecked_claims(ctx: WakeContext, text: str, blocks: Sequence[Block]) -> list[str]:
+    """The failed blocks whose absence the final text claims (`wake.arrival.absence`), logged."""
+    extra = {name: conf.absence_claims for name, conf in ctx.config.sql_sources.items()}
+    unchecked = absence.unchecked_claims(text, blocks, extra)
+    if unchecked:
+        log.warning("daybook.unchecked_absence", agent=ctx.agent_id, wake_id=str(ctx.wake_id), blocks=unchecked)
+    return unchecked
 
 
 def provenance(config: Config) -> dict[str, Any]:
@@ -276,49 +426,51 @@ def _row(
     )
 
 
-async def _insert(
-    stores: Stores, row: introspection.WakeRow, *, status: str = Status.started, thinking: introspection.Thinking | None = None,
-) -> None:
-    """The row (`started`, or already settled with its totals), in one statement that checks the
-    fence; a stale fence writes nothing and raises."""
-    async with stores.pg_conn() as conn:
-        if status == Status.started:
-            written = await introspection.insert_fenced(conn, row, status=status)
-        else:
-            written = await introspection.insert_settled_fenced(conn, row, status, thinking)
-        if not written:
-            await _refused(conn, row.agent_id, row.fence)
+async def _record_settled(
+    ctx: WakeContext, row: introspection.WakeRow, status: str, thinking: introspection.Thinking | None, queued: Sequence[deliver.Delivery],
+) -> str | None:
+    """The row of a wake that calls no model, written settled with its totals, the arrival's
+    writes (`with_row`) and its deliveries, linked into the chain: one fenced transaction.
+    Returns the chain link."""
+    async with lease.fenced(ctx.stores, row.agent_id, row.fence) as conn:
+        chain = await introspection.insert(conn, row, status=status, thinking=thinking or introspection.Thinking(model=None))
+        await with_row(ctx, conn)
+        await deliver.enqueue(conn, row.wake_id, row.agent_id, row.tier, list(queued))
+    return chain
 
 
-async def _refused(conn: Any, agent_id: str, fence: int | None) -> None:
-    """A fenced statement wrote nothing: raise `StaleFence` (logged) if the fence is stale."""
-    newest = await fences.newest(conn, agent_id)
-    if fence is not None and newest != fence:
-        log.warning("fence.stale", agent=agent_id, fence=fence, newest=newest)
-        metrics.stale_fence(agent_id)
-        raise StaleFence(agent_id, fence, newest)
+def queued_for(
+    ctx: WakeContext, status: str, thought: thinking_loop.Thought, mani: manifest.Manifest, settled_at: dt.datetime,
+) -> list[deliver.Delivery]:
+    """The deliveries of a wake settled at once (`deliver.deliveries`)."""
+    return list(deliver.deliveries(
+        ctx.config, wake_id=ctx.wake_id, agent_id=ctx.agent_id, tier=ctx.tier, trigger=ctx.request.trigger, status=status,
+        final_text=thought.final_text, manifest_root=mani.root, settled_at=settled_at,
+    ))
 
 
 async def _settle(
     stores: Stores, recorded: bool, row_base: dict[str, Any], status: str, note: str | None, error: str | None,
     registry: Registry, mani: manifest.Manifest | None, blocks: list[Block], thinking: introspection.Thinking | None = None,
-) -> bool:
-    """Step 10: close the row with the loop's totals, in one statement that checks the fence; write
-    a failed row if the wake died before recording one."""
-    agent_id, fence = row_base["agent_id"], row_base["fence"]
+    queued: Sequence[deliver.Delivery] = (),
+) -> str | None:
+    """Step 10: close the row with the loop's totals (one statement) and queue its deliveries (or
+    write a failed row if the wake died before recording one), linked into the agent's chain, all
+    in one fenced transaction. Returns the chain link, or None if nothing was written."""
     try:
-        if not recorded:
-            await _insert(stores, _row(row_base, registry, mani, blocks, note=note, error=error), status=status, thinking=thinking)
-            return True
-        async with stores.pg_conn() as conn:
-            if not await introspection.settle_fenced(
-                conn, row_base["wake_id"], agent_id, fence, status, note=note, error=error, thinking=thinking,
-            ):
-                await _refused(conn, agent_id, fence)  # else the row was no longer open: someone closed it
-            return True
+        async with lease.fenced(stores, row_base["agent_id"], row_base["fence"]) as conn:
+            if recorded:
+                chain = await introspection.settle(
+                    conn, row_base["wake_id"], status, note=note, error=error, agent_id=row_base["agent_id"], thinking=thinking,
+                )
+                if chain is not None:  # it was this wake that closed the row
+                    await deliver.enqueue(conn, row_base["wake_id"], row_base["agent_id"], row_base["tier"], list(queued))
+                return chain
+            row = _row(row_base, registry, mani, blocks, note=note, error=error)
+            return await introspection.insert(conn, row, status=status)
     except StaleFence as exc:  # a newer lease holder exists: this wake writes nothing more
         log.warning("wake.settle_refused", wake_id=str(row_base["wake_id"]), status=status, fence=exc.fence, newest=exc.newest)
-        return False
-    except Exception:  # the store itself is gone: the log line is the only witness left
-        log.exception("wake.settle_failed", wake_id=str(row_base["wake_id"]), status=status)
-        return False
+        return None
+    except Exception as exc:  # the store itself is gone: the log line is the only witness left
+        log.error("wake.settle_failed", wake_id=str(row_base["wake_id"]), status=status, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+        return None

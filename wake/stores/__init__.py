@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # imported when a graph is configured: a command without one 
 
 log = logs.get("wake.stores")
 
+# What asyncpg raises when PostgreSQL is away: it cannot connect (a unix socket that is gone
+# raises FileNotFoundError), or a connection dropped under the caller, or the server is stopping.
+PG_UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError)
+
 
 def neo4j_errors() -> tuple[type[BaseException], ...]:
     """What a Neo4j call raises when the server is unreachable, refuses, or times out."""
@@ -64,10 +68,14 @@ class Stores:
             conn = await conn_cm.__aenter__()
         except TimeoutError as exc:
             raise StoreUnavailable("postgres", self.pg_address, f"no pooled connection within {timeout_s}s") from exc
+        except PG_UNREACHABLE as exc:
+            raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
         clean = False
         try:
             yield cast(asyncpg.Connection, conn)  # the pool's proxy forwards every Connection method
             clean = trusted
+        except (asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError) as exc:
+            raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
         finally:
             if clean:
                 _CLEAN.add(cast(Any, conn)._con)  # the proxy's connection: what the pool's reset receives

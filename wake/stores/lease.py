@@ -21,7 +21,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from ledgers import fences
+from ledgers import fences, introspection
 from wake import keys, logs
 from wake.errors import LeaseBusy
 from wake.observe import metrics
@@ -124,8 +124,9 @@ async def acquire(
     readable prefix of the token (host:pid) so `wake status` can say who holds it. `floor` is
     PostgreSQL's newest fence when the caller has just read it (the slot claim reads it in the
     same round trip); the first try uses it, later ones read it fresh. With `abandon` (a reason),
-    recording the fence also closes the agent's rows left `started`, in the same statement
-    (`Lease.abandoned`).
+    recording the fence also closes the agent's rows left `started` (`Lease.abandoned`): in the
+    same statement when there are none, else in a fenced transaction right after that links
+    each into the agent's chain (`fences.advance_seeing_started`, `introspection.abandon_started`).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
@@ -158,7 +159,11 @@ async def _acquire_once(stores: Stores, agent_id: str, *, ttl_ms: int, owner: st
             if abandon is None:
                 await fences.advance(conn, agent_id, fence)
             else:
-                _, lease.abandoned = await fences.advance_abandoning(conn, agent_id, fence, abandon)
+                _, left_started = await fences.advance_seeing_started(conn, agent_id, fence)
+                if left_started:  # rare (a holder died): closing them links each into the chain, under the fence
+                    async with conn.transaction():
+                        await fences.check(conn, agent_id, fence)
+                        lease.abandoned = await introspection.abandon_started(conn, agent_id, abandon)
     except BaseException:
         with contextlib.suppress(Exception):
             await asyncio.shield(lease.release())

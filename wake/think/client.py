@@ -10,7 +10,14 @@ Retry policy (the decision is data: `Failure.retryable` and `Failure.wait_s`, re
 - never retried: any other 4xx, a body that is not a chat completion;
 - the wait honours `retry-after-ms`, then `Retry-After` (seconds or an HTTP date), up to
   `retry_cap_s`; without either, exponential backoff with jitter up to the same cap;
-- every response is closed before the next attempt.
+- every response is closed before the next attempt;
+- a failed attempt's status and body are logged (`model.retry`); when the retries run out, the
+  error says how many attempts ended with the same error (a 500 that is really a validation
+  error costs every attempt).
+
+The fields wake sets (`config.HARNESS_BODY_KEYS`) win over a route's `extra_body`, which config
+refuses to set them anyway. `count_prompt_tokens` asks a llama.cpp server (`tokenizer_url`) how
+many tokens a request's prompt renders to.
 
 A failure is never an empty success: it raises `ModelError` with the status and the provider's
 message.
@@ -30,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import tenacity
 
 from wake import clock, logs, secrets
-from wake.config import ModelRoute
+from wake.config import HARNESS_BODY_KEYS, ModelRoute
 from wake.errors import Failure, ModelError
 
 if TYPE_CHECKING:  # loaded with the first model call: a command that calls no model never imports it
@@ -41,6 +48,7 @@ log = logs.get("wake.model")
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 BACKOFF_BASE_S = 0.5
 CONNECT_TIMEOUT_S = 10.0
+ERROR_BODY_MAX_CHARS = 1000  # of a failed response's body, in the log and the error
 # Keep-alive connections for the whole process; a wake makes its calls one after another.
 POOL_LIMITS: dict[str, Any] = {"max_connections": 20, "max_keepalive_connections": 10, "keepalive_expiry": 60.0}
 
@@ -149,7 +157,9 @@ def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usa
         raise Failure(f"malformed response: expected a JSON object, got {type(body).__name__}", status=None, retryable=False)
     if body.get("error") is not None:
         status = _error_status(body["error"])
-        raise Failure(f"provider error in a 200 body (code {status}): {_error_message(body['error'])}", status=status, retryable=is_retryable_status(status))
+        raise Failure(
+            f"provider error in a 200 body (code {status}): {_error_message(body['error'])}", status=status, retryable=is_retryable_status(status)
+        )
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         raise Failure("malformed response: no choices", status=None, retryable=False)
@@ -157,7 +167,11 @@ def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usa
     finish = choice.get("finish_reason")
     if finish == "error" or choice.get("error") is not None:
         status = _error_status(choice.get("error"))
-        raise Failure(f"provider error mid-generation (code {status}): {_error_message(choice.get('error') or 'finish_reason error')}", status=status, retryable=is_retryable_status(status))
+        raise Failure(
+            f"provider error mid-generation (code {status}): {_error_message(choice.get('error') or 'finish_reason error')}",
+            status=status,
+            retryable=is_retryable_status(status),
+        )
     message = choice.get("message")
     if not isinstance(message, Mapping):
         raise Failure("malformed response: the choice has no message", status=None, retryable=False)
@@ -189,12 +203,14 @@ class Client:
         headers = {"content-type": "application/json"}
         if api_key is not None:
             headers["authorization"] = f"Bearer {api_key.reveal()}"
-        payload = json.dumps({"model": route.model, **body, **route.extra_body}, ensure_ascii=False).encode("utf-8")
+        extra = {k: v for k, v in route.extra_body.items() if k not in body and k not in HARNESS_BODY_KEYS}
+        payload = json.dumps({"model": route.model, **body, **extra}, ensure_ascii=False).encode("utf-8")
         import httpx
 
         timeout = httpx.Timeout(route.timeout_s, connect=min(CONNECT_TIMEOUT_S, route.timeout_s))
         started = clock.monotonic_ms()
         attempts = 0
+        errors: list[str] = []
 
         def wait(state: tenacity.RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome else None
@@ -207,7 +223,7 @@ class Client:
             exc = state.outcome.exception() if state.outcome else None
             log.warning(
                 "model.retry", model=route.model, attempt=state.attempt_number, status=getattr(exc, "status", None),
-                error=logs.redact_text(str(exc)), wait_s=round(state.upcoming_sleep, 3),
+                error=logs.redact_text(str(exc)), same_error=errors.count(str(exc)), wait_s=round(state.upcoming_sleep, 3),
             )
 
         retrying = tenacity.AsyncRetrying(
@@ -222,9 +238,17 @@ class Client:
             async for attempt in retrying:
                 with attempt:
                     attempts += 1
-                    message, finish, usage = await self._attempt(url, headers, payload, timeout, route)
+                    try:
+                        message, finish, usage = await self._attempt(url, headers, payload, timeout, route)
+                    except Failure as exc:
+                        errors.append(str(exc))
+                        raise
         except Failure as exc:
-            raise ModelError(f"model {route.model} at {logs.redact_text(route.base_url)}: {exc}", status=exc.status, attempts=attempts) from exc
+            same = errors.count(str(exc))
+            repeated = f" (the same error on {same} of {attempts} attempts)" if attempts > 1 else ""
+            raise ModelError(
+                f"model {route.model} at {logs.redact_text(route.base_url)}: {exc}{repeated}", status=exc.status, attempts=attempts, same_error=same,
+            ) from exc
         tool_calls = message.get("tool_calls") or []
         content = message.get("content")
         return Reply(
@@ -253,7 +277,7 @@ class Client:
                 raise Failure(f"transport error reading the response: {type(exc).__name__}", status=None, retryable=True) from exc
             status = response.status_code
             if status != 200:
-                detail = raw[:300].decode("utf-8", "replace")
+                detail = raw[:ERROR_BODY_MAX_CHARS].decode("utf-8", "replace")
                 raise Failure(
                     f"HTTP {status}: {detail}", status=status, retryable=is_retryable_status(status),
                     wait_s=retry_after_s(response.headers) if is_retryable_status(status) else None,
@@ -265,3 +289,33 @@ class Client:
             return parse(route, body)
         finally:
             await response.aclose()  # before any retry: the connection goes back to the pool
+
+    async def count_prompt_tokens(self, route: ModelRoute, body: Mapping[str, Any], *, api_key: secrets.Secret | None = None) -> int | None:
+        """The tokens the prompt of `body` renders to, by the route's llama.cpp server: its chat
+        template over the messages and tools (`/apply-template`), then its tokenizer (`/tokenize`).
+        None when the route names no `tokenizer_url` or the server could not say (logged)."""
+        if route.tokenizer_url is None:
+            return None
+        root = route.tokenizer_url.rstrip("/")
+        headers = {"content-type": "application/json"}
+        if api_key is not None:
+            headers["authorization"] = f"Bearer {api_key.reveal()}"
+        timeout = httpx.Timeout(route.timeout_s, connect=min(CONNECT_TIMEOUT_S, route.timeout_s))
+        try:
+            rendered = await self.http.post(f"{root}/apply-template", json=dict(body), headers=headers, timeout=timeout)
+            rendered.raise_for_status()
+            prompt_text = rendered.json()["prompt"]
+            counted = await self.http.post(
+                f"{root}/tokenize", json={"content": prompt_text, "add_special": True, "parse_special": True}, headers=headers, timeout=timeout,
+            )
+            counted.raise_for_status()
+            tokens = counted.json()["tokens"]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            log.warning(
+                "model.count_failed", model=route.model, tokenizer_url=logs.redact_text(root), error=logs.redact_text(f"{type(exc).__name__}: {exc}")
+            )
+            return None
+        if not isinstance(tokens, list) or not isinstance(prompt_text, str):
+            log.warning("model.count_failed", model=route.model, tokenizer_url=logs.redact_text(root), error="unexpected answer")
+            return None
+        return len(tokens)

@@ -13,10 +13,18 @@ crash (except a stale fence: a newer holder exists and this wake must stop writi
 cut to `think.tool_result_max_chars` with a marker. A successful call of a tool declared
 `mutates` is recorded in `last_actions` in the wake's fenced transaction.
 
-The loop ends when the model answers without a tool call (`done`), or when a budget is spent; then
-one last call asks for the summary with no tool callable (`tool_choice: "none"`, or no tools at
-all: the route's `summary_tools`); any tool call in its reply is not run. The final assistant text
-is the daybook entry.
+The loop ends when the model answers without a tool call (`done`; `truncated` when that answer
+hit its token limit), or when a budget is spent; then one last call asks for the summary with no
+tool callable (`tool_choice: "none"`, or no tools at all: the route's `summary_tools`); any tool
+call in its reply is not run. The final assistant text is the daybook entry; a final text that
+was cut off ends with `CUT_OFF`, so neither the row nor the daybook passes it off as whole.
+
+Every request that offers tools says `tool_choice: "auto"` (some servers drop tools without it);
+an assistant turn that only called tools is sent back with `content: ""`, never null.
+
+Room in the context window: a route with `tokenizer_url` counts each prompt on its llama.cpp
+server. Otherwise the previous turn's `usage.prompt_tokens` counts what was sent then, and what
+was added since is estimated at `ESTIMATE_BYTES_PER_TOKEN` (the first turn is all estimate).
 """
 
 from __future__ import annotations
@@ -24,8 +32,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import jsonschema
@@ -43,7 +53,15 @@ from wake.think import budget, prompt
 from wake.think.client import Client, Reply
 
 TRUNCATED = "\n…[truncated: {shown} of {total} characters shown]"
+CUT_OFF = "\n…[cut off: this reply reached its token limit]"
 MIN_ROOM_TOKENS = 16
+# Estimating tokens no server has counted yet. A byte-level BPE never makes more tokens than
+# bytes; wake's prompts (English text and JSON schemas) measured 3.4-3.5 bytes a token on
+# llama.cpp with SmolLM2's tokenizer (docs/model.md), so 2.5 leaves a margin for denser text. A
+# chat template adds its role markers around each message.
+ESTIMATE_BYTES_PER_TOKEN = 2.5
+TEMPLATE_TOKENS_PER_MESSAGE = 8
+TEMPLATE_TOKENS_BASE = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,8 +91,17 @@ def truncate(text: str, limit: int) -> str:
     return text[:limit] + TRUNCATED.format(shown=limit, total=len(text))
 
 
+def estimate_tokens(size_bytes: int, messages: int) -> int:
+    """A conservative token count of `size_bytes` of request JSON holding `messages` messages."""
+    return math.ceil(size_bytes / ESTIMATE_BYTES_PER_TOKEN) + messages * TEMPLATE_TOKENS_PER_MESSAGE
+
+
+def _json_default(value: Any) -> Any:
+    return float(value) if isinstance(value, Decimal) else str(value)  # money as a number, as the CLI prints it
+
+
 def _as_text(result: Any) -> str:
-    return result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
+    return result if isinstance(result, str) else json.dumps(result, default=_json_default, ensure_ascii=False)
 
 
 def _error(message: str) -> str:
@@ -93,11 +120,16 @@ class Loop:
         self.log = logs.get("wake.think").bind(agent=ctx.agent_id, tier=ctx.tier, wake_id=str(ctx.wake_id))
         agent = ctx.config.agents[ctx.agent_id]
         self.budget = budget.WakeBudget(limits=ctx.config.tier(ctx.agent_id, ctx.tier).budget)
-        self.daily = budget.DailyCap(redis=ctx.stores.redis, key=budget.cost_key(ctx.agent_id, agent.timezone, ctx.now), cap_usd=agent.daily_cost_cap_usd)
+        self.daily = budget.DailyCap(
+            redis=ctx.stores.redis, key=budget.cost_key(ctx.agent_id, agent.timezone, ctx.now), cap_usd=agent.daily_cost_cap_usd
+        )
         self.tools: dict[str, Tool] = {t.name: t for t in ctx.binding}
         self.specs = [prompt.tool_spec(t) for t in ctx.binding]
         self.messages = prompt.messages(blocks)
         self.refusals = 0
+        self.attempts = 0  # HTTP requests to the model, retries included
+        # What the server counted of the last prompt sent: (body bytes, messages, prompt tokens).
+        self.counted: tuple[int, int, int] | None = None
         self.repeats: collections.Counter[str] = collections.Counter()
         self.key: secrets.Secret | None = None
         # Today's spending: read once, then kept from what each call's `add` returns (the agent's
@@ -112,34 +144,50 @@ class Loop:
             refusals=self.refusals, stop_reason=stop_reason,
         )
 
-    def _room(self, body: dict[str, Any]) -> int:
-        """Tokens left in the context window, estimating four bytes a token."""
-        return self.route.context_window - len(prompt.body_bytes(body)) // 4
+    async def _prompt_tokens(self, body: dict[str, Any], size: int) -> int:
+        """The prompt's tokens: the server's count, else the last count plus an estimate of what was added."""
+        exact = await self.client.count_prompt_tokens(self.route, body, api_key=self.key)
+        if exact is not None:
+            return exact
+        n_messages = len(body["messages"])
+        if self.counted is None:
+            return estimate_tokens(size, n_messages) + TEMPLATE_TOKENS_BASE
+        sent_size, sent_messages, sent_tokens = self.counted
+        return sent_tokens + estimate_tokens(max(0, size - sent_size), max(0, n_messages - sent_messages))
 
     async def _call(self, *, with_tools: bool, max_tokens: int) -> Reply | None:
         """One model call; `with_tools=False` is the summary call: no tool can be called."""
         keep_specs = with_tools or self.route.summary_tools == "choice_none"
         body: dict[str, Any] = {"tools": self.specs} if keep_specs and self.specs else {}
         body["messages"] = self.messages
-        if not with_tools and "tools" in body:
-            body["tool_choice"] = "none"
-        room = self._room(body)
+        if "tools" in body:
+            body["tool_choice"] = "auto" if with_tools else "none"
+        size = len(prompt.body_bytes(body))
+        room = self.route.context_window - await self._prompt_tokens(body, size)
         if room < MIN_ROOM_TOKENS:
             return None
         body["max_tokens"] = min(max_tokens, room)
-        reply = await self.client.complete(self.route, body, api_key=self.key)
+        try:
+            reply = await self.client.complete(self.route, body, api_key=self.key)
+        except ModelError as exc:
+            self.attempts += exc.attempts
+            raise
+        self.attempts += reply.attempts
+        if reply.usage.prompt_tokens > 0:
+            self.counted = (size, len(body["messages"]), reply.usage.prompt_tokens)
         self.budget.turns += 1
         self.budget.spend(reply.usage)
         today = self.today_usd = await self.daily.add(reply.usage.cost_usd)
         metrics.observe_daily_cost(self.ctx.agent_id, today)
         self.log.info(
-            "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns, tools_offered=0 if "tool_choice" in body else len(body.get("tools", [])),
+            "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns,
+            tools_offered=0 if body.get("tool_choice") == "none" else len(body.get("tools", [])),
             prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens,
             cached_tokens=reply.usage.cached_tokens, cost_usd=round(reply.usage.cost_usd, 8), cost_reported=reply.usage.cost_reported,
             today_usd=round(today, 6), finish_reason=reply.finish_reason, tool_calls=len(reply.tool_calls),
-            attempts=reply.attempts, latency_ms=round(reply.latency_ms, 2),
+            attempts=reply.attempts, latency_ms=round(reply.latency_ms, 2), max_tokens=body["max_tokens"],
         )
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         self.messages.append(message)
@@ -155,6 +203,7 @@ class Loop:
             )
         stop: str | None = None
         final: str | None = None
+        summary_cut = False
         try:
             while stop is None:
                 stop = self.budget.exhausted() or ("daily_cap" if self.daily.reached(self.today_usd) else None)
@@ -164,17 +213,20 @@ class Loop:
                 if reply is None:
                     stop = "context_window"
                 elif not reply.tool_calls:
-                    final, stop = reply.content, "done"
+                    final, stop = reply.content, "truncated" if reply.finish_reason == "length" else "done"
                 else:
                     stop = await self._tool_calls(reply.tool_calls)
-            if stop != "done":
+            if stop not in ("done", "truncated"):
                 summary = prompt.summary_request(stop)
                 self.messages.append(summary)
                 reply = await self._call(with_tools=False, max_tokens=self.conf.summary_max_tokens)
                 final = reply.content if reply is not None else None
+                summary_cut = reply is not None and reply.finish_reason == "length"
         except ModelError as exc:
             error = logs.redact_text(str(exc))
-            return Thought(status="failed", note=f"model call failed after {exc.attempts} attempt(s)", error=error, thinking=self.thinking("error"), final_text=None)
+            same = f", the same error on {exc.same_error} of them" if exc.attempts > 1 else ""
+            note = f"model call failed after {exc.attempts} attempt(s){same}; {self.attempts} request(s) in this wake"
+            return Thought(status="failed", note=note, error=error, thinking=self.thinking("error"), final_text=None)
         except StaleFence:
             raise  # a newer holder exists: this wake writes nothing more
         except BaseException as exc:  # cancelled or crashed mid-loop: what was spent still goes on the row
@@ -182,11 +234,13 @@ class Loop:
             await asyncio.shield(self._record_partial(stop))
             raise
         u = self.budget.usage
+        cut = stop == "truncated" or summary_cut
         note = (
-            f"model {self.route.model}: {self.budget.turns} turns, {self.budget.tool_calls} tool calls"
+            f"model {self.route.model}: {self.budget.turns} turns ({self.attempts} requests), {self.budget.tool_calls} tool calls"
             f" ({self.refusals} refused), {u.prompt_tokens}+{u.completion_tokens} tokens ({u.cached_tokens} cached),"
-            f" ${u.cost_usd:.6f}; stopped: {stop}"
+            f" ${u.cost_usd:.6f}; stopped: {stop}{'; the summary was cut off at its token limit' if summary_cut else ''}"
         )
+        final = (final + CUT_OFF) if final and cut else final
         return Thought(status="completed", note=note, error=None, thinking=self.thinking(stop), final_text=final or None)
 
     async def _tool_calls(self, calls: list[dict[str, Any]]) -> str | None:

@@ -24,7 +24,7 @@ import hashlib
 import json
 import unicodedata
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,3 +101,67 @@ def build(agent_id: str, tier: str, block_texts: Mapping[str, str], declarations
 def of_hashes(agent_id: str, tier: str, blocks: Mapping[str, str], tools: Mapping[str, str]) -> Manifest:
     """The manifest of block and tool hashes already computed (the cycle hashes tools at bind time)."""
     return Manifest(agent_id=agent_id, tier=tier, blocks=dict(blocks), tools=dict(tools), root=root_hash(agent_id, tier, blocks, tools))
+
+
+def contents(block_texts: Mapping[str, str], declarations: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+    """What the hashes stand for, keyed by them: {sha256: ("block", text) or ("tool", canonical
+    declaration)}. Stored once per distinct content (`manifest_contents`), so `verify` can
+    recompute every hash of a row from the content itself."""
+    out = {sha256_text(text): ("block", text) for text in block_texts.values()}
+    out.update({sha256_declaration(decl): ("tool", canonical(decl).decode("utf-8")) for decl in declarations.values()})
+    return out
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One part of a stored row that its stored content does not give back."""
+
+    part: str  # "block <name>", "tool <name>", "tool list", "root"
+    detail: str
+
+
+def _content_problem(kind: str, stored_hash: str, body: tuple[str, str] | None) -> str | None:
+    if body is None:
+        return f"no stored {kind} has the row's hash {stored_hash}: the hash was changed, or its content removed"
+    if body[0] != kind:
+        return f"the row's hash {stored_hash} names a stored {body[0]}, not a {kind}"
+    again = sha256_text(body[1]) if kind == "block" else sha256_declaration(json.loads(body[1]))
+    if again != stored_hash:
+        return f"its stored content hashes to {again}, the row says {stored_hash}: the content was changed"
+    return None
+
+
+def audit(
+    agent_id: str, tier: str, blocks: Mapping[str, str], tools: Mapping[str, str], root: str, tool_names: Sequence[str],
+    stored: Mapping[str, tuple[str, str]] | None,
+) -> tuple[str, list[Difference]]:
+    """Recompute a stored row: every block and tool hash from its stored content, the root from
+    the hashes, the tool list from the tools. Returns the recomputed root and every part that
+    differs. `stored=None`: a row recorded before content was stored; only the root and the tool
+    list are checked."""
+    found: list[Difference] = []
+    if stored is not None:
+        found += _contents_differ(blocks, tools, stored)
+    if sorted(tools) != list(tool_names):
+        listed, hashed = ", ".join(tool_names) or "none", ", ".join(sorted(tools)) or "none"
+        found.append(Difference("tool list", f"the row lists {listed}; its tool hashes name {hashed}"))
+    again = root_hash(agent_id, tier, blocks, tools)
+    if again != root:
+        found.append(Difference("root", f"the row's root is {root}; its block and tool hashes give {again}"))
+    return again, found
+
+
+def _contents_differ(blocks: Mapping[str, str], tools: Mapping[str, str], stored: Mapping[str, tuple[str, str]]) -> list[Difference]:
+    found: list[Difference] = []
+    for name, digest in sorted(blocks.items()):
+        problem = _content_problem("block", digest, stored.get(digest))
+        if problem:
+            found.append(Difference(f"block {name}", problem))
+    for name, digest in sorted(tools.items()):
+        problem = _content_problem("tool", digest, stored.get(digest))
+        declared = json.loads(stored[digest][1]).get("name") if problem is None else name
+        if problem is None and declared != name:
+            problem = f"its stored declaration is of the tool {declared!r}"
+        if problem:
+            found.append(Difference(f"tool {name}", problem))
+    return found

@@ -1,0 +1,44 @@
+"""What the workspace and its build worker share: the build itself and its typed failure.
+
+Both `ledgers.workspace` (which asks for builds) and `ledgers.build_worker` (the child process
+that runs them) use this module; neither imports the other's side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ledgers.fingerprint import Fingerprint
+
+# (repository root, HEAD commit oid, the previous fingerprint or None) -> the fingerprint of HEAD
+Builder = Callable[[Path, str, "Fingerprint | None"], "Fingerprint"]
+
+# In whichever process builds: each repository's last fingerprint, with the summaries the next
+# (incremental) build reuses. The caller gets the fingerprint without them.
+_LAST_BUILT: dict[str, Fingerprint] = {}
+
+
+class WorkspaceError(Exception):
+    """The workspace cannot be fingerprinted. `kind`: not_a_repository, no_commits, unreadable, over_budget."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class WorkspaceTimeout(WorkspaceError):
+    """The fingerprint was not ready within the budget; it goes on building in the background."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("over_budget", message)
+
+
+def run_build(builder: Builder, root: str, head: str) -> tuple[Fingerprint, float]:
+    """Build HEAD's fingerprint from this process's last one of `root`; (fingerprint, build ms)."""
+    started = time.perf_counter()
+    fp = builder(Path(root), head, _LAST_BUILT.get(root))
+    _LAST_BUILT[root] = fp
+    return dataclasses.replace(fp, cache={}, walk_cache={}), (time.perf_counter() - started) * 1000

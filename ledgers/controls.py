@@ -1,0 +1,79 @@
+"""`wake_pauses` and `wake_oneshots`: what operators ask of the schedule, stored where every
+replica reads it (docs/daemon.md, "Pause and one-shot wakes")."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import asyncpg
+
+from ledgers import queries
+
+_sql = queries.named("controls")
+
+ALL_TIERS = "all"  # a pause's scope when it holds back every tier of the agent
+
+
+async def pause(
+    conn: asyncpg.Connection, *, agent_id: str, tier: str | None, paused_by: str, paused_at: dt.datetime,
+    until: dt.datetime | None, reason: str | None,
+) -> None:
+    await conn.fetchrow(_sql("pause"), agent_id, tier or ALL_TIERS, paused_by, paused_at, until, reason)
+
+
+async def resume(conn: asyncpg.Connection, agent_id: str, tier: str | None) -> list[dict[str, Any]]:
+    """Lift the agent's pause of `tier` (`all` for the agent-wide one), or every pause of the agent
+    when `tier` is None; returns the pauses lifted."""
+    return [dict(r) for r in await conn.fetch(_sql("resume"), agent_id, tier)]
+
+
+async def pause_for(conn: asyncpg.Connection, agent_id: str, tier: str, at: dt.datetime) -> dict[str, Any] | None:
+    row = await conn.fetchrow(_sql("pause_for"), agent_id, tier, at)
+    return dict(row) if row is not None else None
+
+
+async def active_pauses(conn: asyncpg.Connection, at: dt.datetime) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(_sql("active_pauses"), at)]
+
+
+async def add_oneshot(
+    conn: asyncpg.Connection, *, wake_id: uuid.UUID, agent_id: str, tier: str, fire_at: dt.datetime, note: str | None,
+    created_by: str, created_at: dt.datetime,
+) -> None:
+    await conn.fetchval(_sql("add_oneshot"), wake_id, agent_id, tier, fire_at, note, created_by, created_at)
+
+
+async def claim_oneshot(conn: asyncpg.Connection, wake_id: uuid.UUID, claimed_by: str, claimed_at: dt.datetime) -> bool:
+    """True for the one caller that claims the one-shot; False once claimed or cancelled."""
+    return await conn.fetchval(_sql("claim_oneshot"), wake_id, claimed_by, claimed_at) is not None
+
+
+async def due_oneshots(conn: asyncpg.Connection, at: dt.datetime, limit: int = 100) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(_sql("due_oneshots"), at, limit)]
+
+
+async def cancel_oneshot(conn: asyncpg.Connection, wake_id: uuid.UUID, cancelled_by: str, at: dt.datetime) -> bool:
+    """False when the one-shot already ran (was claimed) or was cancelled."""
+    return await conn.fetchval(_sql("cancel_oneshot"), wake_id, cancelled_by, at) is not None
+
+
+async def oneshot(conn: asyncpg.Connection, wake_id: uuid.UUID) -> dict[str, Any] | None:
+    row = await conn.fetchrow(_sql("oneshot"), wake_id)
+    return dict(row) if row is not None else None
+
+
+async def oneshots(conn: asyncpg.Connection, *, include_done: bool = False, limit: int = 50) -> list[dict[str, Any]]:
+    """Pending one-shots (and, with `include_done`, claimed and cancelled ones with their wake's status)."""
+    return [dict(r) for r in await conn.fetch(_sql("oneshots"), include_done, limit)]
+
+
+async def resolve_oneshot(conn: asyncpg.Connection, text: str) -> uuid.UUID | None:
+    """A full one-shot id, or a unique prefix of one."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        pass
+    rows = await conn.fetch(_sql("find_oneshot_by_prefix"), text.lower())
+    return rows[0]["wake_id"] if len(rows) == 1 else None

@@ -1,0 +1,137 @@
+"""`fact_checks`: every check of a fact's code anchors against the workspace at a git HEAD.
+
+A check row says what was found (`status`, `evidence`), at which commit (`head`), when and by
+which wake. A `refuted` check also writes a retraction (`retraction_ledger`, caught_by
+`reality`), once per fact and HEAD: its id is derived from both, so the many checks of one fact at
+one HEAD share one retraction. Its typed falsifier is the check itself, run again later: at a
+later HEAD, still refuted means the retraction stands (`overturned`), every anchor holding means
+the original claim is restored (`upheld`). A later check at another HEAD settles the matured
+falsifiers of that fact (`record` does it; an inconclusive check settles nothing).
+
+The fact itself stays `active`: verify-on-read filters it out of every arrival while it is refuted
+at HEAD, and lets it back in if the code comes to bear it out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from ledgers import anchors as anchors_mod
+from ledgers import queries, retractions, verify
+
+_TEXT_MAX = 2000  # evidence and retraction fields are clipped to this many characters
+
+
+class FactCheckError(ValueError):
+    """A check cannot be recorded as asked; nothing was written."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recorded:
+    check_id: int
+    retraction_id: uuid.UUID | None
+    new_retraction: bool
+    settled: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _sql(name: str) -> str:
+    return queries.load("fact_checks")[name]
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _TEXT_MAX else text[: _TEXT_MAX - 1] + "…"
+
+
+def retraction_id(agent_id: str, fact_id: uuid.UUID, head: str) -> uuid.UUID:
+    """The one retraction of a fact refuted at a HEAD."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"wake:fact-check:{agent_id}:{fact_id}:{head}")
+
+
+def _retraction(agent_id: str, fact: asyncpg.Record, verdict: verify.Verdict, checked_at: dt.datetime) -> retractions.NewRetraction:
+    assert verdict.head is not None  # a refuted verdict is always made at a HEAD
+    head = verdict.head[:12]
+    stored = queries.decoded([fact], ("anchors",))[0]["anchors"]
+    described = "; ".join(a.describe() for a in anchors_mod.parse(stored) if a.is_code) or "its anchors"
+    failed = [f for f in verdict.findings if f.outcome == verify.FAILS]
+    first = failed[0].anchor.describe() if failed else described
+    return retractions.NewRetraction(
+        id=retraction_id(agent_id, fact["fact_id"], verdict.head),
+        agent_id=agent_id,
+        claim_verbatim=_clip(f"{fact['fact_key']}: {fact['fact_value']}"),
+        stood_on=_clip(f"fact {fact['fact_id']} (recorded {fact['recorded_at']:%Y-%m-%d}), anchored on: {described}"),
+        why_wrong=_clip(f"checked against the workspace at HEAD {head}: {verdict.evidence}"),
+        corrected_claim=_clip(
+            f"at HEAD {head} the code does not bear out {fact['fact_key']!r}: {'; '.join(f.evidence for f in failed)}"
+            if failed else verdict.evidence),
+        caught_by="reality",
+        row_class="claim",
+        test_procedure=_clip(f"check the fact's anchors again at a HEAD later than {head}: {json.dumps(stored)}"),
+        expected_retraction_pass_obs=_clip(f"at the later HEAD the check is still refuted: {first} does not hold"),
+        overturn_retraction_condition="at the later HEAD every anchor holds: the check is verified",
+        corrected_at=checked_at,
+    )
+
+
+async def record(
+    conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID, verdict: verify.Verdict, checked_at: dt.datetime,
+    wake_id: uuid.UUID | None = None, maturity_days: int = retractions.DEFAULT_MATURITY_DAYS,
+) -> Recorded:
+    """Record one check (call inside a transaction): the check row; for a refuted one its
+    retraction, written once per (fact, HEAD); and the verdicts of this fact's matured reality
+    retractions made at another HEAD, which this check tests."""
+    if verdict.status not in verify.STATUSES:
+        raise FactCheckError(f"status must be one of {', '.join(verify.STATUSES)}, got {verdict.status!r}")
+    if verdict.status != verify.INCONCLUSIVE and not verdict.head:
+        raise FactCheckError(f"a {verdict.status} check names the HEAD it was made at")
+    if checked_at.tzinfo is None:
+        raise FactCheckError("checked_at must be timezone-aware")
+    fact = await conn.fetchrow(_sql("fact"), fact_id, agent_id)
+    if fact is None:
+        raise FactCheckError(f"no fact {fact_id} for agent {agent_id!r}")
+    rid: uuid.UUID | None = None
+    new = False
+    if verdict.status == verify.REFUTED:
+        assert verdict.head is not None
+        rid = retraction_id(agent_id, fact_id, verdict.head)
+        new = await retractions.get(conn, rid) is None
+        if new:
+            await retractions.insert(conn, _retraction(agent_id, fact, verdict, checked_at), maturity_days=maturity_days)
+    check_id = await conn.fetchval(
+        _sql("insert"), fact_id, agent_id, verdict.status, _clip(verdict.evidence) or verdict.status,
+        verdict.head, checked_at, wake_id, rid,
+    )
+    settled = await _settle(conn, agent_id, fact_id, verdict, checked_at) if verdict.status != verify.INCONCLUSIVE else []
+    return Recorded(check_id=check_id, retraction_id=rid, new_retraction=new, settled=settled)
+
+
+async def _settle(conn: asyncpg.Connection, agent_id: str, fact_id: uuid.UUID, verdict: verify.Verdict,
+                  checked_at: dt.datetime) -> list[dict[str, Any]]:
+    assert verdict.head is not None
+    due = await conn.fetch(_sql("matured_reality_retractions"), fact_id, agent_id, checked_at, verdict.head)
+    settled = []
+    for row in due:
+        outcome, meaning = (("overturned", "still refuted") if verdict.status == verify.REFUTED
+                            else ("upheld", "every anchor holds"))
+        settled.append(await retractions.settle(
+            conn, row["id"], agent_id, verdict=outcome, checked_at=checked_at,
+            outcome=_clip(f"checked again at HEAD {verdict.head[:12]} (the retraction was made at {row['head'][:12]}): "
+                          f"{meaning}: {verdict.evidence}"),
+        ))
+    return settled
+
+
+async def latest(conn: asyncpg.Connection, agent_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The newest check of each fact, newest first, and how many facts have been checked."""
+    return queries.counted(await conn.fetch(_sql("latest"), agent_id, limit), limit)
+
+
+async def history(conn: asyncpg.Connection, agent_id: str, fact_id: uuid.UUID, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """One fact's checks, newest first, and the exact total."""
+    return queries.counted(await conn.fetch(_sql("history"), fact_id, agent_id, limit), limit)

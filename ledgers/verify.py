@@ -1,0 +1,431 @@
+"""Verify-on-read: a fact's typed anchors checked against the workspace fingerprint at HEAD.
+
+`verify(anchors, fingerprint, budget_ms)` gives one `Verdict`:
+
+- `verified`: every code anchor holds, matched with its type and place;
+- `refuted`: an anchor the fact needs is absent at HEAD, or an `absent` anchor is present;
+- `inconclusive`: no code anchors, the budget ran out, or an anchor could not be decided (a file
+  that could hold it was skipped, `from a import b` with `a` outside the workspace, a computed
+  environment name, an inherited attribute of a class from outside, ...). An inferred anchor (read
+  from prose) never decides: what it found is reported and the verdict stays inconclusive.
+
+Every verdict names the HEAD it was made at and says what was found, in words. `check` is the
+per-retrieval entry point: one fingerprint (waited for within the budget) for many facts, one
+deadline for all of them; whatever is not decided by the deadline is inconclusive, never late.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from ledgers import anchors as anchors_mod
+from ledgers.anchors import Anchor
+from ledgers.fingerprint import Fingerprint, Site
+from ledgers.workspace import Workspace, WorkspaceError
+
+VERIFIED, REFUTED, INCONCLUSIVE = "verified", "refuted", "inconclusive"
+STATUSES: tuple[str, ...] = (VERIFIED, REFUTED, INCONCLUSIVE)
+DEFAULT_BUDGET_MS = 50.0
+HOLDS, FAILS, UNKNOWN = "holds", "fails", "unknown"
+_MAX_HOPS = 8       # re-exports, star imports and base classes followed for one symbol
+_SHOWN_SITES = 3    # sites quoted in evidence
+# bases that add no attributes anyone anchors: their absence from the fingerprint is not a doubt
+_INERT_BASES = frozenset({"object", "typing.Generic", "typing.Protocol"})
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    anchor: Anchor
+    outcome: str   # holds | fails | unknown, from the fact's side (an `absent` anchor holds when the thing is missing)
+    evidence: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"anchor": self.anchor.to_json(), "outcome": self.outcome, "evidence": self.evidence}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    status: str
+    evidence: str
+    head: str | None
+    findings: tuple[Finding, ...] = ()
+    elapsed_ms: float = 0.0
+
+    def label(self) -> str:
+        """The short form an arrival line carries: `verified @1a2b3c4d`, `REFUTED @1a2b3c4d: why`."""
+        at = f" @{self.head[:8]}" if self.head else ""
+        if self.status == VERIFIED:
+            return f"verified{at}"
+        return f"{'REFUTED' if self.status == REFUTED else 'inconclusive'}{at}: {self.evidence}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "evidence": self.evidence, "head": self.head,
+                "findings": [f.as_dict() for f in self.findings], "elapsed_ms": round(self.elapsed_ms, 3)}
+
+
+def unavailable(reason: str, head: str | None = None) -> Verdict:
+    return Verdict(status=INCONCLUSIVE, evidence=reason, head=head)
+
+
+# -- places -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    kind: str        # file | dir | definition
+    path: str        # the file, the directory, or the definition's file
+    scope: str = ""  # the definition
+
+    def holds(self, site: Site) -> bool:
+        if self.kind == "file":
+            return site.path == self.path
+        if self.kind == "dir":
+            return site.path.startswith(self.path + "/")
+        return site.path == self.path and (site.scope == self.scope or site.scope.startswith(self.scope + "."))
+
+    def skip_scope(self) -> str:
+        return self.path
+
+
+def _module_of(name: str, fp: Fingerprint) -> str | None:
+    """The longest prefix of a dotted name that is a module of the workspace."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in fp.modules:
+            return candidate
+    return None
+
+
+def _place(where: str, fp: Fingerprint) -> _Place | str:
+    """Where an anchor must be, or why that place does not exist at HEAD."""
+    if anchors_mod.is_dotted(where):
+        if where in fp.modules:
+            path = fp.modules[where]
+            return _Place("dir", posixpath.dirname(path)) if where in fp.packages else _Place("file", path)
+        if where in fp.definitions:
+            module = _module_of(where, fp)
+            assert module is not None  # a definition is always inside a module of the workspace
+            return _Place("definition", fp.modules[module], where)
+        return f"{where} is neither a module nor a definition of the workspace"
+    if where in fp.files:
+        return _Place("file", where)
+    if where in fp.dirs:
+        return _Place("dir", where)
+    return f"{where} is not in the tree"
+
+
+def _sites(sites: Sequence[Site]) -> str:
+    shown = ", ".join(s.describe() for s in sites[:_SHOWN_SITES])
+    return shown + (f" and {len(sites) - _SHOWN_SITES} more" if len(sites) > _SHOWN_SITES else "")
+
+
+def _skipped(fp: Fingerprint, scope: str | None) -> str | None:
+    skipped = fp.skipped_under(scope)
+    if not skipped:
+        return None
+    first = skipped[0]
+    more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+    return f"{first.path} was skipped ({first.reason}){more} and could hold it"
+
+
+# -- one anchor ---------------------------------------------------------------------------------
+
+Match = tuple[bool | None, str]  # (present, or None when undecidable; what was seen)
+
+
+def _file(a: Anchor, fp: Fingerprint) -> Match:
+    path = a.ref
+    for _ in range(_MAX_HOPS):
+        if path in fp.symlinks:
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), fp.symlinks[path]))
+            if fp.symlinks[path].startswith("/") or target == ".." or target.startswith("../"):
+                return None, f"{path} is a symlink that escapes the workspace ({fp.symlinks[path]})"
+            return True, f"{a.ref} is a symlink to {target}"
+        if path in fp.files:
+            return True, f"{a.ref} is a file at HEAD"
+        if path in fp.dirs:
+            return True, f"{a.ref} is a directory at HEAD"
+        parts = path.split("/")
+        link = next(("/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i]) in fp.symlinks), None)
+        if link is None:
+            return False, f"{a.ref} is not in the tree"
+        target = fp.symlinks[link]
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(link), target, path[len(link) + 1:]))
+        if target.startswith("/") or joined == ".." or joined.startswith("../"):
+            return None, f"{link} is a symlink that escapes the workspace ({target})"
+        path = joined
+    return None, f"{a.ref}: too many symlinks"
+
+
+def _import(a: Anchor, fp: Fingerprint) -> Match:
+    module = a.ref
+    sites = fp.imported.get(module, ())
+    place: _Place | None = None
+    if a.where is not None:
+        found = _place(a.where, fp)
+        if isinstance(found, str):
+            return False, found
+        place = found
+    if place is not None and place.kind == "definition":
+        return _import_in_definition(module, place, sites, fp)
+    placed = [s for s in sites if place is None or place.holds(s)]
+    running = [s for s in placed if not s.typing_only]
+    if running:
+        return True, f"import {module} at {_sites(running)}"
+    if placed:
+        return None, f"{module} is imported only under TYPE_CHECKING at {_sites(placed)}, which never runs"
+    elsewhere = f"; imported elsewhere: {_sites(sites)}" if sites else ""
+    scope = place.skip_scope() if place is not None else None
+    maybe = [s for s in fp.maybe_imported.get(module, ()) if place is None or place.holds(s)]
+    if maybe:
+        return None, f"{_sites(maybe)}: cannot tell without that package's source{elsewhere}"
+    dynamic = [s for s in fp.imports_dynamic if place is None or place.holds(s)]
+    if dynamic:
+        return None, f"a computed import at {_sites(dynamic)} could import it{elsewhere}"
+    skipped = _skipped(fp, scope)
+    if skipped:
+        return None, skipped + elsewhere
+    where = f" in {a.where}" if a.where else " anywhere at HEAD"
+    return False, f"no import of {module}{where}{elsewhere}"
+
+
+def _import_in_definition(module: str, place: _Place, sites: Sequence[Site], fp: Fingerprint) -> Match:
+    typed = [s for s in sites if s.path == place.path]
+    in_file = [s for s in typed if not s.typing_only]
+    inside = [s for s in in_file if place.holds(s)]
+    if inside:
+        return True, f"import {module} inside {place.scope} at {_sites(inside)}"
+    if typed and not in_file:
+        return None, f"{module} is imported only under TYPE_CHECKING at {_sites(typed)}, which never runs"
+    if not in_file:
+        skipped = _skipped(fp, place.path)
+        if skipped:
+            return None, skipped
+        elsewhere = f"; imported elsewhere: {_sites(sites)}" if sites else ""
+        return False, f"{place.path} does not import {module}{elsewhere}"
+    used = [s for s in fp.uses.get(module, ()) if place.holds(s)]
+    if used:
+        return True, f"import {module} at {_sites(in_file)}, used in {place.scope} at lines {', '.join(str(s.line) for s in used[:5])}"
+    users = sorted({s.scope for s in fp.uses.get(module, ()) if s.path == place.path})
+    used_by = f", used by {', '.join(users[:4])}" if users else ", used nowhere in it"
+    return False, f"{module} is imported at {_sites(in_file)}{used_by}; not used in {place.scope}"
+
+
+def _symbol(a: Anchor, fp: Fingerprint) -> Match:
+    return _resolve_symbol(a.ref, fp, 0, a.ref)
+
+
+def _resolve_symbol(name: str, fp: Fingerprint, hops: int, asked: str) -> Match:
+    if name in fp.definitions:
+        module = _module_of(name, fp)
+        via = "" if name == asked else f" (as {name})"
+        return True, f"{asked} is defined in {fp.modules[module] if module else '?'}{via}"
+    if hops >= _MAX_HOPS:
+        return None, f"{asked}: too many re-exports to follow"
+    module = _module_of(name, fp)
+    if module is None:
+        return False, f"no module of the workspace defines {name}"
+    path = fp.modules[module]
+    if any(s.path == path for s in fp.skipped):
+        return None, _skipped(fp, path) or ""
+    rest = name[len(module) + 1:].split(".")
+    head = f"{module}.{rest[0]}"
+    tail = "".join("." + r for r in rest[1:])
+    if head in fp.reexports:
+        return _resolve_symbol(fp.reexports[head] + tail, fp, hops + 1, asked)
+    if head in fp.definitions:
+        return _inherited(head, rest[1:], fp, hops, asked)
+    starred = _from_stars(module, rest, fp, hops, asked)
+    if starred is not None:
+        return starred
+    if f"{module}.__getattr__" in fp.definitions:
+        return None, f"{module} defines __getattr__: {rest[0]} may be made on access"
+    return False, f"{module} ({path}) defines no {rest[0]}"
+
+
+def _from_stars(module: str, rest: list[str], fp: Fingerprint, hops: int, asked: str) -> Match | None:
+    """`module.rest` through the modules `module` star-imports; None when no star import bears on it."""
+    for star in fp.stars.get(module, ()):
+        if star in fp.modules:
+            exported = fp.all_names.get(star)
+            if exported is not None and rest[0] not in exported:
+                continue
+            if _resolve_symbol(f"{star}.{rest[0]}", fp, hops + 1, asked)[0] is not False:  # the name comes from here
+                return _resolve_symbol(f"{star}.{'.'.join(rest)}", fp, hops + 1, asked)
+        elif _module_of(star, fp) is None:
+            return None, f"{module} star-imports {star}, outside the workspace: {rest[0]} may come from there"
+    return None
+
+
+def _inherited(cls: str, rest: list[str], fp: Fingerprint, hops: int, asked: str) -> Match:
+    """`cls` is defined but `cls.rest` is not: look in its bases, as attribute lookup would."""
+    unknown = []
+    for base in fp.bases.get(cls, ()):
+        if base in _INERT_BASES:
+            continue
+        if _module_of(base, fp) is None or base == "?":
+            unknown.append(base)
+            continue
+        found = _resolve_symbol(f"{base}.{'.'.join(rest)}", fp, hops + 1, asked)
+        if found[0] is True:
+            return found
+        if found[0] is None:
+            unknown.append(base)
+    if unknown:
+        return None, f"{cls} has no {rest[0]} of its own; it may inherit one from {', '.join(unknown)}"
+    return False, f"{cls} defines no {'.'.join(rest)}"
+
+
+def _env(a: Anchor, fp: Fingerprint) -> Match:
+    place: _Place | None = None
+    if a.where is not None:
+        found = _place(a.where, fp)
+        if isinstance(found, str):
+            return False, found
+        place = found
+    sites = fp.env_reads.get(a.ref, ())
+    placed = [s for s in sites if place is None or place.holds(s)]
+    if placed:
+        return True, f"{a.ref} is read at {_sites(placed)}"
+    elsewhere = f"; read elsewhere: {_sites(sites)}" if sites else ""
+    dynamic = [s for s in fp.env_dynamic if place is None or place.holds(s)]
+    if dynamic:
+        return None, f"{a.ref} could be read at {_sites(dynamic)}{elsewhere}"
+    skipped = _skipped(fp, place.skip_scope() if place is not None else None)
+    if skipped:
+        return None, skipped + elsewhere
+    where = f" in {a.where}" if a.where else " anywhere at HEAD"
+    return False, f"no read of the environment variable {a.ref}{where}{elsewhere}"
+
+
+def _package(a: Anchor, fp: Fingerprint) -> Match:
+    keys = []
+    if a.ecosystem in (None, "python"):
+        keys.append(f"python:{canonicalize_name(a.ref)}")
+    if a.ecosystem in (None, "npm"):
+        keys.append(f"npm:{a.ref}")
+    found = [d for key in keys for d in fp.dependencies.get(key, ())]
+    if found:
+        return True, "declared in " + ", ".join(f"{d.path} ({d.group}: {d.spec})" for d in found[:_SHOWN_SITES])
+    bad = fp.skipped_under(None, python=False)
+    if bad:
+        return None, f"{bad[0].path}: {bad[0].reason}; {a.ref} may be declared there"
+    if fp.dynamic_manifests:
+        return None, f"{fp.dynamic_manifests[0]} may declare {a.ref} in code this does not run"
+    if not fp.manifests:
+        return None, "no dependency manifest at HEAD (pyproject.toml, requirements*.txt, setup.cfg, package.json)"
+    return False, f"{a.ref} is not declared in {', '.join(fp.manifests)}"
+
+
+_MATCHERS: dict[str, Callable[[Anchor, Fingerprint], Match]] = {
+    "file": _file, "import": _import, "symbol": _symbol, "env": _env, "package": _package,
+}
+
+
+def finding(anchor: Anchor, fp: Fingerprint) -> Finding:
+    """What one code anchor shows at HEAD, from the fact's side."""
+    present, seen = _MATCHERS[anchor.type](anchor, fp)
+    if present is None:
+        outcome = UNKNOWN
+    else:
+        outcome = HOLDS if present != anchor.negated else FAILS
+    if anchor.inferred and outcome != UNKNOWN:
+        return Finding(anchor=anchor, outcome=UNKNOWN,
+                       evidence=f"inferred from prose, so not decisive: {'found' if present else 'not found'}: {seen}")
+    return Finding(anchor=anchor, outcome=outcome, evidence=seen)
+
+
+# -- a fact, and a retrieval --------------------------------------------------------------------
+
+
+def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, *,
+           deadline: float | None = None, clock: Clock = time.perf_counter) -> Verdict:
+    """The verdict of one fact's anchors at the fingerprint's HEAD. Past the budget (or the
+    shared `deadline`, a `clock` time) what is left undecided makes it inconclusive."""
+    started = clock()
+    end = deadline if deadline is not None else started + budget_ms / 1000
+    code = [a for a in anchors if a.is_code]
+    if not code:
+        return Verdict(status=INCONCLUSIVE, evidence="no code anchors to check", head=fp.head)
+    findings: list[Finding] = []
+    for anchor in code:
+        if clock() > end:
+            return Verdict(status=INCONCLUSIVE, head=fp.head, findings=tuple(findings), elapsed_ms=(clock() - started) * 1000,
+                           evidence=f"over the {budget_ms:.0f} ms budget after {len(findings)} of {len(code)} anchors")
+        findings.append(finding(anchor, fp))
+    elapsed = (clock() - started) * 1000
+    failed = [f for f in findings if f.outcome == FAILS]
+    if failed:
+        text = "; ".join(f"{f.anchor.describe()}: {f.evidence}" for f in failed)
+        return Verdict(status=REFUTED, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
+    unknown = [f for f in findings if f.outcome == UNKNOWN]
+    if unknown:
+        text = "; ".join(f"{f.anchor.describe()}: {f.evidence}" for f in unknown)
+        return Verdict(status=INCONCLUSIVE, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
+    text = "; ".join(f.evidence for f in findings)
+    return Verdict(status=VERIFIED, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
+
+
+def fact_anchors(stored: Any, text: str) -> list[Anchor] | str:
+    """A stored fact's anchors, or those inferred from its text when it has no code anchors; a
+    string saying why when the stored anchors no longer parse (written before these rules). The
+    `check` key the arrival query adds to each anchor (its ledger lookup) is not part of it."""
+    if isinstance(stored, str):
+        stored = json.loads(stored)
+    if isinstance(stored, list):
+        stored = [{k: v for k, v in a.items() if k != "check"} if isinstance(a, dict) else a for a in stored]
+    try:
+        parsed = anchors_mod.parse(stored if stored is not None else [])
+    except anchors_mod.AnchorError as exc:
+        return f"the stored anchors do not parse: {exc}"
+    return parsed if any(a.is_code for a in parsed) else parsed + anchors_mod.infer(text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checked:
+    """One retrieval: a verdict per fact, the HEAD, and how long it took."""
+
+    verdicts: list[Verdict]
+    head: str | None
+    elapsed_ms: float
+    fingerprint_ready: bool
+
+
+async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], budget_ms: float = DEFAULT_BUDGET_MS,
+                *, clock: Clock = time.perf_counter) -> Checked:
+    """Verify many facts — (stored anchors JSON, fact text) pairs — at one HEAD within one budget.
+    The fingerprint is waited for within the budget; a build still running then leaves every fact
+    inconclusive (and goes on, so the next retrieval finds it). No workspace: all inconclusive."""
+    started = clock()
+    if workspace is None:
+        verdict = unavailable("no workspace is configured for this agent")
+        return Checked(verdicts=[verdict] * len(facts), head=None, elapsed_ms=(clock() - started) * 1000, fingerprint_ready=False)
+    try:
+        fp = await workspace.fingerprint_within(budget_ms / 1000)
+    except WorkspaceError as exc:
+        verdict = unavailable(f"could not check: {exc}")
+        return Checked(verdicts=[verdict] * len(facts), head=None, elapsed_ms=(clock() - started) * 1000, fingerprint_ready=False)
+    deadline = started + budget_ms / 1000
+    verdicts = []
+    for stored, text in facts:
+        anchors = fact_anchors(stored, text)
+        if isinstance(anchors, str):
+            verdicts.append(unavailable(anchors, fp.head))
+        else:
+            verdicts.append(verify(anchors, fp, budget_ms, deadline=deadline, clock=clock))
+    return Checked(verdicts=verdicts, head=fp.head, elapsed_ms=(clock() - started) * 1000, fingerprint_ready=True)
+
+
+def verify_json(stored: str | list[Any], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS) -> Verdict:
+    """`verify` from the stored JSON form (a convenience for tools and tests)."""
+    return verify(anchors_mod.parse(json.loads(stored) if isinstance(stored, str) else stored), fp, budget_ms)

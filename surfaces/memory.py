@@ -1,0 +1,274 @@
+"""The memory tools: `memory` (reads and writes) and `memory_read` (reads only), over the agent's
+git-backed memory (`ledgers.memory`, docs/memory.md).
+
+`memory` mutates and is bound from the surface tier up; `memory_read` is bound at every wake tier,
+so a whisper reads its memory without being able to change it. Every `write` and `append` is one
+commit (author: the agent; trailers Wake-Id, Fence, Tier) made in the wake's fenced transaction
+(`ctx.write()`) and recorded in `memory_writes`: a write from a wake whose fence is no longer the
+agent's newest makes no commit. The frontmatter and path rules run before the commit; a refusal
+is a `ToolInputError` whose message ends in the rule's name (`[frontmatter.description]`).
+
+After every write the Cloister canary audits what changed (the write itself, and anything that
+bypassed the tool meanwhile); while a HALT finding is open, writes are refused
+(`[cloister.halt]`). The harness runs the same canary at the start of every wake (`canary`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+import structlog
+
+from ledgers.fences import StaleFence
+from ledgers.memory import ledger
+from ledgers.memory.config import Severity
+from ledgers.memory.errors import MemoryRefused
+from ledgers.memory.repo import MemoryRepo
+from surfaces.context import ToolContext
+from surfaces.epistemic import ToolInputError
+from surfaces.registry import Tool, tool
+
+log = structlog.get_logger("surfaces.memory")
+
+READS = ("read", "ls", "status", "diff", "audit", "search")
+WRITES = ("write", "append")
+FINDINGS_SHOWN = 20
+
+Transaction = Callable[[], contextlib.AbstractAsyncContextManager[asyncpg.Connection]]
+
+
+# -- the canary, shared with the harness --------------------------------------------------------
+
+
+async def canary(
+    write: Transaction, repo: MemoryRepo, *, agent_id: str, wake_id: uuid.UUID | None, fence: int | None, at: dt.datetime,
+) -> ledger.CanaryResult:
+    """Run the Cloister canary in a fenced transaction (`write`), then log what it found: one
+    `cloister.audited` line, and one `cloister.finding` line per finding new to the ledger."""
+    async with write() as conn:
+        result = await ledger.canary(conn, repo, agent_id, at=at, fence=fence)
+    wake = str(wake_id) if wake_id else None
+    for finding_id, f in result.new:
+        if f.severity == Severity.LOG:
+            log.info("cloister.finding", agent=agent_id, wake_id=wake, finding_id=finding_id, severity=f.severity.value, domain=f.domain,
+                     rule=f.rule, path=f.path, commit=f.commit)
+        else:
+            log.warning("cloister.finding", agent=agent_id, wake_id=wake, finding_id=finding_id, severity=f.severity.value,
+                        domain=f.domain, rule=f.rule, path=f.path, commit=f.commit)
+    scope = result.audit.range
+    log.info(
+        "cloister.audited", agent=agent_id, wake_id=wake, head=scope.head, commits=len(scope.commits),
+        findings=len(result.audit.findings), new=result.recorded, halted=result.has_open_halt,
+    )
+    return result
+
+
+async def halt_reason(conn: asyncpg.Connection, agent_id: str) -> str | None:
+    """`cloister HALT #12 fields.changed in system/persona/persona.md` for the oldest open HALT
+    (and how many more there are), or None when no HALT is open."""
+    rows, _ = await ledger.open_findings(conn, agent_id, limit=1)
+    if not rows or rows[0]["severity"] != Severity.HALT:
+        return None
+    halts = (await ledger.open_counts(conn, agent_id))[Severity.HALT]
+    row = rows[0]
+    more = f" (and {halts - 1} more HALT)" if halts > 1 else ""
+    return f"cloister HALT #{row['finding_id']} {row['rule']} in {row['path'] or 'the whole repository'}{more}"
+
+
+def finding_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["finding_id"], "severity": row["severity"], "domain": row["domain"], "path": row["path"], "commit": row["commit_id"],
+        "rule": row["rule"], "at": row["at"].isoformat(), "excerpt": row["excerpt"],
+    }
+
+
+# -- reads ----------------------------------------------------------------------------------------
+
+
+def _repo(ctx: ToolContext) -> MemoryRepo:
+    repo = ctx.memory
+    if repo is None:
+        raise ToolInputError("memory is not available in this wake: it is off for this agent, or its canary could not run [memory.off]")
+    return repo
+
+
+def _need(command: str, **given: str | None) -> None:
+    missing = [name for name, value in given.items() if value is None or not str(value).strip()]
+    if missing:
+        raise ToolInputError(f"{command} needs {' and '.join(missing)}")
+
+
+async def _status(ctx: ToolContext, repo: MemoryRepo) -> dict[str, Any]:
+    status = repo.status()
+    async with ctx.read() as conn:
+        counts = await ledger.open_counts(conn, ctx.agent_id)
+    return {
+        "head": status.head, "files": status.files, "bytes": status.bytes, "head_attached": status.head_attached,
+        "uncommitted": [{"path": c.path, "state": c.state} for c in status.changes],
+        "open_findings": {"HALT": counts["HALT"], "WARN": counts["WARN"]},
+    }
+
+
+async def _audit(ctx: ToolContext, path: str | None) -> dict[str, Any]:
+    async with ctx.read() as conn:
+        last = await ledger.last_audit(conn, ctx.agent_id)
+        rows, total = await ledger.findings(conn, ctx.agent_id, state="open", limit=FINDINGS_SHOWN if path is None else 1000)
+    if path is not None:
+        rows = [r for r in rows if r["path"] == path]
+        total = len(rows)
+    return {
+        "last_audit": None if last is None else {
+            "commit": last["commit_id"], "at": last["audited_at"].isoformat(), "commits": last["commits"], "findings": last["findings"],
+        },
+        "open_findings": total, "findings": [finding_json(r) for r in rows[:FINDINGS_SHOWN]],
+    }
+
+
+async def _read(ctx: ToolContext, command: str, path: str | None, query: str | None) -> Any:
+    repo = _repo(ctx)
+    if command == "read":
+        _need("read", path=path)
+        assert path is not None
+        view = repo.read(path)
+        return {"path": view.path, "description": view.description, "bytes": view.bytes, "read_only": view.read_only,
+                "commit": view.commit, "text": view.text}
+    if command == "ls":
+        entries = repo.ls(path or "")
+        return {"dir": path or "", "total": len(entries), "files": [
+            {"path": e.path, "description": e.description, "bytes": e.bytes, "read_only": e.read_only} for e in entries
+        ]}
+    if command == "search":
+        _need("search", query=query)
+        assert query is not None
+        hits, total = repo.search(query, path or "")
+        return {"query": query, "total": total, "hits": [{"path": h.path, "line": h.line, "text": h.text} for h in hits]}
+    if command == "diff":
+        return {"path": path, "diff": repo.diff(path) or "(no change)"}
+    if command == "status":
+        return await _status(ctx, repo)
+    return await _audit(ctx, path)
+
+
+# -- writes ---------------------------------------------------------------------------------------
+
+
+async def _write(ctx: ToolContext, command: str, path: str | None, content: str | None, text: str | None, reason: str | None) -> Any:
+    repo = _repo(ctx)
+    body = content if command == "write" else text
+    _need(command, path=path, **{"content" if command == "write" else "text": body})
+    assert path is not None and body is not None
+    writer = ledger.Writer(agent_id=ctx.agent_id, wake_id=ctx.wake_id, fence=ctx.fence, tier=str(ctx.tier))
+    why = (reason or "").strip() or f"{command} by the agent"
+    async with ctx.write() as conn:
+        if await ledger.has_open_halt(conn, ctx.agent_id):
+            raise ToolInputError("a HALT finding is open: memory is not written until a human acts (wake memory ack / revert) [cloister.halt]")
+        if command == "write":
+            record = await ledger.write(conn, repo, writer, path=path, content=body, reason=why, at=ctx.now)
+        else:
+            record = await ledger.append(conn, repo, writer, path=path, text=body, reason=why, at=ctx.now)
+    done = record.result
+    log.info(
+        "memory.written", agent=ctx.agent_id, wake_id=str(ctx.wake_id), op=done.op, path=done.path, commit=done.commit,
+        bytes_before=done.bytes_before, bytes_after=done.bytes_after,
+    )
+    answer: dict[str, Any] = {
+        "op": done.op, "path": done.path, "commit": done.commit, "bytes_before": done.bytes_before, "bytes_after": done.bytes_after,
+    }
+    try:
+        result = await canary(ctx.write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, fence=ctx.fence, at=ctx.now)
+    except StaleFence:
+        raise
+    except Exception as exc:  # the write is made; the next wake's canary audits it
+        answer["cloister"] = {"error": f"the canary could not run after this write: {type(exc).__name__}: {exc}"}
+        return answer
+    answer["cloister"] = {
+        "new_findings": [{"id": i, "severity": f.severity.value, "rule": f.rule, "path": f.path} for i, f in result.new],
+        "halt": result.has_open_halt,
+    }
+    if result.has_open_halt:
+        answer["cloister"]["note"] = "a HALT finding is open: further memory writes are refused, and the next wakes think only after a human acts"
+    return answer
+
+
+async def _run(
+    ctx: ToolContext, allowed: tuple[str, ...], command: str, path: str | None, content: str | None, text: str | None,
+    query: str | None, reason: str | None,
+) -> Any:
+    if command not in allowed:
+        raise ToolInputError(f"unknown command {command!r}; expected one of {', '.join(allowed)}")
+    try:
+        if command in WRITES:
+            return await _write(ctx, command, path, content, text, reason)
+        return await _read(ctx, command, path, query)
+    except MemoryRefused as exc:
+        log.info("memory.refused", agent=ctx.agent_id, wake_id=str(ctx.wake_id), command=command, path=path, rule=exc.rule)
+        raise ToolInputError(str(exc)) from None
+
+
+# -- the tools ------------------------------------------------------------------------------------
+
+_READ_PROPERTIES: dict[str, Any] = {
+    "path": {
+        "type": "string",
+        "description": "A file for read, write, append, diff and audit (e.g. reference/garden.md); a directory for ls and search (default: all).",
+    },
+    "query": {"type": "string", "description": "search: the text to look for (case-insensitive), line by line."},
+}
+_WRITE_PROPERTIES: dict[str, Any] = {
+    "content": {
+        "type": "string",
+        "description": "write: the whole new file, opening with a YAML frontmatter that has a description "
+        "('---\\ndescription: what this file holds\\n---\\n...').",
+    },
+    "text": {"type": "string", "description": "append: the text to add at the end (a journal entry is headed with its time)."},
+    "reason": {"type": "string", "description": "write, append: why, in one line; it goes in the commit message."},
+}
+_LAYOUT = (
+    "Layout: system/persona/ (who you are: identity, principles, scope; a change waits for a human), system/human/, "
+    "system/project/, system/state.md (phase, focus), reference/ (anything worth keeping), journal/YYYY-MM-DD.md (appended)."
+)
+
+
+@tool(
+    name="memory",
+    description="Your long-term memory: markdown files with a frontmatter description, in git. Commands: write PATH CONTENT "
+    "(replace or create a file), append PATH TEXT, read PATH, ls [DIR], status, diff [PATH], audit [PATH] (open Cloister "
+    "findings), search QUERY. Every write is one commit, checked before it is made. " + _LAYOUT,
+    parameters={
+        "type": "object",
+        "properties": {"command": {"type": "string", "enum": [*WRITES, *READS]}, **_READ_PROPERTIES, **_WRITE_PROPERTIES},
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    surfaces={"chat", "wake.surface"},
+    mutates=True,
+)
+async def memory(
+    ctx: ToolContext, command: str, path: str | None = None, content: str | None = None, text: str | None = None,
+    query: str | None = None, reason: str | None = None,
+) -> Any:
+    return await _run(ctx, (*WRITES, *READS), command, path, content, text, query, reason)
+
+
+@tool(
+    name="memory_read",
+    description="Read your long-term memory (markdown files with a frontmatter description, in git) without changing it. "
+    "Commands: read PATH, ls [DIR], status, diff [PATH], audit [PATH] (open Cloister findings), search QUERY. " + _LAYOUT,
+    parameters={
+        "type": "object",
+        "properties": {"command": {"type": "string", "enum": list(READS)}, **_READ_PROPERTIES},
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    surfaces={"chat", "wake"},
+)
+async def memory_read(ctx: ToolContext, command: str, path: str | None = None, query: str | None = None) -> Any:
+    return await _run(ctx, READS, command, path, None, None, query, None)
+
+
+TOOLS: tuple[Tool, ...] = (memory, memory_read)

@@ -1,0 +1,243 @@
+"""The model loop against a real llama.cpp server (SmolLM2-135M-Instruct), through a recording
+proxy on loopback, with real PostgreSQL and Redis. Every assertion is on the harness: what it
+sent, what it recorded, what it refused; never on what the model said.
+
+The server renders tools with a ChatML template (tests.support.llama_server.TOOL_TEMPLATE). The
+tool-call tests nudge this small model towards `<tool_call>` with a logit bias on `<` (a route's
+`extra_body`); the server's grammar then holds the call to a bound tool and its schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from ledgers import daybook, introspection
+from tests.support import wakes
+from tests.support.llama_fixtures import LiveLlama
+from tests.support.recording_proxy import Exchange, RecordingProxy
+from wake import stores
+from wake.arrival import sources
+from wake.config import Config
+from wake.run import cycle, session
+from wake.think import loop as think
+
+pytestmark = pytest.mark.live
+
+T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
+SETTLED_STOPS = {"done", "truncated", "max_turns", "max_tool_calls", "max_output_tokens", "repeated_call"}
+SMALL = "budget = { max_turns = 2, max_tool_calls = 4, max_output_tokens = 48, max_cost_usd = 1.0 }"
+
+
+@pytest.fixture
+def proxy(llama_server_info: LiveLlama) -> Iterator[RecordingProxy]:
+    with RecordingProxy(llama_server_info.root_url) as p:
+        yield p
+
+
+def _less_than_token(live: LiveLlama) -> int:
+    req = urllib.request.Request(
+        f"{live.root_url}/tokenize", data=json.dumps({"content": "<"}).encode(), headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as res:
+        [token] = json.loads(res.read())["tokens"]
+    return int(token)
+
+
+@pytest.fixture
+def make_config(store_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama) -> Callable[..., Config]:
+    live = llama_server_info
+    nudge = _less_than_token(live)
+
+    def make(*, tiers: str, counted: bool = False, window: int | None = None) -> Config:
+        tokenizer = f'tokenizer_url = "{proxy.root_url}"' if counted else ""
+        route = f"""
+base_url = "{proxy.url}"
+model = "{live.model}"
+context_window = {window or live.ctx}
+timeout_s = 600
+max_retries = 0
+{tokenizer}
+"""
+        extra = f"""[tools]
+surfaces = ["quiet"]
+
+[think]
+summary_max_tokens = 16
+
+[models.llama]
+{route}
+extra_body = {{ temperature = 0 }}
+
+[models.llama_tools]
+{route}
+extra_body = {{ temperature = 0, logit_bias = {{ "{nudge}" = 5 }} }}
+"""
+        agents = f'[agents.demo]\ntimezone = "Europe/Stockholm"\npersona_files = ["persona.md"]\n{tiers}'
+        return store_config(extra, agents=agents)
+
+    return make
+
+
+def _tier(tier: str, binds: str, route: str = "llama", budget: str = SMALL, extra: str = "") -> str:
+    return f'\n[agents.demo.tiers.{tier}]\nbinds = {binds}\nmodel = "{route}"\n{budget}\n{extra}\n'
+
+
+async def _wake(config: Config, tier: str, **kw: Any) -> cycle.WakeOutcome:
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier=tier, **kw)
+
+
+async def _row(config: Config, wake_id: Any) -> dict[str, Any]:
+    async with stores.connected(config) as st, st.pg_conn() as conn:
+        row = await introspection.get(conn, wake_id)
+    assert row is not None
+    return row
+
+
+def _inside_the_window(exchanges: list[Exchange], ctx: int) -> None:
+    """The server's own count of every prompt, plus the most it was allowed to generate, fits its context."""
+    assert exchanges
+    for e in exchanges:
+        assert e.status == 200, e.response
+        assert e.usage["prompt_tokens"] + e.request["max_tokens"] <= ctx, (e.usage, e.request["max_tokens"], ctx)
+
+
+def _cached(e: Exchange) -> int:
+    return int((e.usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
+
+
+async def test_whisper_surface_and_full_wakes_complete_and_record_the_servers_usage(
+    make_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama
+) -> None:
+    config = make_config(
+        tiers=_tier("whisper", '["wake.whisper"]') + _tier("surface", '["wake.whisper", "wake.surface"]') + _tier("full", '["wake"]')
+    )
+    seen = 0
+    for n, tier in enumerate(("whisper", "surface", "full")):
+        o = await _wake(config, tier, now=lambda n=n: T0 + dt.timedelta(hours=n))
+        mine = proxy.completions()[seen:]
+        seen += len(mine)
+        row = await _row(config, o.wake_id)
+        assert o.status == "completed" and row["status"] == "completed", (o.error, row["note"])
+        assert row["stop_reason"] in SETTLED_STOPS, row["note"]
+        assert row["turns"] == len(mine) >= 1
+        assert row["prompt_tokens"] == sum(e.usage["prompt_tokens"] for e in mine)
+        assert row["completion_tokens"] == sum(e.usage["completion_tokens"] for e in mine)
+        assert row["cached_tokens"] == sum(_cached(e) for e in mine)
+        if n > 0:  # the system message (preamble, persona) is the previous wake's prefix: the slot's cache serves it
+            assert row["cached_tokens"] > 0, row
+        offered = sorted(t.name for t in o.binding)
+        assert all(sorted(t["function"]["name"] for t in e.request.get("tools", [])) == offered for e in mine[:1])
+        assert all(e.request.get("tool_choice") in ("auto", "none") for e in mine if e.request.get("tools"))
+        _inside_the_window(mine, llama_server_info.ctx)
+
+
+async def test_a_second_unchanged_whisper_makes_no_request(make_config: Callable[..., Config], proxy: RecordingProxy) -> None:
+    config = make_config(tiers=_tier("whisper", '["wake.whisper"]'))
+    fixed = [
+        sources.BUILTIN["identity"],
+        sources.BUILTIN["daybook"],
+        sources.BUILTIN["clock"],
+        sources.BUILTIN["recent_wakes"],
+        sources.BUILTIN["binding_diff"],
+    ]
+    first = await _wake(config, "whisper", source_list=fixed, now=lambda: T0)
+    sent = len(proxy.completions())
+    assert first.status == "completed" and sent >= 1, first.error
+    second = await _wake(config, "whisper", source_list=fixed, now=lambda: T0 + dt.timedelta(minutes=15))
+    assert second.status == "quiet" and len(proxy.completions()) == sent  # zero requests
+    row = await _row(config, second.wake_id)
+    assert (row["stop_reason"], row["turns"], row["prompt_tokens"]) == ("gate", 0, 0)
+
+
+async def test_an_answer_cut_at_its_token_limit_is_recorded_truncated(make_config: Callable[..., Config], proxy: RecordingProxy) -> None:
+    one_token = "budget = { max_turns = 2, max_tool_calls = 0, max_output_tokens = 1, max_cost_usd = 1.0 }"
+    config = make_config(tiers=_tier("whisper", '["quiet"]', budget=one_token))  # no tool declares `quiet`: none offered
+    o = await _wake(config, "whisper")
+    [e] = proxy.completions()
+    assert "tools" not in e.request and e.request["max_tokens"] == 1
+    assert e.choice["finish_reason"] == "length"  # the server cut it
+    row = await _row(config, o.wake_id)
+    assert (row["status"], row["stop_reason"]) == ("completed", "truncated")
+    if row["final_text"] is not None:
+        assert row["final_text"].endswith(think.CUT_OFF)
+        async with stores.connected(config) as st, st.pg_conn() as conn:
+            entries, _ = await daybook.recent(conn, "demo", limit=1)
+        assert entries[0]["entry"].endswith(think.CUT_OFF)
+
+
+@pytest.mark.parametrize("counted", [False, True], ids=["estimated", "tokenize"])
+async def test_the_prompt_never_exceeds_the_context_window(
+    make_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama, tmp_path: Path, counted: bool
+) -> None:
+    ctx = llama_server_info.ctx
+    roomy = "budget = { max_turns = 3, max_tool_calls = 6, max_output_tokens = 100000, max_cost_usd = 1.0 }"
+    config = make_config(tiers=_tier("full", '["wake"]', budget=roomy), counted=counted)
+    proxy.max_tokens_cap = 64  # the room asked for is recorded; the server need not fill it
+    # A persona that takes the first prompt to about 4,800 of 8,192 tokens: the estimate (2.5 bytes a
+    # token, these tokenize at 3.4-3.9) still leaves room, the exact count leaves the rest.
+    persona = "I keep the lease ledger honest and answer Ada within the hour. " * 88
+    (tmp_path / "persona.md").write_text(persona)
+    o = await _wake(config, "full")
+    row = await _row(config, o.wake_id)
+    assert o.status == "completed", (o.error, row["note"])
+    exchanges = proxy.completions()
+    _inside_the_window(exchanges, ctx)
+    assert exchanges[0].usage["prompt_tokens"] > ctx // 2  # the test means something: the prompt takes most of the window
+    if counted:
+        counts = [e for e in proxy.exchanges if e.path == "/tokenize"]
+        assert len(counts) >= len(exchanges)
+        assert exchanges[0].usage["prompt_tokens"] + exchanges[0].request["max_tokens"] >= ctx - 8  # exact: nothing wasted
+    print(
+        f"{'tokenize' if counted else 'estimated'}: "
+        + ", ".join(f"{e.usage['prompt_tokens']}+{e.request['max_tokens']}" for e in exchanges)
+        + f" of {ctx}"
+    )
+
+
+async def test_a_bound_tool_is_called_and_its_result_sent_back(make_config: Callable[..., Config], proxy: RecordingProxy) -> None:
+    config = make_config(tiers=_tier("whisper", '["wake.whisper"]', route="llama_tools"))
+    with structlog.testing.capture_logs() as logged:
+        o = await _wake(config, "whisper")
+    assert o.status == "completed", o.error
+    first, second = proxy.completions()[:2]
+    calls = first.choice["message"].get("tool_calls") or []
+    assert calls, first.choice  # llama.cpp parsed the model's <tool_call> into tool_calls
+    bound = {t.name for t in o.binding}
+    assert {c["function"]["name"] for c in calls} <= bound  # the server's grammar allows only offered tools
+    [assistant] = [m for m in second.request["messages"] if m["role"] == "assistant"]
+    assert assistant["content"] == "" and second.status == 200  # a tool-only turn goes back as "", and the server takes it
+    answers = {m["tool_call_id"]: m["content"] for m in second.request["messages"] if m["role"] == "tool"}
+    assert set(answers) == {c["id"] for c in calls}
+    ran = [e for e in logged if e["event"] == "tool.call" and e.get("ok")]
+    assert ran and {e["tool"] for e in ran} <= bound
+    row = await _row(config, o.wake_id)
+    assert row["tool_calls"] >= len(calls) and row["refusals"] == 0
+
+
+async def test_an_unbound_tool_name_is_refused_and_the_server_takes_the_refusal(make_config: Callable[..., Config], proxy: RecordingProxy) -> None:
+    def rename(answer: dict[str, Any]) -> dict[str, Any]:
+        for call in answer["choices"][0]["message"].get("tool_calls") or []:
+            call["function"]["name"] = "rm_rf"  # the grammar would never let the model say it
+        return answer
+
+    proxy.rewrite = rename
+    config = make_config(tiers=_tier("whisper", '["wake.whisper"]', route="llama_tools"))
+    o = await _wake(config, "whisper")
+    assert o.status == "completed", o.error
+    first, second = proxy.completions()[:2]
+    assert first.choice["message"]["tool_calls"], first.choice
+    answers = [json.loads(m["content"]) for m in second.request["messages"] if m["role"] == "tool"]
+    assert answers and all(a["error"].startswith("refused: tool 'rm_rf' is not bound") for a in answers)
+    assert second.status == 200  # the conversation with the refusal in it is one the server accepts
+    row = await _row(config, o.wake_id)
+    assert row["refusals"] >= 1 and row["refusals"] == row["tool_calls"]
