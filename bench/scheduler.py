@@ -1,16 +1,20 @@
 """Scheduler benchmark: one daemon, many agents, short intervals, the embedded stores, no model.
 Prints figures; it is not a timed test.
 
-    python bench/scheduler.py [--agents 1000] [--duration-s 90] [--whisper 30s] [--surface 60s]
-                              [--full-cron "*/2 * * * *"] [--jitter-s 10] [--max-concurrent N]
-                              [--state-dir DIR]
+    python bench/scheduler.py [--agents 1000[,5000]] [--duration-s 40] [--whisper 30s] [--surface 60s]
+                              [--full-cron "*/2 * * * *"] [--jitter-s 0[,10]] [--max-concurrent N]
+                              [--state-dir DIR] [--no-bare]
+
+Each (agents, jitter) pair is one daemon run; each agent count is also run once on bare
+APScheduler (the same number of jobs, interval and cron triggers, a job that only notes the
+time), in the same process, so the daemon's lag stands next to the floor of this machine now.
 
 Every agent has the three tiers; each fire goes the whole way: slot claim in PostgreSQL, lease and
-fence (Redis + PostgreSQL), the wake (the four default sources, manifest, ledger row, settle),
+fence (Redis + PostgreSQL), the wake (the default sources, manifest, ledger row, settle),
 release. Figures, over the slots that fell after a warm-up:
 
-- lag from the slot to the job firing, and from the slot plus its jitter delay to the wake
-  running (claimed and leased), p50/p99;
+- lag from when the job is due (the slot plus its jitter delay) to the job firing, and to the
+  wake running (claimed and leased), p50/p99;
 - wakes per second (settled wakes / measured window) against the rate the schedules ask for;
 - resident memory now and at its peak;
 - the lease and claim overhead per wake (claim + acquire and close-abandoned + release), p50/p99.
@@ -20,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
+import os
 import statistics
 import sys
 import tempfile
@@ -33,6 +39,7 @@ from wake import config as wake_config  # noqa: E402
 from wake import logs
 from wake.daemon import notify  # noqa: E402
 from wake.daemon import service as daemon
+from wake.stores import engines
 
 WARMUP_S = 10
 
@@ -69,7 +76,7 @@ def _rss_kib() -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
 
 
-async def main(args: argparse.Namespace, state_dir: Path) -> None:
+async def main(args: argparse.Namespace, state_dir: Path) -> float:
     logs.configure("json", "error", stream=sys.stderr)
     print(f"building the config: {args.agents} agents x 3 tiers ...", flush=True)
     config = _config(state_dir, args)
@@ -91,7 +98,7 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
     window_start = began + dt.timedelta(seconds=WARMUP_S)
     measured = [t for t in timings if window_start <= t.slot < ended]
     ran = [t for t in measured if t.outcome in ("completed", "quiet")]
-    fire_lag = [(t.started - t.slot).total_seconds() * 1000 for t in measured]
+    fire_lag = [(t.started - (getattr(t, "due", None) or t.slot)).total_seconds() * 1000 for t in measured]
     run_lag = [((t.running_at - t.slot).total_seconds() - t.jitter_s) * 1000 for t in ran if t.running_at]
     overhead = [t.claim_ms + t.lease_ms + t.release_ms for t in ran]
     window_s = (ended - window_start).total_seconds()
@@ -122,24 +129,74 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
         f"lease acquire+close p50 {_pct([t.lease_ms for t in ran], 0.5):.2f} ms; release p50 {_pct([t.release_ms for t in ran], 0.5):.2f} ms"
     )
     print(f"resident memory           {rss / 1024:8.1f} MiB now, {peak / 1024:.1f} MiB peak")
+    return _pct(fire_lag, 0.99)
+
+
+async def bare(args: argparse.Namespace, agents: int) -> float:
+    """Bare APScheduler, the same job count: the floor of the fire lag on this machine now."""
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+    from apscheduler.triggers.cron import CronTrigger
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    lags: list[float] = []
+    began = time.time()
+
+    async def job(period_s: float) -> None:
+        now = time.time()
+        if now - began > WARMUP_S / 2:
+            lags.append((now - (now // period_s) * period_s) * 1000)
+
+    scheduler = AsyncIOScheduler(timezone=dt.UTC, job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1})
+    scheduler.start()
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    whisper_s, surface_s = wake_config.parse_duration_s(args.whisper), wake_config.parse_duration_s(args.surface)
+    for _ in range(agents):
+        scheduler.add_job(job, IntervalTrigger(seconds=whisper_s, start_date=epoch), args=[whisper_s])
+        scheduler.add_job(job, IntervalTrigger(seconds=surface_s, start_date=epoch), args=[surface_s])
+        scheduler.add_job(job, CronTrigger.from_crontab(args.full_cron, timezone=dt.UTC), args=[120.0])
+    await asyncio.sleep(min(args.duration_s, whisper_s + WARMUP_S / 2 + 1))
+    scheduler.shutdown(wait=False)
+    print(f"bare APScheduler, {agents * 3} jobs: fire lag p50 {_pct(lags, 0.5):8.1f} ms   p99 {_pct(lags, 0.99):8.1f} ms  ({len(lags)} fires)")
+    return _pct(lags, 0.99)
+
+
+async def all_runs(args: argparse.Namespace, state_dir: Path) -> None:
+    results = []
+    for agents in [int(a) for a in str(args.agents).split(",")]:
+        floor = await bare(args, agents) if not args.no_bare else float("nan")
+        for jitter in [int(j) for j in str(args.jitter_s).split(",")]:
+            run_dir = state_dir / f"a{agents}-j{jitter}"
+            run_dir.mkdir(parents=True, exist_ok=True)
+            p99 = await main(argparse.Namespace(**{**vars(args), "agents": agents, "jitter_s": jitter}), run_dir)
+            results.append((agents, jitter, p99, floor))
+    print("\nagents  jitter  fire lag p99 (daemon)  bare APScheduler p99  ratio")
+    for agents, jitter, p99, floor in results:
+        print(f"{agents:6d}  {jitter:5d}s  {p99:18.1f} ms  {floor:17.1f} ms  {p99 / floor:6.1f}x")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--agents", type=int, default=1000)
-    parser.add_argument("--duration-s", type=float, default=90)
+    parser.add_argument("--agents", default="1000", help="one count, or several: 1000,5000")
+    parser.add_argument("--duration-s", type=float, default=40)
     parser.add_argument("--whisper", default="30s")
     parser.add_argument("--surface", default="60s")
     parser.add_argument("--full-cron", default="*/2 * * * *")
-    parser.add_argument("--jitter-s", type=int, default=10)
+    parser.add_argument("--jitter-s", default="0,10", help="one jitter, or several: 0,10")
+    parser.add_argument("--no-bare", action="store_true", help="skip the bare APScheduler run")
     parser.add_argument("--max-concurrent", type=int, default=16)
     parser.add_argument("--state-dir", type=Path)
     args = parser.parse_args()
     started = time.perf_counter()
     if args.state_dir:
         args.state_dir.mkdir(parents=True, exist_ok=True)
-        asyncio.run(main(args, args.state_dir.resolve()))
+        asyncio.run(all_runs(args, args.state_dir.resolve()))
     else:
         with tempfile.TemporaryDirectory(prefix="wake-bench-") as tmp:
-            asyncio.run(main(args, Path(tmp)))
+            try:
+                asyncio.run(all_runs(args, Path(tmp)))
+            finally:  # before the directories go: nothing outlives the run
+                for run_dir in Path(tmp).iterdir():
+                    with contextlib.suppress(Exception):
+                        engines.stop(run_dir, force=True)
     print(f"(total {time.perf_counter() - started:.0f}s)")

@@ -34,6 +34,15 @@ async def advance(conn: asyncpg.Connection, agent_id: str, fence: int) -> int:
     return int(await conn.fetchval(_sql("advance"), agent_id, fence))
 
 
+async def advance_seeing_started(conn: asyncpg.Connection, agent_id: str, fence: int) -> tuple[int, bool]:
+    """`advance`, and in the same statement whether `fence` is then the newest and the agent has
+    rows left `started` (for the new holder to close: `introspection.abandon_started`). Returns
+    the newest fence and that."""
+    record = await conn.fetchrow(_sql("advance_seeing_started"), agent_id, fence)
+    assert record is not None
+    return int(record["newest"]), bool(record["left_started"])
+
+
 async def check(conn: asyncpg.Connection, agent_id: str, fence: int) -> None:
     """Raise `StaleFence` unless `fence` is the agent's newest. Call inside the write transaction."""
     if not conn.is_in_transaction():

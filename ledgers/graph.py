@@ -21,10 +21,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import neo4j
-import neo4j.exceptions
+if TYPE_CHECKING:  # the driver is imported when a graph is used, not by every command that may open one
+    import neo4j
 
 from ledgers import queries
 from ledgers.fences import StaleFence
@@ -73,10 +73,12 @@ def _row(record: Any) -> dict[str, Any]:
     return {k: _native(v) for k, v in record.items()}
 
 
-_UNAVAILABLE = (
-    neo4j.exceptions.ServiceUnavailable, neo4j.exceptions.SessionExpired, neo4j.exceptions.DriverError,
-    neo4j.exceptions.TransientError, OSError,
-)
+def _unavailable() -> tuple[type[BaseException], ...]:
+    """What a Neo4j call raises when the server is unreachable or gone."""
+    import neo4j.exceptions
+
+    e = neo4j.exceptions
+    return (e.ServiceUnavailable, e.SessionExpired, e.DriverError, e.TransientError, OSError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +92,8 @@ class Graph:
 
     async def _guard(self, call: Callable[[], Awaitable[T]]) -> T:
         """Run `call` within the timeout; unreachable and timed-out become `GraphUnavailable`."""
+        import neo4j.exceptions
+
         try:
             async with asyncio.timeout(self.timeout_s):
                 return await call()
@@ -99,11 +103,13 @@ class Graph:
             if "TransactionTimedOut" in (exc.code or ""):
                 raise GraphUnavailable(self.address, f"timed out after {self.timeout_s}s (server)") from exc
             raise
-        except _UNAVAILABLE as exc:
+        except _unavailable() as exc:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise GraphUnavailable(self.address, f"{type(exc).__name__}: {text}".rstrip(": ")) from exc
 
     async def read(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        import neo4j
+
         async def call() -> list[dict[str, Any]]:
             records, _, _ = await self.driver.execute_query(
                 neo4j.Query(_q(query), timeout=self.timeout_s), params, database_=self.database,
@@ -118,6 +124,7 @@ class Graph:
 
         `fence=None` (no lease held: a dry run, a test) writes unfenced, as `wake.stores.lease.fenced` does.
         """
+        import neo4j
 
         @neo4j.unit_of_work(timeout=self.timeout_s)
         async def work(tx: Any) -> list[dict[str, Any]]:
@@ -136,12 +143,16 @@ class Graph:
         return await self._guard(call)
 
     async def run_schema(self, statement: str) -> None:
+        import neo4j
+
         async def call() -> None:
             await self.driver.execute_query(neo4j.Query(statement, timeout=self.timeout_s), database_=self.database)
 
         await self._guard(call)
 
     async def show_schema(self) -> set[str]:
+        import neo4j
+
         async def call() -> set[str]:
             names: set[str] = set()
             for show in ("SHOW CONSTRAINTS YIELD name", "SHOW INDEXES YIELD name"):
@@ -278,9 +289,16 @@ class Write:
         return {"agent_id": self.agent_id, "fence": self.fence, "now": self.now}
 
 
-def refusal(exc: neo4j.exceptions.Neo4jError) -> str:
-    """How a tool tells the model that Neo4j refused its query."""
-    return f"the graph refused the query: {exc.code}: {exc.message}"
+def refused() -> type[Exception]:
+    """What Neo4j raises when it refuses a query (for an `except` clause: imported only when one is raised)."""
+    import neo4j.exceptions
+
+    return neo4j.exceptions.Neo4jError
+
+
+def refusal(exc: Exception) -> str:
+    """How a tool tells the model that Neo4j refused its query (a `refused()` error)."""
+    return f"the graph refused the query: {getattr(exc, 'code', None)}: {getattr(exc, 'message', None) or exc}"
 
 
 async def link(

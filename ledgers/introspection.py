@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -13,6 +14,7 @@ from typing import Any
 import asyncpg
 
 from ledgers import ids, queries
+from ledgers.fences import StaleFence
 
 SETTLED = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped", "missed")
 
@@ -53,36 +55,37 @@ class WakeRow:
 _sql = queries.named("introspection")
 
 
-async def insert(conn: asyncpg.Connection, row: WakeRow, *, status: str = "started") -> str | None:
-    """Write the row and the contents behind its hashes; a row written settled is linked into the
-    agent's chain at once. Returns its chain link (None while `started`)."""
-    async with conn.transaction():
-        await conn.execute(
-            _sql("insert"),
-            row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
-            row.manifest_root, json.dumps(row.blocks), len(row.tool_hashes), row.active_tool_names,
-            json.dumps(row.tool_hashes), row.registry_tool_count, row.fence, row.host, row.pid,
-            row.version, row.config_hash, json.dumps(row.diff) if row.diff is not None else None,
-            row.note, row.error, row.escalation_cause,
-        )
+async def insert(
+    conn: asyncpg.Connection, row: WakeRow, *, status: str = "started", thinking: Thinking | None = None,
+) -> str | None:
+    """Write the row and the contents behind its hashes; a row written settled (with `thinking`,
+    its totals, when a wake ended before any model call) is linked into the agent's chain at once.
+    Returns its chain link (None while `started`)."""
+    async with _transaction(conn):
+        if thinking is None:
+            await conn.execute(_sql("insert"), *_insert_args(row, status))
+        elif not await _insert_settled(conn, row, status, thinking):
+            raise StaleFence(row.agent_id, row.fence or 0, None)
         await store_contents(conn, row.contents)
-        if row.arrival_order:
-            await conn.execute(_sql("set_arrival_order"), row.wake_id, row.arrival_order)
         return None if status == "started" else await link(conn, row.agent_id, row.wake_id)
 
 
 async def settle(
     conn: asyncpg.Connection, wake_id: uuid.UUID, status: str, *, note: str | None = None, error: str | None = None, agent_id: str | None = None,
+    thinking: Thinking | None = None,
 ) -> str | None:
-    """Close a started row and link it into the agent's chain; returns the link, or None if the
-    row was not open (already settled by someone else)."""
+    """Close a started row (with the loop's totals when `thinking` is given: one statement) and
+    link it into the agent's chain; returns the link, or None if the row was not open (already
+    settled by someone else). The caller's transaction checks the fence."""
     if status not in SETTLED:
         raise ValueError(f"unknown status {status!r}")
-    async with conn.transaction():
-        if await conn.fetchval(_sql("settle"), wake_id, status, note, error) is None:
-            return None
+    async with _transaction(conn):
         if agent_id is None:
-            agent_id = (await get(conn, wake_id) or {})["agent_id"]
+            agent_id = (await get(conn, wake_id) or {}).get("agent_id")
+            if agent_id is None:
+                return None
+        if not await _settle_row(conn, wake_id, agent_id, None, status, note=note, error=error, thinking=thinking):
+            return None
         return await link(conn, agent_id, wake_id)
 
 
@@ -129,13 +132,12 @@ async def link(conn: asyncpg.Connection, agent_id: str, wake_id: uuid.UUID) -> s
     is open or already linked."""
     if not conn.is_in_transaction():
         raise RuntimeError("introspection.link must run inside the settle's transaction")
-    head = await conn.fetchrow(_sql("chain_head_lock"), agent_id, GENESIS)
-    root = await conn.fetchrow(_sql("chain_root"), wake_id)
-    if root is None or head is None:
+    head = await conn.fetchrow(_sql("chain_head_lock"), agent_id, GENESIS, wake_id)
+    if head is None or not head["linkable"]:
         return None
-    seq, value = int(head["seq"]) + 1, chain_of(head["chain"], root["manifest_root"])
-    await conn.execute(_sql("chain_link"), wake_id, seq, value)
-    await conn.execute(_sql("chain_advance"), agent_id, seq, value)
+    seq, value = int(head["seq"]) + 1, chain_of(head["chain"], head["manifest_root"])
+    if await conn.fetchval(_sql("chain_link"), wake_id, seq, value, agent_id) is None:
+        return None
     return value
 
 
@@ -234,7 +236,66 @@ async def resolve_id(conn: asyncpg.Connection, text: str) -> uuid.UUID | None:
 
 
 async def previous_settled(conn: asyncpg.Connection, agent_id: str, tier: str | None, before: dt.datetime) -> dict[str, Any] | None:
-    return _decode(await conn.fetchrow(_sql("previous_settled"), agent_id, tier, before))
+    """The agent's newest settled wake with a manifest started before `before` (of `tier`, if given)."""
+    if tier is None:
+        return _decode(await conn.fetchrow(_sql("previous_settled"), agent_id, before))
+    return _decode(await conn.fetchrow(_sql("previous_settled_tier"), agent_id, tier, before))
+
+
+async def previous_both(
+    conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """`previous_settled` of the agent and of its tier, in one round trip."""
+    found: dict[str, dict[str, Any] | None] = {"agent": None, "tier": None}
+    for record in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before):
+        row = _decode(record)
+        assert row is not None
+        found[row.pop("previous_of")] = row
+    return found["agent"], found["tier"]
+
+
+def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:
+    return (
+        row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
+        row.manifest_root, json.dumps(row.blocks), len(row.tool_hashes), row.active_tool_names,
+        json.dumps(row.tool_hashes), row.registry_tool_count, row.fence, row.host, row.pid,
+        row.version, row.config_hash, json.dumps(row.diff) if row.diff is not None else None,
+        row.note, row.error, row.escalation_cause, list(row.arrival_order),
+    )
+
+
+def _transaction(conn: asyncpg.Connection) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The caller's transaction when it holds one (the writes are its, and a savepoint would cost
+    two round trips), else a new one."""
+    return contextlib.nullcontext() if conn.is_in_transaction() else conn.transaction()
+
+
+async def _insert_settled(conn: asyncpg.Connection, row: WakeRow, status: str, thinking: Thinking | None) -> bool:
+    """Insert the row of a wake that called no model already settled (`status`, its totals), in
+    one statement that checks `row.fence`; False when it is stale, and nothing was written."""
+    if status not in SETTLED:
+        raise ValueError(f"unknown status {status!r}")
+    t = thinking or Thinking(model=None)
+    return await conn.fetchval(
+        _sql("insert_settled_fenced"), *_insert_args(row, status), t.model, t.prompt_tokens, t.completion_tokens, t.cached_tokens,
+        Decimal(str(round(t.cost_usd, 8))), t.turns, t.tool_calls, t.refusals, t.stop_reason,
+    ) is not None
+
+
+async def _settle_row(
+    conn: asyncpg.Connection, wake_id: uuid.UUID, agent_id: str, fence: int | None, status: str, *, note: str | None = None,
+    error: str | None = None, thinking: Thinking | None = None,
+) -> bool:
+    """Close a started row, with the loop's totals, in one statement that checks the fence (None:
+    not fenced); False when the row was not open or the fence is stale (nothing was written)."""
+    if status not in SETTLED:
+        raise ValueError(f"unknown status {status!r}")
+    t = thinking or Thinking(model=None)
+    return await conn.fetchval(
+        _sql("settle_fenced"), wake_id, agent_id, fence, thinking is not None, status, note, error,
+        t.model, t.prompt_tokens, t.completion_tokens, t.cached_tokens, Decimal(str(round(t.cost_usd, 8))), t.turns, t.tool_calls,
+        t.refusals, t.stop_reason,
+    ) is not None
 
 
 async def recent(
@@ -250,7 +311,7 @@ async def last_two(conn: asyncpg.Connection, agent_id: str) -> list[uuid.UUID]:
 async def abandon_started(conn: asyncpg.Connection, agent_id: str, reason: str) -> list[dict[str, Any]]:
     """Close every row of the agent still `started` as `abandoned`, each linked into the chain;
     call only under the agent's lease (its previous holder is gone). Returns the rows closed."""
-    async with conn.transaction():
+    async with _transaction(conn):
         closed = [dict(r) for r in await conn.fetch(_sql("abandon_started"), agent_id, reason)]
         for row in closed:
             row["chain"] = await link(conn, agent_id, row["wake_id"])

@@ -21,6 +21,16 @@ async def claim(
     return await conn.fetchval(_sql("claim"), agent_id, tier, scheduled_for, trigger, claimed_by, claimed_at, wake_id) is not None
 
 
+async def claim_reading_fence(
+    conn: asyncpg.Connection, *, agent_id: str, tier: str, scheduled_for: dt.datetime, trigger: str, claimed_by: str,
+    claimed_at: dt.datetime, wake_id: uuid.UUID,
+) -> tuple[bool, int | None]:
+    """`claim`, and the agent's newest fence (None: it has none yet), in one round trip."""
+    row = await conn.fetchrow(_sql("claim_reading_fence"), agent_id, tier, scheduled_for, trigger, claimed_by, claimed_at, wake_id)
+    assert row is not None
+    return row["won"] is not None, row["fence"]
+
+
 async def holder(conn: asyncpg.Connection, agent_id: str, tier: str, scheduled_for: dt.datetime) -> dict[str, Any] | None:
     row = await conn.fetchrow(_sql("holder"), agent_id, tier, scheduled_for)
     return dict(row) if row is not None else None

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import neo4j.exceptions
 import structlog
 
 from ledgers import graph
@@ -50,7 +49,7 @@ async def _answer(ctx: ToolContext, name: str, call: Callable[[graph.Graph], Awa
     except graph.GraphUnavailable as exc:
         log.warning("tool.error", tool=name, agent=ctx.agent_id, error=str(exc))
         return {"error": f"could not reach the graph: {exc}"}
-    except neo4j.exceptions.Neo4jError as exc:
+    except graph.refused() as exc:
         log.warning("tool.error", tool=name, agent=ctx.agent_id, error=str(exc))
         return {"error": graph.refusal(exc)}
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 
-import neo4j.exceptions
 import structlog
 
 from ledgers import graph
@@ -48,7 +47,7 @@ async def _attempt(ctx: ToolContext, tool: str, ref: str, call: Callable[[graph.
         raise
     except graph.GraphUnavailable as exc:
         reason = str(exc)
-    except neo4j.exceptions.Neo4jError as exc:
+    except graph.refused() as exc:
         reason = graph.refusal(exc)
     log.warning("graph.anchor_failed", tool=tool, agent=ctx.agent_id, ref=ref, error=reason)
     return {"graph": f"could not anchor: {reason}"}

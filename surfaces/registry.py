@@ -21,8 +21,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from surfaces import names, schema_patterns
 
 ENTRY_POINT_GROUP = "wake.tools"
@@ -97,6 +95,8 @@ class Registry:
             raise DeclarationError(f"{where}: handler must be an async function")
         if not isinstance(tool.parameters, Mapping) or tool.parameters.get("type") != "object":
             raise DeclarationError(f"{where}: parameters must be a JSON schema of type 'object'")
+        import jsonschema  # loaded with the first tool, not by every command that imports the registry
+
         try:
             jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
         except jsonschema.SchemaError as exc:

@@ -273,6 +273,14 @@ class MetricsConfig(_Model):
         return value
 
 
+class EnginesConfig(_Model):
+    """The embedded PostgreSQL and Redis (no DSN configured; docs/performance.md)."""
+
+    # After the last wake process using them exits, the engines stay up this long for the next
+    # command (no initdb, no restart), then stop themselves. 0: the last one out stops them.
+    idle_s: float = Field(300.0, ge=0)
+
+
 class DaemonConfig(_Model):
     """`wake daemon` (docs/daemon.md)."""
 
@@ -546,6 +554,7 @@ class Config(_Model):
     state_dir: str | None = None
     postgres: PostgresConfig = PostgresConfig()
     redis: RedisConfig = RedisConfig()
+    engines: EnginesConfig = EnginesConfig()
     neo4j: Neo4jConfig = Neo4jConfig()
     log: LogConfig = LogConfig()
     tools: ToolsConfig = ToolsConfig()

@@ -59,6 +59,16 @@ class AgentBusy(WakeError):
     exit_code = 75
 
 
+class EnginesBusy(WakeError):
+    """`wake engines stop` while a live process uses the embedded engines (sysexits EX_TEMPFAIL)."""
+
+    exit_code = 75
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        super().__init__(f"the embedded engines are in use by pid {', '.join(map(str, pids))}; stop those first, or use --force")
+
+
 class LeaseLost(WakeError):
     """The wake lost its lease and was cancelled."""
 

@@ -2,17 +2,11 @@
 INSERT INTO wake_introspection_ledger (
     wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
     manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
-    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause
+    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause, arrival_order
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, CASE WHEN $6 = 'started' THEN NULL ELSE now() END,
-    $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22
+    $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22, $23
 )
-
--- name: settle
-UPDATE wake_introspection_ledger
-   SET status = $2, finished_at = now(), note = COALESCE($3, note), error = $4
- WHERE wake_id = $1 AND status = 'started'
-RETURNING wake_id
 
 -- name: record_thinking
 -- Steps 8-9 on a started row: the route, usage totals, the loop's counts and how it stopped.
@@ -42,15 +36,70 @@ SELECT wake_id, count(*) OVER () AS total
  LIMIT $3
 
 -- name: previous_settled
--- The agent's newest finished wake with a manifest, optionally of one tier, started before $3.
+-- The agent's newest finished wake with a manifest, started before $2.
 SELECT * FROM wake_introspection_ledger
  WHERE agent_id = $1
-   AND ($2::text IS NULL OR tier = $2)
+   AND started_at < $2
+   AND status NOT IN ('started', 'skipped')
+   AND manifest_root IS NOT NULL
+ ORDER BY started_at DESC
+ LIMIT 1
+
+-- name: previous_settled_tier
+-- The same, of one tier ($2): its own query, so it walks (agent_id, tier, started_at).
+SELECT * FROM wake_introspection_ledger
+ WHERE agent_id = $1
+   AND tier = $2
    AND started_at < $3
    AND status NOT IN ('started', 'skipped')
    AND manifest_root IS NOT NULL
  ORDER BY started_at DESC
  LIMIT 1
+
+-- name: previous_settled_both
+-- Both in one round trip: the agent's newest (`agent`) and the tier's newest (`tier`).
+(SELECT 'agent' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+  ORDER BY started_at DESC LIMIT 1)
+UNION ALL
+(SELECT 'tier' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+  ORDER BY started_at DESC LIMIT 1)
+
+-- name: insert_settled_fenced
+-- A wake that calls no model (halted, pre-checked, gated, or harness-only) is recorded already
+-- settled, with its totals ($24-$32), in one statement, written only while $14 is the agent's
+-- newest fence (NULL: unfenced); the fence row is locked FOR SHARE, so a newer holder's advance waits.
+INSERT INTO wake_introspection_ledger (
+    wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
+    manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
+    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause, arrival_order,
+    model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals, stop_reason
+)
+SELECT $1, $2, $3, $4, $5, $6, $7, now(),
+       $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22, $23,
+       $24, $25, $26, $27, $28, $29, $30, $31, $32
+ WHERE $14::bigint IS NULL
+    OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $14 FOR SHARE)
+RETURNING wake_id
+
+-- name: settle_fenced
+-- Step 10 in one statement: close a started row, with the loop's totals when $4 is true, only
+-- while $3 is the agent's newest fence (NULL: unfenced). No row back: not open, or stale.
+UPDATE wake_introspection_ledger AS w
+   SET status = $5, finished_at = now(), note = COALESCE($6, w.note), error = $7,
+       model = CASE WHEN $4 THEN $8 ELSE w.model END,
+       prompt_tokens = CASE WHEN $4 THEN $9 ELSE w.prompt_tokens END,
+       completion_tokens = CASE WHEN $4 THEN $10 ELSE w.completion_tokens END,
+       cached_tokens = CASE WHEN $4 THEN $11 ELSE w.cached_tokens END,
+       cost_usd = CASE WHEN $4 THEN $12 ELSE w.cost_usd END,
+       turns = CASE WHEN $4 THEN $13 ELSE w.turns END,
+       tool_calls = CASE WHEN $4 THEN $14 ELSE w.tool_calls END,
+       refusals = CASE WHEN $4 THEN $15 ELSE w.refusals END,
+       stop_reason = CASE WHEN $4 THEN $16 ELSE w.stop_reason END
+ WHERE w.wake_id = $1 AND w.agent_id = $2 AND w.status = 'started'
+   AND ($3::bigint IS NULL OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $3 FOR SHARE))
+RETURNING w.wake_id
 
 -- name: recent
 SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
@@ -90,28 +139,28 @@ ON CONFLICT (sha256) DO NOTHING
 -- name: contents
 SELECT sha256, kind, body FROM manifest_contents WHERE sha256 = ANY($1::text[])
 
--- name: set_arrival_order
-UPDATE wake_introspection_ledger SET arrival_order = $2 WHERE wake_id = $1
-
 -- name: arrival_order
 SELECT arrival_order, blocks FROM wake_introspection_ledger WHERE wake_id = $1
 
 -- name: chain_head_lock
--- The agent's newest link, locked until the caller's transaction ends (created at seq 0).
+-- The agent's newest link, locked until the caller's transaction ends (created at seq 0), and
+-- the manifest root of row $3 when it is settled and not yet linked (`linkable`).
 INSERT INTO agent_chain_heads (agent_id, seq, chain) VALUES ($1, 0, $2)
 ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id
-RETURNING seq, chain
+RETURNING seq, chain,
+          (SELECT manifest_root FROM wake_introspection_ledger WHERE wake_id = $3 AND chain IS NULL AND status <> 'started') AS manifest_root,
+          EXISTS (SELECT 1 FROM wake_introspection_ledger WHERE wake_id = $3 AND chain IS NULL AND status <> 'started') AS linkable
 
 -- name: chain_link
-UPDATE wake_introspection_ledger SET chain_seq = $2, chain = $3
- WHERE wake_id = $1 AND chain IS NULL AND status <> 'started'
-RETURNING manifest_root
-
--- name: chain_root
-SELECT manifest_root FROM wake_introspection_ledger WHERE wake_id = $1 AND chain IS NULL AND status <> 'started'
-
--- name: chain_advance
-UPDATE agent_chain_heads SET seq = $2, chain = $3 WHERE agent_id = $1
+-- The row takes link $3 at number $2, and the agent's head ($4) moves to it, in one statement.
+WITH linked AS (
+    UPDATE wake_introspection_ledger SET chain_seq = $2, chain = $3
+     WHERE wake_id = $1 AND chain IS NULL AND status <> 'started'
+    RETURNING wake_id
+)
+UPDATE agent_chain_heads SET seq = $2, chain = $3
+ WHERE agent_id = $4 AND EXISTS (SELECT 1 FROM linked)
+RETURNING seq
 
 -- name: chain_head
 SELECT seq, chain FROM agent_chain_heads WHERE agent_id = $1

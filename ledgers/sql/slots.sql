@@ -18,3 +18,14 @@ SELECT max(scheduled_for) FROM (
     SELECT max(scheduled_for) FROM wake_introspection_ledger
      WHERE agent_id = $1 AND tier = $2 AND trigger IN ('schedule', 'catch_up')
 ) AS both_sources
+
+-- name: claim_reading_fence
+-- The claim and the agent's newest fence (the floor of the lease's next fence) in one round
+-- trip: `won` is the wake id only for the replica whose insert won.
+WITH won AS (
+    INSERT INTO wake_slots (agent_id, tier, scheduled_for, trigger, claimed_by, claimed_at, wake_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (agent_id, tier, scheduled_for) DO NOTHING
+    RETURNING wake_id
+)
+SELECT (SELECT wake_id FROM won) AS won, (SELECT fence FROM agent_fences WHERE agent_id = $1) AS fence

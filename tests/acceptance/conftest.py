@@ -15,6 +15,9 @@ def wake_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_"))}
     env["WAKE_STATE_DIR"] = str(tmp_path / "state")
     env["WAKE_LOG_FORMAT"] = "json"
+    # The last command out stops the embedded engines (the old contract): nothing outlives a test.
+    # A test of the lingering engines sets its own idle time.
+    env["WAKE_ENGINES__IDLE_S"] = "0"
 
     def run(*args: str, timeout: float = 120, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

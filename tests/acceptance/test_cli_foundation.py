@@ -84,3 +84,62 @@ def test_every_command_has_help(wake_cli: CLI) -> None:
     for command in commands:
         done = wake_cli(command, "--help")
         assert done.returncode == 0 and "Usage:" in done.stdout, command
+
+
+def _pids_of(procs: list[psutil.Process]) -> set[int]:
+    return {p.pid for p in procs}
+
+
+def _wait_until(predicate: Callable[[], bool], timeout_s: float = 90) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_engines_linger_for_the_next_command_and_wake_engines_stop_stops_them(wake_cli: CLI, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    linger = {"WAKE_ENGINES__IDLE_S": "600"}
+    try:
+        assert wake_cli("doctor", "--json", extra_env=linger).returncode == 0
+        first = _engines_running(state)
+        assert first, "the engines stopped with the last command although engines.idle_s is 600"
+        assert wake_cli("doctor", "--json", extra_env=linger).returncode == 0
+        postmasters = {p.pid for p in first if "postgres" in " ".join(p.cmdline())}
+        assert postmasters <= _pids_of(_engines_running(state))  # the same engines: nothing restarted
+        stopped = wake_cli("engines", "stop", extra_env=linger)
+        assert stopped.returncode == 0, stopped.stderr
+        assert stopped.stdout.strip() == "stopped postgres, redis"
+        assert _engines_running(state) == []
+        assert wake_cli("engines", "stop", extra_env=linger).stdout.strip() == "no embedded engine was running"
+    finally:
+        wake_cli("engines", "stop", "--force")
+
+
+def test_the_reaper_stops_lingering_engines_after_their_user_was_killed(wake_cli: CLI, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    env = {**wake_cli.env, "WAKE_ENGINES__IDLE_S": "2"}  # type: ignore[attr-defined]
+    daemon = subprocess.Popen([sys.executable, "-m", "wake", "daemon"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert daemon.stdout is not None
+        for line in daemon.stdout:  # the daemon is up once it says so
+            if '"daemon.ready"' in line:
+                break
+        else:
+            raise AssertionError(f"the daemon exited with {daemon.wait()} before it was ready")
+        assert _engines_running(state)
+        busy = wake_cli("engines", "stop", extra_env={"WAKE_ENGINES__IDLE_S": "2"})
+        assert busy.returncode == 75 and f"in use by pid {daemon.pid}" in busy.stderr  # a live user keeps them
+        daemon.kill()  # SIGKILL: it never deregisters
+        daemon.wait(timeout=30)
+        # The dead pid stays in the engines' handle lists; the reaper counts only live ones.
+        assert _wait_until(lambda: _engines_running(state) == []), [p.cmdline() for p in _engines_running(state)]
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+        daemon.wait(timeout=30)
+        if daemon.stdout is not None:
+            daemon.stdout.close()
+        wake_cli("engines", "stop", "--force")

@@ -32,7 +32,8 @@ def _clean_env(**extra: str) -> dict[str, str]:
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "NOTIFY_SOCKET", "WATCHDOG_"))
     }
-    return {**env, "PYTHONPATH": str(REPO), "WAKE_LOG_FORMAT": "json", **extra}
+    # WAKE_ENGINES__IDLE_S=0: the last command out stops the embedded engines; nothing outlives the test.
+    return {**env, "PYTHONPATH": str(REPO), "WAKE_LOG_FORMAT": "json", "WAKE_ENGINES__IDLE_S": "0", **extra}
 
 
 def _events(text: str) -> list[dict[str, Any]]:

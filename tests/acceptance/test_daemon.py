@@ -94,7 +94,7 @@ def start(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[...,
         k: v for k, v in os.environ.items()
         if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "NOTIFY_SOCKET", "WATCHDOG_"))
     }
-    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"))
+    env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"), WAKE_ENGINES__IDLE_S="0")
     replicas: list[Replica] = []
     barrier = tmp_path / "release-the-wakes"
 

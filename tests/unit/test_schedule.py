@@ -167,3 +167,37 @@ def test_crontab_day_numbers_mean_what_cron_means(dow: str, weekdays: set[int]) 
     s = cron(f"0 9 * * {dow}")
     got = {x.astimezone(s.zone).weekday() for x in S.fires_between(s, at(2026, 11, 1), at(2026, 11, 15))}
     assert got == weekdays
+
+
+def test_slot_trigger_fires_at_slot_plus_jitter_and_hands_the_job_its_slot() -> None:
+    s = every(60, jitter_s=20)
+    trigger = S.SlotTrigger(s)
+    now = at(2026, 11, 29, 12, 0, 30)
+    fire = trigger.get_next_fire_time(None, now)
+    slot = at(2026, 11, 29, 12, 1)
+    delay = S.jitter_delay_s(s, slot)
+    assert 0 < delay < 20 and fire == slot + dt.timedelta(seconds=delay)
+    assert trigger.take() is None  # nothing has fired yet
+    # APScheduler hands the fire over, then asks for the next one: that names the fire's slot
+    later = fire + dt.timedelta(milliseconds=3)
+    nxt = trigger.get_next_fire_time(fire, later)
+    assert trigger.take() == (slot, delay)
+    assert trigger.take() is None  # once
+    following = at(2026, 11, 29, 12, 2)
+    assert nxt == following + dt.timedelta(seconds=S.jitter_delay_s(s, following))
+    # many fires missed at once (the remembered ones are gone): the slot is recovered from the time
+    far = at(2026, 11, 29, 18, 0)
+    fresh = S.SlotTrigger(s)
+    missed = far + dt.timedelta(seconds=S.jitter_delay_s(s, far))
+    fresh.get_next_fire_time(missed, missed + dt.timedelta(seconds=1))
+    assert fresh.take() == (far, S.jitter_delay_s(s, far))
+
+
+def test_agents_on_one_cron_share_its_slots() -> None:
+    a = S.Schedule(agent_id="a", tier="full", timezone="Europe/Berlin", cron="*/2 * * * *")
+    b = dataclasses.replace(a, agent_id="b")
+    t = at(2026, 3, 29, 0, 59, 30)
+    assert S.slot_after(a, t) == S.slot_after(b, t) == at(2026, 3, 29, 1, 0)
+    hits = S._cron_slot_after.cache_info().hits
+    S.slot_after(b, t)
+    assert S._cron_slot_after.cache_info().hits == hits + 1  # memoized per expression, zone and instant

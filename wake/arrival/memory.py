@@ -36,7 +36,7 @@ async def memory_tree(ctx: WakeContext) -> Found:
 
 async def cloister(ctx: WakeContext) -> Found:
     _checked(ctx)
-    async with ctx.read() as conn:
+    async with ctx.stores.pg_conn() as conn:  # wake's own reads: the light reset (docs/performance.md)
         rows, total = await ledger.open_findings(conn, ctx.agent_id, limit=CLOISTER_SHOWN)
         counts = await ledger.open_counts(conn, ctx.agent_id)
     shown = render.cloister_block(rows, total=total, counts=counts)

@@ -83,7 +83,7 @@ def render(name: str, conf: SqlSourceConfig, rows: list[dict[str, Any]], total: 
 
 def source(name: str, conf: SqlSourceConfig) -> Source:
     async def run(ctx: WakeContext) -> Found:
-        async with ctx.stores.pg_conn() as conn:
+        async with ctx.stores.pg_conn(trusted=False) as conn:
             rows, total = await fetch(conn, name, conf, ctx)
         return Found(text=render(name, conf, rows, total), rows=total)
 

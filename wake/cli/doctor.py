@@ -102,6 +102,7 @@ async def _neo4j(config: Config) -> list[Check]:
         return [Check(check="neo4j", status="fail", detail=str(exc))]
     where = stores.address(config.neo4j.uri)
     g = graph.on(driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=where)
+    unreachable: tuple[type[BaseException], ...] = (graph.GraphUnavailable, *stores.neo4j_errors())
     try:
         async def probe() -> None:
             await driver.execute_query("RETURN 1", database_=config.neo4j.database)
@@ -109,7 +110,7 @@ async def _neo4j(config: Config) -> list[Check]:
         latency = await _timed(probe)
         server = await driver.get_server_info()
         missing = await graph.schema_missing(g)
-    except (graph.GraphUnavailable, *stores.NEO4J_ERRORS) as exc:
+    except unreachable as exc:
         return [Check(check="neo4j", status="fail", detail=f"neo4j unreachable at {where}: {type(exc).__name__}: {exc}")]
     finally:
         await driver.close()

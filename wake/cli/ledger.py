@@ -15,7 +15,7 @@ import click
 from ledgers import contact, fact_checks, facts, settled, verify
 from wake import clock
 from wake.arrival import code_check
-from wake.cli import app, demo, render
+from wake.cli import app, render
 from wake.cli import workspace as workspace_cli
 from wake.config import Config
 
@@ -38,6 +38,8 @@ def demo_seed_cmd(obj: app.Context, agent_id: str) -> None:
 
     async def body() -> dict[str, int]:
         async with app.ledger_conn(config) as conn:
+                from wake.cli import demo  # the demo seed is loaded by `wake demo` alone
+
                 return await demo.seed(conn, agent, config.agents[agent].timezone, clock.now(), probe_root)
 
     added = app.run_async(body)

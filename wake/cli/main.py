@@ -19,6 +19,7 @@ from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
 from wake.cli import controls, doctor, ledger, memory, migrate, remote, render, workspace
+from wake.cli import engines as engines_cli
 from wake.cli.app import (
     Context,
     agent_option,
@@ -39,6 +40,7 @@ from wake.run import claim, cycle, session
 from wake.witness import diff, manifest
 
 ledger.register(cli)
+engines_cli.register(cli)
 controls.register(cli)
 workspace.register(cli)
 memory.register(cli)

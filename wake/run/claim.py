@@ -74,28 +74,26 @@ class Claim:
 OnRunning = Callable[[WakeRequest, lease.Lease], Awaitable[None]]
 
 
-async def close_abandoned(stores: Stores, agent_id: str, fence: int) -> list[dict[str, Any]]:
-    """Close the agent's rows left `started`; the caller holds the lease with `fence`."""
-    async with lease.fenced(stores, agent_id, fence) as conn:
-        closed = await introspection.abandon_started(conn, agent_id, ABANDONED)
+def _log_abandoned(agent_id: str, fence: int, closed: list[dict[str, Any]]) -> None:
     for row in closed:
         metrics.observe_abandoned(agent_id, row["tier"])
         log.warning(
             "wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=row["host"], pid=row["pid"], fence=row["fence"],
             closed_by_fence=fence,
         )
-    return closed
 
 
 @contextlib.asynccontextmanager
 async def agent_lease(
     config: Config, stores: Stores, agent_id: str, *, owner: str, guarded: asyncio.Task[Any] | None = None, wait_s: float = 0.0,
+    floor: int | None = None,
 ) -> AsyncIterator[lease.Lease]:
     """Hold the agent's lease (TTL `daemon.lease_ttl_s`, renewed every TTL/3; losing it cancels
-    `guarded`), with the agent's abandoned rows closed. Raises `LeaseBusy` after `wait_s`."""
+    `guarded`), with the agent's abandoned rows closed in the statement that records the fence.
+    Raises `LeaseBusy` after `wait_s`. `floor`: the agent's newest fence, if just read."""
     ttl_ms = int(config.daemon.lease_ttl_s * 1000)
-    async with lease.held(stores, agent_id, ttl_ms=ttl_ms, owner=owner, guarded=guarded, wait_s=wait_s) as held:
-        await close_abandoned(stores, agent_id, held.fence)
+    async with lease.held(stores, agent_id, ttl_ms=ttl_ms, owner=owner, guarded=guarded, wait_s=wait_s, floor=floor, abandon=ABANDONED) as held:
+        _log_abandoned(agent_id, held.fence, held.abandoned)
         yield held
 
 
@@ -171,13 +169,18 @@ async def record_missed(session: Session, missed: Missed, *, by: str, now: dt.da
     return chain
 
 
-async def _claimed(session: Session, request: WakeRequest, claim: Claim, now: dt.datetime) -> bool:
-    """Step 2: claim the request's slot once across every replica; the loser logs why it stops."""
+_UNCLAIMED = -1  # `_claimed`'s floor when the slot (or the one-shot) was lost
+
+
+async def _claimed(session: Session, request: WakeRequest, claim: Claim, now: dt.datetime) -> int | None:
+    """Step 2: claim the request's slot once across every replica; the loser logs why it stops.
+    Returns the agent's newest fence read with the claim (0: none yet; None: not read, for a
+    one-shot), or `_UNCLAIMED`."""
     if request.trigger == Trigger.at:
-        return await _claimed_oneshot(session, request, claim, now)
+        return None if await _claimed_oneshot(session, request, claim, now) else _UNCLAIMED
     assert request.scheduled_for is not None
     async with session.stores.pg_conn() as conn:
-        won = await slots.claim(
+        won, floor = await slots.claim_reading_fence(
             conn, agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger,
             claimed_by=claim.by, claimed_at=now, wake_id=request.wake_id,
         )
@@ -189,7 +192,8 @@ async def _claimed(session: Session, request: WakeRequest, claim: Claim, now: dt
             trigger=request.trigger, claimed_by=holder["claimed_by"] if holder else None,
             wake_id=str(holder["wake_id"]) if holder else None,
         )
-    return won
+        return _UNCLAIMED
+    return floor if floor is not None else 0
 
 
 async def _claimed_oneshot(session: Session, request: WakeRequest, claim: Claim, now: dt.datetime) -> bool:
@@ -250,7 +254,8 @@ async def run(
     `AgentBusy`. A wake that lost its lease raises `LeaseLost` after settling `aborted`."""
     t = timing or Timing()
     t0 = clock.monotonic_ms()
-    if claim is not None and not await _claimed(session, request, claim, now()):
+    floor = await _claimed(session, request, claim, now()) if claim is not None else None
+    if floor == _UNCLAIMED:
         t.claim_ms, t.outcome = clock.monotonic_ms() - t0, "slot_taken"
         return None
     t.claim_ms = clock.monotonic_ms() - t0
@@ -262,7 +267,7 @@ async def run(
     t1 = clock.monotonic_ms()
     started = False
     try:
-        async with agent_lease(session.config, session.stores, request.agent_id, owner=owner, guarded=task, wait_s=wait_s) as held:
+        async with agent_lease(session.config, session.stores, request.agent_id, owner=owner, guarded=task, wait_s=wait_s, floor=floor) as held:
             t.lease_ms = clock.monotonic_ms() - t1
             if stopping():
                 t.outcome = "shutdown"

@@ -189,7 +189,7 @@ async def run_wake(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, scheduled_for=scheduled_for, started_at=started_at,
         fence=fence, escalation_cause=request.cause, **provenance(config),
     )
-    recorded = False
+    recorded = settled_inline = False
     blocks: list[Block] = []
     binding: list[Tool] = []
     mani: manifest.Manifest | None = None
@@ -204,14 +204,9 @@ async def run_wake(
         memory_state = await open_memory(config, stores, request, started_at, dry_run=dry_run)
         binding = bind(registry, config, agent_id, tier, halted=memory_state.halt is not None)
         bound.info("bind.done", tools=[t.name for t in binding], bound=len(binding), registry=len(registry))
-        tool_hashes = {t.name: manifest.sha256_declaration(t.declaration()) for t in binding}
+        tool_hashes = {t.name: manifest.tool_hash(t) for t in binding}
         async with stores.pg_conn() as conn:
-            previous = await introspection.previous_settled(conn, agent_id, None, started_at)
-            # The agent's previous wake is often of this tier already; none at all means none of it.
-            if previous is None or previous["tier"] == tier:
-                previous_tier = previous
-            else:
-                previous_tier = await introspection.previous_settled(conn, agent_id, tier, started_at)
+            previous, previous_tier = await introspection.previous_both(conn, agent_id, tier, started_at)
         ctx = WakeContext(
             config=config, stores=stores, request=request, now=started_at, binding=tuple(binding), previous=previous,
             previous_tier=previous_tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
@@ -227,15 +222,25 @@ async def run_wake(
             status, note = Status.completed, dry_run_note(ctx)
         else:
             row = _row(row_base, registry, mani, blocks, diff=dict(wake_diff) if wake_diff is not None else None)
-            async with lease.fenced(stores, agent_id, fence) as conn:
-                await introspection.insert(conn, row)
-                await with_row(ctx, conn)
-            recorded = True
-            bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
-            decision, thought = await steps_8_9(ctx, blocks, mani, models)
-            status, note, error = Status(thought.status), thought.note, thought.error
-            if thought.final_text:
-                await record_daybook(ctx, thought.final_text, blocks)
+            decision, thought = before_model(ctx, blocks, mani)
+            if thought is not None:
+                # Halted, pre-checked or gated: nothing runs between the row and its settle, so the
+                # row is written settled, with its deliveries, in one fenced transaction (step 10).
+                status, note, error = Status(thought.status), thought.note, thought.error
+                row = dataclasses.replace(row, note=note, error=error)
+                chain = await _record_settled(ctx, row, status, thought.thinking, queued_for(ctx, status, thought, mani, now()))
+                recorded = settled_inline = True
+                bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
+            else:
+                async with lease.fenced(stores, agent_id, fence) as conn:
+                    await introspection.insert(conn, row)
+                    await with_row(ctx, conn)
+                recorded = True
+                bound.info("manifest.recorded", root=mani.root, blocks=len(blocks), tools=len(binding))
+                thought = nothing_to_report(tier_conf.ok_token, await think(ctx, blocks, models))
+                status, note, error = Status(thought.status), thought.note, thought.error
+                if thought.final_text:
+                    await record_daybook(ctx, thought.final_text, blocks)
     except asyncio.CancelledError as exc:
         # the canceller's reason when it gave one (the daemon's drain timeout names itself)
         status, error = Status.aborted, str(exc.args[0]) if exc.args and exc.args[0] else "cancelled"
@@ -243,7 +248,7 @@ async def run_wake(
     except Exception as exc:
         status, error, stale = Status.failed, *_failure(exc, bound)
     finally:
-        if not dry_run and not stale:  # a stale fence stays stale: its settle would be refused too
+        if not dry_run and not stale and not settled_inline:  # a stale fence stays stale: its settle would be refused too
             queued = deliver.deliveries(
                 config, wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, status=status,
                 final_text=thought.final_text if thought else None, manifest_root=mani.root if mani else None, settled_at=now(),
@@ -314,19 +319,28 @@ def gate_check(ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest) -
     return decision
 
 
-async def steps_8_9(
-    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest, models: model.Client
-) -> tuple[gate.Decision | None, thinking_loop.Thought]:
-    """Steps 8-9: nothing runs while the Cloister canary halts the wake; then the tier's pre-check,
-    then the gate, then the model; an `ok_token` answer is quiet."""
+def before_model(
+    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest
+) -> tuple[gate.Decision | None, thinking_loop.Thought | None]:
+    """Step 8, before any model call: nothing runs while the Cloister canary halts the wake; then
+    the tier's pre-check, then the gate. The thought is None when the model is to be called."""
     if ctx.memory_state.halt is not None:
         return None, halted(ctx.memory_state)
     stopped = prechecked(blocks)
     if stopped is not None:
         return None, stopped
     decision = gate_check(ctx, blocks, mani)
-    thought = await think(ctx, blocks, models) if decision.action == "open" else gated(decision)
-    return decision, nothing_to_report(ctx.tier_config.ok_token, thought)
+    return decision, None if decision.action == "open" else gated(decision)
+
+
+async def steps_8_9(
+    ctx: WakeContext, blocks: list[Block], mani: manifest.Manifest, models: model.Client
+) -> tuple[gate.Decision | None, thinking_loop.Thought]:
+    """Steps 8-9: `before_model`, then the model; an `ok_token` answer is quiet."""
+    decision, ended = before_model(ctx, blocks, mani)
+    if ended is not None:
+        return decision, ended
+    return decision, nothing_to_report(ctx.tier_config.ok_token, await think(ctx, blocks, models))
 
 
 def prechecked(blocks: Sequence[Block]) -> thinking_loop.Thought | None:
@@ -412,20 +426,43 @@ def _row(
     )
 
 
+async def _record_settled(
+    ctx: WakeContext, row: introspection.WakeRow, status: str, thinking: introspection.Thinking | None, queued: Sequence[deliver.Delivery],
+) -> str | None:
+    """The row of a wake that calls no model, written settled with its totals, the arrival's
+    writes (`with_row`) and its deliveries, linked into the chain: one fenced transaction.
+    Returns the chain link."""
+    async with lease.fenced(ctx.stores, row.agent_id, row.fence) as conn:
+        chain = await introspection.insert(conn, row, status=status, thinking=thinking or introspection.Thinking(model=None))
+        await with_row(ctx, conn)
+        await deliver.enqueue(conn, row.wake_id, row.agent_id, row.tier, list(queued))
+    return chain
+
+
+def queued_for(
+    ctx: WakeContext, status: str, thought: thinking_loop.Thought, mani: manifest.Manifest, settled_at: dt.datetime,
+) -> list[deliver.Delivery]:
+    """The deliveries of a wake settled at once (`deliver.deliveries`)."""
+    return list(deliver.deliveries(
+        ctx.config, wake_id=ctx.wake_id, agent_id=ctx.agent_id, tier=ctx.tier, trigger=ctx.request.trigger, status=status,
+        final_text=thought.final_text, manifest_root=mani.root, settled_at=settled_at,
+    ))
+
+
 async def _settle(
     stores: Stores, recorded: bool, row_base: dict[str, Any], status: str, note: str | None, error: str | None,
     registry: Registry, mani: manifest.Manifest | None, blocks: list[Block], thinking: introspection.Thinking | None = None,
     queued: Sequence[deliver.Delivery] = (),
 ) -> str | None:
-    """Step 10: close the row with the loop's totals and queue its deliveries (or write a failed row
-    if the wake died before recording one), linked into the agent's chain, all in one fenced
-    transaction. Returns the chain link, or None if nothing was written."""
+    """Step 10: close the row with the loop's totals (one statement) and queue its deliveries (or
+    write a failed row if the wake died before recording one), linked into the agent's chain, all
+    in one fenced transaction. Returns the chain link, or None if nothing was written."""
     try:
         async with lease.fenced(stores, row_base["agent_id"], row_base["fence"]) as conn:
             if recorded:
-                if thinking is not None:
-                    await introspection.record_thinking(conn, row_base["wake_id"], thinking)
-                chain = await introspection.settle(conn, row_base["wake_id"], status, note=note, error=error, agent_id=row_base["agent_id"])
+                chain = await introspection.settle(
+                    conn, row_base["wake_id"], status, note=note, error=error, agent_id=row_base["agent_id"], thinking=thinking,
+                )
                 if chain is not None:  # it was this wake that closed the row
                     await deliver.enqueue(conn, row_base["wake_id"], row_base["agent_id"], row_base["tier"], list(queued))
                 return chain

@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
 import asyncpg
-import neo4j
-import neo4j.exceptions
 import redis.asyncio as aioredis
 import redis.exceptions
 
@@ -26,13 +25,21 @@ from wake.config import Config
 from wake.errors import StoreUnavailable
 from wake.stores import engines
 
+if TYPE_CHECKING:  # imported when a graph is configured: a command without one never pays for the driver
+    import neo4j
+
 log = logs.get("wake.stores")
 
 # What asyncpg raises when PostgreSQL is away: it cannot connect (a unix socket that is gone
 # raises FileNotFoundError), or a connection dropped under the caller, or the server is stopping.
 PG_UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError)
-# What a Neo4j call raises when the server is unreachable, refuses, or times out.
-NEO4J_ERRORS = (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError)
+
+
+def neo4j_errors() -> tuple[type[BaseException], ...]:
+    """What a Neo4j call raises when the server is unreachable, refuses, or times out."""
+    import neo4j.exceptions
+
+    return (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError, TimeoutError)
 
 
 @dataclass
@@ -49,8 +56,12 @@ class Stores:
     graph: graph.Graph | None = None
 
     @contextlib.asynccontextmanager
-    async def pg_conn(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection, waiting at most `postgres.acquire_timeout_s` for one."""
+    async def pg_conn(self, *, trusted: bool = True) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection, waiting at most `postgres.acquire_timeout_s` for one.
+
+        Released after a body that ended normally, the connection goes back with the light reset
+        (`release_reset`); after an exception or a cancellation, or when `trusted` is False (an
+        operator's own SQL), with the full one. docs/performance.md says why that is safe."""
         timeout_s = self.config.postgres.acquire_timeout_s
         try:
             conn_cm = self.pg.acquire(timeout=timeout_s)
@@ -59,11 +70,15 @@ class Stores:
             raise StoreUnavailable("postgres", self.pg_address, f"no pooled connection within {timeout_s}s") from exc
         except PG_UNREACHABLE as exc:
             raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
+        clean = False
         try:
             yield cast(asyncpg.Connection, conn)  # the pool's proxy forwards every Connection method
+            clean = trusted
         except (asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError) as exc:
             raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
         finally:
+            if clean:
+                _CLEAN.add(cast(Any, conn)._con)  # the proxy's connection: what the pool's reset receives
             await conn_cm.__aexit__(None, None, None)
 
     async def close(self) -> None:
@@ -76,6 +91,26 @@ class Stores:
                 await self.neo4j.close()
 
 
+# Connections whose last user ended normally through `Stores.pg_conn`; the pool's reset takes
+# them out again. Weak, so a terminated connection leaves nothing behind.
+_CLEAN: weakref.WeakSet[asyncpg.Connection] = weakref.WeakSet()
+
+
+async def release_reset(conn: asyncpg.Connection) -> None:
+    """The pool's reset on release. asyncpg has already rolled back an open transaction (it sees
+    that without asking the server). A connection whose user ended normally through `pg_conn`
+    holds nothing else: wake's code takes session-level state (the migrations' advisory lock) only
+    with its release in a `finally`, and opens no cursor, LISTEN or SET outside a transaction. So
+    it goes back as it is, with no round trip. Every other connection gets asyncpg's full reset
+    (advisory locks, cursors, LISTEN, settings), one round trip."""
+    if conn in _CLEAN:
+        _CLEAN.discard(conn)
+        return
+    query = conn.get_reset_query()
+    if query:
+        await conn.execute(query)
+
+
 def address(dsn_or_url: str) -> str:
     """A printable address: the DSN or URL with its password redacted."""
     return logs.redact_text(dsn_or_url)
@@ -84,14 +119,14 @@ def address(dsn_or_url: str) -> str:
 async def resolve_postgres_dsn(config: Config) -> tuple[str, bool]:
     if config.postgres.dsn:
         return config.postgres.dsn, False
-    dsn = await asyncio.to_thread(engines.start_postgres, config.state_dir_path())
+    dsn = await asyncio.to_thread(engines.start_postgres, config.state_dir_path(), idle_s=config.engines.idle_s)
     return dsn, True
 
 
 async def resolve_redis_url(config: Config) -> tuple[str, bool]:
     if config.redis.url:
         return config.redis.url, False
-    url = await asyncio.to_thread(engines.start_redis, config.state_dir_path())
+    url = await asyncio.to_thread(engines.start_redis, config.state_dir_path(), idle_s=config.engines.idle_s)
     return url, True
 
 
@@ -106,6 +141,7 @@ async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
             command_timeout=conf.command_timeout_s,
             timeout=conf.connect_timeout_s,
             server_settings={"application_name": "wake"},
+            reset=release_reset,
         )
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
         raise StoreUnavailable("postgres", where, _reason(exc)) from exc
@@ -144,6 +180,8 @@ def neo4j_auth(config: Config) -> tuple[str, str] | None:
 
 
 async def open_neo4j(config: Config) -> neo4j.AsyncDriver:
+    import neo4j
+
     uri = config.neo4j.uri
     assert uri
     driver = neo4j.AsyncGraphDatabase.driver(
@@ -156,7 +194,7 @@ async def open_neo4j(config: Config) -> neo4j.AsyncDriver:
     )
     try:
         await asyncio.wait_for(driver.verify_connectivity(), timeout=config.neo4j.timeout_s)
-    except NEO4J_ERRORS as exc:
+    except neo4j_errors() as exc:
         await driver.close()
         raise StoreUnavailable("neo4j", address(uri), _reason(exc)) from exc
     return driver

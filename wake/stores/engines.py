@@ -5,46 +5,68 @@ With no DSN configured, wake starts a private PostgreSQL (the `pgserver` package
 `<state>/redis`. Both listen on unix sockets only.
 
 Several wake processes (the daemon, a `wake up`, a `wake doctor`) share the same engines: each
-process registers its pid under an inter-process file lock, the first one starts the engine, and
-the last one to leave stops it. pgserver does this for PostgreSQL; `EmbeddedRedis` does the same
-for Redis, pruning the pids of processes that died without leaving.
+process registers its pid under an inter-process file lock and the first one starts the engine.
+pgserver does this for PostgreSQL; `EmbeddedRedis` does the same for Redis.
+
+Who stops them depends on `engines.idle_s`. At 0, the last process to leave stops them. Above 0
+(the default), they linger: the first process also starts a reaper (`wake.stores.reaper`, one per
+state directory) that stops both engines once no live process has used them for `idle_s`, so the
+next command pays for neither initdb nor a restart. The reaper counts only live pids, so a process
+killed with SIGKILL (which never deregisters) does not keep the engines up; and when the state
+directory itself is deleted, it stops the engines it saw there.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import fasteners
 import redis
 
-from wake.errors import StoreUnavailable
+from wake.errors import EnginesBusy, StoreUnavailable
 
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
 _START_TIMEOUT_S = 15.0
 
 
-def start_postgres(state_dir: Path) -> str:
-    """Start (or join) the embedded PostgreSQL; returns its DSN (unix socket)."""
+REAPER_LOCK = ".reaper.lock"
+_STOP_WAIT_S = 30.0
+
+
+def _pgserver() -> Any:
     with warnings.catch_warnings():
         # platformdirs warns at import when XDG_RUNTIME_DIR is unset (systemd services, CI)
         warnings.simplefilter("ignore")
         import pgserver
+        import pgserver.postgres_server
+    return pgserver
 
+
+def start_postgres(state_dir: Path, *, idle_s: float = 0.0) -> str:
+    """Start (or join) the embedded PostgreSQL; returns its DSN (unix socket). With `idle_s` > 0
+    it outlives this process (the reaper stops it after `idle_s` unused)."""
+    pgserver = _pgserver()
     data = state_dir / "postgres"
     data.parent.mkdir(parents=True, exist_ok=True)
     try:
-        server = pgserver.get_server(data, cleanup_mode="stop")
+        server = pgserver.get_server(data, cleanup_mode="stop" if idle_s <= 0 else None)
     except Exception as exc:  # pgserver raises bare subprocess / assertion errors
         raise StoreUnavailable("postgres (embedded)", str(data), f"{type(exc).__name__}: {exc}") from exc
+    if idle_s > 0:
+        linger(state_dir, idle_s)
     return str(server.get_uri())
 
 
@@ -61,8 +83,9 @@ def _alive(pid: int) -> bool:
 class EmbeddedRedis:
     """A redis-server per state directory, shared by every wake process that uses it."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, linger: bool = False) -> None:
         self.directory = directory
+        self.linger = linger  # leaving never stops the server: the reaper does
         self.directory.mkdir(parents=True, exist_ok=True)
         self.socket = self._socket_path(directory)
         self._lock = fasteners.InterProcessLock(str(directory / ".lock"))
@@ -162,20 +185,131 @@ class EmbeddedRedis:
         with self._lock:
             pids = [p for p in self._pids() if p != os.getpid()]
             self._write_pids(pids)
-            if pids or not self._running():
+            if pids or self.linger or not self._running():
                 return
-            # shutdown closes the connection under us
-            with contextlib.suppress(redis.exceptions.RedisError, OSError), self._client() as client:
-                client.shutdown(save=True)
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop the server now (saving first); the caller holds the lock."""
+        # shutdown closes the connection under us
+        with contextlib.suppress(redis.exceptions.RedisError, OSError), self._client() as client:
+            client.shutdown(save=True)
 
 
 _redis_engines: dict[Path, EmbeddedRedis] = {}
 
 
-def start_redis(state_dir: Path) -> str:
-    """Start (or join) the embedded Redis; returns its URL (unix socket)."""
+def start_redis(state_dir: Path, *, idle_s: float = 0.0) -> str:
+    """Start (or join) the embedded Redis; returns its URL (unix socket). With `idle_s` > 0 it
+    outlives this process (the reaper stops it after `idle_s` unused)."""
     directory = (state_dir / "redis").resolve()
     engine = _redis_engines.get(directory)
     if engine is None:
-        engine = _redis_engines[directory] = EmbeddedRedis(directory)
-    return engine.join()
+        engine = _redis_engines[directory] = EmbeddedRedis(directory, linger=idle_s > 0)
+    url = engine.join()
+    if idle_s > 0:
+        linger(state_dir, idle_s)
+    return url
+
+
+# -- lingering --------------------------------------------------------------------------------
+
+_lingering: set[Path] = set()
+
+
+def linger(state_dir: Path, idle_s: float) -> None:
+    """Make sure the state directory's reaper runs (once per process and directory)."""
+    state_dir = state_dir.resolve()
+    if state_dir in _lingering:
+        return
+    _lingering.add(state_dir)
+    if reaper_running(state_dir):
+        return
+    _reapers.append(subprocess.Popen(  # noqa: S603 (our own interpreter and module)
+        [sys.executable, "-m", "wake.stores.reaper", str(state_dir), str(idle_s)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+    ))
+
+
+# The reapers this process started: it outlives them or they it, and it never waits for them.
+_reapers: list[subprocess.Popen[bytes]] = []
+
+
+def reaper_running(state_dir: Path) -> bool:
+    """Whether a reaper holds the state directory's lock (the POSIX lock fasteners takes)."""
+    try:
+        fd = os.open(state_dir / REAPER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the probe's own lock, if it got one
+    return False
+
+
+def _live(path: Path) -> list[int]:
+    try:
+        pids = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [p for p in pids if isinstance(p, int) and p != os.getpid() and _alive(p)] if isinstance(pids, list) else []
+
+
+def users(state_dir: Path) -> list[int]:
+    """Live processes registered with either engine (this one excepted)."""
+    return sorted(set(_live(state_dir / "postgres" / ".handle_pids.json")) | set(_live(state_dir / "redis" / ".handle_pids.json")))
+
+
+def engine_pids(state_dir: Path) -> dict[str, int]:
+    """The running engines' own pids: the postmaster's, redis-server's."""
+    found = {}
+    for name, path in (("postgres", state_dir / "postgres" / "postmaster.pid"), ("redis", state_dir / "redis" / "redis.pid")):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid = int(path.read_text().split()[0])
+            if _alive(pid):
+                found[name] = pid
+    return found
+
+
+def kill_engines(pids: dict[str, int], *, gone: bool = False) -> None:
+    """Stop engines by pid: fast shutdown for PostgreSQL, SIGTERM (which saves) for Redis; wait for
+    them to exit. `gone`: their directory was deleted, there is nothing to save (a Redis that
+    cannot save refuses SIGTERM), so SIGKILL."""
+    for name, pid in pids.items():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL if gone else signal.SIGINT if name == "postgres" else signal.SIGTERM)
+    _wait_gone(list(pids.values()))
+
+
+def _wait_gone(pids: list[int]) -> None:
+    import psutil
+
+    procs = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            procs.append(psutil.Process(pid))
+    _, alive = psutil.wait_procs(procs, timeout=_STOP_WAIT_S)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+
+
+def stop(state_dir: Path, *, force: bool = False) -> list[str]:
+    """Stop the state directory's engines now, under both engines' locks; returns which ran.
+    Raises `EnginesBusy` while a live process uses them, unless `force`."""
+    state_dir = state_dir.resolve()
+    pg_lock = _pgserver().postgres_server.PostgresServer._lock
+    redis_lock = fasteners.InterProcessLock(str(state_dir / "redis" / ".lock")) if (state_dir / "redis").is_dir() else contextlib.nullcontext()
+    with pg_lock, redis_lock:
+        live = users(state_dir)
+        if live and not force:
+            raise EnginesBusy(live)
+        running = engine_pids(state_dir)
+        kill_engines(running)
+        for path in (state_dir / "postgres" / ".handle_pids.json", state_dir / "redis" / ".handle_pids.json"):
+            if path.exists():
+                path.write_text("[]")  # nobody uses a stopped engine; dead pids must not count later
+    return sorted(running)

@@ -21,7 +21,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from ledgers import fences
+from ledgers import fences, introspection
 from wake import keys, logs
 from wake.errors import LeaseBusy
 from wake.observe import metrics
@@ -70,6 +70,8 @@ class Lease:
     ttl_ms: int
     redis: aioredis.Redis
     lost: asyncio.Event = field(default_factory=asyncio.Event)
+    # The rows left `started` that taking the lease closed `abandoned` (when asked to: `abandon`).
+    abandoned: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -113,18 +115,26 @@ async def holder(redis: aioredis.Redis, agent_id: str) -> str | None:
     return str(value) if value is not None else None
 
 
-async def acquire(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", wait_s: float = 0.0) -> Lease:
+async def acquire(
+    stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", wait_s: float = 0.0, floor: int | None = None, abandon: str | None = None,
+) -> Lease:
     """Take the agent's lease and a new fence, and record the fence in PostgreSQL.
 
     Raises `LeaseBusy` when the lease is still held after `wait_s` (0: one try). `owner` is a
-    readable prefix of the token (host:pid) so `wake status` can say who holds it.
+    readable prefix of the token (host:pid) so `wake status` can say who holds it. `floor` is
+    PostgreSQL's newest fence when the caller has just read it (the slot claim reads it in the
+    same round trip); the first try uses it, later ones read it fresh. With `abandon` (a reason),
+    recording the fence also closes the agent's rows left `started` (`Lease.abandoned`): in the
+    same statement when there are none, else in a fenced transaction right after that links
+    each into the agent's chain (`fences.advance_seeing_started`, `introspection.abandon_started`).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     while True:
         try:
-            return await _acquire_once(stores, agent_id, ttl_ms=ttl_ms, owner=owner)
+            return await _acquire_once(stores, agent_id, ttl_ms=ttl_ms, owner=owner, floor=floor, abandon=abandon)
         except LeaseBusy:
+            floor = None
             # Wait on Redis alone while the lease is visibly held; try again (PostgreSQL's fence
             # floor included, read fresh) only once it looks free.
             while loop.time() < deadline:
@@ -135,17 +145,25 @@ async def acquire(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = ""
                 raise
 
 
-async def _acquire_once(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str) -> Lease:
+async def _acquire_once(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str, floor: int | None, abandon: str | None) -> Lease:
     token = f"{owner}:{secrets.token_hex(8)}" if owner else secrets.token_hex(12)
-    async with stores.pg_conn() as conn:
-        floor = (await fences.newest(conn, agent_id) or 0) + 1
-    fence = int(await stores.redis.eval(_ACQUIRE, 2, LEASE_KEY.format(agent=agent_id), FENCE_KEY.format(agent=agent_id), token, ttl_ms, floor))
+    if floor is None:
+        async with stores.pg_conn() as conn:
+            floor = await fences.newest(conn, agent_id) or 0
+    fence = int(await stores.redis.eval(_ACQUIRE, 2, LEASE_KEY.format(agent=agent_id), FENCE_KEY.format(agent=agent_id), token, ttl_ms, floor + 1))
     if fence == 0:
         raise LeaseBusy(agent_id, await holder(stores.redis, agent_id))
     lease = Lease(agent_id=agent_id, token=token, fence=fence, ttl_ms=ttl_ms, redis=stores.redis)
     try:
         async with stores.pg_conn() as conn:
-            await fences.advance(conn, agent_id, fence)
+            if abandon is None:
+                await fences.advance(conn, agent_id, fence)
+            else:
+                _, left_started = await fences.advance_seeing_started(conn, agent_id, fence)
+                if left_started:  # rare (a holder died): closing them links each into the chain, under the fence
+                    async with conn.transaction():
+                        await fences.check(conn, agent_id, fence)
+                        lease.abandoned = await introspection.abandon_started(conn, agent_id, abandon)
     except BaseException:
         with contextlib.suppress(Exception):
             await asyncio.shield(lease.release())
@@ -157,9 +175,10 @@ async def _acquire_once(stores: Stores, agent_id: str, *, ttl_ms: int, owner: st
 @contextlib.asynccontextmanager
 async def held(
     stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", guarded: asyncio.Task[Any] | None = None, wait_s: float = 0.0,
+    floor: int | None = None, abandon: str | None = None,
 ) -> AsyncIterator[Lease]:
     """Hold the lease for the body, renewing it; release it (if still ours) on the way out."""
-    lease = await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner, wait_s=wait_s)
+    lease = await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner, wait_s=wait_s, floor=floor, abandon=abandon)
     keeper = asyncio.create_task(lease.keep(guarded), name=f"lease-keeper:{agent_id}")
     try:
         yield lease
@@ -172,14 +191,14 @@ async def held(
 
 
 @contextlib.asynccontextmanager
-async def fenced(stores: Stores, agent_id: str, fence: int | None) -> AsyncIterator[Any]:
+async def fenced(stores: Stores, agent_id: str, fence: int | None, *, trusted: bool = True) -> AsyncIterator[Any]:
     """A PostgreSQL connection in a transaction that has checked `fence` is the agent's newest.
 
     `fence=None` means the caller holds no lease (a dry run, a test); the transaction is then not
     fenced. A stale fence raises `fences.StaleFence` before anything is written; it is logged
-    `fence.stale`.
+    `fence.stale`. `trusted=False` (tool code) gives the connection the pool's full reset.
     """
-    async with stores.pg_conn() as conn, conn.transaction():
+    async with stores.pg_conn(trusted=trusted) as conn, conn.transaction():
         if fence is not None:
             try:
                 await fences.check(conn, agent_id, fence)

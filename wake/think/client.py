@@ -32,14 +32,16 @@ import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import tenacity
 
 from wake import clock, logs, secrets
 from wake.config import HARNESS_BODY_KEYS, ModelRoute
 from wake.errors import Failure, ModelError
+
+if TYPE_CHECKING:  # loaded with the first model call: a command that calls no model never imports it
+    import httpx
 
 log = logs.get("wake.model")
 
@@ -48,7 +50,7 @@ BACKOFF_BASE_S = 0.5
 CONNECT_TIMEOUT_S = 10.0
 ERROR_BODY_MAX_CHARS = 1000  # of a failed response's body, in the log and the error
 # Keep-alive connections for the whole process; a wake makes its calls one after another.
-POOL_LIMITS = httpx.Limits(max_connections=20, max_keepalive_connections=10, keepalive_expiry=60.0)
+POOL_LIMITS: dict[str, Any] = {"max_connections": 20, "max_keepalive_connections": 10, "keepalive_expiry": 60.0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,7 +187,9 @@ class Client:
     @property
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(limits=POOL_LIMITS, http2=False)
+            import httpx
+
+            self._http = httpx.AsyncClient(limits=httpx.Limits(**POOL_LIMITS), http2=False)
         return self._http
 
     async def aclose(self) -> None:
@@ -201,6 +205,8 @@ class Client:
             headers["authorization"] = f"Bearer {api_key.reveal()}"
         extra = {k: v for k, v in route.extra_body.items() if k not in body and k not in HARNESS_BODY_KEYS}
         payload = json.dumps({"model": route.model, **body, **extra}, ensure_ascii=False).encode("utf-8")
+        import httpx
+
         timeout = httpx.Timeout(route.timeout_s, connect=min(CONNECT_TIMEOUT_S, route.timeout_s))
         started = clock.monotonic_ms()
         attempts = 0
@@ -253,6 +259,8 @@ class Client:
     async def _attempt(
         self, url: str, headers: dict[str, str], payload: bytes, timeout: httpx.Timeout, route: ModelRoute
     ) -> tuple[dict[str, Any], str | None, Usage]:
+        import httpx
+
         request = self.http.build_request("POST", url, headers=headers, content=payload, timeout=timeout)
         try:
             response = await self.http.send(request, stream=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,27 @@ def sha256_text(text: str) -> str:
 
 def sha256_declaration(declaration: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical(declaration)).hexdigest()
+
+
+# Each tool's declaration hash, computed once per Tool (a registry build makes its tools once):
+# re-hashing every bound declaration on every wake grows with the registry.
+_TOOL_HASHES: dict[int, tuple[weakref.ref[Any], str]] = {}
+
+
+def tool_hash(tool: Any) -> str:
+    """`sha256_declaration(tool.declaration())`, remembered for the life of the Tool object."""
+    key = id(tool)
+    hit = _TOOL_HASHES.get(key)
+    if hit is not None and hit[0]() is tool:
+        return hit[1]
+    digest = sha256_declaration(tool.declaration())
+
+    def forget(ref: weakref.ref[Any]) -> None:
+        if _TOOL_HASHES.get(key, (None, ""))[0] is ref:
+            del _TOOL_HASHES[key]
+
+    _TOOL_HASHES[key] = (weakref.ref(tool, forget), digest)
+    return digest
 
 
 def root_hash(agent_id: str, tier: str, blocks: Mapping[str, str], tools: Mapping[str, str]) -> str:

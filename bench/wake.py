@@ -1,0 +1,127 @@
+"""Daemon-path wake benchmark on the embedded stores, no model. Prints figures; it is not a timed test.
+
+    python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR]
+
+Each wake goes the way a scheduled slot goes (`wake.run.claim.run` with a claim): slot claim,
+lease and fence, close-abandoned, the default sources of a whisper, manifest, row, settle,
+release. The whisper has a model route (the scripted server of the tests): each agent's first
+whisper calls it, and the gate settles every later one `quiet` without a call, as a whisper with
+nothing new does in production. Figures:
+
+1. PostgreSQL round trips and commits of one whisper, counted by a connection class that counts
+   every message exchange (the pool's reset included), and Redis commands, from Redis's own
+   `INFO commandstats`. Counts, not times: stable on a noisy machine.
+2. One whisper at a time: p50 and p99.
+3. Wakes per second on one event loop: `--agents` whispers at once, over and over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.openai_server import ScriptedServer  # noqa: E402
+from tests.support.pg_count import CountingConnection, counted_pools  # noqa: E402
+from wake import config as wake_config  # noqa: E402
+from wake import logs  # noqa: E402
+from wake.context import WakeRequest  # noqa: E402
+from wake.run import claim, session  # noqa: E402
+from wake.stores import engines  # noqa: E402
+
+
+def _config(state_dir: Path, agents: int, url: str) -> wake_config.Config:
+    lines = [f'state_dir = "{state_dir}"', "[postgres]\npool_max_size = 16", f'[models.scripted]\nbase_url = "{url}"\nmodel = "scripted-1"\n']
+    for i in range(agents):
+        a = f"agents.a{i:03d}"
+        lines.append(f'[{a}]\ntimezone = "UTC"\n[{a}.tiers.whisper]\nevery = "30s"\nbinds = ["wake.whisper"]\nmodel = "scripted"\n')
+    path = state_dir / "wake.toml"
+    path.write_text("\n".join(lines))
+    return wake_config.load_config_file(path, environ={})
+
+
+_SLOT = [dt.datetime(2020, 1, 1, tzinfo=dt.UTC)]
+
+
+def _request(agent: str) -> WakeRequest:
+    _SLOT[0] += dt.timedelta(seconds=30)
+    return WakeRequest(agent_id=agent, tier="whisper", trigger="schedule", scheduled_for=_SLOT[0], wake_id=uuid.uuid4())
+
+
+async def _one(s: session.Session, agent: str) -> float:
+    t0 = time.perf_counter()
+    outcome = await claim.run(s, _request(agent), owner=claim.owner(), claim=claim.Claim(by="bench"))
+    assert outcome is not None and outcome.status in ("completed", "quiet"), outcome
+    return (time.perf_counter() - t0) * 1000
+
+
+async def _redis_calls(s: session.Session) -> int:
+    """Commands sent by clients: scripts count once (Redis also counts what they run inside)."""
+    stats: dict[str, Any] = await s.stores.redis.info("commandstats")
+    inside = ("cmdstat_set", "cmdstat_incr", "cmdstat_get", "cmdstat_del", "cmdstat_pexpire")
+    return sum(int(v["calls"]) for k, v in stats.items() if k not in inside)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main(args: argparse.Namespace, state_dir: Path) -> None:
+    logs.configure("json", "error", stream=sys.stderr)
+    with ScriptedServer() as server, counted_pools():
+        config = _config(state_dir, args.agents, server.url)
+        async with session.open_session(config, neo4j=False) as s:
+            agents = list(config.agents)
+            for agent in agents:  # warm: statement caches, the fence rows, a previous wake per agent
+                await _one(s, agent)
+                await _one(s, agent)
+            before = CountingConnection.totals()
+            redis_before = await _redis_calls(s)
+            await _one(s, agents[0])
+            redis_after = await _redis_calls(s)
+            after = CountingConnection.totals()
+            trips, commits = after[0] - before[0], after[1] - before[1]
+            redis_trips = redis_after - redis_before - 1  # the INFO itself
+            print(f"one quiet whisper (the default sources): PostgreSQL round trips {trips}, commits {commits}, Redis round trips {redis_trips}")
+
+            durations = [await _one(s, agents[i % len(agents)]) for i in range(args.wakes)]
+            p50, p99 = statistics.median(durations), _pct(durations, 0.99)
+            print(f"daemon-path whisper, one at a time, {args.wakes} wakes: p50 {p50:.2f} ms  p99 {p99:.2f} ms")
+
+            rounds = max(1, args.wakes // len(agents))
+            started = time.perf_counter()
+            for _ in range(rounds):
+                await asyncio.gather(*(_one(s, agent) for agent in agents))
+            elapsed = time.perf_counter() - started
+            print(f"wakes per second on one loop, {len(agents)} at once: {rounds * len(agents) / elapsed:.1f}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", type=int, default=16)
+    parser.add_argument("--wakes", type=int, default=200)
+    parser.add_argument("--state-dir", type=Path, default=None)
+    args = parser.parse_args()
+    if args.state_dir:
+        args.state_dir.mkdir(parents=True, exist_ok=True)
+        asyncio.run(main(args, args.state_dir.resolve()))
+    else:
+        with tempfile.TemporaryDirectory(prefix="wake-bench-") as tmp:
+            try:
+                asyncio.run(main(args, Path(tmp)))
+            finally:
+                with contextlib.suppress(Exception):  # before the directory goes: nothing outlives the run
+                    engines.stop(Path(tmp), force=True)

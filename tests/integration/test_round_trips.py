@@ -1,0 +1,127 @@
+"""What one wake costs the stores, counted (not timed): PostgreSQL round trips and commits of a
+daemon-path whisper, and the pool's reset, which skips its round trip only when nothing can leak."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.support.openai_server import ScriptedServer
+from tests.support.pg_count import CountingConnection, counted_pools
+from wake import stores
+from wake.config import Config
+from wake.context import WakeRequest
+from wake.run import claim, session
+
+# A whisper with a model route: the first one calls the model; the gate settles every later one
+# `quiet`, its blocks unchanged, without a call.
+WHISPER_ONLY = """
+[models.scripted]
+base_url = "{url}"
+model = "scripted-1"
+timeout_s = 5
+
+[agents.demo]
+timezone = "UTC"
+persona_files = ["persona.md"]
+
+[agents.demo.tiers.whisper]
+every = "15m"
+binds = ["wake.whisper"]
+model = "scripted"
+"""
+
+# A whisper the gate settles, on the default sources (the graph is disabled without Neo4j): the
+# claim with the fence floor (1), the pause read (1), the fence advance that also finds any rows
+# left started (1), the Cloister canary's audit in its fenced transaction (9: BEGIN, the fence,
+# a savepoint and the fence again, the audit read and write, the open-HALT read, RELEASE, COMMIT),
+# both previous wakes (1), the cloister block (2), the recent wakes (1), and the row written
+# settled in one fenced transaction (7: BEGIN, the fence, the row, its contents, the chain head,
+# the link, COMMIT). The claim, the advance, the audit and the row commit.
+WHISPER_TRIPS = 23
+WHISPER_COMMITS = 4
+# Two Redis round trips: the lease taken and released, one script each (Redis also counts the
+# commands the scripts run: SET NX and INCR, then GET and DEL).
+WHISPER_REDIS = {"eval": 2, "set": 1, "incr": 1, "get": 1, "del": 1}
+
+_SLOT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+async def _whisper(s: session.Session, n: int) -> Any:
+    request = WakeRequest(
+        agent_id="demo", tier="whisper", trigger="schedule", scheduled_for=_SLOT + dt.timedelta(minutes=15 * n), wake_id=uuid.uuid4(),
+    )
+    return await claim.run(s, request, owner=claim.owner(), claim=claim.Claim(by="test"))
+
+
+async def _redis_calls(st: stores.Stores) -> dict[str, int]:
+    stats: dict[str, Any] = await st.redis.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+
+
+async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config: Callable[..., Config]) -> None:
+    with ScriptedServer() as server, counted_pools():
+        config = store_config(agents=WHISPER_ONLY.format(url=server.url))
+        async with stores.connected(config) as st:
+            await session.prepare_schema(st)
+            s = session.Session(config=config, stores=st, registry=session.build_registry(config))
+            assert (await _whisper(s, 0)).status == "completed"  # the one model call
+            for n in (1, 2):  # warm: the statement caches, the fence row
+                assert (await _whisper(s, n)).status == "quiet"
+            trips, commits = CountingConnection.totals()
+            redis_before = await _redis_calls(st)
+            outcome = await _whisper(s, 3)
+            redis_after = await _redis_calls(st)
+            after = CountingConnection.totals()
+    assert outcome.status == "quiet" and outcome.recorded and len(server.requests) == 1
+    assert {b.name for b in outcome.blocks if b.retrieval == "ok"} == {"identity", "memory", "cloister", "clock", "recent_wakes", "binding_diff"}
+    assert (after[0] - trips, after[1] - commits) == (WHISPER_TRIPS, WHISPER_COMMITS)
+    spent = {k: redis_after[k] - redis_before.get(k, 0) for k in redis_after if redis_after[k] != redis_before.get(k, 0)}
+    spent.pop("info", None)
+    assert spent == WHISPER_REDIS
+
+
+async def _leftovers(st: stores.Stores) -> tuple[int, bool, int]:
+    """On the pool's one connection: advisory locks held, whether a transaction is open, scratch rows."""
+    async with st.pg_conn() as conn:
+        locks = await conn.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+        open_tx = conn.is_in_transaction() or await conn.fetchval("SELECT txid_current_if_assigned() IS NOT NULL")
+        rows = await conn.fetchval("SELECT count(*) FROM scratch")
+    return int(locks), bool(open_tx), int(rows)
+
+
+async def test_nothing_a_failed_wake_leaves_on_a_connection_reaches_its_next_user(store_config: Callable[..., Config]) -> None:
+    # One connection in the pool: whoever comes next gets the very connection the last user left.
+    config = store_config(WAKE_POSTGRES__POOL_MIN_SIZE="1", WAKE_POSTGRES__POOL_MAX_SIZE="1")
+    async with stores.connected(config) as st:
+        async with st.pg_conn() as conn:
+            await conn.execute("CREATE TABLE scratch (v int)")
+            backend = await conn.fetchval("SELECT pg_backend_pid()")
+
+        # A wake fails holding a session advisory lock and an open transaction with a write in it.
+        with pytest.raises(RuntimeError):
+            async with st.pg_conn() as conn:
+                await conn.execute("SELECT pg_advisory_lock(4242)")
+                await conn.transaction().start()
+                await conn.execute("INSERT INTO scratch VALUES (1)")
+                raise RuntimeError("the wake failed")
+        assert await _leftovers(st) == (0, False, 0)
+
+        # A body that ends normally but leaves its transaction open: rolled back, not committed.
+        async with st.pg_conn() as conn:
+            await conn.transaction().start()
+            await conn.execute("INSERT INTO scratch VALUES (2)")
+        assert await _leftovers(st) == (0, False, 0)
+
+        # An operator's own SQL (untrusted) that takes a session lock and returns normally.
+        async with st.pg_conn(trusted=False) as conn:
+            await conn.execute("SELECT pg_advisory_lock(4243)")
+        assert await _leftovers(st) == (0, False, 0)
+
+        # A clean body keeps the connection (no reconnect hid the leftovers above).
+        async with st.pg_conn() as conn:
+            assert await conn.fetchval("SELECT pg_backend_pid()") == backend
