@@ -401,6 +401,12 @@ class Checked:
     fingerprint_ready: bool
 
 
+def answer_reserve_ms(budget_ms: float) -> float:
+    """What a retrieval keeps of its budget for the verdicts themselves and the event loop's
+    wake-up after the wait for the fingerprint: a fifth, at most 10 ms."""
+    return min(10.0, budget_ms / 5)
+
+
 async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], budget_ms: float = DEFAULT_BUDGET_MS,
                 *, clock: Clock = time.perf_counter) -> Checked:
     """Verify many facts — (stored anchors JSON, fact text) pairs — at one HEAD within one budget.
@@ -410,8 +416,8 @@ async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], b
     if workspace is None:
         verdict = unavailable("no workspace is configured for this agent")
         return Checked(verdicts=[verdict] * len(facts), head=None, elapsed_ms=(clock() - started) * 1000, fingerprint_ready=False)
-    try:
-        fp = await workspace.fingerprint_within(budget_ms / 1000)
+    try:  # the wait leaves part of the budget for answering, so a cold retrieval ends inside it
+        fp = await workspace.fingerprint_within(max(0.0, budget_ms - answer_reserve_ms(budget_ms)) / 1000)
     except WorkspaceError as exc:
         verdict = unavailable(f"could not check: {exc}")
         return Checked(verdicts=[verdict] * len(facts), head=None, elapsed_ms=(clock() - started) * 1000, fingerprint_ready=False)
