@@ -39,6 +39,8 @@ PG_TABLES: dict[str, tuple[str, ...]] = {
     "daybook": ("daybook",),
     "settled_facts": ("settled_state", "commitments", "retraction_ledger", "last_actions"),
     "cloister": ("cloister_findings",),
+    "posture": ("human_contact",),
+    "context_audit": ("context_events",),
 }
 OTHER_STORE = {"identity": "its persona files", "graph": "Neo4j", "memory": "the agent's git repository, as the canary found it"}
 # The memory blocks read what the wake's start found: a canary that ran, or one that could not.

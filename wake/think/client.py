@@ -296,6 +296,8 @@ class Client:
         None when the route names no `tokenizer_url` or the server could not say (logged)."""
         if route.tokenizer_url is None:
             return None
+        import httpx  # imported where a call is made: a command that makes none does not pay for it
+
         root = route.tokenizer_url.rstrip("/")
         headers = {"content-type": "application/json"}
         if api_key is not None:
