@@ -3,30 +3,16 @@ someone has edited by hand."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import uuid
 from collections.abc import Callable
-from typing import Any
 
-import asyncpg
-
+from tests.support.daemon_proc import query
 from wake.config import Config
 from wake.witness import manifest
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def _sql(dsn: str, sql: str, *args: Any) -> list[dict[str, Any]]:
-    async def run() -> list[dict[str, Any]]:
-        conn = await asyncpg.connect(dsn)
-        try:
-            return [dict(r) for r in await conn.fetch(sql, *args)]
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
 
 
 def test_verify_names_what_was_changed_and_the_chain_catches_a_consistent_rewrite(
@@ -52,9 +38,9 @@ def test_verify_names_what_was_changed_and_the_chain_catches_a_consistent_rewrit
     arrival = wake_cli(*c, "show", ids[1], "--arrival")
     assert arrival.returncode == 0 and arrival.stdout.startswith("## ") and "\n## identity\n" in "\n" + arrival.stdout
 
-    [row] = _sql(pg_dsn, "SELECT blocks, tool_hashes FROM wake_introspection_ledger WHERE wake_id = $1", victim)
+    [row] = query(pg_dsn, "SELECT blocks, tool_hashes FROM wake_introspection_ledger WHERE wake_id = $1", victim)
     blocks = {n: b["hash"] for n, b in json.loads(row["blocks"]).items()}
-    _sql(pg_dsn, "UPDATE wake_introspection_ledger SET blocks = jsonb_set(blocks, '{identity,hash}', to_jsonb($2::text)) WHERE wake_id = $1",
+    query(pg_dsn, "UPDATE wake_introspection_ledger SET blocks = jsonb_set(blocks, '{identity,hash}', to_jsonb($2::text)) WHERE wake_id = $1",
          victim, "b" * 64)
     tampered = wake_cli(*c, "verify", ids[1])
     assert tampered.returncode == 1
@@ -66,7 +52,7 @@ def test_verify_names_what_was_changed_and_the_chain_catches_a_consistent_rewrit
     tools = json.loads(row["tool_hashes"])
     dropped = sorted(tools)[0]
     del tools[dropped]
-    _sql(pg_dsn, "UPDATE wake_introspection_ledger SET blocks = jsonb_set(blocks, '{identity,hash}', to_jsonb($2::text)),"
+    query(pg_dsn, "UPDATE wake_introspection_ledger SET blocks = jsonb_set(blocks, '{identity,hash}', to_jsonb($2::text)),"
          " tool_hashes = $3::jsonb, active_tool_names = $4, active_tools_count = $5, manifest_root = $6 WHERE wake_id = $1",
          victim, blocks["identity"], json.dumps(tools), sorted(tools), len(tools), manifest.root_hash("demo", "whisper", blocks, tools))
     rewritten = wake_cli(*c, "verify", ids[1])

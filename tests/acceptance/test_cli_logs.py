@@ -20,6 +20,7 @@ import asyncpg
 import pytest
 from click.testing import CliRunner
 
+from tests.support.daemon_proc import Replica
 from wake.observe import logread
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,22 +185,9 @@ def _rest(lines: queue.Queue[str | None]) -> list[str]:
 # -- a wake's story across two daemon replicas -----------------------------------------------------
 
 
-class _Replica:
-    def __init__(self, config: Path, log: Path, env: dict[str, str]) -> None:
-        self.log = log
-        self.out = log.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wake", "--config", str(config), "daemon"],
-            stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO, env=env,
-        )
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in _events(self.log.read_text()) if e.get("event") == name]
-
-
 @pytest.fixture
-def replicas(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[[], _Replica]]:
-    started: list[_Replica] = []
+def replicas(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[[], Replica]]:
+    started: list[Replica] = []
     config = tmp_path / "wake.toml"
     config.write_text(
         f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n[daemon]\nheartbeat_s = 1\n'
@@ -207,8 +195,8 @@ def replicas(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[[
     )
     env = _clean_env(WAKE_STATE_DIR=str(tmp_path / "state"))
 
-    def launch() -> _Replica:
-        replica = _Replica(config, tmp_path / f"replica-{len(started)}.log", env)
+    def launch() -> Replica:
+        replica = Replica(config, tmp_path / f"replica-{len(started)}.log", env)
         started.append(replica)
         return replica
 
@@ -225,7 +213,7 @@ def replicas(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[[
 
 
 def test_the_story_of_a_daemon_wake_names_the_replica_that_lost_its_slot(
-    replicas: Callable[[], _Replica], pg_dsn: str, tmp_path: Path,
+    replicas: Callable[[], Replica], pg_dsn: str, tmp_path: Path,
 ) -> None:
     a, b = replicas(), replicas()
     deadline = time.monotonic() + 120

@@ -142,8 +142,9 @@ async def test_record_refuses_what_it_cannot_stand_behind(conn: asyncpg.Connecti
      {"type": "absent", "anchor": {"type": "env", "ref": "X", "where": "a.py"}}, {"type": "symbol", "ref": "a.B", "inferred": True}],
 ])
 async def test_the_anchor_check_accepts_old_and_typed_shapes(conn: asyncpg.Connection, anchors: list[dict[str, Any]]) -> None:
-    await conn.execute("INSERT INTO facts (agent_id, fact_key, fact_value, origin, anchors, recorded_at) "
-                       "VALUES ('demo', 'k', 'v', 'did', $1::jsonb, $2)", json.dumps(anchors), NOW)
+    stored = await conn.fetchval("INSERT INTO facts (agent_id, fact_key, fact_value, origin, anchors, recorded_at) "
+                                 "VALUES ('demo', 'k', 'v', 'did', $1::jsonb, $2) RETURNING anchors", json.dumps(anchors), NOW)
+    assert json.loads(stored) == anchors  # the CHECK let it in, as written
 
 
 @pytest.mark.parametrize("anchors", [
