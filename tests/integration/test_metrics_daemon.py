@@ -4,7 +4,6 @@ prometheus_client's own parser (docs/metrics.md): what it counts is what the led
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 
 import httpx
@@ -12,18 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ledgers import introspection
 from tests.conftest import DEMO_TIERS
+from tests.support import processes
 from wake import stores
 from wake.config import Config
 from wake.daemon import notify
 from wake.daemon import service as daemon
 
 AGENTS = DEMO_TIERS.replace('every = "15m"', 'every = "1s"')  # a whisper every second
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -35,7 +29,7 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 async def test_a_running_daemon_serves_its_metrics(store_config: Callable[..., Config]) -> None:
-    port = _free_port()
+    port = processes.free_port()
     config = store_config(f'[daemon]\nheartbeat_s = 0.2\n[metrics]\nlisten = "127.0.0.1:{port}"\n', agents=AGENTS)
     d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False)
     runner = asyncio.create_task(d.run())

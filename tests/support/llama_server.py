@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -42,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from tests.support import processes
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 DEFAULT_CTX = 8192
@@ -255,19 +256,6 @@ def fetch(cache_dir: Path | None = None, model: str = DEFAULT_MODEL) -> tuple[Pa
     return fetch_server(cache), fetch_model(cache, model)
 
 
-def _die_with_parent() -> None:
-    """preexec_fn (Linux): SIGTERM the server if the Python process that started it dies."""
-    import ctypes
-
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class LlamaServer:
     """One llama-server process: one slot (`-np 1`), the model's own chat template (`--jinja`)."""
 
@@ -307,7 +295,7 @@ class LlamaServer:
             binary, model = fetch(self._cache_dir)
             self._binary, self._model = self._binary or binary, self._model or model
         if not self.port:
-            self.port = _free_port()
+            self.port = processes.free_port()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         cmd = [str(self._binary), "-m", str(self._model), "--host", "127.0.0.1", "--port", str(self.port),
                "-np", "1", "--jinja", "-c", str(self.ctx), "-t", str(GEN_THREADS), "-tb", str(BATCH_THREADS),
@@ -316,7 +304,7 @@ class LlamaServer:
         on_main = threading.current_thread() is threading.main_thread() and sys.platform == "linux"
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          start_new_session=True, preexec_fn=_die_with_parent if on_main else None)  # noqa: PLW1509 (main thread only)
+                                          start_new_session=True, preexec_fn=processes.die_with_parent if on_main else None)  # noqa: PLW1509 (main thread only)
         atexit.register(self.stop)
         try:
             self._wait_ready(time.monotonic() + timeout_s)

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.support import processes
+
 NEO4J_VERSION = "5.26.30"
 _DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies"
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
@@ -95,19 +97,6 @@ def _mvn_copy(version: str, dest: Path, lib: Path) -> None:
         out.rename(lib)
 
 
-def _die_with_parent() -> None:
-    """preexec_fn (Linux): SIGTERM the JVM if the Python process that started it dies."""
-    import ctypes
-
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Neo4jServer:
     """One Neo4j Community server process with its own home under `work_dir`."""
 
@@ -161,7 +150,7 @@ class Neo4jServer:
         if self._lib_dir is None:
             self._lib_dir = fetch(self._cache_dir or default_cache_dir())
         if not self.port:
-            self.port = _free_port()
+            self.port = processes.free_port()
         conf_dir = self._write_conf()
         cmd = ["java", *_JVM_OPTS, "-cp", f"{self._lib_dir}/*", _ENTRY_POINT,
                f"--home-dir={self.home}", f"--config-dir={conf_dir}"]
@@ -171,7 +160,7 @@ class Neo4jServer:
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True,
-                                          preexec_fn=_die_with_parent if on_main else None)
+                                          preexec_fn=processes.die_with_parent if on_main else None)
         atexit.register(self.stop)
         try:
             self._wait_ready(time.monotonic() + timeout_s)
