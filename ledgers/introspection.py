@@ -61,6 +61,8 @@ async def insert(
     """Write the row and the contents behind its hashes; a row written settled (with `thinking`,
     its totals, when a wake ended before any model call) is linked into the agent's chain at once.
     Returns its chain link (None while `started`)."""
+    if thinking is not None and (linked := await _insert_settled_linked(conn, row, status, thinking)) is not None:
+        return linked
     async with _transaction(conn):
         if thinking is None:
             await conn.execute(_sql("insert"), *_insert_args(row, status))
@@ -280,6 +282,29 @@ async def _insert_settled(conn: asyncpg.Connection, row: WakeRow, status: str, t
         _sql("insert_settled_fenced"), *_insert_args(row, status), t.model, t.prompt_tokens, t.completion_tokens, t.cached_tokens,
         Decimal(str(round(t.cost_usd, 8))), t.turns, t.tool_calls, t.refusals, t.stop_reason,
     ) is not None
+
+
+async def _insert_settled_linked(conn: asyncpg.Connection, row: WakeRow, status: str, thinking: Thinking) -> str | None:
+    """`insert_settled_linked`: the settled row, its contents and its link in one statement.
+    Returns the link; None when the agent has no chain head yet (nothing was written: link it the
+    slow way, which creates the head). Raises `StaleFence` when the fence is stale."""
+    if status not in SETTLED:
+        raise ValueError(f"unknown status {status!r}")
+    t = thinking
+    keys = sorted(row.contents)
+    got = await conn.fetchrow(
+        _sql("insert_settled_linked"), *_insert_args(row, status), t.model, t.prompt_tokens, t.completion_tokens, t.cached_tokens,
+        Decimal(str(round(t.cost_usd, 8))), t.turns, t.tool_calls, t.refusals, t.stop_reason,
+        keys, [row.contents[k][0] for k in keys], [row.contents[k][1] for k in keys],
+    )
+    assert got is not None
+    if not got["heads"]:
+        return None
+    if not got["fenced"]:
+        raise StaleFence(row.agent_id, row.fence or 0, None)
+    if got["chain"] is None or got["moved"] != 1:
+        raise RuntimeError(f"wake {row.wake_id}: the settled row was not linked into agent {row.agent_id!r}'s chain")
+    return str(got["chain"])
 
 
 async def _settle_row(

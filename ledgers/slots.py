@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -21,14 +22,24 @@ async def claim(
     return await conn.fetchval(_sql("claim"), agent_id, tier, scheduled_for, trigger, claimed_by, claimed_at, wake_id) is not None
 
 
+@dataclass(frozen=True, kw_only=True)
+class Claimed:
+    """What a slot claim read in its round trip (`claim_reading_fence`)."""
+
+    won: bool
+    fence: int | None  # the agent's newest fence; None: it has none yet
+    pause: dict[str, Any] | None  # the pause holding the slot back at the claim's time: paused_by, until, reason
+
+
 async def claim_reading_fence(
     conn: asyncpg.Connection, *, agent_id: str, tier: str, scheduled_for: dt.datetime, trigger: str, claimed_by: str,
     claimed_at: dt.datetime, wake_id: uuid.UUID,
-) -> tuple[bool, int | None]:
-    """`claim`, and the agent's newest fence (None: it has none yet), in one round trip."""
+) -> Claimed:
+    """`claim`, the agent's newest fence and the pause in force at `claimed_at`, in one round trip."""
     row = await conn.fetchrow(_sql("claim_reading_fence"), agent_id, tier, scheduled_for, trigger, claimed_by, claimed_at, wake_id)
     assert row is not None
-    return row["won"] is not None, row["fence"]
+    pause = {k: row[k] for k in ("paused_by", "until", "reason")} if row["paused_by"] is not None else None
+    return Claimed(won=row["won"] is not None, fence=row["fence"], pause=pause)
 
 
 async def holder(conn: asyncpg.Connection, agent_id: str, tier: str, scheduled_for: dt.datetime) -> dict[str, Any] | None:

@@ -47,12 +47,21 @@ Transaction = Callable[[], contextlib.AbstractAsyncContextManager[asyncpg.Connec
 
 
 async def canary(
-    write: Transaction, repo: MemoryRepo, *, agent_id: str, wake_id: uuid.UUID | None, fence: int | None, at: dt.datetime,
+    read: Transaction | None, write: Transaction, repo: MemoryRepo, *, agent_id: str, wake_id: uuid.UUID | None, at: dt.datetime,
 ) -> ledger.CanaryResult:
-    """Run the Cloister canary in a fenced transaction (`write`), then log what it found: one
-    `cloister.audited` line, and one `cloister.finding` line per finding new to the ledger."""
-    async with write() as conn:
-        result = await ledger.canary(conn, repo, agent_id, at=at, fence=fence)
+    """Run the Cloister canary: a read (`read`) when nothing changed since its last audit, else
+    the audit recorded in `write`'s transaction (fenced, for a wake); then log what it found: one
+    `cloister.audited` line, and one `cloister.finding` line per finding new to the ledger.
+    `read=None`: something has just changed (a write), so skip the read."""
+    quiet = None
+    if read is not None:
+        async with read() as conn:
+            quiet = await ledger.quiet_canary(conn, repo, agent_id)
+    if quiet is not None:
+        result = quiet
+    else:
+        async with write() as conn:
+            result = await ledger.canary(conn, repo, agent_id, at=at)
     wake = str(wake_id) if wake_id else None
     for finding_id, f in result.new:
         if f.severity == Severity.LOG:
@@ -72,11 +81,11 @@ async def canary(
 async def halt_reason(conn: asyncpg.Connection, agent_id: str) -> str | None:
     """`cloister HALT #12 fields.changed in system/persona/persona.md` for the oldest open HALT
     (and how many more there are), or None when no HALT is open."""
-    rows, _ = await ledger.open_findings(conn, agent_id, limit=1)
-    if not rows or rows[0]["severity"] != Severity.HALT:
+    view = await ledger.open_view(conn, agent_id, limit=1)
+    if not view.rows or view.rows[0]["severity"] != Severity.HALT:
         return None
-    halts = (await ledger.open_counts(conn, agent_id))[Severity.HALT]
-    row = rows[0]
+    halts = view.counts[Severity.HALT]
+    row = view.rows[0]
     more = f" (and {halts - 1} more HALT)" if halts > 1 else ""
     return f"cloister HALT #{row['finding_id']} {row['rule']} in {row['path'] or 'the whole repository'}{more}"
 
@@ -188,7 +197,7 @@ async def _write(ctx: ToolContext, command: str, path: str | None, content: str 
         "op": done.op, "path": done.path, "commit": done.commit, "bytes_before": done.bytes_before, "bytes_after": done.bytes_after,
     }
     try:
-        result = await canary(ctx.write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, fence=ctx.fence, at=ctx.now)
+        result = await canary(None, ctx.write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, at=ctx.now)  # just written: no quiet read
     except StaleFence:
         raise
     except Exception as exc:  # the write is made; the next wake's canary audits it

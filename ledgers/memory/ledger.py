@@ -14,6 +14,7 @@ then reports as a bypass.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Callable, Sequence
@@ -63,6 +64,7 @@ class CanaryResult:
     recorded: int  # findings new to the ledger (one raised again is kept once)
     has_open_halt: bool
     new: tuple[tuple[int, cloister.Finding], ...] = ()  # (finding_id, finding) of each new one
+    open: OpenFindings | None = None  # what a canary that recorded nothing read: the cloister block's rows
 
 
 async def _fenced_commit(
@@ -153,9 +155,34 @@ async def findings(
     return queries.counted(await conn.fetch(_sql("findings"), agent_id, state, limit), limit)
 
 
-async def open_findings(conn: asyncpg.Connection, agent_id: str, *, limit: int = 20) -> tuple[list[dict[str, Any]], int]:
+CLOISTER_SHOWN = 20  # the open findings the cloister block lists
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenFindings:
+    """The open HALT and WARN findings as the cloister block shows them (`open_findings`)."""
+
+    rows: list[dict[str, Any]]  # at most the limit, HALT first
+    total: int  # the exact number open
+    counts: dict[str, int]  # the exact number of each: HALT, WARN
+    audited_commit: str | None  # the agent's last audited commit, read in the same round trip
+
+
+async def open_view(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLOISTER_SHOWN) -> OpenFindings:
+    """The open findings, their exact counts and the last audited commit, in one round trip."""
+    records = await conn.fetch(_sql("open_findings"), agent_id, limit)
+    audited = records[0]["audited_commit"] if records else None
+    rows, total = queries.counted([r for r in records if r["finding_id"] is not None], limit)
+    for row in rows:
+        row.pop("audited_commit", None)
+    halts = int(rows[0]["halts"]) if rows else 0
+    return OpenFindings(rows=rows, total=total, counts={Severity.HALT.value: halts, Severity.WARN.value: total - halts}, audited_commit=audited)
+
+
+async def open_findings(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLOISTER_SHOWN) -> tuple[list[dict[str, Any]], int]:
     """The open HALT and WARN findings the cloister block shows (HALT first), and their exact number."""
-    return queries.counted(await conn.fetch(_sql("open_findings"), agent_id, limit), limit)
+    view = await open_view(conn, agent_id, limit=limit)
+    return view.rows, view.total
 
 
 async def open_counts(conn: asyncpg.Connection, agent_id: str) -> dict[str, int]:
@@ -275,13 +302,29 @@ async def set_audit(conn: asyncpg.Connection, agent_id: str, commit: str, *, at:
     await conn.execute(_sql("set_audit"), agent_id, commit, at, commits, findings)
 
 
+async def quiet_canary(conn: asyncpg.Connection, repo: MemoryRepo, agent_id: str) -> CanaryResult | None:
+    """The canary of a wake that finds nothing to record: the head is the commit last audited and
+    the work tree is clean. One read (`open_view`: the last audited commit and the open findings,
+    which the cloister block then shows) and no transaction; None when there is something to
+    record (run `canary`)."""
+    view = await open_view(conn, agent_id)
+    scope = cloister.pending(repo, view.audited_commit)
+    if scope.head is None or scope.head != view.audited_commit or scope.commits:
+        return None
+    result = cloister.audit(repo, scope, set(), set())
+    if result.findings:
+        return None
+    return CanaryResult(audit=result, recorded=0, has_open_halt=view.counts[Severity.HALT.value] > 0, open=view)
+
+
 async def canary(
     conn: asyncpg.Connection, repo: MemoryRepo, agent_id: str, *, at: dt.datetime, fence: int | None = None,
 ) -> CanaryResult:
     """Audit everything since the agent's last audited commit and the work tree; record the
-    findings and the new last audited commit in one transaction (fenced when `fence` is given).
-    Run it at the start of every wake, before the arrival reads memory."""
-    async with conn.transaction():
+    findings and the new last audited commit in one transaction: the caller's when it holds one
+    (`surfaces.memory.canary`'s, fenced already), else its own, fenced when `fence` is given.
+    Run it (or `quiet_canary` first) at the start of every wake, before the arrival reads memory."""
+    async with contextlib.nullcontext() if conn.is_in_transaction() else conn.transaction():
         if fence is not None:
             await fences.check(conn, agent_id, fence)
         last = await last_audit(conn, agent_id)

@@ -83,6 +83,49 @@ SELECT $1, $2, $3, $4, $5, $6, $7, now(),
     OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $14 FOR SHARE)
 RETURNING wake_id
 
+-- name: insert_settled_linked
+-- `insert_settled_fenced`, its contents ($33-$35: sha256, kind, body) and its chain link in one
+-- statement, so a wake that calls no model is recorded in one round trip and one commit. The
+-- agent's chain head is locked FOR UPDATE (links of one agent stay one at a time) and the link is
+-- `introspection.chain_of` in SQL: sha256(previous link || root) as hex. Nothing is written when
+-- the fence is stale (`fenced` 0) or the agent has no head yet (`heads` 0: the caller links
+-- the slow way, which creates it).
+WITH head AS (
+    SELECT seq, chain FROM agent_chain_heads WHERE agent_id = $2 FOR UPDATE
+), fenced AS (
+    SELECT 1 AS ok WHERE $14::bigint IS NULL
+        OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $14 FOR SHARE)
+), link AS (
+    SELECT h.seq + 1 AS seq, encode(sha256(convert_to(h.chain || coalesce($8::text, ''), 'UTF8')), 'hex') AS chain
+      FROM head AS h, fenced
+), inserted AS (
+    INSERT INTO wake_introspection_ledger (
+        wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
+        manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
+        registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause, arrival_order,
+        model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals, stop_reason,
+        chain_seq, chain
+    )
+    SELECT $1, $2, $3, $4, $5, $6, $7, now(),
+           $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22, $23,
+           $24, $25, $26, $27, $28, $29, $30, $31, $32,
+           l.seq, l.chain
+      FROM link AS l
+    RETURNING chain_seq, chain
+), moved AS (
+    UPDATE agent_chain_heads AS h SET seq = i.chain_seq, chain = i.chain
+      FROM inserted AS i
+     WHERE h.agent_id = $2
+    RETURNING h.seq
+), stored AS (
+    INSERT INTO manifest_contents (sha256, kind, body)
+    SELECT c.sha256, c.kind, c.body FROM unnest($33::text[], $34::text[], $35::text[]) AS c (sha256, kind, body)
+     WHERE EXISTS (SELECT 1 FROM inserted)
+    ON CONFLICT (sha256) DO NOTHING
+)
+SELECT (SELECT count(*) FROM head) AS heads, (SELECT count(*) FROM fenced) AS fenced,
+       (SELECT chain FROM inserted) AS chain, (SELECT count(*) FROM moved) AS moved
+
 -- name: settle_fenced
 -- Step 10 in one statement: close a started row, with the loop's totals when $4 is true, only
 -- while $3 is the agent's newest fence (NULL: unfenced). No row back: not open, or stale.

@@ -33,13 +33,20 @@ SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, fingerprint
  LIMIT $3
 
 -- name: open_findings
--- What the cloister block shows: open HALT findings first, then WARN, oldest first within each.
-SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, at,
-       count(*) OVER () AS total
-  FROM cloister_findings
- WHERE agent_id = $1 AND state = 'open' AND severity IN ('HALT', 'WARN')
- ORDER BY severity = 'HALT' DESC, at, finding_id
- LIMIT $2
+-- What the cloister block shows: open HALT findings first, then WARN, oldest first within each,
+-- at most $2; the exact number of both, and of the HALTs among them. Also the agent's last
+-- audited commit, so a wake's canary reads all it needs in one round trip: there is always one
+-- row, and a row without a finding_id stands for no findings.
+SELECT a.audited_commit, f.*
+  FROM (SELECT (SELECT commit_id FROM cloister_audits WHERE agent_id = $1) AS audited_commit) AS a
+  LEFT JOIN LATERAL (
+      SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, at,
+             count(*) OVER () AS total, count(*) FILTER (WHERE severity = 'HALT') OVER () AS halts
+        FROM cloister_findings
+       WHERE agent_id = $1 AND state = 'open' AND severity IN ('HALT', 'WARN')
+       ORDER BY severity = 'HALT' DESC, at, finding_id
+       LIMIT $2
+  ) AS f ON true
 
 -- name: open_counts
 SELECT severity, count(*) AS n FROM cloister_findings WHERE agent_id = $1 AND state = 'open' GROUP BY severity

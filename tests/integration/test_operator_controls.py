@@ -492,3 +492,36 @@ async def test_the_daemon_wires_the_outbox_backlog_gauge_to_its_sender(store_con
                 exposition.close()
             metrics.install(None)
             await d.sender._http.aclose()
+
+
+async def test_the_slot_claim_reads_the_same_pause_as_pause_for(make: Callable[..., Config]) -> None:
+    # The claim reads the pause in its own round trip (ledgers/sql/slots.sql); it must hold the
+    # slot back exactly when `controls.pause_for` (what `wake status` shows) says it is paused.
+    config = make(model=False)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    hour = dt.timedelta(hours=1)
+    cases = [  # (the pauses in force, the tier claimed, who holds it back)
+        ([], "whisper", None),
+        ([("whisper", "ann", None)], "whisper", "ann"),
+        ([("whisper", "ann", None)], "surface", None),
+        ([(None, "bob", now + hour)], "surface", "bob"),
+        ([(None, "bob", now - hour)], "surface", None),  # ended by itself
+        ([(None, "bob", None), ("surface", "cy", now + hour)], "surface", "cy"),  # the tier's own first
+        ([(None, "bob", None), ("surface", "cy", now - hour)], "surface", "bob"),
+    ]
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        for n, (pauses, tier, held_by) in enumerate(cases):
+            async with st.pg_conn() as conn:
+                await controls.resume(conn, "demo", None)
+                for paused_tier, who, until in pauses:
+                    await controls.pause(conn, agent_id="demo", tier=paused_tier, paused_by=who, paused_at=now - 2 * hour, until=until, reason=None)
+                read = await controls.pause_for(conn, "demo", tier, now)
+                got = await slots.claim_reading_fence(
+                    conn, agent_id="demo", tier=tier, scheduled_for=now + dt.timedelta(minutes=n), trigger=Trigger.schedule, claimed_by="t",
+                    claimed_at=now, wake_id=uuid.uuid4(),
+                )
+            assert got.won
+            assert (read["paused_by"] if read else None) == held_by, (n, read)
+            assert (got.pause["paused_by"] if got.pause else None) == held_by, (n, got.pause)
+            assert got.pause is None or (got.pause["until"], got.pause["reason"]) == (read["until"], read["reason"])

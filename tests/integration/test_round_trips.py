@@ -36,14 +36,14 @@ model = "scripted"
 """
 
 # A whisper the gate settles, on the default sources (the graph is disabled without Neo4j): the
-# claim with the fence floor (1), the pause read (1), the fence advance that also finds any rows
-# left started (1), the Cloister canary's audit in its fenced transaction (9: BEGIN, the fence,
-# a savepoint and the fence again, the audit read and write, the open-HALT read, RELEASE, COMMIT),
-# both previous wakes (1), the cloister block (2), the recent wakes (1), and the row written
-# settled in one fenced transaction (7: BEGIN, the fence, the row, its contents, the chain head,
-# the link, COMMIT). The claim, the advance, the audit and the row commit.
-WHISPER_TRIPS = 23
-WHISPER_COMMITS = 4
+# slot claim's transaction (4: BEGIN; the claim with the fence floor and the pause; the fence
+# recorded, which also finds any rows left started, once Redis gave the lease; COMMIT), the
+# Cloister canary's read, which finds nothing new to audit and reads the open findings the
+# cloister block then shows (1), both previous wakes (1), the recent wakes (1), and the row
+# written settled, with its contents and its chain link, in one statement that checks the fence
+# (1). The claim's transaction and the row commit.
+WHISPER_TRIPS = 8
+WHISPER_COMMITS = 2
 # Two Redis round trips: the lease taken and released, one script each (Redis also counts the
 # commands the scripts run: SET NX and INCR, then GET and DEL).
 WHISPER_REDIS = {"eval": 2, "set": 1, "incr": 1, "get": 1, "del": 1}

@@ -3,7 +3,8 @@
 Both read what the wake's start found (`WakeContext.memory_state`): the repository the canary has
 just audited, and whether the canary could run at all. `memory` is the file tree with each file's
 description, within `agents.<id>.memory.block_max_chars` and with the exact totals; `cloister`
-lists the open HALT and WARN findings. A canary that could not run fails both blocks ("could not
+lists the open HALT and WARN findings (as the canary read them, when it recorded nothing new: the
+same round trip). A canary that could not run fails both blocks ("could not
 check: ..."), so an unaudited memory never reads as an empty one.
 """
 
@@ -13,8 +14,6 @@ from ledgers.memory import ledger, render
 from wake.arrival.engine import Found
 from wake.context import WakeContext
 from wake.errors import CanaryFailed, Disabled
-
-CLOISTER_SHOWN = 20
 
 
 def _checked(ctx: WakeContext) -> None:
@@ -36,8 +35,10 @@ async def memory_tree(ctx: WakeContext) -> Found:
 
 async def cloister(ctx: WakeContext) -> Found:
     _checked(ctx)
-    async with ctx.stores.pg_conn() as conn:  # wake's own reads: the light reset (docs/performance.md)
-        rows, total = await ledger.open_findings(conn, ctx.agent_id, limit=CLOISTER_SHOWN)
-        counts = await ledger.open_counts(conn, ctx.agent_id)
-    shown = render.cloister_block(rows, total=total, counts=counts)
-    return Found(text=shown.text, rows=total)
+    canary = ctx.memory_state.canary
+    view = canary.open if canary is not None else None
+    if view is None:  # the canary recorded something (or did not run): read what is open now
+        async with ctx.stores.pg_conn() as conn:  # wake's own reads: the light reset (docs/performance.md)
+            view = await ledger.open_view(conn, ctx.agent_id)
+    shown = render.cloister_block(view.rows, total=view.total, counts=view.counts)
+    return Found(text=shown.text, rows=view.total)

@@ -170,7 +170,7 @@ def audit_cmd(obj: app.Context, path: str | None, agent_id: str | None, as_json:
         at = clock.now()
         repo = open_repo(config, agent, at)
         async with app.ledger_stores(config) as st:
-            result = await memory_tools.canary(lambda: lease.fenced(st, agent, None), repo, agent_id=agent, wake_id=None, fence=None, at=at)
+            result = await memory_tools.canary(st.pg_conn, lambda: lease.fenced(st, agent, None), repo, agent_id=agent, wake_id=None, at=at)
             async with st.pg_conn() as conn:
                 last = await ledger.last_audit(conn, agent)
                 rows, total = await ledger.findings(conn, agent, state="open", limit=10_000 if path else 50)

@@ -28,6 +28,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 from ledgers import controls, introspection, slots
 from ledgers.vocab import Status, Trigger
 from wake import clock, logs
@@ -86,13 +88,16 @@ def _log_abandoned(agent_id: str, fence: int, closed: list[dict[str, Any]]) -> N
 @contextlib.asynccontextmanager
 async def agent_lease(
     config: Config, stores: Stores, agent_id: str, *, owner: str, guarded: asyncio.Task[Any] | None = None, wait_s: float = 0.0,
-    floor: int | None = None,
+    floor: int | None = None, taken: lease.Lease | None = None,
 ) -> AsyncIterator[lease.Lease]:
     """Hold the agent's lease (TTL `daemon.lease_ttl_s`, renewed every TTL/3; losing it cancels
     `guarded`), with the agent's abandoned rows closed in the statement that records the fence.
-    Raises `LeaseBusy` after `wait_s`. `floor`: the agent's newest fence, if just read."""
+    Raises `LeaseBusy` after `wait_s`. `floor`: the agent's newest fence, if just read. `taken`:
+    the lease `take_lease` took in the slot claim's transaction."""
     ttl_ms = int(config.daemon.lease_ttl_s * 1000)
-    async with lease.held(stores, agent_id, ttl_ms=ttl_ms, owner=owner, guarded=guarded, wait_s=wait_s, floor=floor, abandon=ABANDONED) as held:
+    async with lease.held(
+        stores, agent_id, ttl_ms=ttl_ms, owner=owner, guarded=guarded, wait_s=wait_s, floor=floor, abandon=ABANDONED, taken=taken,
+    ) as held:
         _log_abandoned(agent_id, held.fence, held.abandoned)
         yield held
 
@@ -169,31 +174,92 @@ async def record_missed(session: Session, missed: Missed, *, by: str, now: dt.da
     return chain
 
 
-_UNCLAIMED = -1  # `_claimed`'s floor when the slot (or the one-shot) was lost
+_NOT_READ: Any = object()  # `held_back`'s pause when the claim did not read it (a one-shot)
 
 
-async def _claimed(session: Session, request: WakeRequest, claim: Claim, now: dt.datetime) -> int | None:
-    """Step 2: claim the request's slot once across every replica; the loser logs why it stops.
-    Returns the agent's newest fence read with the claim (0: none yet; None: not read, for a
-    one-shot), or `_UNCLAIMED`."""
+@dataclass(kw_only=True)
+class _Won:
+    """A won claim: the agent's newest fence read with it (0: none yet; None: not read, for a
+    one-shot), the pause in force (`_NOT_READ` when the claim did not read it), and what a slot's
+    claim transaction did about the lease: why the slot is held back, or the lease it took, or
+    why it could not take it (busy, or a store failed)."""
+
+    floor: int | None
+    pause: dict[str, Any] | None = _NOT_READ
+    why: tuple[Status, str] | None = None
+    taken: lease.Lease | None = None
+    busy: LeaseBusy | None = None
+    failed: Exception | None = None
+
+
+async def _claimed(
+    session: Session, request: WakeRequest, claim: Claim, now: Callable[[], dt.datetime], *, owner: str, jitter_s: float,
+) -> _Won | None:
+    """Steps 2-3 of a slot: claim it once across every replica, reading the fence floor and the
+    pause in the same round trip; the loser logs why it stops and gets None. When the slot is to
+    run, the lease is taken and its fence recorded inside the claim's transaction, so the claim and
+    the fence commit together (one commit, not two) and no other replica can claim the slot while
+    this one is between the two: its insert waits for this transaction, then finds the slot taken.
+    A one-shot is claimed on its own row, and takes its lease after."""
     if request.trigger == Trigger.at:
-        return None if await _claimed_oneshot(session, request, claim, now) else _UNCLAIMED
+        return _Won(floor=None) if await _claimed_oneshot(session, request, claim, now()) else None
     assert request.scheduled_for is not None
-    async with session.stores.pg_conn() as conn:
-        won, floor = await slots.claim_reading_fence(
-            conn, agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger,
-            claimed_by=claim.by, claimed_at=now, wake_id=request.wake_id,
+    won: _Won | None = None
+    try:
+        async with session.stores.pg_conn() as conn, conn.transaction():
+            got = await slots.claim_reading_fence(
+                conn, agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger,
+                claimed_by=claim.by, claimed_at=now(), wake_id=request.wake_id,
+            )
+            if not got.won:
+                _log_slot_taken(request, await slots.holder(conn, request.agent_id, request.tier, request.scheduled_for))
+                return None
+            won = _Won(floor=got.fence if got.fence is not None else 0, pause=got.pause)
+            won.why = await held_back(session, request, now(), jitter_s, got.pause)
+            if won.why is None:
+                await _take_lease(session, request, won, owner=owner, conn=conn)
+    except BaseException:
+        if won is not None and won.taken is not None:  # the claim did not commit: nor does the lease stay
+            with contextlib.suppress(Exception):
+                await asyncio.shield(won.taken.release())
+        raise
+    return won
+
+
+async def _take_lease(session: Session, request: WakeRequest, won: _Won, *, owner: str, conn: Any) -> None:
+    """The first try at the lease, inside the claim's transaction. Busy, or Redis failing, is
+    noted on `won` and the claim still commits (the slot is spent and gets its one row; a busy
+    lease is waited for after the commit, when the tier waits); a PostgreSQL error raises, and the
+    claim rolls back with it."""
+    ttl_ms = int(session.config.daemon.lease_ttl_s * 1000)
+    try:
+        won.taken = await lease.acquire(
+            session.stores, request.agent_id, ttl_ms=ttl_ms, owner=owner, floor=won.floor, abandon=ABANDONED, conn=conn,
         )
-        holder = None if won else await slots.holder(conn, request.agent_id, request.tier, request.scheduled_for)
-    if not won:
-        metrics.observe_skipped(request.agent_id, request.tier, "slot_taken")
-        log.info(
-            "wake.skipped", reason="slot_taken", agent=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for.isoformat(),
-            trigger=request.trigger, claimed_by=holder["claimed_by"] if holder else None,
-            wake_id=str(holder["wake_id"]) if holder else None,
-        )
-        return _UNCLAIMED
-    return floor if floor is not None else 0
+    except LeaseBusy as busy:
+        won.busy = busy
+    except (asyncpg.PostgresError, asyncpg.InterfaceError):
+        raise
+    except Exception as exc:
+        won.failed = exc
+
+
+def _first_try(won: _Won, wait_s: float) -> None:
+    """Raise what the claim transaction's try at the lease met, unless a busy lease is to be waited for."""
+    if won.failed is not None:
+        raise won.failed
+    if won.busy is not None and not wait_s:
+        raise won.busy
+
+
+def _log_slot_taken(request: WakeRequest, holder: dict[str, Any] | None) -> None:
+    assert request.scheduled_for is not None
+    metrics.observe_skipped(request.agent_id, request.tier, "slot_taken")
+    log.info(
+        "wake.skipped", reason="slot_taken", agent=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for.isoformat(),
+        trigger=request.trigger, claimed_by=holder["claimed_by"] if holder else None,
+        wake_id=str(holder["wake_id"]) if holder else None,
+    )
 
 
 async def _claimed_oneshot(session: Session, request: WakeRequest, claim: Claim, now: dt.datetime) -> bool:
@@ -212,16 +278,20 @@ def lateness_s(request: WakeRequest, now: dt.datetime, jitter_s: float) -> float
     return (now - request.scheduled_for).total_seconds() - jitter_s
 
 
-async def held_back(session: Session, request: WakeRequest, now: dt.datetime, jitter_s: float = 0.0) -> tuple[Status, str] | None:
+async def held_back(
+    session: Session, request: WakeRequest, now: dt.datetime, jitter_s: float = 0.0, pause: dict[str, Any] | None = _NOT_READ,
+) -> tuple[Status, str] | None:
     """After the claim, before the lease: why a claimed slot or one-shot does not run, or None.
-    A pause (`wake pause`, read from PostgreSQL, so every replica sees it at once) records it
-    `skipped`; a scheduled slot found later than its tier's `misfire_grace_s` records it `missed`."""
-    try:
-        async with session.stores.pg_conn() as conn:
-            pause = await controls.pause_for(conn, request.agent_id, request.tier, now)
-    except Exception as exc:  # PostgreSQL away: the wake cannot write either; let it try and say why
-        log.warning("pause.unreadable", agent=request.agent_id, tier=request.tier, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
-        pause = None
+    A pause (`wake pause`, read from PostgreSQL, so every replica sees it at once; a slot's claim
+    has read it already, else it is read here) records it `skipped`; a scheduled slot found later
+    than its tier's `misfire_grace_s` records it `missed`."""
+    if pause is _NOT_READ:
+        try:
+            async with session.stores.pg_conn() as conn:
+                pause = await controls.pause_for(conn, request.agent_id, request.tier, now)
+        except Exception as exc:  # PostgreSQL away: the wake cannot write either; let it try and say why
+            log.warning("pause.unreadable", agent=request.agent_id, tier=request.tier, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+            pause = None
     if pause is not None:
         until = f" until {pause['until'].isoformat()}" if pause["until"] else ""
         why = f" ({pause['reason']})" if pause["reason"] else ""
@@ -232,6 +302,26 @@ async def held_back(session: Session, request: WakeRequest, now: dt.datetime, ji
         if late > grace:
             return Status.missed, f"{late:.1f}s late, past the tier's misfire_grace_s of {grace:g}s"
     return None
+
+
+async def _claim_step(
+    session: Session, request: WakeRequest, claim: Claim, now: Callable[[], dt.datetime], *, owner: str, t: Timing,
+) -> _Won | None:
+    """The claim, and the row of a claimed slot or one-shot held back (paused, too late); None
+    when the wake does not run."""
+    t0 = clock.monotonic_ms()
+    won = await _claimed(session, request, claim, now, owner=owner, jitter_s=t.jitter_s)
+    t.claim_ms = clock.monotonic_ms() - t0
+    if won is None:
+        t.outcome = "slot_taken"
+        return None
+    if won.why is None and won.pause is _NOT_READ:  # a one-shot: its pause is read now
+        won.why = await held_back(session, request, now(), t.jitter_s)
+    if won.why is not None:
+        t.outcome = won.why[0]
+        await record_not_run(session, request, won.why[1], status=won.why[0], now=now())
+        return None
+    return won
 
 
 async def run(
@@ -253,21 +343,17 @@ async def run(
     Without a claim there is no slot and so no row for a wake that never ran: a busy agent raises
     `AgentBusy`. A wake that lost its lease raises `LeaseLost` after settling `aborted`."""
     t = timing or Timing()
-    t0 = clock.monotonic_ms()
-    floor = await _claimed(session, request, claim, now()) if claim is not None else None
-    if floor == _UNCLAIMED:
-        t.claim_ms, t.outcome = clock.monotonic_ms() - t0, "slot_taken"
-        return None
-    t.claim_ms = clock.monotonic_ms() - t0
-    if claim is not None and (why := await held_back(session, request, now(), t.jitter_s)) is not None:
-        t.outcome = why[0]
-        await record_not_run(session, request, why[1], status=why[0], now=now())
+    won = await _claim_step(session, request, claim, now, owner=owner, t=t) if claim is not None else _Won(floor=None)
+    if won is None:
         return None
     task = asyncio.current_task()
     t1 = clock.monotonic_ms()
     started = False
     try:
-        async with agent_lease(session.config, session.stores, request.agent_id, owner=owner, guarded=task, wait_s=wait_s, floor=floor) as held:
+        _first_try(won, wait_s)
+        async with agent_lease(
+            session.config, session.stores, request.agent_id, owner=owner, guarded=task, wait_s=wait_s, floor=won.floor, taken=won.taken,
+        ) as held:
             t.lease_ms = clock.monotonic_ms() - t1
             if stopping():
                 t.outcome = "shutdown"

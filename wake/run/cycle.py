@@ -142,7 +142,7 @@ async def open_memory(config: Config, stores: Stores, request: WakeRequest, now:
             async with stores.pg_conn() as conn:
                 return MemoryState(enabled=True, repo=repo, halt=await memory_tools.halt_reason(conn, agent_id))
         result = await memory_tools.canary(
-            lambda: lease.fenced(stores, agent_id, request.fence), repo, agent_id=agent_id, wake_id=request.wake_id, fence=request.fence, at=now,
+            stores.pg_conn, lambda: lease.fenced(stores, agent_id, request.fence), repo, agent_id=agent_id, wake_id=request.wake_id, at=now,
         )
         halt = None
         if result.has_open_halt:
@@ -430,8 +430,16 @@ async def _record_settled(
     ctx: WakeContext, row: introspection.WakeRow, status: str, thinking: introspection.Thinking | None, queued: Sequence[deliver.Delivery],
 ) -> str | None:
     """The row of a wake that calls no model, written settled with its totals, the arrival's
-    writes (`with_row`) and its deliveries, linked into the chain: one fenced transaction.
-    Returns the chain link."""
+    writes (`with_row`) and its deliveries, linked into the chain: one fenced transaction. With
+    no writes and no deliveries (a quiet whisper) that is a single statement, which checks the
+    fence itself: one round trip. Returns the chain link."""
+    if not ctx.with_row and not queued:
+        async with ctx.stores.pg_conn() as conn:
+            try:
+                return await introspection.insert(conn, row, status=status, thinking=thinking or introspection.Thinking(model=None))
+            except StaleFence as exc:
+                lease.refused(row.agent_id, exc)
+                raise
     async with lease.fenced(ctx.stores, row.agent_id, row.fence) as conn:
         chain = await introspection.insert(conn, row, status=status, thinking=thinking or introspection.Thinking(model=None))
         await with_row(ctx, conn)

@@ -117,22 +117,27 @@ async def holder(redis: aioredis.Redis, agent_id: str) -> str | None:
 
 async def acquire(
     stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", wait_s: float = 0.0, floor: int | None = None, abandon: str | None = None,
+    conn: Any = None,
 ) -> Lease:
     """Take the agent's lease and a new fence, and record the fence in PostgreSQL.
 
     Raises `LeaseBusy` when the lease is still held after `wait_s` (0: one try). `owner` is a
     readable prefix of the token (host:pid) so `wake status` can say who holds it. `floor` is
     PostgreSQL's newest fence when the caller has just read it (the slot claim reads it in the
-    same round trip); the first try uses it, later ones read it fresh. With `abandon` (a reason),
+    same round trip); the first try uses it, later ones read it fresh. `conn`: record the fence on
+    this connection, in the caller's open transaction (the slot claim's, so that the claim and
+    the fence commit together); only with `wait_s` 0. With `abandon` (a reason),
     recording the fence also closes the agent's rows left `started` (`Lease.abandoned`): in the
     same statement when there are none, else in a fenced transaction right after that links
     each into the agent's chain (`fences.advance_seeing_started`, `introspection.abandon_started`).
     """
+    if conn is not None and wait_s:
+        raise ValueError("a lease taken in the caller's transaction does not wait")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     while True:
         try:
-            return await _acquire_once(stores, agent_id, ttl_ms=ttl_ms, owner=owner, floor=floor, abandon=abandon)
+            return await _acquire_once(stores, agent_id, ttl_ms=ttl_ms, owner=owner, floor=floor, abandon=abandon, conn=conn)
         except LeaseBusy:
             floor = None
             # Wait on Redis alone while the lease is visibly held; try again (PostgreSQL's fence
@@ -145,25 +150,27 @@ async def acquire(
                 raise
 
 
-async def _acquire_once(stores: Stores, agent_id: str, *, ttl_ms: int, owner: str, floor: int | None, abandon: str | None) -> Lease:
+async def _acquire_once(
+    stores: Stores, agent_id: str, *, ttl_ms: int, owner: str, floor: int | None, abandon: str | None, conn: Any = None,
+) -> Lease:
     token = f"{owner}:{secrets.token_hex(8)}" if owner else secrets.token_hex(12)
     if floor is None:
-        async with stores.pg_conn() as conn:
-            floor = await fences.newest(conn, agent_id) or 0
+        async with _on(stores, conn) as c:
+            floor = await fences.newest(c, agent_id) or 0
     fence = int(await stores.redis.eval(_ACQUIRE, 2, LEASE_KEY.format(agent=agent_id), FENCE_KEY.format(agent=agent_id), token, ttl_ms, floor + 1))
     if fence == 0:
         raise LeaseBusy(agent_id, await holder(stores.redis, agent_id))
     lease = Lease(agent_id=agent_id, token=token, fence=fence, ttl_ms=ttl_ms, redis=stores.redis)
     try:
-        async with stores.pg_conn() as conn:
+        async with _on(stores, conn) as c:
             if abandon is None:
-                await fences.advance(conn, agent_id, fence)
+                await fences.advance(c, agent_id, fence)
             else:
-                _, left_started = await fences.advance_seeing_started(conn, agent_id, fence)
+                _, left_started = await fences.advance_seeing_started(c, agent_id, fence)
                 if left_started:  # rare (a holder died): closing them links each into the chain, under the fence
-                    async with conn.transaction():
-                        await fences.check(conn, agent_id, fence)
-                        lease.abandoned = await introspection.abandon_started(conn, agent_id, abandon)
+                    async with c.transaction():
+                        await fences.check(c, agent_id, fence)
+                        lease.abandoned = await introspection.abandon_started(c, agent_id, abandon)
     except BaseException:
         with contextlib.suppress(Exception):
             await asyncio.shield(lease.release())
@@ -172,13 +179,19 @@ async def _acquire_once(stores: Stores, agent_id: str, *, ttl_ms: int, owner: st
     return lease
 
 
+def _on(stores: Stores, conn: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The caller's connection when it gave one, else a pooled one."""
+    return contextlib.nullcontext(conn) if conn is not None else stores.pg_conn()
+
+
 @contextlib.asynccontextmanager
 async def held(
     stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", guarded: asyncio.Task[Any] | None = None, wait_s: float = 0.0,
-    floor: int | None = None, abandon: str | None = None,
+    floor: int | None = None, abandon: str | None = None, taken: Lease | None = None,
 ) -> AsyncIterator[Lease]:
-    """Hold the lease for the body, renewing it; release it (if still ours) on the way out."""
-    lease = await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner, wait_s=wait_s, floor=floor, abandon=abandon)
+    """Hold the lease for the body, renewing it; release it (if still ours) on the way out.
+    `taken`: a lease the caller has just acquired (`acquire`), held from here on."""
+    lease = taken or await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner, wait_s=wait_s, floor=floor, abandon=abandon)
     keeper = asyncio.create_task(lease.keep(guarded), name=f"lease-keeper:{agent_id}")
     try:
         yield lease
@@ -203,7 +216,13 @@ async def fenced(stores: Stores, agent_id: str, fence: int | None, *, trusted: b
             try:
                 await fences.check(conn, agent_id, fence)
             except fences.StaleFence as exc:
-                log.warning("fence.stale", agent=agent_id, fence=fence, newest=exc.newest)
-                metrics.stale_fence(agent_id)
+                refused(agent_id, exc)
                 raise
         yield conn
+
+
+def refused(agent_id: str, exc: fences.StaleFence) -> None:
+    """A write refused for its stale fence, logged once (`fence.stale`) and counted; the caller
+    re-raises. For writes that check the fence in their own statement, outside `fenced`."""
+    log.warning("fence.stale", agent=agent_id, fence=exc.fence, newest=exc.newest)
+    metrics.stale_fence(agent_id)
