@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import uuid
 from collections.abc import Callable
 
 import pytest
 
-from ledgers import fences, introspection
+from ledgers import fences, introspection, slots
+from ledgers.vocab import Trigger
 from tests.support import wakes
 from wake import stores
 from wake.config import Config
@@ -82,3 +85,46 @@ async def test_lost_lease_cancels_the_guarded_task(store_config: Callable[..., C
                 await asyncio.wait_for(work, timeout=3)
             assert held.lost.is_set()
         assert await lease.holder(st.redis, "demo") == "someone-else"  # not ours to release
+
+
+async def _waiting_on_a_lock(st: stores.Stores, pid: int) -> None:
+    """Return once backend `pid` is blocked on a lock (an event PostgreSQL reports, polled)."""
+    while True:
+        async with st.pg_conn() as conn:
+            if await conn.fetchval("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid):
+                return
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("first_commits", [True, False])
+async def test_a_slot_claimed_in_an_open_transaction_decides_for_the_second_claimer(
+    store_config: Callable[..., Config], first_commits: bool,
+) -> None:
+    # The daemon takes the lease inside the slot claim's transaction (wake.run.claim): a second
+    # replica's claim of the same slot waits for that transaction, then finds the slot taken if
+    # it committed, or wins it if it rolled back (the first replica died before its fence was in).
+    config = store_config(WAKE_POSTGRES__POOL_MAX_SIZE="4")
+    slot = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+
+    async def claim(conn: object, by: str) -> slots.Claimed:
+        return await slots.claim_reading_fence(
+            conn, agent_id="demo", tier="whisper", scheduled_for=slot, trigger=Trigger.schedule, claimed_by=by, claimed_at=slot,
+            wake_id=uuid.uuid4(),
+        )
+
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        async with st.pg_conn() as first, st.pg_conn() as second:
+            pid = await second.fetchval("SELECT pg_backend_pid()")
+            tx = first.transaction()
+            await tx.start()
+            assert (await claim(first, "r1")).won
+            racing = asyncio.create_task(claim(second, "r2"))
+            await asyncio.wait_for(_waiting_on_a_lock(st, pid), 60)
+            assert not racing.done()
+            await (tx.commit() if first_commits else tx.rollback())
+            got = await asyncio.wait_for(racing, 60)
+        async with st.pg_conn() as conn:
+            holder = await slots.holder(conn, "demo", "whisper", slot)
+    assert got.won is not first_commits
+    assert holder is not None and holder["claimed_by"] == ("r1" if first_commits else "r2")
