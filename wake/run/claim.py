@@ -35,7 +35,7 @@ from ledgers.vocab import Status, Trigger
 from wake import clock, logs
 from wake.config import Config
 from wake.context import WakeRequest
-from wake.errors import AgentBusy, LeaseBusy, LeaseLost
+from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable
 from wake.observe import metrics
 from wake.run import cycle
 from wake.run.session import Session
@@ -218,10 +218,13 @@ async def _claimed(
             won.why = await held_back(session, request, now(), jitter_s, got.pause)
             if won.why is None:
                 await _take_lease(session, request, won, owner=owner, conn=conn)
-    except BaseException:
+    except BaseException as exc:
         if won is not None and won.taken is not None:  # the claim did not commit: nor does the lease stay
             with contextlib.suppress(Exception):
                 await asyncio.shield(won.taken.release())
+        if isinstance(exc, TimeoutError):  # no answer in time, e.g. waiting on a stopped replica's open claim of the slot
+            timeout_s = session.config.postgres.command_timeout_s
+            raise StoreUnavailable("postgres", session.stores.pg_address, f"the slot claim got no answer within {timeout_s:g}s") from exc
         raise
     return won
 
