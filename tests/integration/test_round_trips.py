@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ledgers import introspection
 from tests.support.openai_server import ScriptedServer
 from tests.support.pg_count import CountingConnection, counted_pools
 from wake import stores
@@ -77,6 +78,9 @@ async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config:
             outcome = await _whisper(s, 3)
             redis_after = await _redis_calls(st)
             after = CountingConnection.totals()
+            async with st.pg_conn() as conn:  # the quiet rows' links were computed in SQL: Python's walk agrees
+                chain = introspection.walk("demo", await introspection.chain_rows(conn, "demo"), await introspection.chain_head(conn, "demo"))
+    assert chain.why is None and chain.rows == 4
     assert outcome.status == "quiet" and outcome.recorded and len(server.requests) == 1
     assert {b.name for b in outcome.blocks if b.retrieval == "ok"} == {"identity", "memory", "cloister", "clock", "recent_wakes", "binding_diff"}
     assert (after[0] - trips, after[1] - commits) == (WHISPER_TRIPS, WHISPER_COMMITS)
