@@ -44,8 +44,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import jsonschema
-
 from ledgers import actions, context_events, introspection
 from ledgers.fences import StaleFence
 from surfaces.conversation import Conversation
@@ -325,6 +323,8 @@ class Loop:
         if not isinstance(arguments, dict):
             self.log.info("tool.call", tool=name, ok=False, error="arguments not an object")
             return _error("arguments must be a JSON object"), None
+        import jsonschema  # a tool call's arguments, checked: not imported by commands that make none (docs/performance.md)
+
         problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(dict(tool.parameters)).iter_errors(arguments))
         if problem is not None:
             where = "/".join(str(p) for p in problem.absolute_path) or "(top level)"
