@@ -54,7 +54,8 @@ def _config(state_dir: Path, args: argparse.Namespace) -> wake_config.Config:
     for i in range(agents):
         a = f"agents.a{i:04d}"
         lines.append(
-            f'[{a}]\ntimezone = "UTC"\n'
+            # memory off: 5,000 agents would otherwise be 5,000 git repositories (and a canary audit per wake)
+            f'[{a}]\ntimezone = "UTC"\n[{a}.memory]\nenabled = false\n'
             f'[{a}.tiers.whisper]\nevery = "{whisper}"\njitter_s = {jitter}\nbinds = ["wake.whisper"]\n'
             f'[{a}.tiers.surface]\nevery = "{surface}"\njitter_s = {jitter}\nbinds = ["wake.surface"]\n'
             f'[{a}.tiers.full]\ncron = "{full_cron}"\njitter_s = {jitter}\nbinds = ["wake"]\n'
@@ -106,7 +107,8 @@ async def main(args: argparse.Namespace, state_dir: Path) -> float:
     asked = args.agents * (1 / every_s["whisper"] + 1 / every_s["surface"])
     outcomes: dict[str, int] = {}
     for t in measured:
-        outcomes[t.outcome or "unfinished"] = outcomes.get(t.outcome or "unfinished", 0) + 1
+        key = str(t.outcome or "unfinished")  # a Status prints as its value, not its repr
+        outcomes[key] = outcomes.get(key, 0) + 1
 
     print(
         f"\nagents x tiers            {args.agents} x 3 = {len(d.schedules)} jobs; whisper {args.whisper}, surface {args.surface}, "
