@@ -45,3 +45,25 @@ def test_a_time_on_the_wakes_own_day_carries_no_date() -> None:
     assert sources._local_time(NOW - dt.timedelta(hours=10), zone, today) == "00:30"
     assert sources._local_time(NOW - dt.timedelta(hours=11), zone, today) == "2026-11-29 23:30"
     assert sources.RECENT_WAKES_HEAD.format(held=7) == "Your last wakes, newest first (today unless dated; 7 tools, as now, unless stated):"
+
+
+def test_the_blocks_that_move_with_the_clock_come_last_in_the_user_message() -> None:
+    from wake.arrival.engine import Block, CacheTier
+    from wake.think import prompt
+
+    def b(name: str, tier: CacheTier, *, every: bool = False, clock: bool = False) -> Block:
+        return Block(name=name, cache_tier=tier, text=name, retrieval="ok", result="present", reason=None, latency_ms=0, rows=1,
+                     changes_every_wake=every, moves_with_clock=clock)
+
+    blocks = [
+        b("identity", CacheTier.static), b("daybook", CacheTier.session, every=True), b("recent_wakes", CacheTier.session, every=True, clock=True),
+        b("facts", CacheTier.session), b("clock", CacheTier.volatile, every=True, clock=True), b("binding_diff", CacheTier.volatile, every=True),
+        b("settled", CacheTier.volatile),
+    ]
+    system, user = prompt.messages(blocks)
+    assert system["content"].endswith("## identity\nidentity")
+    assert [line[3:] for line in user["content"].splitlines() if line.startswith("## ")] == [
+        "facts", "settled", "daybook", "binding_diff", "recent_wakes", "clock",
+    ]
+    # the built-in sources that move with the clock say so
+    assert {n for n, s in sources.BUILTIN.items() if s.moves_with_clock} == {"clock", "recent_wakes", "posture"}

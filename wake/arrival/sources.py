@@ -43,10 +43,11 @@ def _local_time(at: dt.datetime, zone: zoneinfo.ZoneInfo, today: dt.date) -> str
 async def clock(ctx: WakeContext) -> Found:
     zone = zoneinfo.ZoneInfo(ctx.timezone)
     local = ctx.now.astimezone(zone)
-    slot = f", slot {_local_time(ctx.scheduled_for, zone, local.date())}" if ctx.scheduled_for else ""
+    slot = f"; slot {_local_time(ctx.scheduled_for, zone, local.date())}" if ctx.scheduled_for else ""
+    # What stays the same from wake to wake first, then the time: the bytes that move come last.
     text = (
-        f"Now: {local:%A %Y-%m-%d %H:%M:%S %Z} ({ctx.timezone}).\n"
-        f"This is a {ctx.tier} wake, trigger {ctx.trigger}{slot}. Nobody prompted it; you hold {len(ctx.binding)} tools."
+        f"This is a {ctx.tier} wake, trigger {ctx.trigger}. Nobody prompted it; you hold {len(ctx.binding)} tools.\n"
+        f"Now: {local:%A %Y-%m-%d %H:%M:%S %Z} ({ctx.timezone}){slot}."
     )
     return Found(text=text, rows=1)
 
@@ -79,8 +80,8 @@ BUILTIN: dict[str, Source] = {
         Source(name="memory", cache_tier=CacheTier.stable, fn=memory_blocks.memory_tree),
         Source(name="cloister", cache_tier=CacheTier.volatile, fn=memory_blocks.cloister),
         Source(name="graph", cache_tier=CacheTier.stable, fn=graph.block),
-        Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes, changes_every_wake=True),
-        Source(name="clock", cache_tier=CacheTier.volatile, fn=clock, changes_every_wake=True),
+        Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes, changes_every_wake=True, moves_with_clock=True),
+        Source(name="clock", cache_tier=CacheTier.volatile, fn=clock, changes_every_wake=True, moves_with_clock=True),
         Source(name="due_falsifiers", cache_tier=CacheTier.volatile, fn=epistemic.due_falsifiers),
         Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True, changes_every_wake=True),
         Source(name="living_summaries", cache_tier=CacheTier.stable, fn=recall.living_summaries),
@@ -90,7 +91,7 @@ BUILTIN: dict[str, Source] = {
         Source(name="daybook", cache_tier=CacheTier.session, fn=recall.recent_daybook, changes_every_wake=True),
         Source(name="settled_facts", cache_tier=CacheTier.volatile, fn=settled.settled_facts),
         # Both change with the clock or with the agent's own doing: not news for the whisper gate.
-        Source(name="posture", cache_tier=CacheTier.volatile, fn=posture.block, changes_every_wake=True),
+        Source(name="posture", cache_tier=CacheTier.volatile, fn=posture.block, changes_every_wake=True, moves_with_clock=True),
         Source(name="context_audit", cache_tier=CacheTier.session, fn=posture.audit, changes_every_wake=True),
     )
 }
