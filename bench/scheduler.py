@@ -9,7 +9,8 @@ Each (agents, jitter) pair is one daemon run; each agent count is also run once 
 APScheduler (the same number of jobs, interval and cron triggers, a job that only notes the
 time), in the same process, so the daemon's lag stands next to the floor of this machine now.
 
-Every agent has the three tiers; each fire goes the whole way: slot claim in PostgreSQL, lease and
+Every agent has the three tiers and its memory off (no git repository per agent, no canary);
+each fire goes the whole way: slot claim in PostgreSQL, lease and
 fence (Redis + PostgreSQL), the wake (the default sources, manifest, ledger row, settle),
 release. Figures, over the slots that fell after a warm-up:
 
