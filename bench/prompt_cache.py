@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ledgers import introspection  # noqa: E402
+from tests.support import wakes as wake_runs  # noqa: E402
 from tests.support.openai_server import Response, ScriptedServer, completion  # noqa: E402
 from wake import config as wake_config  # noqa: E402
 from wake import logs
@@ -91,7 +92,7 @@ async def main(wakes: int, state_dir: Path) -> None:
                 for i in range(wakes):
                     at = START + i * STEP[tier]
                     sent_before = len(server.requests)
-                    o = await wakes.run(config, s.stores, s.registry, agent_id="demo", tier=tier, now=lambda at=at: at, models=s.models)
+                    o = await wake_runs.run(config, s.stores, s.registry, agent_id="demo", tier=tier, now=lambda at=at: at, models=s.models)
                     body = _first_body(config, o)
                     if len(server.requests) > sent_before and server.requests[sent_before].raw != body:
                         raise SystemExit(f"bench bug: the computed first request of {tier} wake {i} differs from the one sent")

@@ -24,6 +24,6 @@ async def record(
 
 
 async def since(conn: asyncpg.Connection, agent_id: str, after: dt.datetime, *, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """Up to `limit` actions at or after `after`, newest first, and the exact total (a window
-    COUNT over every matching row, never the LIMIT)."""
-    return queries.counted(await conn.fetch(_sql("since"), agent_id, after, limit), limit, json_columns=("arguments",))
+    """Up to `limit` actions at or after `after`, newest first, and their total (a COUNT, never the
+    LIMIT), counted up to `queries.COUNT_READ`: render it with `queries.count_text`."""
+    return queries.counted(await conn.fetch(_sql("since"), agent_id, after, limit, queries.COUNT_READ), limit, json_columns=("arguments",))

@@ -50,8 +50,9 @@ async def complete(
 
 
 async def open_newest(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """The newest open commitments and the exact number open (a COUNT, never the LIMIT)."""
-    return queries.counted(await conn.fetch(_sql("open_newest"), agent_id, limit), limit)
+    """The newest open commitments and the number open (a COUNT, never the LIMIT), counted up to
+    `queries.COUNT_READ`: render it with `queries.count_text`."""
+    return queries.counted(await conn.fetch(_sql("open_newest"), agent_id, limit, queries.COUNT_READ), limit)
 
 
 async def closed_recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> list[dict[str, Any]]:

@@ -32,5 +32,6 @@ async def append(
 
 
 async def recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """The newest entries and the exact number of entries (a COUNT, never the LIMIT)."""
-    return queries.counted(await conn.fetch(_sql("recent"), agent_id, limit), limit)
+    """The newest entries and the number of entries (a COUNT, never the LIMIT), counted up to
+    `queries.COUNT_READ`: render it with `queries.count_text`."""
+    return queries.counted(await conn.fetch(_sql("recent"), agent_id, limit, queries.COUNT_READ), limit)

@@ -155,15 +155,29 @@ async def refute(conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID)
     return str(row["fact_key"])
 
 
+@dataclass(frozen=True)
+class HeldBack:
+    """The unverified facts an arrival holds back: `count` of them among the agent's newest
+    `among` facts, or among all of them when `among` is None (it has no more than the cap)."""
+
+    count: int
+    among: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+
 async def for_arrival(
     conn: asyncpg.Connection, agent_id: str, timezone: str, *, limit: int, chain_depth: int
-) -> tuple[list[dict[str, Any]], int, int]:
-    """Active facts with their chains (rows ordered head, then its predecessors), the exact
-    number of active facts and the number held back as unverified."""
+) -> tuple[list[dict[str, Any]], int, HeldBack]:
+    """Active facts with their chains (rows ordered head, then its predecessors), the number of
+    active facts (counted up to `queries.COUNT_READ`: render it with `queries.count_text`), and the
+    unverified ones held back (looked for among the newest `queries.COUNT_CAP` facts only)."""
     rows = queries.decoded(await conn.fetch(_sql("for_arrival"), agent_id, timezone, limit, chain_depth), ("anchors",))
-    counts = await conn.fetchrow(_sql("counts"), agent_id)
+    counts = await conn.fetchrow(_sql("counts"), agent_id, queries.COUNT_READ)
     assert counts is not None  # an aggregate without GROUP BY always returns one row
-    return rows, int(counts["active"]), int(counts["unverified"])
+    held = HeldBack(int(counts["unverified"]), queries.COUNT_CAP if queries.capped(int(counts["scanned"])) else None)
+    return rows, int(counts["active"]), held
 
 
 def _anchor(anchor: dict[str, Any]) -> str:

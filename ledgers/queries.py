@@ -70,14 +70,33 @@ def decoded(records: Records, json_columns: tuple[str, ...] = ()) -> list[dict[s
     return rows
 
 
+# The most rows of an agent a per-wake count reads (docs/performance.md, "Bounded counts"). A
+# query counts at most COUNT_CAP + 1 rows (`SELECT count(*) FROM (SELECT 1 ... LIMIT $n) c`, with
+# $n = `COUNT_READ`), so a count above COUNT_CAP means "more than COUNT_CAP", never that number.
+COUNT_CAP = 1000
+COUNT_READ = COUNT_CAP + 1
+
+
+def capped(n: int) -> bool:
+    """Whether a bounded count stopped at its cap: more rows match than it read."""
+    return n > COUNT_CAP
+
+
+def count_text(n: int) -> str:
+    """A bounded count as an arrival renders it: the number, or "more than 1000" once capped."""
+    return f"more than {COUNT_CAP}" if capped(n) else str(n)
+
+
 def counted(
     records: Records, limit: int, *, json_columns: tuple[str, ...] = (), total_column: str = "total"
 ) -> tuple[list[dict[str, Any]], int]:
-    """Rows of a query that selects `count(*) OVER () AS total`, and that total.
+    """Rows of a query that selects its count as `total` (`count(*) OVER ()`, or a bounded count
+    beside the rows), and that total.
 
-    The window COUNT is computed before the LIMIT, so the total is the exact number of matching
-    rows, never the number shown (docs/design.md, "Lessons": a count that reported the LIMIT). It rides on the
-    returned rows, so a LIMIT below 1 could not carry it and is refused. `json_columns` are decoded.
+    The COUNT is computed before the LIMIT, so the total is the number of matching rows (up to the
+    bound of a bounded count: `count_text`), never the number shown (docs/design.md, "Lessons": a
+    count that reported the LIMIT). It rides on the returned rows, so a LIMIT below 1 could not
+    carry it and is refused. `json_columns` are decoded.
     """
     if limit < 1:
         raise ValueError("limit must be at least 1: the total rides on the returned rows")

@@ -136,8 +136,9 @@ async def resolve_id(conn: asyncpg.Connection, text: str, agent_id: str | None =
 
 
 async def due(conn: asyncpg.Connection, agent_id: str, now: dt.datetime, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """Unchecked falsifiers matured by `now`, oldest maturity first, and how many are due."""
-    return queries.counted(await conn.fetch(_sql("due"), agent_id, now, limit), limit)
+    """Unchecked falsifiers matured by `now`, oldest maturity first, and how many are due, counted
+    up to `queries.COUNT_READ`: render it with `queries.count_text`."""
+    return queries.counted(await conn.fetch(_sql("due"), agent_id, now, limit, queries.COUNT_READ), limit)
 
 
 async def listing(conn: asyncpg.Connection, *, agent_id: str | None, due_at: dt.datetime | None, limit: int) -> tuple[list[dict[str, Any]], int]:
@@ -146,8 +147,9 @@ async def listing(conn: asyncpg.Connection, *, agent_id: str | None, due_at: dt.
 
 
 async def newest(conn: asyncpg.Connection, agent_id: str, limit: int, timezone: str) -> tuple[list[dict[str, Any]], int]:
-    """The newest retractions (claim, correction, verdict, `corrected_on` in the agent's zone) and the exact total."""
-    return queries.counted(await conn.fetch(_sql("newest"), agent_id, limit, timezone), limit)
+    """The newest retractions (claim, correction, verdict, `corrected_on` in the agent's zone) and
+    their total, counted up to `queries.COUNT_READ`: render it with `queries.count_text`."""
+    return queries.counted(await conn.fetch(_sql("newest"), agent_id, limit, timezone, queries.COUNT_READ), limit)
 
 
 async def settle(

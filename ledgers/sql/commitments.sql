@@ -14,10 +14,10 @@ RETURNING commitment_id
 SELECT commitment_id, status FROM commitments WHERE commitment_id = $1 AND agent_id = $2
 
 -- name: open_newest
--- The newest open commitments (at most $2), due dates formatted in SQL, and the exact total of
--- open ones (a window COUNT over every open row, computed before the LIMIT).
+-- The newest open commitments (at most $2), due dates formatted in SQL, and the number open,
+-- counted up to $3 (the cap + 1, ledgers.queries.COUNT_READ) on the partial index of open ones.
 SELECT commitment_id, title, to_char(due_on, 'YYYY-MM-DD') AS due_on, created_at,
-       count(*) OVER () AS total
+       (SELECT count(*) FROM (SELECT 1 FROM commitments c WHERE c.agent_id = $1 AND c.status = 'open' LIMIT $3) n) AS total
   FROM commitments
  WHERE agent_id = $1 AND status = 'open'
  ORDER BY created_at DESC, commitment_id DESC

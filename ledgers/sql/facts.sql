@@ -63,11 +63,21 @@ SELECT c.head_id, c.depth, f.fact_id, f.category, f.fact_key, f.fact_value, f.or
  ORDER BY c.head_recorded_at DESC, c.head_id, c.depth
 
 -- name: counts
--- Exact counts beside the arrival's LIMIT: active facts, and unverified ones held back.
-SELECT count(*) FILTER (WHERE status = 'active') AS active,
-       count(*) FILTER (WHERE status = 'unverified') AS unverified
-  FROM facts
- WHERE agent_id = $1
+-- The counts beside the arrival's LIMIT, each reading at most $2 rows (the cap + 1,
+-- ledgers.queries.COUNT_READ) however many facts the agent has:
+-- `active`: the active facts, counted up to $2 (on the partial index facts_agent_active_recent);
+-- `unverified`: those held back among the agent's newest $2 - 1 facts of any status (there is no
+-- index on unverified ones, so a bounded count of them has to bound the rows it looks at);
+-- `scanned`: how many of the newest facts were looked at, $2 when there are more than $2 - 1.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM facts a WHERE a.agent_id = $1 AND a.status = 'active' LIMIT $2) x) AS active,
+       count(*) FILTER (WHERE n.status = 'unverified' AND n.k < $2) AS unverified,
+       count(*) AS scanned
+  FROM (SELECT s.status, row_number() OVER (ORDER BY s.recorded_at DESC, s.fact_id) AS k
+          FROM (SELECT f.status, f.recorded_at, f.fact_id
+                  FROM facts f
+                 WHERE f.agent_id = $1
+                 ORDER BY f.recorded_at DESC, f.fact_id
+                 LIMIT $2) s) n
 
 -- name: listing
 -- Every fact of the agent, any status, for the operator (`wake facts`), newest first.

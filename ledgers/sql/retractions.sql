@@ -31,12 +31,13 @@ SELECT id, count(*) OVER () AS total
 
 -- name: due
 -- Falsifiers that have matured by $2 and are still unchecked, oldest maturity first, with the
--- exact number due (a window COUNT, never the LIMIT).
+-- number due counted up to $4 (the cap + 1, ledgers.queries.COUNT_READ; never the LIMIT).
 SELECT id, agent_id, claim_verbatim, stood_on, why_wrong, corrected_claim, caught_by, row_class,
        test_procedure, expected_retraction_pass_obs, overturn_retraction_condition, verdict,
        corrected_at, matures_at, falsifier_checked_at, falsifier_outcome,
        probe_target, probe_mode, probe_needle, probe_negate, created_at,
-       count(*) OVER () AS total
+       (SELECT count(*) FROM (SELECT 1 FROM retraction_ledger c
+                               WHERE c.agent_id = $1 AND c.verdict = 'unchecked' AND c.matures_at <= $2 LIMIT $4) n) AS total
   FROM retraction_ledger
  WHERE agent_id = $1 AND verdict = 'unchecked' AND matures_at <= $2
  ORDER BY matures_at, id
@@ -64,14 +65,15 @@ UPDATE retraction_ledger
 RETURNING id, verdict, falsifier_outcome, falsifier_checked_at
 
 -- name: newest
--- The agent's newest retractions for the settled-facts block, with the exact total (a window
--- COUNT, never the LIMIT). The correction date is formatted in SQL in the agent's zone ($3).
+-- The agent's newest retractions for the settled-facts block, with their number counted up to $4
+-- (the cap + 1, ledgers.queries.COUNT_READ; never the LIMIT). The correction date is formatted in
+-- SQL in the agent's zone ($3).
 -- A retraction that named a fact starts its stood_on with "fact <fact_id> (" (ledgers/retractions.py,
 -- `naming_fact`); `refuted_fact` is that fact's key while the fact is refuted.
 SELECT n.claim_verbatim, n.corrected_claim, n.verdict, n.corrected_on, f.fact_key AS refuted_fact, n.total
   FROM (SELECT r.agent_id, r.id, r.corrected_at, r.stood_on, r.claim_verbatim, r.corrected_claim, r.verdict,
                to_char(r.corrected_at AT TIME ZONE $3, 'YYYY-MM-DD') AS corrected_on,
-               count(*) OVER () AS total
+               (SELECT count(*) FROM (SELECT 1 FROM retraction_ledger c WHERE c.agent_id = $1 LIMIT $4) x) AS total
           FROM retraction_ledger r
          WHERE r.agent_id = $1
          ORDER BY r.corrected_at DESC, r.id

@@ -77,6 +77,7 @@ class Block:
     latency_ms: float
     rows: int
     changes_every_wake: bool = False
+    moves_with_clock: bool = False
     parts: tuple[Part, ...] = ()
 
     def state(self, text_hash: str) -> dict[str, Any]:
@@ -102,6 +103,9 @@ class Source:
     # Its text differs on every wake by construction (the clock, the harness's own history), so
     # it witnesses no news: the whisper gate does not compare it.
     changes_every_wake: bool = False
+    # Its text moves with the clock on every wake (a time, a list of wakes), not only when something
+    # happened: the prompt puts it after the other blocks that change every wake (`wake.think.prompt`).
+    moves_with_clock: bool = False
     # Its own timeout, when it bounds itself more generously than the tier's `source_timeout_ms`
     # (the pre-check runs a command under `precheck_timeout_s`).
     timeout_s: float | None = None
@@ -180,8 +184,8 @@ async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Bloc
             block = _failed(source, f"malformed result: {type(found).__name__}", elapsed())
         else:
             block = _found(source, found, elapsed())
-    if source.changes_every_wake:
-        block = dataclasses.replace(block, changes_every_wake=True)
+    if source.changes_every_wake or source.moves_with_clock:
+        block = dataclasses.replace(block, changes_every_wake=source.changes_every_wake, moves_with_clock=source.moves_with_clock)
     log.info(
         "arrival.block",
         block=block.name,

@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import retractions
+from ledgers import queries, retractions
 from surfaces import epistemic as tools
 from surfaces import probe
 from wake import logs
@@ -73,7 +73,8 @@ def render_due(rows: list[dict[str, Any]], total: int, found: dict[uuid.UUID, pr
     """Deterministic text (no record ids, no check times), so an unchanged ledger hashes the same."""
     shown = f" ({len(rows)} shown, oldest first)" if len(rows) < total else ""
     lines = [
-        f"{total} falsifier{'s are' if total != 1 else ' is'} due{shown}. Settle each with settle_falsifier(id, verdict, outcome): "
+        f"{queries.count_text(total)} falsifier{'s are' if total != 1 else ' is'} due{shown}. "
+        "Settle each with settle_falsifier(id, verdict, outcome): "
         "overturned = the retraction stands; upheld = the original claim is restored; unresolvable = it can no longer be checked.",
     ]
     for row in rows:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 
-from ledgers import commitments, contact, context_events
+from ledgers import commitments, contact, context_events, queries
 from wake.arrival.engine import Found
 from wake.config import ContextConfig
 from wake.context import WakeContext
@@ -67,7 +67,7 @@ async def block(ctx: WakeContext) -> Found:
         lines = [f"Posture: {posture} (a human last wrote {_ago(elapsed)} ago). {IMPLIES[posture]}"]
         if posture == "cold":
             rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=COMMITTED_SHOWN)
-            lines.append(f"Open commitments ({total}):" if total else "Open commitments: none.")
+            lines.append(f"Open commitments ({queries.count_text(total)}):" if total else "Open commitments: none.")
             lines += [f"- {r['title']}" + (f" (due {r['due_on']})" if r["due_on"] else "") for r in rows]
     return Found(text="\n".join(lines), rows=1)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import zoneinfo
 
-from ledgers import daybook, facts, summaries
+from ledgers import daybook, facts, queries, summaries
 from surfaces.recall import HISTORICAL
 from wake.arrival import code_check
 from wake.arrival.engine import Found, Part, clip
@@ -34,8 +34,9 @@ async def provenance_facts(ctx: WakeContext) -> Found:
     leaves the block, the others carry their verdict."""
     async with ctx.stores.pg_conn() as conn:
         rows, total, unverified = await facts.for_arrival(conn, ctx.agent_id, ctx.timezone, limit=FACTS_SHOWN, chain_depth=CHAIN_DEPTH)
+    among = f" among your newest {unverified.among} facts" if unverified.among else ""
     held_back = (
-        f"\n({unverified} unverified fact{'s' if unverified != 1 else ''} held back: not attested by the message cited)"
+        f"\n({unverified.count} unverified fact{'s' if unverified.count != 1 else ''} held back{among}: not attested by the message cited)"
         if unverified else ""
     )
     if not rows:
@@ -43,7 +44,7 @@ async def provenance_facts(ctx: WakeContext) -> Found:
     checked = await code_check.check(ctx, rows)
     heads = sum(1 for r in checked.rows if r["depth"] == 0)
     summary = checked.summary()
-    head = (f"Facts ({heads} of {total} active, newest first; did = your own action or lookup, saw = told or observed"
+    head = (f"Facts ({heads} of {queries.count_text(total)} active, newest first; did = your own action or lookup, saw = told or observed"
             f"{'; ' + summary if summary else ''}):")
     lines = [facts.render_line(r) + code_check.label(r, checked) for r in checked.rows]
     return Found(text="\n".join([head, *lines]) + held_back, rows=total)
@@ -79,7 +80,7 @@ async def recent_daybook(ctx: WakeContext) -> Found:
     if not rows:
         return Found(text="The daybook is empty.", rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
-    lines = [f"{HISTORICAL}, from your daybook ({len(rows)} of {total} entries, newest first):"]
+    lines = [f"{HISTORICAL}, from your daybook ({len(rows)} of {queries.count_text(total)} entries, newest first):"]
     for r in rows:
         entry = clip(r["entry"], DAYBOOK_CHARS)
         wake = f" (wake {str(r['wake_id'])[:8]})" if r["wake_id"] else ""

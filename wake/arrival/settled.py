@@ -4,7 +4,8 @@ At most 8 lines, one join in one place, delivered before the first token:
 
 1. the latest settled state (the `settled_state` table, or the operator's
    `agents.<id>.settled_state_source`);
-2. open commitments: the three newest, with the exact total ("3 of 6") from a COUNT;
+2. open commitments: the three newest, with the total ("3 of 6") from a COUNT (bounded: "3 of
+   more than 1000" past `ledgers.queries.COUNT_CAP`);
 3. the three newest retractions;
 4. confirmed mutating actions of the last 48 hours across surfaces (`last_actions`).
 
@@ -21,7 +22,7 @@ import zoneinfo
 
 import asyncpg
 
-from ledgers import actions, commitments, retractions, settled
+from ledgers import actions, commitments, queries, retractions, settled
 from wake import logs
 from wake.arrival import sql as sql_sources
 from wake.arrival.engine import Found, Part, clip
@@ -52,7 +53,7 @@ async def _commitments(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str,
     if not rows:
         return "Open commitments: none", 0
     items = "; ".join(f"#{r['commitment_id']} {clip(r['title'], 60)}" + (f" (due {r['due_on']})" if r["due_on"] else "") for r in rows)
-    return f"Open commitments ({len(rows)} of {total}, newest first): {items}", total
+    return f"Open commitments ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
 
 
 async def _retractions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
@@ -63,7 +64,7 @@ async def _retractions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str,
         f"{r['corrected_on']} \"{clip(r['claim_verbatim'], 50)}\" -> \"{clip(r['corrected_claim'], 50)}\" ({r['verdict']}"
         + (f"; fact {clip(r['refuted_fact'], 40)} refuted)" if r["refuted_fact"] else ")") for r in rows
     )
-    return f"Retractions ({len(rows)} of {total}, newest first): {items}", total
+    return f"Retractions ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
 
 
 async def _actions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
@@ -72,7 +73,7 @@ async def _actions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int
         return "Confirmed actions, last 48 h: none", 0
     zone = zoneinfo.ZoneInfo(ctx.timezone)
     items = "; ".join(f"{r['acted_at'].astimezone(zone):%a %H:%M} {r['tool']} on {r['surface']}: {clip(r['summary'], 60)}" for r in rows)
-    return f"Confirmed actions, last 48 h ({len(rows)} of {total}, newest first): {items}", total
+    return f"Confirmed actions, last 48 h ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
 
 
 PARTS = (("Settled state", _state), ("Open commitments", _commitments), ("Retractions", _retractions), ("Confirmed actions, last 48 h", _actions))

@@ -5,6 +5,7 @@ Later ledgers add their sources here through the same interface (`arrival.Source
 
 from __future__ import annotations
 
+import datetime as dt
 import zoneinfo
 
 from ledgers import introspection
@@ -19,6 +20,9 @@ from wake.context import WakeContext
 from wake.witness import diff
 
 RECENT_WAKES = 5
+# What a line leaves out is said once here: the date of today's wakes, and the tool count where it
+# is the one you hold now (the clock block's); both would otherwise repeat on every line.
+RECENT_WAKES_HEAD = "Your last wakes, newest first (today unless dated; {held} tools, as now, unless stated):"
 
 
 async def identity(ctx: WakeContext) -> Found:
@@ -29,12 +33,21 @@ async def identity(ctx: WakeContext) -> Found:
     return Found(text="\n\n".join(texts), rows=len(texts))
 
 
+def _local_time(at: dt.datetime, zone: zoneinfo.ZoneInfo, today: dt.date) -> str:
+    """`HH:MM` for a time on `today` (the wake's local date, which the clock block states), else
+    `YYYY-MM-DD HH:MM`: a date repeated on every line of a block is bytes that move every day."""
+    local = at.astimezone(zone)
+    return f"{local:%H:%M}" if local.date() == today else f"{local:%Y-%m-%d %H:%M}"
+
+
 async def clock(ctx: WakeContext) -> Found:
-    local = ctx.now.astimezone(zoneinfo.ZoneInfo(ctx.timezone))
-    slot = f", slot {ctx.scheduled_for.astimezone(zoneinfo.ZoneInfo(ctx.timezone)):%Y-%m-%d %H:%M}" if ctx.scheduled_for else ""
+    zone = zoneinfo.ZoneInfo(ctx.timezone)
+    local = ctx.now.astimezone(zone)
+    slot = f"; slot {_local_time(ctx.scheduled_for, zone, local.date())}" if ctx.scheduled_for else ""
+    # What stays the same from wake to wake first, then the time: the bytes that move come last.
     text = (
-        f"Now: {local:%A %Y-%m-%d %H:%M:%S %Z} ({ctx.timezone}).\n"
-        f"This is a {ctx.tier} wake, trigger {ctx.trigger}{slot}. Nobody prompted it; you hold {len(ctx.binding)} tools."
+        f"This is a {ctx.tier} wake, trigger {ctx.trigger}. Nobody prompted it; you hold {len(ctx.binding)} tools.\n"
+        f"Now: {local:%A %Y-%m-%d %H:%M:%S %Z} ({ctx.timezone}){slot}."
     )
     return Found(text=text, rows=1)
 
@@ -45,12 +58,15 @@ async def recent_wakes(ctx: WakeContext) -> Found:
     if not rows:
         return Found(text="No earlier wakes are recorded.", rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
+    today = ctx.now.astimezone(zone).date()
+    held = len(ctx.binding)
     lines = [
-        f"- {r['started_at'].astimezone(zone):%Y-%m-%d %H:%M} {r['tier']} ({r['trigger']}): {r['status']}, "
-        f"{r['active_tools_count']} tools" + (f" — {r['error']}" if r["error"] else "")
+        f"- {_local_time(r['started_at'], zone, today)} {r['tier']} ({r['trigger']}): {r['status']}"
+        + (f", {r['active_tools_count']} tools" if r["active_tools_count"] != held else "") + (f" — {r['error']}" if r["error"] else "")
         for r in rows
     ]
-    return Found(text=f"Your last {len(rows)} wakes, newest first:\n" + "\n".join(lines), rows=len(rows))
+    # The header carries no count (the lines are the count), so it stays byte-identical as the list fills.
+    return Found(text=RECENT_WAKES_HEAD.format(held=held) + "\n" + "\n".join(lines), rows=len(rows))
 
 
 async def binding_diff(ctx: WakeContext) -> Found:
@@ -64,8 +80,8 @@ BUILTIN: dict[str, Source] = {
         Source(name="memory", cache_tier=CacheTier.stable, fn=memory_blocks.memory_tree),
         Source(name="cloister", cache_tier=CacheTier.volatile, fn=memory_blocks.cloister),
         Source(name="graph", cache_tier=CacheTier.stable, fn=graph.block),
-        Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes, changes_every_wake=True),
-        Source(name="clock", cache_tier=CacheTier.volatile, fn=clock, changes_every_wake=True),
+        Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes, changes_every_wake=True, moves_with_clock=True),
+        Source(name="clock", cache_tier=CacheTier.volatile, fn=clock, changes_every_wake=True, moves_with_clock=True),
         Source(name="due_falsifiers", cache_tier=CacheTier.volatile, fn=epistemic.due_falsifiers),
         Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True, changes_every_wake=True),
         Source(name="living_summaries", cache_tier=CacheTier.stable, fn=recall.living_summaries),
@@ -75,7 +91,7 @@ BUILTIN: dict[str, Source] = {
         Source(name="daybook", cache_tier=CacheTier.session, fn=recall.recent_daybook, changes_every_wake=True),
         Source(name="settled_facts", cache_tier=CacheTier.volatile, fn=settled.settled_facts),
         # Both change with the clock or with the agent's own doing: not news for the whisper gate.
-        Source(name="posture", cache_tier=CacheTier.volatile, fn=posture.block, changes_every_wake=True),
+        Source(name="posture", cache_tier=CacheTier.volatile, fn=posture.block, changes_every_wake=True, moves_with_clock=True),
         Source(name="context_audit", cache_tier=CacheTier.session, fn=posture.audit, changes_every_wake=True),
     )
 }

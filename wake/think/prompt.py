@@ -3,8 +3,11 @@
 The request body is `model`, then `tools` (the binding, sorted by name), then the messages:
 a system message (the harness preamble, then the `static` and `stable` blocks) and a user
 message (the `session` and `volatile` blocks, those whose source declares `changes_every_wake`
-last, then the instruction). Everything that changes often comes last, so consecutive wakes of a tier share a byte-identical prefix and a provider's
-prompt cache serves it.
+last and, among those, the ones that move with the clock on every wake (`moves_with_clock`: the
+clock, the recent wakes) after the ones that move only when something happened (the daybook after
+a wake that thought, the binding diff, the same from wake to wake on a regular schedule); then the
+instruction). Everything that changes often comes last, so consecutive wakes of a tier share a
+byte-identical prefix and a provider's prompt cache serves it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ def messages(blocks: Sequence[Block]) -> list[dict[str, Any]]:
     ordered = prompt_order(blocks)
     settled = [b for b in ordered if b.cache_tier <= CacheTier.stable]
     # Blocks that change on every wake by construction go after the rest of the moving part.
-    moving = sorted((b for b in ordered if b.cache_tier > CacheTier.stable), key=lambda b: (b.changes_every_wake, b.cache_tier))
+    moving = sorted(
+        (b for b in ordered if b.cache_tier > CacheTier.stable), key=lambda b: (b.changes_every_wake, b.moves_with_clock, b.cache_tier)
+    )
     system = PREAMBLE + ("\n\n" + render(settled) if settled else "")
     user = (render(moving) + "\n\n" if moving else "") + INSTRUCTION
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -51,9 +51,14 @@ def compare(previous: Mapping[str, Any] | None, tool_hashes: Mapping[str, str], 
 
 
 def _when(iso: str, timezone: str, now: dt.datetime) -> str:
+    """How long ago an earlier wake started. Under two hours "N min ago" is exact to the minute, so
+    the time itself (which moves on every wake, while the gap of a regular schedule does not) is
+    left out; beyond that the gap is rounded to hours or days and the time is given too."""
     at = dt.datetime.fromisoformat(iso)
     minutes = int((now - at).total_seconds() // 60)
-    ago = f"{minutes} min ago" if minutes < 120 else f"{minutes // 60} h ago" if minutes < 2880 else f"{minutes // 1440} days ago"
+    if minutes < 120:
+        return f"{minutes} min ago"
+    ago = f"{minutes // 60} h ago" if minutes < 2880 else f"{minutes // 1440} days ago"
     return f"{at.astimezone(zoneinfo.ZoneInfo(timezone)):%Y-%m-%d %H:%M %Z}, {ago}"
 
 
