@@ -9,6 +9,8 @@ import zoneinfo
 from typing import Any
 
 from wake.arrival import sources
+from wake.arrival.engine import Block, CacheTier, prompt_order
+from wake.think import prompt
 from wake.witness import diff
 
 NOW = dt.datetime(2026, 11, 30, 9, 30, tzinfo=dt.UTC)  # 10:30 CET
@@ -67,3 +69,21 @@ def test_the_blocks_that_move_with_the_clock_come_last_in_the_user_message() -> 
     ]
     # the built-in sources that move with the clock say so
     assert {n for n, s in sources.BUILTIN.items() if s.moves_with_clock} == {"clock", "recent_wakes", "posture"}
+
+
+def test_the_recorded_arrival_order_is_the_order_the_model_reads() -> None:
+    # `arrival_order` on the row and `wake up --dry-run` use `prompt_order`; the request uses
+    # `prompt.messages`: the two must agree, every-wake and clock-bound blocks included.
+    def block(name: str, tier: CacheTier, *, every: bool = False, clock: bool = False) -> Block:
+        return Block(name=name, cache_tier=tier, text=name, retrieval="ok", result="present", reason=None, latency_ms=0.0, rows=1,
+                     changes_every_wake=every, moves_with_clock=clock)
+
+    blocks = [
+        block("clock", CacheTier.volatile, every=True, clock=True), block("identity", CacheTier.static),
+        block("recent_wakes", CacheTier.session, every=True, clock=True), block("daybook", CacheTier.session, every=True),
+        block("facts", CacheTier.stable), block("cloister", CacheTier.volatile), block("binding_diff", CacheTier.volatile, every=True),
+        block("commitments", CacheTier.session),
+    ]
+    sent = [line.removeprefix("## ") for m in prompt.messages(blocks) for line in m["content"].splitlines() if line.startswith("## ")]
+    assert sent == [b.name for b in prompt_order(blocks)]
+    assert sent == ["identity", "facts", "commitments", "cloister", "daybook", "binding_diff", "recent_wakes", "clock"]

@@ -211,8 +211,17 @@ async def assemble(sources: Sequence[Source], ctx: WakeContext, timeout_s: float
 
 
 def prompt_order(blocks: Sequence[Block]) -> list[Block]:
-    """Static first, volatile last; configured order within a cache tier (a stable sort)."""
-    return sorted(blocks, key=lambda b: b.cache_tier)
+    """The order the model reads the blocks in (`wake.think.prompt.messages`), which the row
+    records (`arrival_order`) and `wake up --dry-run` prints: static first, volatile last, the
+    configured order within a cache tier (a stable sort); past `stable` (the user message), the
+    blocks that change on every wake go after the rest, and among them those that move with the
+    clock last, so the bytes a provider's prompt cache can reuse come first."""
+
+    def key(b: Block) -> tuple[bool, bool, bool, CacheTier]:
+        moving = b.cache_tier > CacheTier.stable
+        return moving, moving and b.changes_every_wake, moving and b.moves_with_clock, b.cache_tier
+
+    return sorted(blocks, key=key)
 
 
 def clip(text: str, width: int) -> str:

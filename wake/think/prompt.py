@@ -34,12 +34,9 @@ SUMMARY = (
 
 
 def messages(blocks: Sequence[Block]) -> list[dict[str, Any]]:
-    ordered = prompt_order(blocks)
+    ordered = prompt_order(blocks)  # the moving part: every-wake blocks after the rest, clock-bound ones last
     settled = [b for b in ordered if b.cache_tier <= CacheTier.stable]
-    # Blocks that change on every wake by construction go after the rest of the moving part.
-    moving = sorted(
-        (b for b in ordered if b.cache_tier > CacheTier.stable), key=lambda b: (b.changes_every_wake, b.moves_with_clock, b.cache_tier)
-    )
+    moving = [b for b in ordered if b.cache_tier > CacheTier.stable]
     system = PREAMBLE + ("\n\n" + render(settled) if settled else "")
     user = (render(moving) + "\n\n" if moving else "") + INSTRUCTION
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
