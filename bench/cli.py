@@ -31,9 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 WAKE = Path(sys.executable).parent / "wake"  # the console script of this environment
 
 
+def _env(**extra: str) -> dict[str, str]:
+    """The environment of every measured process: this checkout's code first on the path (the
+    console script of an editable install would otherwise import the tree it was installed from)."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), **extra}
+
+
 def _timed(argv: list[str], env: dict[str, str] | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, cwd=ROOT, env=env or _env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
@@ -65,7 +71,7 @@ def main() -> None:
     if not args.no_wake_up:
         with tempfile.TemporaryDirectory(prefix="wake-bench-cli-") as tmp:
             state = args.state_dir or Path(tmp) / "state"
-            env = {**os.environ, "WAKE_STATE_DIR": str(state)}
+            env = _env(WAKE_STATE_DIR=str(state))
             wake = [str(WAKE)]
             try:
                 first = _timed([*wake, "up"], env)
