@@ -163,20 +163,21 @@ class OpenFindings:
     """The open HALT and WARN findings as the cloister block shows them (`open_findings`)."""
 
     rows: list[dict[str, Any]]  # at most the limit, HALT first
-    total: int  # the exact number open
-    counts: dict[str, int]  # the exact number of each: HALT, WARN
+    total: int  # the number open: HALT and WARN
+    counts: dict[str, int]  # the number of each, HALT and WARN, counted up to queries.COUNT_READ (above COUNT_CAP: "more than")
     audited_commit: str | None  # the agent's last audited commit, read in the same round trip
 
 
 async def open_view(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLOISTER_SHOWN) -> OpenFindings:
-    """The open findings, their exact counts and the last audited commit, in one round trip."""
-    records = await conn.fetch(_sql("open_findings"), agent_id, limit)
-    audited = records[0]["audited_commit"] if records else None
-    rows, total = queries.counted([r for r in records if r["finding_id"] is not None], limit)
-    for row in rows:
-        row.pop("audited_commit", None)
-    halts = int(rows[0]["halts"]) if rows else 0
-    return OpenFindings(rows=rows, total=total, counts={Severity.HALT.value: halts, Severity.WARN.value: total - halts}, audited_commit=audited)
+    """The open findings, their counts (bounded: `queries.COUNT_CAP`) and the last audited
+    commit, in one round trip."""
+    records = await conn.fetch(_sql("open_findings"), agent_id, limit, queries.COUNT_READ)
+    first = records[0]
+    rows = [{k: v for k, v in dict(r).items() if k not in ("audited_commit", "halts", "warns")} for r in records if r["finding_id"] is not None]
+    halts, warns = int(first["halts"]), int(first["warns"])
+    return OpenFindings(
+        rows=rows, total=halts + warns, counts={Severity.HALT.value: halts, Severity.WARN.value: warns}, audited_commit=first["audited_commit"],
+    )
 
 
 async def open_findings(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLOISTER_SHOWN) -> tuple[list[dict[str, Any]], int]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledgers import queries
 from ledgers.memory.repo import Entry
 
 MEMORY_MAX_CHARS = 4000
@@ -87,7 +88,8 @@ def cloister_block(
     findings: Sequence[Mapping[str, Any]], *, total: int, counts: Mapping[str, int], max_chars: int = CLOISTER_MAX_CHARS,
 ) -> Rendered:
     """The open HALT and WARN findings (rows of `ledger.open_findings`, HALT first), each with its
-    rule, place and a few lines of its diff; `total` and `counts` are the exact open numbers."""
+    rule, place and a few lines of its diff; `total` and `counts` are the open numbers, each
+    count exact up to `queries.COUNT_CAP` and "more than" that past it."""
     halts, warns = counts.get("HALT", 0), counts.get("WARN", 0)
     if not total:
         return Rendered(text="cloister: no open findings", shown=0, total=0)
@@ -107,5 +109,7 @@ def cloister_block(
         parts.append(chunk)
         used += len(chunk) + 1
         shown += 1
-    header = f"cloister: {halts} HALT, {warns} WARN open" + (f" (showing {shown} of {total})" if shown < total else "")
+    counted = queries.count_text
+    of = f"more than {queries.COUNT_CAP}" if queries.capped(halts) or queries.capped(warns) else str(total)
+    header = f"cloister: {counted(halts)} HALT, {counted(warns)} WARN open" + (f" (showing {shown} of {of})" if shown < total else "")
     return Rendered(text="\n".join([header, *parts, *notice]), shown=shown, total=total)

@@ -34,14 +34,18 @@ SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, fingerprint
 
 -- name: open_findings
 -- What the cloister block shows: open HALT findings first, then WARN, oldest first within each,
--- at most $2; the exact number of both, and of the HALTs among them. Also the agent's last
--- audited commit, so a wake's canary reads all it needs in one round trip: there is always one
--- row, and a row without a finding_id stands for no findings.
-SELECT a.audited_commit, f.*
-  FROM (SELECT (SELECT commit_id FROM cloister_audits WHERE agent_id = $1) AS audited_commit) AS a
+-- at most $2; the number of each, counted up to $3 (the cap + 1, ledgers.queries.COUNT_READ) on
+-- the open-findings index. Also the agent's last audited commit, so a wake's canary reads all it
+-- needs in one round trip: there is always one row, and a row without a finding_id stands for
+-- no findings.
+SELECT a.audited_commit, a.halts, a.warns, f.*
+  FROM (SELECT (SELECT commit_id FROM cloister_audits WHERE agent_id = $1) AS audited_commit,
+               (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
+                                       WHERE agent_id = $1 AND state = 'open' AND severity = 'HALT' LIMIT $3) AS n) AS halts,
+               (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
+                                       WHERE agent_id = $1 AND state = 'open' AND severity = 'WARN' LIMIT $3) AS n) AS warns) AS a
   LEFT JOIN LATERAL (
-      SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, at,
-             count(*) OVER () AS total, count(*) FILTER (WHERE severity = 'HALT') OVER () AS halts
+      SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, at
         FROM cloister_findings
        WHERE agent_id = $1 AND state = 'open' AND severity IN ('HALT', 'WARN')
        ORDER BY severity = 'HALT' DESC, at, finding_id

@@ -10,6 +10,8 @@ from collections.abc import Callable
 import asyncpg
 
 from ledgers import queries
+from ledgers.memory import ledger as memory_ledger
+from ledgers.memory import render as memory_render
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import falsifiers, records, settled
@@ -93,3 +95,24 @@ async def test_settled_facts_posture_and_falsifiers_past_the_cap(store_config: C
         text = falsifiers.render_due([], CAP + 1, {}, "UTC")
         assert text.startswith(f"more than {CAP} falsifiers are due (0 shown, oldest first).")
     assert queries.count_text(CAP) == str(CAP) and queries.count_text(CAP + 1) == f"more than {CAP}"
+
+
+async def test_the_cloister_block_counts_open_findings_up_to_the_cap(store_config: Callable[..., Config]) -> None:
+    config = store_config()
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        async with st.pg_conn() as conn:
+            for severity, n in (("HALT", 3), ("WARN", OVER)):
+                await conn.execute(
+                    "INSERT INTO cloister_findings (agent_id, severity, domain, path, commit_id, excerpt, rule, fingerprint, state, at)"
+                    " SELECT 'demo', $1, 'notes', 'notes/' || i || '.md', NULL, 'x', 'fields.changed', $1 || i, 'open',"
+                    " $2::timestamptz - i * interval '1 minute' FROM generate_series(1, $3) i", severity, NOW, n,
+                )
+            view = await memory_ledger.open_view(conn, "demo")
+            exact = await memory_ledger.open_view(conn, "other")
+    assert view.counts == {"HALT": 3, "WARN": queries.COUNT_READ} and len(view.rows) == memory_ledger.CLOISTER_SHOWN
+    assert [r["severity"] for r in view.rows[:4]] == ["HALT", "HALT", "HALT", "WARN"]
+    header = memory_render.cloister_block(view.rows, total=view.total, counts=view.counts).text.splitlines()[0]
+    assert header.startswith(f"cloister: 3 HALT, more than {CAP} WARN open (showing ") and header.endswith(f" of more than {CAP})")
+    assert str(OVER) not in header and str(OVER + 3) not in header
+    assert exact.counts == {"HALT": 0, "WARN": 0} and exact.rows == [] and exact.total == 0
