@@ -5,9 +5,10 @@ per-wake query counts at most `COUNT_CAP` + 1 of the agent's rows, and a block s
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import asyncpg
+import pytest
 
 from ledgers import queries
 from ledgers.memory import ledger as memory_ledger
@@ -21,6 +22,13 @@ from wake.run import session
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 CAP = queries.COUNT_CAP
 OVER = CAP + 7  # more rows than the cap, and not cap + 1: a count that ran on would show 1007
+
+
+@pytest.fixture
+async def st(store_config: Callable[..., Config]) -> AsyncIterator[stores.Stores]:
+    async with stores.connected(store_config()) as opened:
+        await session.prepare_schema(opened)
+        yield opened
 
 
 async def _daybook(conn: asyncpg.Connection, n: int, agent_id: str = "demo") -> None:
@@ -38,16 +46,13 @@ async def _facts(conn: asyncpg.Connection, n: int, status: str, agent_id: str = 
     )
 
 
-async def test_the_cap_is_exact_up_to_it_and_says_more_than_past_it(store_config: Callable[..., Config]) -> None:
-    config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        ctx = wake_ctx(config, st, NOW)
-        async with st.pg_conn() as conn:
-            await _daybook(conn, CAP)  # exactly the cap: still exact
-            at_cap = await records.recent_daybook(ctx)
-            await _daybook(conn, OVER - CAP)
-            over = await records.recent_daybook(ctx)
+async def test_the_cap_is_exact_up_to_it_and_says_more_than_past_it(st: stores.Stores) -> None:
+    ctx = wake_ctx(st.config, st, NOW)
+    async with st.pg_conn() as conn:
+        await _daybook(conn, CAP)  # exactly the cap: still exact
+        at_cap = await records.recent_daybook(ctx)
+        await _daybook(conn, OVER - CAP)
+        over = await records.recent_daybook(ctx)
     assert at_cap.text.splitlines()[0].endswith(f"from your daybook (3 of {CAP} entries, newest first):")
     assert at_cap.rows == CAP
     assert over.text.splitlines()[0].endswith(f"from your daybook (3 of more than {CAP} entries, newest first):")
@@ -55,16 +60,13 @@ async def test_the_cap_is_exact_up_to_it_and_says_more_than_past_it(store_config
     assert over.rows == CAP + 1  # what it counted: the cap and one more, the sign that there are more
 
 
-async def test_facts_past_the_cap(store_config: Callable[..., Config]) -> None:
-    config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        ctx = wake_ctx(config, st, NOW)
-        async with st.pg_conn() as conn:
-            await _facts(conn, 2, "unverified")  # the newest two
-            await _facts(conn, OVER, "active", minutes_ago=10)
-            await _facts(conn, 5, "unverified", minutes_ago=10 + OVER)  # older than the newest 1000 facts
-        found = await records.provenance_facts(ctx)
+async def test_facts_past_the_cap(st: stores.Stores) -> None:
+    ctx = wake_ctx(st.config, st, NOW)
+    async with st.pg_conn() as conn:
+        await _facts(conn, 2, "unverified")  # the newest two
+        await _facts(conn, OVER, "active", minutes_ago=10)
+        await _facts(conn, 5, "unverified", minutes_ago=10 + OVER)  # older than the newest 1000 facts
+    found = await records.provenance_facts(ctx)
     head, *_, last = found.text.splitlines()
     assert head.startswith(f"Facts (12 of more than {CAP} active, newest first;"), head
     assert str(OVER) not in found.text and str(CAP + 1) not in found.text
@@ -72,44 +74,38 @@ async def test_facts_past_the_cap(store_config: Callable[..., Config]) -> None:
     assert last == f"(2 unverified facts held back among your newest {CAP} facts: not attested by the message cited)"
 
 
-async def test_settled_facts_posture_and_falsifiers_past_the_cap(store_config: Callable[..., Config]) -> None:
-    config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        ctx = wake_ctx(config, st, NOW)
-        async with st.pg_conn() as conn:
-            await conn.execute(
-                "INSERT INTO commitments (agent_id, title, created_at) SELECT 'demo', 'c' || i, $1::timestamptz - i * interval '1 minute'"
-                " FROM generate_series(1, $2) i", NOW, OVER,
-            )
-            await conn.execute(
-                "INSERT INTO last_actions (agent_id, surface, tool, summary, arguments, acted_at)"
-                " SELECT 'demo', 'chat', 'add_commitment', 'a' || i, '{}'::jsonb, $1::timestamptz - i * interval '1 second'"
-                " FROM generate_series(1, $2) i", NOW, OVER,
-            )
-        block = await settled.settled_facts(ctx)
-        lines = {line.split(" (")[0]: line for line in block.text.splitlines()}
-        assert lines["Open commitments"].startswith(f"Open commitments (3 of more than {CAP}, newest first): ")
-        assert lines["Confirmed actions, last 48 h"].startswith(f"Confirmed actions, last 48 h (3 of more than {CAP}, newest first): ")
-        assert str(OVER) not in block.text and str(CAP + 1) not in block.text
-        text = falsifiers.render_due([], CAP + 1, {}, "UTC")
-        assert text.startswith(f"more than {CAP} falsifiers are due (0 shown, oldest first).")
+async def test_settled_facts_posture_and_falsifiers_past_the_cap(st: stores.Stores) -> None:
+    ctx = wake_ctx(st.config, st, NOW)
+    async with st.pg_conn() as conn:
+        await conn.execute(
+            "INSERT INTO commitments (agent_id, title, created_at) SELECT 'demo', 'c' || i, $1::timestamptz - i * interval '1 minute'"
+            " FROM generate_series(1, $2) i", NOW, OVER,
+        )
+        await conn.execute(
+            "INSERT INTO last_actions (agent_id, surface, tool, summary, arguments, acted_at)"
+            " SELECT 'demo', 'chat', 'add_commitment', 'a' || i, '{}'::jsonb, $1::timestamptz - i * interval '1 second'"
+            " FROM generate_series(1, $2) i", NOW, OVER,
+        )
+    block = await settled.settled_facts(ctx)
+    lines = {line.split(" (")[0]: line for line in block.text.splitlines()}
+    assert lines["Open commitments"].startswith(f"Open commitments (3 of more than {CAP}, newest first): ")
+    assert lines["Confirmed actions, last 48 h"].startswith(f"Confirmed actions, last 48 h (3 of more than {CAP}, newest first): ")
+    assert str(OVER) not in block.text and str(CAP + 1) not in block.text
+    text = falsifiers.render_due([], CAP + 1, {}, "UTC")
+    assert text.startswith(f"more than {CAP} falsifiers are due (0 shown, oldest first).")
     assert queries.count_text(CAP) == str(CAP) and queries.count_text(CAP + 1) == f"more than {CAP}"
 
 
-async def test_the_cloister_block_counts_open_findings_up_to_the_cap(store_config: Callable[..., Config]) -> None:
-    config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        async with st.pg_conn() as conn:
-            for severity, n in (("HALT", 3), ("WARN", OVER)):
-                await conn.execute(
-                    "INSERT INTO cloister_findings (agent_id, severity, domain, path, commit_id, excerpt, rule, fingerprint, state, at)"
-                    " SELECT 'demo', $1, 'notes', 'notes/' || i || '.md', NULL, 'x', 'fields.changed', $1 || i, 'open',"
-                    " $2::timestamptz - i * interval '1 minute' FROM generate_series(1, $3) i", severity, NOW, n,
-                )
-            view = await memory_ledger.open_view(conn, "demo")
-            exact = await memory_ledger.open_view(conn, "other")
+async def test_the_cloister_block_counts_open_findings_up_to_the_cap(st: stores.Stores) -> None:
+    async with st.pg_conn() as conn:
+        for severity, n in (("HALT", 3), ("WARN", OVER)):
+            await conn.execute(
+                "INSERT INTO cloister_findings (agent_id, severity, domain, path, commit_id, excerpt, rule, fingerprint, state, at)"
+                " SELECT 'demo', $1, 'notes', 'notes/' || i || '.md', NULL, 'x', 'fields.changed', $1 || i, 'open',"
+                " $2::timestamptz - i * interval '1 minute' FROM generate_series(1, $3) i", severity, NOW, n,
+            )
+        view = await memory_ledger.open_view(conn, "demo")
+        exact = await memory_ledger.open_view(conn, "other")
     assert view.counts == {"HALT": 3, "WARN": queries.COUNT_READ} and len(view.rows) == memory_ledger.CLOISTER_SHOWN
     assert [r["severity"] for r in view.rows[:4]] == ["HALT", "HALT", "HALT", "WARN"]
     header = memory_render.cloister_block(view.rows, total=view.total, counts=view.counts).text.splitlines()[0]
