@@ -14,7 +14,9 @@ from ledgers.vocab import Trigger
 from tests.support import wakes
 from wake import stores
 from wake.config import Config
-from wake.run import session
+from wake.context import WakeRequest
+from wake.errors import StoreUnavailable
+from wake.run import claim, session
 from wake.stores import lease
 
 
@@ -128,3 +130,29 @@ async def test_a_slot_claimed_in_an_open_transaction_decides_for_the_second_clai
             holder = await slots.holder(conn, "demo", "whisper", slot)
     assert got.won is not first_commits
     assert holder is not None and holder["claimed_by"] == ("r1" if first_commits else "r2")
+
+
+async def test_postgresql_failing_inside_the_claim_rolls_the_claim_back_and_frees_the_lease(store_config: Callable[..., Config]) -> None:
+    # The fence is recorded inside the slot claim's transaction. If PostgreSQL does not answer
+    # in time there (here: the agent's fence row is locked by another session), the claim rolls
+    # back with the fence, the Redis lease is released, and the slot is left unclaimed for the
+    # daemon's spool (StoreUnavailable), not spent without a row.
+    config = store_config(WAKE_POSTGRES__COMMAND_TIMEOUT_S="1", WAKE_POSTGRES__POOL_MAX_SIZE="4")  # the timeout is what is under test
+    slot = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC)
+    async with stores.connected(config) as st:
+        await session.prepare_schema(st)
+        s = session.Session(config=config, stores=st, registry=session.build_registry(config))
+        first = await claim.run(s, WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=slot),
+                                owner="a", claim=claim.Claim(by="r1"))
+        assert first is not None and first.recorded  # the agent now has a fence row to lock
+        later = WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=slot + dt.timedelta(minutes=15))
+        async with st.pg_conn() as blocker, blocker.transaction():
+            await blocker.execute("SELECT fence FROM agent_fences WHERE agent_id = 'demo' FOR UPDATE")
+            with pytest.raises(StoreUnavailable, match="slot claim got no answer"):
+                await claim.run(s, later, owner="a", claim=claim.Claim(by="r1"))
+        assert await lease.holder(st.redis, "demo") is None
+        async with st.pg_conn() as conn:
+            assert await slots.holder(conn, "demo", "whisper", later.scheduled_for) is None
+            assert await conn.fetchval("SELECT count(*) FROM wake_introspection_ledger WHERE scheduled_for = $1", later.scheduled_for) == 0
+        again = await claim.run(s, later, owner="a", claim=claim.Claim(by="r1"))  # unclaimed: it can still run
+    assert again is not None and again.recorded

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
+from redis.exceptions import RedisError
 
 from ledgers import controls, introspection, slots
 from ledgers.vocab import Status, Trigger
@@ -232,8 +232,9 @@ async def _claimed(
 async def _take_lease(session: Session, request: WakeRequest, won: _Won, *, owner: str, conn: Any) -> None:
     """The first try at the lease, inside the claim's transaction. Busy, or Redis failing, is
     noted on `won` and the claim still commits (the slot is spent and gets its one row; a busy
-    lease is waited for after the commit, when the tier waits); a PostgreSQL error raises, and the
-    claim rolls back with it."""
+    lease is waited for after the commit, when the tier waits). Anything else (PostgreSQL failing
+    or not answering in time while the fence is recorded) raises, and the claim rolls back with it:
+    a slot that was never claimed, which the daemon spools (`StoreUnavailable`)."""
     ttl_ms = int(session.config.daemon.lease_ttl_s * 1000)
     try:
         won.taken = await lease.acquire(
@@ -241,9 +242,7 @@ async def _take_lease(session: Session, request: WakeRequest, won: _Won, *, owne
         )
     except LeaseBusy as busy:
         won.busy = busy
-    except (asyncpg.PostgresError, asyncpg.InterfaceError):
-        raise
-    except Exception as exc:
+    except RedisError as exc:  # only Redis: anything else may have aborted the claim's transaction, so it rolls back
         won.failed = exc
 
 
