@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from surfaces.registry import Registry
+from tests.support import thirty_tools
 from wake.witness import manifest
 
 DECL = {"name": "local_time", "description": "The time.", "parameters": {"type": "object", "properties": {}}, "version": "1"}
@@ -45,3 +47,18 @@ def test_a_row_from_before_the_content_store_checks_the_root_only() -> None:
     assert [d.part for d in manifest.audit("demo", "whisper", blocks, tools, root, ["local_time"], {})[1]] == [
         "block clock", "block identity", "tool local_time",
     ]
+
+
+def test_bound_tools_give_the_same_contents_as_their_declarations() -> None:
+    # The cycle stores tool contents from Tool objects (encoded once per Tool); `verify`
+    # recomputes from declarations: the two must be the same bytes under the same keys.
+    registry = Registry({"wake", "wake.whisper", "wake.surface", "wake.full", "chat", "ops"})
+    for t in thirty_tools.TOOLS:
+        registry.register(t)
+    tools = list(registry.binding(["wake"]))
+    texts = {"clock": "now", "identity": "you"}
+    by_object = manifest.contents_of(texts, tools)
+    assert by_object == manifest.contents(texts, {t.name: t.declaration() for t in tools})
+    assert manifest.contents_of(texts, tools) == by_object  # the remembered encoding gives the same again
+    assert {k for k, (kind, _) in by_object.items() if kind == "tool"} == {manifest.tool_hash(t) for t in tools}
+    assert len(tools) == 19

@@ -216,7 +216,7 @@ async def run_wake(
         )
         wake_diff = ctx.diff
         mani = manifest.of_hashes(agent_id, tier, {b.name: manifest.sha256_text(b.text) for b in blocks}, tool_hashes)
-        row_base.update(contents=manifest.contents({b.name: b.text for b in blocks}, {t.name: t.declaration() for t in binding}),
+        row_base.update(contents=manifest.contents_of({b.name: b.text for b in blocks}, binding),
                         arrival_order=[b.name for b in arrival.prompt_order(blocks)])
         if dry_run:
             status, note = Status.completed, dry_run_note(ctx)

@@ -55,25 +55,32 @@ def sha256_declaration(declaration: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical(declaration)).hexdigest()
 
 
-# Each tool's declaration hash, computed once per Tool (a registry build makes its tools once):
-# re-hashing every bound declaration on every wake grows with the registry.
-_TOOL_HASHES: dict[int, tuple[weakref.ref[Any], str]] = {}
+# Each tool's declaration hash and canonical text, computed once per Tool (a registry build makes
+# its tools once): re-encoding every bound declaration on every wake grows with the registry.
+_TOOL_HASHES: dict[int, tuple[weakref.ref[Any], str, str]] = {}
+
+
+def tool_content(tool: Any) -> tuple[str, str]:
+    """(`sha256_declaration(tool.declaration())`, the canonical declaration text), remembered for
+    the life of the Tool object."""
+    key = id(tool)
+    hit = _TOOL_HASHES.get(key)
+    if hit is not None and hit[0]() is tool:
+        return hit[1], hit[2]
+    body = canonical(tool.declaration())
+    digest, text = hashlib.sha256(body).hexdigest(), body.decode("utf-8")
+
+    def forget(ref: weakref.ref[Any]) -> None:
+        if _TOOL_HASHES.get(key, (None, "", ""))[0] is ref:
+            del _TOOL_HASHES[key]
+
+    _TOOL_HASHES[key] = (weakref.ref(tool, forget), digest, text)
+    return digest, text
 
 
 def tool_hash(tool: Any) -> str:
     """`sha256_declaration(tool.declaration())`, remembered for the life of the Tool object."""
-    key = id(tool)
-    hit = _TOOL_HASHES.get(key)
-    if hit is not None and hit[0]() is tool:
-        return hit[1]
-    digest = sha256_declaration(tool.declaration())
-
-    def forget(ref: weakref.ref[Any]) -> None:
-        if _TOOL_HASHES.get(key, (None, ""))[0] is ref:
-            del _TOOL_HASHES[key]
-
-    _TOOL_HASHES[key] = (weakref.ref(tool, forget), digest)
-    return digest
+    return tool_content(tool)[0]
 
 
 def root_hash(agent_id: str, tier: str, blocks: Mapping[str, str], tools: Mapping[str, str]) -> str:
@@ -109,6 +116,15 @@ def contents(block_texts: Mapping[str, str], declarations: Mapping[str, Mapping[
     recompute every hash of a row from the content itself."""
     out = {sha256_text(text): ("block", text) for text in block_texts.values()}
     out.update({sha256_declaration(decl): ("tool", canonical(decl).decode("utf-8")) for decl in declarations.values()})
+    return out
+
+
+def contents_of(block_texts: Mapping[str, str], tools: Sequence[Any]) -> dict[str, tuple[str, str]]:
+    """`contents` for bound Tool objects, their declarations encoded once per Tool (`tool_content`)."""
+    out = {sha256_text(text): ("block", text) for text in block_texts.values()}
+    for tool in tools:
+        digest, text = tool_content(tool)
+        out[digest] = ("tool", text)
     return out
 
 
