@@ -64,6 +64,22 @@ NEXT_FIRES = 10
 TRIGGER_POP_S = 1.0
 # A cancelled wake gets this long to settle `aborted` before the daemon stops waiting for it.
 CANCEL_GRACE_S = 10.0
+SIDE_CANCEL_TRIES = 3
+
+
+async def _cancelled(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel the side tasks and wait for them, boundedly: a cancellation can be lost (an
+    `asyncio.wait_for` that finished just as it came, before Python 3.12), and a loop that lost it
+    would keep the daemon from ever stopping. Ask again; name what still runs, and go on."""
+    stuck = {t for t in tasks if not t.done()}
+    for _ in range(SIDE_CANCEL_TRIES):
+        if not stuck:
+            return
+        for task in stuck:
+            task.cancel()
+        _, stuck = await asyncio.wait(stuck, timeout=CANCEL_GRACE_S / SIDE_CANCEL_TRIES)
+    if stuck:
+        log.error("daemon.side_tasks_stuck", tasks=sorted(t.get_name() for t in stuck))
 # Slots that got no row while PostgreSQL was away, kept in memory until it answers (oldest
 # dropped, and logged, past this many); and how often an unreachable PostgreSQL is asked again.
 SPOOL_MAX = 1000
@@ -247,9 +263,7 @@ class Daemon:
         if self.spool:
             log.error("daemon.spool_lost", slots=len(self.spool), first=self.spool[0].request.scheduled_for.isoformat()
                       if self.spool[0].request.scheduled_for else None)
-        for task in side:
-            task.cancel()
-        await asyncio.gather(*side, return_exceptions=True)
+        await _cancelled(side)
         assert self.stores is not None
         with contextlib.suppress(Exception):
             await control.forget(self.stores.redis, self.replica_id)
