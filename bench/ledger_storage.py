@@ -58,7 +58,7 @@ async def main(wakes: int, state_dir: Path) -> None:
         for i in range(wakes):
             outcome = await cycle.run_wake(s, WakeRequest(agent_id="demo", tier=tiers[i % len(tiers)]))
             assert outcome.recorded, outcome.error
-            contents = manifest.contents({b.name: b.text for b in outcome.blocks}, {t.name: t.declaration() for t in outcome.binding})
+            contents = manifest.contents_of({b.name: b.text for b in outcome.blocks}, outcome.binding)
             payload += sum(len(body.encode("utf-8")) for _, body in contents.values())
             distinct |= set(contents)
         async with s.stores.pg_conn() as conn:
