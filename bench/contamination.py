@@ -20,7 +20,7 @@ Arms:
   CONTRADICT facts, as in the experiment this rebuilds); retracted facts are filtered out.
 - verify (text search): the untyped baseline, measured in the same run: an anchor holds when its
   token occurs anywhere in the blobs at HEAD (what a grep-style anchor check sees).
-- verify-on-read: `ledgers.verify.check`, typed and placed anchors against the fingerprint at HEAD.
+- verify-on-read: `codecheck.verify.check`, typed and placed anchors against the fingerprint at HEAD.
 
 Token size of the facts block is its UTF-8 bytes / 4: a rough, tokenizer-free figure that is fair
 for comparing the arms with each other, not a model's count.
@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pygit2
 from packaging.requirements import Requirement
 
-from ledgers import anchors, build_worker, verify, workspace
+from codecheck import anchors, build_worker, verify, workspace
 
 TRUE, CONTRADICT, SILENT, TRAP = "TRUE", "CONTRADICT", "SILENT", "PRESENT-TRAP"
 

@@ -29,9 +29,9 @@ from pygit2.enums import CheckoutStrategy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ledgers.memory import cloister
-from ledgers.memory.config import MemoryConfig
-from ledgers.memory.repo import MemoryRepo, signature
+from memory import cloister
+from memory.config import MemoryConfig
+from memory.repo import MemoryRepo, signature
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 TRAILERS = {"Wake-Id": "00000000-0000-0000-0000-000000000001", "Fence": "1", "Tier": "full"}

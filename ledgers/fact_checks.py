@@ -22,8 +22,9 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import anchors as anchors_mod
-from ledgers import queries, retractions, verify
+from codecheck import anchors as anchors_mod
+from codecheck import verify
+from ledgers import queries, retractions
 
 _TEXT_MAX = 2000  # evidence and retraction fields are clipped to this many characters
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import anchors as anchors_mod
+from codecheck import anchors as anchors_mod
 from ledgers import attestation, contact, queries
 
 ORIGINS = ("did", "saw")
-ANCHOR_TYPES = ("file", "message", "wake", "url")  # the {type, ref} anchors; ledgers.anchors has the code ones
+ANCHOR_TYPES = ("file", "message", "wake", "url")  # the {type, ref} anchors; codecheck.anchors has the code ones
 
 
 class FactError(ValueError):
@@ -54,7 +54,7 @@ _sql = queries.named("facts")
 
 
 def check_anchors(anchors: Any) -> list[dict[str, Any]]:
-    """Typed anchors (`ledgers.anchors`): provenance ({"type": message|wake|url, "ref": ...}) and
+    """Typed anchors (`codecheck.anchors`): provenance ({"type": message|wake|url, "ref": ...}) and
     code anchors (file, import, symbol, env, package, absent), in their stored JSON form."""
     try:
         return anchors_mod.to_json(anchors_mod.parse(anchors))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the graph driver is imported only where a graph is configur
     import asyncpg
 
     from ledgers import graph
-    from ledgers.memory.repo import MemoryRepo
+    from memory.repo import MemoryRepo
     from surfaces.conversation import Conversation
 
 __all__ = ["RecallSettings", "ToolContext", "ToolSettings", "graph_write"]

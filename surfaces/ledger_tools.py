@@ -16,14 +16,14 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from ledgers import anchors as anchors_mod
+from codecheck import anchors as anchors_mod
 from ledgers import commitments, daybook, facts, summaries
 from surfaces import graph_anchors
 from surfaces.context import ToolContext
 from surfaces.registry import Tool, tool
 
 _UUID = {"type": "string", "pattern": "^[0-9a-fA-F-]{32,36}$"}
-# Typed anchors (ledgers/anchors.py): what the fact stands on in code, checked against the
+# Typed anchors (codecheck/anchors.py): what the fact stands on in code, checked against the
 # agent's workspace at git HEAD whenever the fact is read, and its provenance.
 _ANCHORS = anchors_mod.JSON_SCHEMA
 _ORIGIN = {

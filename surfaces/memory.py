@@ -1,5 +1,5 @@
 """The memory tools: `memory` (reads and writes) and `memory_read` (reads only), over the agent's
-git-backed memory (`ledgers.memory`, docs/memory.md).
+git-backed memory (the `memory` package, docs/memory.md).
 
 `memory` mutates and is bound from the surface tier up; `memory_read` is bound at every wake tier,
 so a whisper reads its memory without being able to change it. Every `write` and `append` is one
@@ -10,25 +10,19 @@ is a `ToolInputError` whose message ends in the rule's name (`[frontmatter.descr
 
 After every write the Cloister canary audits what changed (the write itself, and anything that
 bypassed the tool meanwhile); while a HALT finding is open, writes are refused
-(`[cloister.halt]`). The harness runs the same canary at the start of every wake (`canary`).
+(`[cloister.halt]`). The harness runs the same canary at the start of every wake (`ledgers.memory_ledger.run_canary`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-import uuid
-from collections.abc import Callable
 from typing import Any
 
-import asyncpg
 import structlog
 
+from ledgers import memory_ledger as ledger
 from ledgers.fences import StaleFence
-from ledgers.memory import ledger
-from ledgers.memory.config import Severity
-from ledgers.memory.errors import MemoryRefused
-from ledgers.memory.repo import MemoryRepo
+from memory.errors import MemoryRefused
+from memory.repo import MemoryRepo
 from surfaces import context_tools
 from surfaces.context import ToolContext
 from surfaces.epistemic import ToolInputError
@@ -39,56 +33,6 @@ log = structlog.get_logger("surfaces.memory")
 READS = ("read", "ls", "status", "diff", "audit", "search")
 WRITES = ("write", "append")
 FINDINGS_SHOWN = 20
-
-Transaction = Callable[[], contextlib.AbstractAsyncContextManager[asyncpg.Connection]]
-
-
-# -- the canary, shared with the harness --------------------------------------------------------
-
-
-async def canary(
-    read: Transaction | None, write: Transaction, repo: MemoryRepo, *, agent_id: str, wake_id: uuid.UUID | None, at: dt.datetime,
-) -> ledger.CanaryResult:
-    """Run the Cloister canary: a read (`read`) when nothing changed since its last audit, else
-    the audit recorded in `write`'s transaction (fenced, for a wake); then log what it found: one
-    `cloister.audited` line, and one `cloister.finding` line per finding new to the ledger.
-    `read=None`: something has just changed (a write), so skip the read."""
-    quiet = None
-    if read is not None:
-        async with read() as conn:
-            quiet = await ledger.quiet_canary(conn, repo, agent_id)
-    if quiet is not None:
-        result = quiet
-    else:
-        async with write() as conn:
-            result = await ledger.canary(conn, repo, agent_id, at=at)
-    wake = str(wake_id) if wake_id else None
-    for finding_id, f in result.new:
-        if f.severity == Severity.LOG:
-            log.info("cloister.finding", agent=agent_id, wake_id=wake, finding_id=finding_id, severity=f.severity.value, domain=f.domain,
-                     rule=f.rule, path=f.path, commit=f.commit)
-        else:
-            log.warning("cloister.finding", agent=agent_id, wake_id=wake, finding_id=finding_id, severity=f.severity.value,
-                        domain=f.domain, rule=f.rule, path=f.path, commit=f.commit)
-    scope = result.audit.range
-    log.info(
-        "cloister.audited", agent=agent_id, wake_id=wake, head=scope.head, commits=len(scope.commits),
-        findings=len(result.audit.findings), new=result.recorded, halted=result.has_open_halt,
-    )
-    return result
-
-
-async def halt_reason(conn: asyncpg.Connection, agent_id: str) -> str | None:
-    """`cloister HALT #12 fields.changed in system/persona/persona.md` for the oldest open HALT
-    (and how many more there are), or None when no HALT is open."""
-    view = await ledger.open_view(conn, agent_id, limit=1)
-    if not view.rows or view.rows[0]["severity"] != Severity.HALT:
-        return None
-    halts = view.counts[Severity.HALT]
-    row = view.rows[0]
-    more = f" (and {halts - 1} more HALT)" if halts > 1 else ""
-    return f"cloister HALT #{row['finding_id']} {row['rule']} in {row['path'] or 'the whole repository'}{more}"
-
 
 def finding_json(row: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -197,7 +141,7 @@ async def _write(ctx: ToolContext, command: str, path: str | None, content: str 
         "op": done.op, "path": done.path, "commit": done.commit, "bytes_before": done.bytes_before, "bytes_after": done.bytes_after,
     }
     try:
-        result = await canary(None, ctx.write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, at=ctx.now)  # just written: no quiet read
+        result = await ledger.run_canary(None, ctx.write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, at=ctx.now)  # just written: no quiet read
     except StaleFence:
         raise
     except Exception as exc:  # the write is made; the next wake's canary audits it

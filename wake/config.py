@@ -43,7 +43,7 @@ import pydantic
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from ledgers.memory import config as memory_config
+from memory import config as memory_config
 from surfaces import names as surface_names
 from surfaces.context import RecallSettings, ToolSettings
 from wake.errors import ConfigError

@@ -18,9 +18,9 @@ from typing import Any
 import asyncpg
 
 from ledgers import graph
-from ledgers.memory.ledger import CanaryResult
-from ledgers.memory.repo import MemoryRepo
+from ledgers.memory_ledger import CanaryResult
 from ledgers.vocab import Tier, Trigger
+from memory.repo import MemoryRepo
 from surfaces.context import ToolSettings
 from surfaces.conversation import Conversation
 from surfaces.registry import Tool

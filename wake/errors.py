@@ -130,7 +130,7 @@ class Failure(Exception):
 
 
 class WorkspaceUnavailable(WakeError):
-    """An agent's workspace cannot be fingerprinted (`ledgers.workspace.WorkspaceError`); the exit
+    """An agent's workspace cannot be fingerprinted (`codecheck.workspace.WorkspaceError`); the exit
     status follows its kind: not_a_repository 66 (EX_NOINPUT), no_commits 65 (EX_DATAERR),
     unreadable 74 (EX_IOERR), over_budget 75 (EX_TEMPFAIL)."""
 

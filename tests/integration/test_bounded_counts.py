@@ -10,12 +10,11 @@ from collections.abc import AsyncIterator, Callable
 import asyncpg
 import pytest
 
-from ledgers import queries
-from ledgers.memory import ledger as memory_ledger
-from ledgers.memory import render as memory_render
+from ledgers import memory_ledger, queries
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import falsifiers, records, settled
+from wake.arrival import memory_render as memory_render
 from wake.config import Config
 from wake.run import session
 

@@ -13,8 +13,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledgers import fact_checks, facts, retractions, verify
-from ledgers.workspace import Workspace
+from codecheck import verify
+from codecheck.workspace import Workspace
+from ledgers import fact_checks, facts, retractions
 from tests.support import gitrepo
 
 NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)

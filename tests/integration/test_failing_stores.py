@@ -17,8 +17,8 @@ import neo4j
 import pytest
 
 from ledgers import graph
-from ledgers.memory.repo import MemoryRepo
 from ledgers.vocab import Result, Retrieval
+from memory.repo import MemoryRepo
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import engine, sources

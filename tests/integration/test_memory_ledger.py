@@ -13,8 +13,8 @@ import asyncpg
 import pytest
 
 from ledgers import fences
-from ledgers.memory import ledger
-from ledgers.memory.repo import MemoryRepo
+from ledgers import memory_ledger as ledger
+from memory.repo import MemoryRepo
 from tests.support.memory_git import NOW, doc, git, open_repo, requires_git
 
 pytestmark = requires_git

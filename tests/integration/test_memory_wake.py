@@ -17,8 +17,8 @@ import pytest
 import structlog
 
 from ledgers import fences, introspection
-from ledgers.memory import ledger
-from ledgers.memory.repo import MemoryRepo
+from ledgers import memory_ledger as ledger
+from memory.repo import MemoryRepo
 from surfaces import memory as memory_tools
 from tests.support import wakes
 from tests.support.ledger_ctx import wake_ctx

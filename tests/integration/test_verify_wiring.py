@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import structlog
 
-from ledgers import anchors, facts, workspace
+from codecheck import anchors, workspace
+from ledgers import facts
 from surfaces import epistemic, ledger_tools
 from surfaces.epistemic import ToolInputError
 from tests.support import gitrepo, ledger_ctx, wakes

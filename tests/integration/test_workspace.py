@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from ledgers import anchors, verify, workspace
-from ledgers.fingerprint import Fingerprint
-from ledgers.workspace import Workspace, WorkspaceError
+from codecheck import anchors, verify, workspace
+from codecheck.fingerprint import Fingerprint
+from codecheck.workspace import Workspace, WorkspaceError
 from tests.support import gitrepo, slow_fingerprint
 
 APP: dict[str, str | bytes] = {

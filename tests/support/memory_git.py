@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgers.memory.config import MemoryConfig
-from ledgers.memory.repo import MemoryRepo
+from memory.config import MemoryConfig
+from memory.repo import MemoryRepo
 
 NOW = dt.datetime(2026, 5, 6, 21, 0, tzinfo=dt.UTC)
 TRAILERS = {"Wake-Id": "00000000-0000-0000-0000-000000000001", "Fence": "7", "Tier": "full"}

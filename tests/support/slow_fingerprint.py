@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledgers import workspace
-from ledgers.fingerprint import Fingerprint
+from codecheck import workspace
+from codecheck.fingerprint import Fingerprint
 
 
 def build_after(fifo: str, root: Path, head: str, previous: Fingerprint | None) -> Fingerprint:

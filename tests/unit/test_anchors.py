@@ -8,8 +8,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from ledgers import anchors
-from ledgers.anchors import Anchor, AnchorError
+from codecheck import anchors
+from codecheck.anchors import Anchor, AnchorError
 
 
 def test_each_kind_parses_to_its_typed_form_and_back() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
-from ledgers import fingerprint
-from ledgers.fingerprint import Fingerprint
+from codecheck import fingerprint
+from codecheck.fingerprint import Fingerprint
 
 
 def build(files: dict[str, str | bytes], previous: Fingerprint | None = None) -> Fingerprint:

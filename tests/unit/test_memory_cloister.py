@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ledgers.memory import cloister
-from ledgers.memory.config import MemoryConfig, Severity
-from ledgers.memory.repo import MemoryRepo
+from memory import cloister
+from memory.config import MemoryConfig, Severity
+from memory.repo import MemoryRepo
 from tests.support.memory_git import NOW, TRAILERS, doc, git, open_repo, requires_git, write
 
 pytestmark = requires_git

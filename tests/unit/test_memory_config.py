@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ledgers.memory import cloister, frontmatter, layout
-from ledgers.memory.config import MemoryConfig, Severity
-from ledgers.memory.repo import MemoryRepo
+from memory import cloister, frontmatter, layout
+from memory.config import MemoryConfig, Severity
+from memory.repo import MemoryRepo
 from tests.support.memory_git import NOW
 from wake import config as wake_config
 from wake.errors import ConfigError

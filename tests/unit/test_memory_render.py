@@ -6,9 +6,9 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from ledgers.memory import render
-from ledgers.memory.repo import Entry
+from memory.repo import Entry
 from tests.support.memory_git import doc, open_repo, requires_git, write
+from wake.arrival import memory_render as render
 
 
 @requires_git

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ledgers.memory import frontmatter, layout
-from ledgers.memory.config import MemoryConfig
-from ledgers.memory.errors import ContentRefused, FrontmatterRefused, NotFound
-from ledgers.memory.repo import MemoryRepo
+from memory import frontmatter, layout
+from memory.config import MemoryConfig
+from memory.errors import ContentRefused, FrontmatterRefused, NotFound
+from memory.repo import MemoryRepo
 from tests.support.memory_git import NOW, TRAILERS, doc, git, open_repo, requires_git, write
 
 pytestmark = requires_git

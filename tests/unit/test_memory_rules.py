@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ledgers.memory import frontmatter
-from ledgers.memory.config import MemoryConfig
-from ledgers.memory.errors import ContentRefused, FrontmatterRefused, MemoryRefused, PathRefused
-from ledgers.memory.repo import MemoryRepo
+from memory import frontmatter
+from memory.config import MemoryConfig
+from memory.errors import ContentRefused, FrontmatterRefused, MemoryRefused, PathRefused
+from memory.repo import MemoryRepo
 from tests.support.memory_git import NOW, TRAILERS, doc, git, open_repo, requires_git, write
 
 
@@ -146,8 +146,8 @@ def test_the_memory_layer_imports_nothing_from_wake_or_surfaces() -> None:
     import sys
 
     probe = (
-        "import sys, ledgers.memory.repo, ledgers.memory.cloister, ledgers.memory.ledger, ledgers.memory.render;"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('wake', 'surfaces')))"
+        "import sys, memory.repo, memory.cloister, memory.layout;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('wake', 'surfaces', 'ledgers', 'codecheck')))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -1,5 +1,5 @@
 """Verify-on-read in the facts block: each live fact's code anchors checked against the agent's
-workspace at git HEAD (`ledgers.verify`), once per retrieval, within `agents.<id>.verify.budget_ms`.
+workspace at git HEAD (`codecheck.verify`), once per retrieval, within `agents.<id>.verify.budget_ms`.
 
 A refuted fact (and the chain under it) leaves the arrival; a verified or inconclusive one keeps
 its line with the verdict's label appended; a fact with no code anchors, or any fact of an agent
@@ -17,8 +17,9 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import anchors as anchors_mod
-from ledgers import fact_checks, verify, workspace
+from codecheck import anchors as anchors_mod
+from codecheck import verify, workspace
+from ledgers import fact_checks
 from wake import logs
 from wake.arrival.engine import clip
 from wake.config import Config

@@ -10,7 +10,8 @@ check: ..."), so an unaudited memory never reads as an empty one.
 
 from __future__ import annotations
 
-from ledgers.memory import ledger, render
+from ledgers import memory_ledger as ledger
+from wake.arrival import memory_render as render
 from wake.arrival.engine import Found
 from wake.context import WakeContext
 from wake.errors import CanaryFailed, Disabled

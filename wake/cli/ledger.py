@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from ledgers import contact, fact_checks, facts, settled, verify
+from codecheck import verify
+from ledgers import contact, fact_checks, facts, settled
 from wake import clock
 from wake.arrival import code_check
 from wake.cli import app, render

@@ -15,10 +15,9 @@ from typing import Any
 
 import click
 
-from ledgers.memory import ledger
-from ledgers.memory.errors import MemoryRefused
-from ledgers.memory.repo import MemoryRepo
-from surfaces import memory as memory_tools
+from ledgers import memory_ledger as ledger
+from memory.errors import MemoryRefused
+from memory.repo import MemoryRepo
 from wake import clock
 from wake.cli import app, render
 from wake.config import Config
@@ -170,7 +169,7 @@ def audit_cmd(obj: app.Context, path: str | None, agent_id: str | None, as_json:
         at = clock.now()
         repo = open_repo(config, agent, at)
         async with app.ledger_stores(config) as st:
-            result = await memory_tools.canary(st.pg_conn, lambda: lease.fenced(st, agent, None), repo, agent_id=agent, wake_id=None, at=at)
+            result = await ledger.run_canary(st.pg_conn, lambda: lease.fenced(st, agent, None), repo, agent_id=agent, wake_id=None, at=at)
             async with st.pg_conn() as conn:
                 last = await ledger.last_audit(conn, agent)
                 rows, total = await ledger.findings(conn, agent, state="open", limit=10_000 if path else 50)

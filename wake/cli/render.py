@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ledgers import introspection, workspace
+from codecheck import workspace
+from ledgers import introspection
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers

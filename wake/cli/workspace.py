@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from ledgers import workspace
+from codecheck import workspace
 from wake.cli import app, render
 from wake.config import Config
 from wake.errors import ConfigError, WorkspaceUnavailable

@@ -24,11 +24,10 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import daybook, introspection
+from ledgers import daybook, introspection, memory_ledger
 from ledgers.fences import StaleFence
-from ledgers.memory.repo import MemoryRepo
 from ledgers.vocab import Result, Status, StopReason, Tier, Trigger
-from surfaces import memory as memory_tools
+from memory.repo import MemoryRepo
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
 from wake.arrival import absence, sources
@@ -140,14 +139,14 @@ async def open_memory(config: Config, stores: Stores, request: WakeRequest, now:
         repo = MemoryRepo.open(path, config.memory_config(agent_id), at=now)
         if dry_run:
             async with stores.pg_conn() as conn:
-                return MemoryState(enabled=True, repo=repo, halt=await memory_tools.halt_reason(conn, agent_id))
-        result = await memory_tools.canary(
+                return MemoryState(enabled=True, repo=repo, halt=await memory_ledger.halt_reason(conn, agent_id))
+        result = await memory_ledger.run_canary(
             stores.pg_conn, lambda: lease.fenced(stores, agent_id, request.fence), repo, agent_id=agent_id, wake_id=request.wake_id, at=now,
         )
         halt = None
         if result.has_open_halt:
             async with stores.pg_conn() as conn:
-                halt = await memory_tools.halt_reason(conn, agent_id)
+                halt = await memory_ledger.halt_reason(conn, agent_id)
         return MemoryState(enabled=True, repo=repo, canary=result, halt=halt)
     except StaleFence:
         raise

@@ -1,6 +1,6 @@
 """One agent's memory repository: markdown files with frontmatter in a git repository (pygit2).
 
-Created on first use with the bootstrap layout (`ledgers.memory.layout`). Every write, append and
+Created on first use with the bootstrap layout (`memory.layout`). Every write, append and
 revert is one commit on `refs/heads/<branch>`, authored by the agent, committed by wake, with the
 trailers `Wake-Id`, `Fence` and `Tier`. A commit is built from the branch's tree plus the one file
 (never from the index), so nothing staged or edited outside the tool rides along with it; the file
@@ -8,7 +8,7 @@ is then written to the work tree and the index, so a clean repository stays clea
 
 Reads come from the branch's tip, never from the work tree: an edit that bypassed the tool is not
 seen by the agent until it is committed, and a commit that bypassed the tool is audited by the
-canary (`ledgers.memory.cloister`) before the next wake reads it.
+canary (`memory.cloister`) before the next wake reads it.
 
 Writers serialize on an exclusive `flock` of `.git/wake-memory.lock` (per open file, so it also
 excludes a second writer in the same process); the agent's lease decides who may write at all.
@@ -30,9 +30,9 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode, FileStatus, SortMode
 
-from ledgers.memory import frontmatter, layout, paths
-from ledgers.memory.config import MemoryConfig, Mode
-from ledgers.memory.errors import Busy, ContentRefused, FrontmatterRefused, MemoryRefused, NotFound, PathRefused
+from memory import frontmatter, layout, paths
+from memory.config import MemoryConfig, Mode
+from memory.errors import Busy, ContentRefused, FrontmatterRefused, MemoryRefused, NotFound, PathRefused
 
 REQUIRED_TRAILERS = ("Wake-Id", "Fence", "Tier")
 LOCK_FILE = "wake-memory.lock"

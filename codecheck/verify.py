@@ -25,10 +25,10 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from ledgers import anchors as anchors_mod
-from ledgers.anchors import Anchor
-from ledgers.fingerprint import Fingerprint, Site
-from ledgers.workspace import Workspace, WorkspaceError
+from codecheck import anchors as anchors_mod
+from codecheck.anchors import Anchor
+from codecheck.fingerprint import Fingerprint, Site
+from codecheck.workspace import Workspace, WorkspaceError
 
 VERIFIED, REFUTED, INCONCLUSIVE = "verified", "refuted", "inconclusive"
 STATUSES: tuple[str, ...] = (VERIFIED, REFUTED, INCONCLUSIVE)

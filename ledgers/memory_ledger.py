@@ -22,12 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import structlog
 
 from ledgers import fences, queries
-from ledgers.memory import cloister
-from ledgers.memory.config import Severity
-from ledgers.memory.errors import MemoryRefused, NotFound
-from ledgers.memory.repo import MemoryRepo, WriteResult
+from memory import cloister
+from memory.config import Severity
+from memory.errors import MemoryRefused, NotFound
+from memory.repo import MemoryRepo, WriteResult
+
+log = structlog.get_logger("ledgers.memory")
 
 FINDING_STATES = ("open", "acknowledged", "reverted", "logged")
 
@@ -323,7 +326,7 @@ async def canary(
 ) -> CanaryResult:
     """Audit everything since the agent's last audited commit and the work tree; record the
     findings and the new last audited commit in one transaction: the caller's when it holds one
-    (`surfaces.memory.canary`'s, fenced already), else its own, fenced when `fence` is given.
+    (`run_canary`'s, fenced already), else its own, fenced when `fence` is given.
     Run it (or `quiet_canary` first) at the start of every wake, before the arrival reads memory."""
     async with contextlib.nullcontext() if conn.is_in_transaction() else conn.transaction():
         if fence is not None:
@@ -337,3 +340,53 @@ async def canary(
             await set_audit(conn, agent_id, scope.head, at=at, commits=len(scope.commits), findings=len(result.findings))
         halted = await has_open_halt(conn, agent_id)
     return CanaryResult(audit=result, recorded=len(new), has_open_halt=halted, new=tuple(new))
+
+
+Transaction = Callable[[], contextlib.AbstractAsyncContextManager[asyncpg.Connection]]
+
+
+# -- the canary as the harness and the memory tool run it: read or audit, then log ----------------
+
+
+async def run_canary(
+    read: Transaction | None, write: Transaction, repo: MemoryRepo, *, agent_id: str, wake_id: uuid.UUID | None, at: dt.datetime,
+) -> CanaryResult:
+    """Run the Cloister canary: a read (`read`) when nothing changed since its last audit, else
+    the audit recorded in `write`'s transaction (fenced, for a wake); then log what it found: one
+    `cloister.audited` line, and one `cloister.finding` line per finding new to the ledger.
+    `read=None`: something has just changed (a write), so skip the read."""
+    quiet = None
+    if read is not None:
+        async with read() as conn:
+            quiet = await quiet_canary(conn, repo, agent_id)
+    if quiet is not None:
+        result = quiet
+    else:
+        async with write() as conn:
+            result = await canary(conn, repo, agent_id, at=at)
+    wake = str(wake_id) if wake_id else None
+    for finding_id, f in result.new:
+        if f.severity == Severity.LOG:
+            log.info("cloister.finding", agent=agent_id, wake_id=wake, finding_id=finding_id, severity=f.severity.value, domain=f.domain,
+                     rule=f.rule, path=f.path, commit=f.commit)
+        else:
+            log.warning("cloister.finding", agent=agent_id, wake_id=wake, finding_id=finding_id, severity=f.severity.value,
+                        domain=f.domain, rule=f.rule, path=f.path, commit=f.commit)
+    scope = result.audit.range
+    log.info(
+        "cloister.audited", agent=agent_id, wake_id=wake, head=scope.head, commits=len(scope.commits),
+        findings=len(result.audit.findings), new=result.recorded, halted=result.has_open_halt,
+    )
+    return result
+
+
+async def halt_reason(conn: asyncpg.Connection, agent_id: str) -> str | None:
+    """`cloister HALT #12 fields.changed in system/persona/persona.md` for the oldest open HALT
+    (and how many more there are), or None when no HALT is open."""
+    view = await open_view(conn, agent_id, limit=1)
+    if not view.rows or view.rows[0]["severity"] != Severity.HALT:
+        return None
+    halts = view.counts[Severity.HALT]
+    row = view.rows[0]
+    more = f" (and {halts - 1} more HALT)" if halts > 1 else ""
+    return f"cloister HALT #{row['finding_id']} {row['rule']} in {row['path'] or 'the whole repository'}{more}"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import yaml
 
-from ledgers.memory import frontmatter
-from ledgers.memory.config import Domain, MemoryConfig
-from ledgers.memory.errors import FrontmatterRefused
+from memory import frontmatter
+from memory.config import Domain, MemoryConfig
+from memory.errors import FrontmatterRefused
 
 DESCRIPTIONS = {
     "persona": "Who I am: my identity, principles and scope. A change to any of them waits for a human's review.",

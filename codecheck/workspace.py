@@ -1,6 +1,6 @@
 """An agent's workspace: a git repository whose HEAD its facts are checked against.
 
-`Workspace` keeps the fingerprint (`ledgers.fingerprint`) of the commit HEAD points at:
+`Workspace` keeps the fingerprint (`codecheck.fingerprint`) of the commit HEAD points at:
 
 - HEAD is re-resolved at most every `head_ttl_s` (default 30 s) on an injectable clock; within
   the TTL a moved HEAD is not seen yet, by design: steady reads cost a dictionary lookup.
@@ -9,7 +9,7 @@
   oid changed are read and parsed.
 - Blobs are read from the HEAD tree with pygit2, never from the working tree: uncommitted edits
   do not count, and a symlink in the tree is a link, never followed on disk.
-- A build runs in a worker process by default (`runner="process"`, `ledgers.build_worker`:
+- A build runs in a worker process by default (`runner="process"`, `codecheck.build_worker`:
   parsing holds the GIL for tens of milliseconds a file, which would starve the daemon's event
   loop if it ran in a thread), or in a thread (`runner="thread"`). Either way a caller can wait
   for it within a budget (`fingerprint_within`) and get `WorkspaceTimeout` rather than a late answer; the build goes on
@@ -35,9 +35,9 @@ from typing import Any, Literal
 import pygit2
 from pygit2.enums import FileMode, RepositoryOpenFlag
 
-from ledgers import build_worker
-from ledgers.builds import Builder, WorkspaceError, WorkspaceTimeout, run_build
-from ledgers.fingerprint import Entry, Fingerprint, assemble, with_timing
+from codecheck import build_worker
+from codecheck.builds import Builder, WorkspaceError, WorkspaceTimeout, run_build
+from codecheck.fingerprint import Entry, Fingerprint, assemble, with_timing
 
 __all__ = ["Builder", "Status", "Workspace", "WorkspaceError", "WorkspaceTimeout", "Workspaces", "build", "resolve_head"]
 

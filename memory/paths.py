@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ledgers.memory.config import MemoryConfig
-from ledgers.memory.errors import PathRefused
+from memory.config import MemoryConfig
+from memory.errors import PathRefused
 
 SUFFIX = ".md"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")

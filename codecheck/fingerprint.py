@@ -1,6 +1,6 @@
 """A workspace's fingerprint at one commit: what its code says, for typed anchors to match.
 
-Built from the blobs of one git tree (`ledgers.workspace` walks it), never from the working tree:
+Built from the blobs of one git tree (`codecheck.workspace` walks it), never from the working tree:
 
 - files and directories (and symlinks with their targets);
 - for every `*.py` file, from its syntax tree (`ast`, never a regex, so comments and strings never
@@ -142,7 +142,7 @@ class Fingerprint:
     reused: int = 0          # blobs whose summary came from the previous build (same oid)
     built_at: float = 0.0    # the workspace clock when it was built
     cache: BlobCache = field(default_factory=dict, repr=False, compare=False)
-    # the builder's own cache of what it walked (ledgers.workspace: subtrees by oid), kept for the next build
+    # the builder's own cache of what it walked (codecheck.workspace: subtrees by oid), kept for the next build
     walk_cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def size(self) -> dict[str, int]:

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 _FRAME = struct.Struct(">Q")
 _BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.stdin.buffer.readline()); "
-              "from ledgers import build_worker; build_worker.main()")
+              "from codecheck import build_worker; build_worker.main()")
 
 
 def _write(stream: IO[bytes], value: Any) -> None:
@@ -100,7 +100,7 @@ atexit.register(WORKER.close)
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    from ledgers import builds  # imported after sys.path is the parent's
+    from codecheck import builds  # imported after sys.path is the parent's
 
     while True:
         try:

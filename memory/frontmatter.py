@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from ledgers.memory.errors import FrontmatterRefused
+from memory.errors import FrontmatterRefused
 
 _HANDLER = YAMLHandler()
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)

@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 import pygit2
 from pygit2.enums import DeltaStatus, SortMode
 
-from ledgers.memory import frontmatter
-from ledgers.memory.config import Domain, MemoryConfig, Mode, Severity
-from ledgers.memory.errors import FrontmatterRefused, NotFound
-from ledgers.memory.repo import DATED, MemoryRepo, unified
+from memory import frontmatter
+from memory.config import Domain, MemoryConfig, Mode, Severity
+from memory.errors import FrontmatterRefused, NotFound
+from memory.repo import DATED, MemoryRepo, unified
 
 WORKTREE = "worktree"
 

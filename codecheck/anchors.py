@@ -5,12 +5,12 @@ share the list:
 
 - provenance anchors, checked by the facts arrival query against the ledgers: `message`, `wake`,
   `url` (`{"type": ..., "ref": ...}`);
-- code anchors, checked against the agent's workspace at its git HEAD (`ledgers.verify`):
+- code anchors, checked against the agent's workspace at its git HEAD (`codecheck.verify`):
 
   | type | `ref` | extra keys | matches |
   |---|---|---|---|
   | `file` | a path relative to the workspace root | | a file, symlink or directory in the HEAD tree |
-  | `import` | an absolute dotted module name | `where` | an import statement of that module (see `ledgers.fingerprint`) |
+  | `import` | an absolute dotted module name | `where` | an import statement of that module (see `codecheck.fingerprint`) |
   | `symbol` | a qualified definition, `pkg.mod.Class.method` | | a definition, or a name re-exported from one |
   | `env` | an environment variable name | `where` | a read of it through `os.environ` / `os.getenv` |
   | `package` | a distribution name | `ecosystem` (`python` or `npm`) | a declared dependency (PEP 503 names for Python) |

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgers import queries
-from ledgers.memory.repo import Entry
+from memory.repo import Entry
 
 MEMORY_MAX_CHARS = 4000
 CLOISTER_MAX_CHARS = 3000

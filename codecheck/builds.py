@@ -1,6 +1,6 @@
 """What the workspace and its build worker share: the build itself and its typed failure.
 
-Both `ledgers.workspace` (which asks for builds) and `ledgers.build_worker` (the child process
+Both `codecheck.workspace` (which asks for builds) and `codecheck.build_worker` (the child process
 that runs them) use this module; neither imports the other's side.
 """
 
@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ledgers.fingerprint import Fingerprint
+from codecheck.fingerprint import Fingerprint
 
 # (repository root, HEAD commit oid, the previous fingerprint or None) -> the fingerprint of HEAD
 Builder = Callable[[Path, str, "Fingerprint | None"], "Fingerprint"]
