@@ -15,8 +15,7 @@ import asyncpg
 
 from ledgers import ids, queries
 from ledgers.fences import StaleFence
-
-SETTLED = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped", "missed")
+from ledgers.vocab import SETTLED
 
 
 @dataclass(frozen=True, kw_only=True)

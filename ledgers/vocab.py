@@ -91,5 +91,7 @@ class OutboxState(enum.StrEnum):
 
 # Tiers that never wait for a busy agent: a whisper is cheap and the next one is minutes away.
 NO_WAIT_TIERS: frozenset[Tier] = frozenset({Tier.whisper})
+# Every status a settled wake can have: all but `started`, in the enum's order.
+SETTLED: tuple[Status, ...] = tuple(s for s in Status if s is not Status.started)
 # A settled wake that counts as success (`wake trigger`'s exit 0; the gate's "previous whisper").
 GOOD: frozenset[Status] = frozenset({Status.completed, Status.quiet})

@@ -109,6 +109,21 @@ class NoDaemon(WakeError):
         )
 
 
+class ListenError(WakeError):
+    """The metrics' listen address is malformed, or nothing can listen on it (sysexits EX_CONFIG:
+    the address is part of the config)."""
+
+    exit_code = ConfigError.exit_code
+
+
+class DeliveryFailed(Exception):
+    """One delivery attempt did not deliver; the message says why (a status, a transport error)."""
+
+
+class PrecheckFailed(Exception):
+    """A tier's pre-check neither passed nor said "nothing to do"; the message says what happened."""
+
+
 class ModelError(WakeError):
     """The provider failed (after any retries); `status` is the HTTP or in-body code, if any."""
 

@@ -1,4 +1,4 @@
-"""The wake cycle over real PostgreSQL and Redis: the issue's acceptance tests and the row rules."""
+"""The wake cycle over real PostgreSQL and Redis: the cycle's acceptance tests and the row rules."""
 
 from __future__ import annotations
 

@@ -8,18 +8,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import pydantic
 import pytest
 
-from wake.config import Config, load_config_file
+from wake.config import DaemonConfig, load_config_file
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "wake.service"
 DOC = ROOT / "docs" / "systemd.md"
-# Issue 4's default drain time, used only while no config model declares `drain_s` itself.
-ISSUE_DRAIN_S = 60.0
 _SPAN_UNITS_S = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "ms": 0.001}
 
 
@@ -50,25 +46,8 @@ def timespan_s(text: str) -> float:
 
 
 def default_drain_s() -> float:
-    """The default of any `drain_s` field in the config models, else the issue's 60 s."""
-
-    def walk(model: type[pydantic.BaseModel], seen: set[type]) -> float | None:
-        seen.add(model)
-        for name, info in model.model_fields.items():
-            if name == "drain_s" and isinstance(info.default, int | float):
-                return float(info.default)
-            for candidate in _model_types(info.annotation):
-                if candidate not in seen and (found := walk(candidate, seen)) is not None:
-                    return found
-        return None
-
-    return walk(Config, set()) or ISSUE_DRAIN_S
-
-
-def _model_types(annotation: Any) -> list[type[pydantic.BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
-        return [annotation]
-    return [t for arg in getattr(annotation, "__args__", ()) for t in _model_types(arg)]
+    """The daemon's default drain time (`daemon.drain_s`)."""
+    return float(DaemonConfig().drain_s)
 
 
 @pytest.fixture(scope="module")

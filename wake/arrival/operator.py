@@ -22,6 +22,7 @@ import signal
 from wake.arrival.engine import CacheTier, Found, Source
 from wake.config import TierConfig
 from wake.context import WakeContext
+from wake.errors import PrecheckFailed
 
 INSTRUCTIONS = "instructions"
 PRECHECK = "precheck"
@@ -29,10 +30,6 @@ PASSED, NOTHING_TO_DO = 0, 1  # the pre-check's exit statuses that are answers, 
 # The engine's own bound on the pre-check source, past the command's timeout (the source kills
 # the command itself and says so; this only keeps a stuck pipe from holding the wake).
 PRECHECK_MARGIN_S = 2.0
-
-
-class PrecheckFailed(Exception):
-    """The pre-check neither passed nor said "nothing to do"; the message says what happened."""
 
 
 async def instructions(ctx: WakeContext) -> Found:

@@ -13,14 +13,15 @@ import contextlib
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 import click
 
 from ledgers import ids, introspection, schema
 from wake import __version__, logs, stores
-from wake.config import Config, load_config
+from wake.config import Config, check_agent_id, load_config
+from wake.config import loader as config_loader
 from wake.errors import NotFound, SchemaError, WakeError
 from wake.run import session
 
@@ -101,7 +102,6 @@ async def resolve_wake(conn: asyncpg.Connection, text: str) -> uuid.UUID:
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    envvar="WAKE_CONFIG",
     help="Config file. Else $WAKE_CONFIG, ./wake.toml, ~/.config/wake/wake.toml, /etc/wake/wake.toml, "
     "then the embedded default. Overrides: WAKE_<SECTION>__<KEY>, DATABASE_URL, PG*, REDIS_URL, NEO4J_URI.",
 )
@@ -113,15 +113,36 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     Logs of one-shot commands go to stderr (JSON when stderr is not a terminal; force with
     WAKE_LOG_FORMAT=json|console); command output goes to stdout.
     """
-    import os
-
-    logs.configure(os.environ.get("WAKE_LOG_FORMAT", "auto"), os.environ.get("WAKE_LOG_LEVEL", "info").lower(), stream=sys.stderr)
+    log_format, log_level = config_loader.log_settings()
+    logs.configure(log_format, log_level, stream=sys.stderr)
     ctx.obj = Context(config_path)
 
 
 
+if TYPE_CHECKING:  # generic from click 8.2 on; pyproject allows 8.1
+    _StrParam = click.ParamType[str, Any]
+else:
+    _StrParam = click.ParamType
+
+
+class AgentIdType(_StrParam):
+    """An agent id on the command line: the config's pattern (`wake.config.AGENT_ID_PATTERN`), checked
+    before anything is looked up, so a malformed id is one clipped line (usage, exit 2)."""
+
+    name = "AGENT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return check_agent_id(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+AGENT_ID = AgentIdType()
+
+
 def agent_option(required: bool = False) -> Callable[[Any], Any]:
-    return click.option("--agent", "agent_id", required=required, help="Agent id ([agents.<id>] in the config).")
+    return click.option("--agent", "agent_id", type=AGENT_ID, required=required, help="Agent id ([agents.<id>] in the config).")
 
 
 def default_agent(config: Config, agent_id: str | None) -> str:

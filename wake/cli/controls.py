@@ -80,7 +80,7 @@ def operator() -> str:
 
 
 @click.command("pause")
-@click.argument("agent_id")
+@click.argument("agent_id", type=app.AGENT_ID)
 @click.option("--tier", type=TIER_CHOICE, help="Only this tier (default: every tier of the agent).")
 @click.option("--until", "until_text", help=f"Resume by itself then: {TIME_HELP}.")
 @click.option("--reason", help="Why; shown on every skipped row and in `wake status`.")
@@ -110,7 +110,7 @@ def pause_cmd(ctx: app.Context, agent_id: str, tier: str | None, until_text: str
 
 
 @click.command("resume")
-@click.argument("agent_id")
+@click.argument("agent_id", type=app.AGENT_ID)
 @click.option("--tier", type=TIER_CHOICE, help="Lift only this tier's pause (default: every pause of the agent).")
 @app.pass_ctx
 def resume_cmd(ctx: app.Context, agent_id: str, tier: str | None) -> None:

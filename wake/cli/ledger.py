@@ -27,7 +27,7 @@ def demo_group() -> None:
 
 
 @demo_group.command("seed")
-@click.option("--agent", "agent_id", default="demo", show_default=True, help="Agent id ([agents.<id>] in the config).")
+@click.option("--agent", "agent_id", type=app.AGENT_ID, default="demo", show_default=True, help="Agent id ([agents.<id>] in the config).")
 @click.pass_obj
 def demo_seed_cmd(obj: app.Context, agent_id: str) -> None:
     """Fill the agent's ledgers with demo data (facts of both origins, one unattested and one
@@ -70,7 +70,7 @@ async def check_facts(config: Config, agent: str, limit: int, record: bool) -> l
 
 
 @click.command("facts")
-@click.option("--agent", "agent_id", help="Agent id ([agents.<id>] in the config).")
+@click.option("--agent", "agent_id", type=app.AGENT_ID, help="Agent id ([agents.<id>] in the config).")
 @click.option("--all", "include_all", is_flag=True, help="Also unverified, overridden, expired and refuted facts.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--check", "check", is_flag=True,
@@ -110,7 +110,7 @@ def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: 
 
 @click.command("tell")
 @click.argument("message")
-@click.option("--agent", "agent_id", help="Agent id ([agents.<id>] in the config).")
+@click.option("--agent", "agent_id", type=app.AGENT_ID, help="Agent id ([agents.<id>] in the config).")
 @click.option("--author", default="operator", show_default=True, help="Who is speaking.")
 @click.option("--channel", default="cli", show_default=True, help="Where it came in.")
 @click.pass_obj
@@ -132,7 +132,7 @@ def tell_cmd(obj: app.Context, message: str, agent_id: str | None, author: str, 
 @click.command("settle")
 @click.argument("subject")
 @click.argument("state")
-@click.option("--agent", "agent_id", help="Agent id ([agents.<id>] in the config).")
+@click.option("--agent", "agent_id", type=app.AGENT_ID, help="Agent id ([agents.<id>] in the config).")
 @click.option(
     "--on", "state_on", type=click.DateTime(formats=["%Y-%m-%d"]), help="The day the state is about (YYYY-MM-DD); default today in the agent's zone.",
 )

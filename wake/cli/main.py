@@ -12,7 +12,7 @@ import click
 
 from ledgers import introspection, retractions, schema
 from ledgers import probes as probes_ledger
-from ledgers.vocab import Tier
+from ledgers.vocab import GOOD, Status, Tier
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
@@ -21,6 +21,7 @@ from wake.arrival import falsifiers as epistemic
 from wake.cli import controls, doctor, ledger, memory, migrate, remote, render, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
+    AGENT_ID,
     Context,
     agent_option,
     agent_with_tier,
@@ -112,7 +113,7 @@ WORKSPACE_WARM_S = 30.0  # `wake up` waits this long for the agent's workspace f
 
 @cli.command("up")
 @agent_option()
-@click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
+@click.option("--tier", type=controls.TIER_CHOICE, default=Tier.whisper.value, show_default=True, help="Depth of the wake.")
 @click.option("--dry-run", is_flag=True, help="Print the arrival prompt, the manifest and the diff; record nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @pass_ctx
@@ -148,7 +149,7 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
         click.echo(f"\n{o.note}")
     else:
         click.echo(render.outcome(o))
-    sys.exit(0 if o.status in ("completed", "quiet") else 1)
+    sys.exit(0 if o.status in GOOD else 1)
 
 
 @cli.command("show")
@@ -174,8 +175,8 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool) -> None:
 
 @cli.command("ledger")
 @agent_option()
-@click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), help="Only this tier.")
-@click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, missed, started).")
+@click.option("--tier", type=controls.TIER_CHOICE, help="Only this tier.")
+@click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
@@ -303,7 +304,7 @@ def registry_cmd(ctx: Context, as_json: bool) -> None:
 
 @cli.command("trigger")
 @agent_option()
-@click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), default="whisper", show_default=True, help="Depth of the wake.")
+@click.option("--tier", type=controls.TIER_CHOICE, default=Tier.whisper.value, show_default=True, help="Depth of the wake.")
 @click.option("--no-wait", is_flag=True, help="Return once the daemon has started the wake.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=600, show_default=True, help="Seconds to wait in all.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
@@ -440,7 +441,7 @@ def retract_cmd(
 
 
 @cli.command("retractions")
-@click.option("--agent", "agent_id", help="Only this agent (default: every agent).")
+@click.option("--agent", "agent_id", type=AGENT_ID, help="Only this agent (default: every agent).")
 @click.option("--due", is_flag=True, help="Only unchecked falsifiers that have matured by now.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: {total, rows}.")
@@ -513,7 +514,7 @@ def probe_cmd(
 
 
 @cli.command("probes")
-@click.option("--agent", "agent_id", help="Only this agent (default: every agent).")
+@click.option("--agent", "agent_id", type=AGENT_ID, help="Only this agent (default: every agent).")
 @click.option("--retraction", "retraction_ref", help="Only probes of this retraction (id or unique prefix).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON (evidence and controls included).")

@@ -32,6 +32,7 @@ import tenacity
 from ledgers import outbox
 from wake import clock, logs, secrets
 from wake.config import Config, DeliveryRoute
+from wake.errors import DeliveryFailed
 from wake.stores import Stores
 
 log = logs.get("wake.outbox")
@@ -40,10 +41,6 @@ BATCH = 16  # rows one pass takes
 LOCK_MARGIN_S = 2.0  # a row's lock outlasts its attempt and the wait after it by this much
 SIGNATURE_HEADER = "X-Wake-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-
-
-class DeliveryFailed(Exception):
-    """One attempt did not deliver; the message says why (a status, a transport error)."""
 
 
 def body_of(row: dict[str, Any]) -> bytes:

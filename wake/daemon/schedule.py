@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
+from ledgers.vocab import Tier
 from wake.config import Config, parse_duration_s
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # Tiers that skip quiet hours unless `skip_quiet_hours` says otherwise.
-QUIET_BY_DEFAULT: frozenset[str] = frozenset({"whisper", "surface"})
+QUIET_BY_DEFAULT: frozenset[str] = frozenset({Tier.whisper, Tier.surface})
 # Tiers that run one catch-up wake for missed slots at start unless `catch_up` says otherwise.
-CATCH_UP_BY_DEFAULT: frozenset[str] = frozenset({"surface", "full"})
+CATCH_UP_BY_DEFAULT: frozenset[str] = frozenset({Tier.surface, Tier.full})
 # A schedule whose every slot falls in quiet hours has no next fire; stop looking after this many.
 _MAX_QUIET_STEPS = 100_000
 # How far back a cron schedule is searched for its previous slot (yearly crons still resolve).

@@ -384,7 +384,7 @@ class Daemon:
                     raise
                 self.keep_missed(request, str(exc))
                 return
-            if outcome is not None and not outcome.recorded and "postgres unreachable" in (outcome.error or ""):
+            if outcome is not None and not outcome.recorded and outcome.unreachable == "postgres":
                 self.keep_missed(request, outcome.error or "")
 
     # -- slots PostgreSQL was away for --------------------------------------------------------------
@@ -579,7 +579,7 @@ class Daemon:
         """SIGHUP: validate and load the config file again, and reschedule; a bad one changes nothing."""
         path = self.config.path
         try:
-            new = load_config_file(path, environ=os.environ)
+            new = load_config_file(path)
             registry = session.build_registry(new)
         except WakeError as exc:
             log.error("daemon.reload_failed", path=str(path), error=str(exc), kept=self.config.config_hash()[:12])

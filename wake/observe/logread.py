@@ -38,9 +38,11 @@ from typing import IO, Any
 import click
 import structlog
 
+from ledgers.vocab import Tier
+
 LEVELS = ("debug", "info", "warning", "error", "critical")
 _LEVEL_RANK = {**{name: rank for rank, name in enumerate(LEVELS)}, "warn": 2, "exception": 3, "fatal": 4}
-TIERS = ("whisper", "surface", "full")
+TIERS: tuple[str, ...] = tuple(Tier)
 # Events of the process rather than of one wake: never attributed to "the only wake open".
 PROCESS_EVENTS = ("daemon.*", "control.*", "trigger.*", "schema.*", "notify.*")
 # How often a followed file is looked at again once its end is reached.

@@ -32,17 +32,18 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from ledgers.vocab import SETTLED, Retrieval, Status, Tier
 from wake import clock
 from wake.config import parse_listen
-from wake.errors import WakeError
+from wake.errors import ListenError
 
-TIERS = ("whisper", "surface", "full")
-STATUSES = ("completed", "quiet", "failed", "aborted", "halted", "abandoned", "skipped", "missed")
+TIERS: tuple[str, ...] = tuple(Tier)
+STATUSES: tuple[str, ...] = SETTLED
 # Why a claimed or due slot did not run (the text before the first ':' of the daemon's reason).
 SKIP_REASONS = (
     "slot_taken", "busy", "shutting_down", "lease_not_taken", "catch_up_skipped", "paused", "missed", "oneshot_taken", "store_unreachable",
 )
-BLOCK_STATES = ("ok", "failed", "disabled")
+BLOCK_STATES: tuple[str, ...] = tuple(Retrieval)
 STORES = ("postgres", "neo4j")
 OTHER = "other"
 # Label values taken as they come, when no known set is given: how many, and of what shape.
@@ -58,16 +59,6 @@ BLOCK_LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 LOOP_LAG_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # How often the loop-lag task wakes to measure.
 LOOP_LAG_INTERVAL_S = 0.5
-# sysexits EX_CONFIG: the listen address of the metrics is part of the config.
-EXIT_BAD_LISTEN = 78
-
-
-class ListenError(WakeError):
-    """The metrics' listen address is malformed, or nothing can listen on it."""
-
-    exit_code = EXIT_BAD_LISTEN
-
-
 class Spend(Protocol):
     """What a wake's model loop spent (`wake.model.Usage`, `ledgers.introspection.Thinking`)."""
 
@@ -294,7 +285,7 @@ class Metrics:
             for store in STORES:
                 self.stale_fences.labels(agent, store)
             for tier in info.tiers:
-                for status in ("completed", "failed"):
+                for status in (Status.completed, Status.failed):
                     self.wakes.labels(agent, self._tier(tier), status)
 
     def set_outbox_backlog(self, count: Callable[[], float]) -> None:

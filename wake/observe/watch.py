@@ -20,15 +20,16 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from wake import logs
+from ledgers.vocab import Status
+from wake import clock, logs
 from wake.errors import WakeError
 
 Snapshot = Mapping[str, Any]
 # Seconds between refreshes unless told otherwise.
 DEFAULT_INTERVAL_S = 2.0
-STATUS_STYLES = {
-    "completed": "green", "quiet": "cyan", "failed": "bold red", "aborted": "yellow", "halted": "yellow",
-    "abandoned": "magenta", "skipped": "dim", "missed": "yellow", "started": "blue",
+STATUS_STYLES: dict[str, str] = {
+    Status.completed: "green", Status.quiet: "cyan", Status.failed: "bold red", Status.aborted: "yellow", Status.halted: "yellow",
+    Status.abandoned: "magenta", Status.skipped: "dim", Status.missed: "yellow", Status.started: "blue",
 }
 
 
@@ -99,7 +100,7 @@ def _why(row: Mapping[str, Any]) -> str:
 
 def render(snapshot: Snapshot, *, stale: str | None = None) -> RenderableType:
     """The whole view of one snapshot. `stale`: why this snapshot is not the latest (a fetch failed)."""
-    now = _time(snapshot.get("at")) or dt.datetime.now(dt.UTC)
+    now = _time(snapshot.get("at")) or clock.now()
     replicas: Sequence[Mapping[str, Any]] = snapshot.get("replicas") or []
     head: list[RenderableType] = [Text.assemble(("wake status", "bold"), f"  {_utc(now)} UTC  redis {snapshot.get('redis', '-')}")]
     if stale is not None:

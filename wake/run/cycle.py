@@ -36,6 +36,7 @@ from wake.arrival import operator as operator_sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import MemoryState, WakeContext, WakeRequest
+from wake.errors import StoreUnavailable
 from wake.observe import metrics
 from wake.run import deliver
 from wake.run.session import Session
@@ -68,6 +69,7 @@ class WakeOutcome:
     final_text: str | None = None
     escalation_cause: str | None = None
     escalated: WakeOutcome | None = None
+    unreachable: str | None = None  # the store whose outage ended the wake (`StoreUnavailable.store`), if one did
 
     @property
     def prompt(self) -> str:
@@ -194,7 +196,7 @@ async def run_wake(
     mani: manifest.Manifest | None = None
     wake_diff: Mapping[str, Any] | None = None
     status, note, error = Status.failed, None, None
-    stale, chain = False, None
+    stale, chain, unreachable = False, None, None
     decision: gate.Decision | None = None
     thought: thinking_loop.Thought | None = None
     own_client = session.models is None
@@ -246,6 +248,7 @@ async def run_wake(
         raise
     except Exception as exc:
         status, error, stale = Status.failed, *_failure(exc, bound)
+        unreachable = exc.store if isinstance(exc, StoreUnavailable) else None
     finally:
         if not dry_run and not stale and not settled_inline:  # a stale fence stays stale: its settle would be refused too
             queued = deliver.deliveries(
@@ -278,7 +281,7 @@ async def run_wake(
         wake_id=wake_id, agent_id=agent_id, tier=tier, trigger=trigger, status=status, blocks=blocks, binding=binding,
         manifest=mani, diff=wake_diff, note=note, error=error, recorded=recorded,
         duration_ms=duration_ms, gate=decision.reason if decision else None, thinking=thought.thinking if thought else None,
-        final_text=thought.final_text if thought else None, escalation_cause=request.cause, escalated=escalated,
+        final_text=thought.final_text if thought else None, escalation_cause=request.cause, escalated=escalated, unreachable=unreachable,
     )
 
 

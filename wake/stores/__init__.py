@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -132,7 +131,7 @@ async def resolve_redis_url(config: Config) -> tuple[str, bool]:
 
 async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
     conf = config.postgres
-    where = address(dsn) if dsn != "postgresql://" else _libpq_address()
+    where = address(dsn) if dsn != "postgresql://" else config.environment.libpq_address
     try:
         pool = await asyncpg.create_pool(
             dsn,
@@ -165,13 +164,13 @@ async def open_redis(config: Config, url: str) -> aioredis.Redis:
 
 
 def neo4j_auth(config: Config) -> tuple[str, str] | None:
-    auth = os.environ.get("NEO4J_AUTH")
-    if auth:
-        if auth.lower() == "none":
-            return None
-        user, _, password = auth.partition("/")
-        logs.register_secret(password)
-        return user, password
+    """`NEO4J_AUTH` as the loader read it ("none": no auth), else the configured credential."""
+    auth = config.environment.neo4j_auth
+    if auth == "none":
+        return None
+    if auth is not None:
+        user, password = auth
+        return user, password.reveal()
     if config.neo4j.password_credential:
         secret = secrets.read_secret(config.neo4j.password_credential)
         if secret is not None:
@@ -241,12 +240,6 @@ async def connected(config: Config, *, neo4j: bool = True) -> AsyncIterator[Stor
         yield stores
     finally:
         await stores.close()
-
-
-def _libpq_address() -> str:
-    host = os.environ.get("PGHOST", "localhost")
-    port = os.environ.get("PGPORT", "5432")
-    return f"{host}:{port}/{os.environ.get('PGDATABASE', '')}"
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,0 +1,119 @@
+"""Config load refuses what would break later: paths in agent ids, overflowing durations, URLs without
+a host, and echoes every value clipped. Each case is one line naming the key, exit 78 from the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wake import config as wake_config
+from wake.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+TIER = '[agents.a.tiers.whisper]\nbinds = ["wake.whisper"]\n'
+
+REFUSED: list[tuple[str, str, str, str]] = [
+    # (id, toml body, key path, words)
+    ("agent_id_path", '[agents."../../x".tiers.whisper]\nbinds = ["wake.whisper"]\n', "agents", "expected an agent id of 1 to 64 letters"),
+    ("agent_id_empty", '[agents."".tiers.whisper]\nbinds = ["wake.whisper"]\n', "agents", "got ''"),
+    ("agent_id_dot", '[agents."a.b".tiers.whisper]\nbinds = ["wake.whisper"]\n', "agents", "got 'a.b'"),
+    ("agent_id_long", f'[agents.{"a" * 65}.tiers.whisper]\nbinds = ["wake.whisper"]\n', "agents", "(65 characters)"),
+    ("every_overflow", TIER + 'every = "99999999999999999999d"\n', "agents.a.tiers.whisper.every", "at most 3650d"),
+    ("every_too_long", TIER + 'every = "3651d"\n', "agents.a.tiers.whisper.every", "at most 3650d"),
+    ("jitter_overflow", TIER + "jitter_s = 1e23\n", "agents.a.tiers.whisper.jitter_s", "got 1e+23"),
+    ("jitter_huge", TIER + "jitter_s = 1e15\n", "agents.a.tiers.whisper.jitter_s", "at most 3.1536e+08 (ten years)"),
+    ("lease_ttl_inf", "[daemon]\nlease_ttl_s = inf\n" + TIER, "daemon.lease_ttl_s", "finite number"),
+    ("lease_ttl_nan", "[daemon]\nlease_ttl_s = nan\n" + TIER, "daemon.lease_ttl_s", "finite number"),
+    ("timeout_huge", "[postgres]\ncommand_timeout_s = 1e300\n" + TIER, "postgres.command_timeout_s", "at most"),
+    ("ms_huge", TIER + "source_timeout_ms = 1e15\n", "agents.a.tiers.whisper.source_timeout_ms", "at most"),
+    ("days_huge", "[retractions]\nfalsifier_maturity_days = 100000\n" + TIER, "retractions.falsifier_maturity_days", "at most 3650"),
+    ("webhook_no_host", '[delivery.w]\nkind = "webhook"\nurl = "http://"\n' + TIER, "delivery.w", "a webhook route needs url"),
+    ("webhook_spaces", '[delivery.w]\nkind = "webhook"\nurl = "https://exa mple .com/ho ok"\n' + TIER, "delivery.w",
+     "got 'https://exa mple .com/ho ok'"),
+    ("webhook_path_space", '[delivery.w]\nkind = "webhook"\nurl = "https://example.com/ho ok"\n' + TIER, "delivery.w", "with a host"),
+    ("model_url_no_host", '[models.m]\nbase_url = "https://"\nmodel = "m"\n' + TIER, "models.m.base_url", "with a host"),
+]
+
+
+@pytest.mark.parametrize(("body", "key", "words"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_refused_at_load(tmp_path: Path, body: str, key: str, words: str) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text(body)
+    with pytest.raises(ConfigError) as caught:
+        wake_config.load_config_file(path, environ={})
+    message = str(caught.value)
+    assert message.startswith(f"bad config in {path}: {key}: "), message
+    assert words in message, message
+    assert "\n" not in message and len(message) < 400, message
+
+
+@pytest.mark.parametrize("agent_id", ["a", "demo", "Bob_2", "x-y", "A" * 64])
+def test_agent_ids_of_the_pattern_load(tmp_path: Path, agent_id: str) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text(f'[agents.{agent_id}.tiers.whisper]\nbinds = ["wake.whisper"]\nevery = "3650d"\njitter_s = 86400\n')
+    config = wake_config.load_config_file(path, environ={})
+    assert list(config.agents) == [agent_id]
+    assert config.memory_path(agent_id).parent == config.state_dir_path() / "memory"
+
+
+def test_a_huge_timezone_is_a_short_line_with_its_length(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    zone = "Z" * 10_000_000
+    path.write_text(f'[agents.a]\ntimezone = "{zone}"\n' + TIER)
+    with pytest.raises(ConfigError) as caught:
+        wake_config.load_config_file(path, environ={})
+    message = str(caught.value)
+    assert message.startswith(f"bad config in {path}: agents.a.timezone: expected an IANA timezone"), message[:300]
+    assert "(10000000 characters)" in message and len(message) < 400
+
+
+def test_a_huge_agent_id_key_is_clipped(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text(f'[agents.{"b" * 100_000}]\ntimezone = "Nowhere/Else"\n[agents.{"b" * 100_000}.tiers.whisper]\nbinds = ["wake.whisper"]\n')
+    with pytest.raises(ConfigError) as caught:
+        wake_config.load_config_file(path, environ={})
+    assert "(100000 characters)" in str(caught.value) and len(str(caught.value)) < 400
+
+
+def test_pydantic_echoes_are_clipped(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text(TIER + f'jitter_s = "{"9x" * 50_000}"\n')
+    with pytest.raises(ConfigError) as caught:
+        wake_config.load_config_file(path, environ={})
+    assert "expected an integer" in str(caught.value) and "(100000 characters)" in str(caught.value)
+    assert len(str(caught.value)) < 400
+
+
+def test_an_overflowing_override_names_its_variable(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text(TIER)
+    with pytest.raises(ConfigError) as caught:
+        wake_config.load_config_file(path, environ={"WAKE_DAEMON__LEASE_TTL_S": "inf"})
+    assert str(caught.value).startswith(f"bad config in WAKE_DAEMON__LEASE_TTL_S (over {path}): daemon.lease_ttl_s: ")
+
+
+def _wake(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "XDG_", "NEO4J_", "REDIS_URL", "DATABASE_URL"))}
+    env.update(PYTHONPATH=str(REPO), WAKE_STATE_DIR=str(tmp_path / "state"))
+    return subprocess.run([sys.executable, "-m", "wake", *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+
+
+def test_cli_exit_78_one_line_and_nothing_created(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text('[agents."../../escape"]\ntimezone = "UTC"\n[agents."../../escape".tiers.whisper]\nbinds = ["wake.whisper"]\n')
+    done = _wake(tmp_path, "--config", str(path), "up", "--dry-run")
+    assert done.returncode == 78, done.stderr
+    assert done.stderr.count("\n") == 1 and "expected an agent id" in done.stderr
+    assert not (tmp_path / "state").exists() and not (tmp_path.parent / "escape").exists()
+
+
+@pytest.mark.parametrize("agent_id", ["../../x", "", "a" * 100_000])
+def test_cli_agent_argument_follows_the_pattern(tmp_path: Path, agent_id: str) -> None:
+    done = _wake(tmp_path, "--config", str(REPO / "config" / "wake.toml"), "ledger", "--agent", agent_id)
+    assert done.returncode == 2, done.stderr
+    assert "expected an agent id of 1 to 64 letters" in done.stderr and len(done.stderr) < 600
+    assert not (tmp_path / "state").exists()

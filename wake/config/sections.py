@@ -1,0 +1,492 @@
+"""The config's sections: one frozen model per table of the TOML file, each validating its own keys.
+
+Cross-references between sections (a tier's sources, surfaces, routes) are the root's
+(`wake.config.root.Config`); reading the file and the environment is the loader's.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import zoneinfo
+from typing import Any, Literal
+
+from apscheduler.triggers.cron import CronTrigger
+from pydantic import Field, field_validator, model_validator
+
+from ledgers.vocab import Tier
+from memory import config as memory_config
+from surfaces.context import RecallSettings, ToolSettings
+from wake.config.values import KeyProblem, _Model, check_http_url, clip, parse_duration_s, parse_listen
+
+TIERS: tuple[str, ...] = tuple(Tier)
+
+DEFAULT_SOURCE_TIMEOUT_MS = 1500
+# The built-in arrival sources by name (`wake.arrival.sources.BUILTIN` implements each; a test
+# keeps the two the same). Named here so that validating a config needs no source code.
+BUILTIN_SOURCES: frozenset[str] = frozenset({
+    "identity", "graph", "recent_wakes", "clock", "due_falsifiers", "binding_diff", "living_summaries",
+    "provenance_facts", "daybook", "settled_facts", "memory", "cloister", "posture", "context_audit",
+})
+# The blocks a tier's own keys add (`instructions_file`, `precheck`): not nameable in `sources`,
+# and no [sql_sources.<name>] may take their names.
+OPERATOR_SOURCES: frozenset[str] = frozenset({"instructions", "precheck"})
+PROBES_DIR = "probes"  # under the state directory, when no [probes] roots are configured
+DEFAULT_SOURCES: tuple[str, ...] = ("identity", "memory", "cloister", "graph", "clock", "recent_wakes", "binding_diff")
+MEMORY_DIR = "memory"  # under the state directory: one repository per agent, memory/<agent id>
+# A tier with no cron or every: whisper every 15 minutes, surface hourly, full daily at 03:30 local time.
+DEFAULT_SCHEDULES: dict[str, dict[str, str]] = {
+    "whisper": {"every": "15m"},
+    "surface": {"every": "1h"},
+    "full": {"cron": "30 3 * * *"},
+}
+_QUIET_HOURS = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+# The defaults of the values the built-in tools read are the tools' own (surfaces.context).
+_TOOLS = ToolSettings()
+
+
+class PostgresConfig(_Model):
+    dsn: str | None = None
+    command_timeout_s: float = Field(10.0, gt=0)
+    acquire_timeout_s: float = Field(5.0, gt=0)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    pool_min_size: int = Field(1, ge=0)
+    pool_max_size: int = Field(10, ge=1)
+    # Apply pending migrations when `wake up` or `wake daemon` starts (under the advisory lock).
+    auto_migrate: bool = True
+
+
+class RedisConfig(_Model):
+    url: str | None = None
+    socket_timeout_s: float = Field(5.0, gt=0)
+
+
+class Neo4jConfig(_Model):
+    uri: str | None = None
+    user: str = "neo4j"
+    # Name of the credential (file in $CREDENTIALS_DIRECTORY, else the upper-cased env variable).
+    password_credential: str | None = None
+    database: str = "neo4j"
+    timeout_s: float = Field(5.0, gt=0)
+    # The graph arrival block (docs/graph.md): caps on entities and characters, and how far back
+    # a fact or an action still anchors it.
+    block_max_nodes: int = Field(20, ge=1, le=500)
+    block_max_chars: int = Field(2000, ge=400)
+    block_recent_h: int = Field(48, ge=1)
+    # graph_neighbors returns at most this many relationships (the total is always exact).
+    neighbors_max: int = Field(_TOOLS.graph_neighbors_max, ge=1, le=500)
+
+
+class LogConfig(_Model):
+    format: Literal["auto", "json", "console"] = "auto"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class ToolsConfig(_Model):
+    modules: tuple[str, ...] = ()
+    # Surface names beyond the built-in ones that operator tools may declare and tiers may bind.
+    surfaces: tuple[str, ...] = ()
+    entry_points: bool = True
+
+
+class ProbesConfig(_Model):
+    # Directories claim probes may read, relative to the config file's directory (like
+    # persona_files). Empty: the state directory's `probes/`. A relative probe target resolves
+    # against the first root; nothing outside the roots is ever read.
+    roots: tuple[str, ...] = ()
+    max_file_bytes: int = Field(_TOOLS.probe_max_file_bytes, gt=0)
+
+
+class RetractionsConfig(_Model):
+    # A falsifier is due this many days after its correction (three: long enough for the world to show which way it went).
+    falsifier_maturity_days: int = Field(_TOOLS.falsifier_maturity_days, ge=0)
+    # How many due falsifiers the arrival block shows (and probes); the total is counted.
+    due_shown: int = Field(5, ge=1)
+
+
+# The request fields wake itself sets (the binding, the conversation, the budgets, how tools may
+# be called, one JSON reply): a route's `extra_body` may add any other field, never these.
+HARNESS_BODY_KEYS = frozenset({
+    "model", "messages", "tools", "tool_choice", "functions", "function_call", "max_tokens", "max_completion_tokens",
+    "stream", "n",
+})
+
+
+class ModelRoute(_Model):
+    base_url: str
+    model: str
+    # Name of the API key credential: $CREDENTIALS_DIRECTORY/<name>, else env <NAME> upper-cased.
+    api_key_credential: str | None = None
+    context_window: int = Field(128_000, gt=0)
+    input_usd_per_mtok: float = Field(0.0, ge=0)
+    output_usd_per_mtok: float = Field(0.0, ge=0)
+    # Price of prompt tokens the provider served from its cache; unset means the input price.
+    cached_input_usd_per_mtok: float | None = Field(None, ge=0)
+    timeout_s: float = Field(60.0, gt=0)
+    # Retries on 408, 409, 429, 5xx, timeouts and transport errors (never on other 4xx).
+    max_retries: int = Field(4, ge=0)
+    # The longest wait between two attempts, whatever Retry-After asks for.
+    retry_cap_s: float = Field(30.0, ge=0)
+    # Merged into every request body, e.g. {usage = {include = true}} for OpenRouter.
+    extra_body: dict[str, Any] = {}
+    # The budget's last call: keep the tools with tool_choice "none" (the prompt cache still hits;
+    # providers that refuse tool messages without tools accept it), or omit them (for a server
+    # that ignores tool_choice, e.g. Ollama).
+    summary_tools: Literal["choice_none", "omit"] = "choice_none"
+    # A llama.cpp server's root URL: each prompt is counted with its /apply-template and /tokenize
+    # before it is sent. Unset: the previous turn's usage.prompt_tokens plus a conservative estimate.
+    tokenizer_url: str | None = None
+
+    @field_validator("base_url", "tokenizer_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_http_url(value)
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_harness_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(HARNESS_BODY_KEYS.intersection(value))
+        if taken:
+            raise ValueError(f"{', '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by wake itself and cannot be overridden here")
+        return value
+
+
+class BudgetConfig(_Model):
+    max_turns: int = Field(8, ge=1)
+    max_tool_calls: int = Field(16, ge=0)
+    max_output_tokens: int = Field(4096, ge=1)
+    max_cost_usd: float = Field(0.10, ge=0)
+
+
+class ThinkConfig(_Model):
+    """The model loop's limits on tools (budgets are per tier)."""
+
+    tool_timeout_s: float = Field(30.0, gt=0)
+    tool_result_max_chars: int = Field(8000, ge=100)
+    # The same call (name and arguments) may run this many times in one wake; one more trips it.
+    max_repeat_calls: int = Field(3, ge=1)
+    summary_max_tokens: int = Field(512, ge=16)
+
+
+class EscalationRule(_Model):
+    """Promote a whisper to a deeper wake when `when` holds for `block` (any block if unset)."""
+
+    when: Literal["present", "changed", "newly_failing"]
+    block: str | None = None
+    to: Literal["surface", "full"] = "surface"
+
+    @model_validator(mode="after")
+    def _block_needed(self) -> EscalationRule:
+        if self.when in ("present", "changed") and self.block is None:
+            raise ValueError(f"expected a block name for when = {self.when!r}")
+        return self
+
+
+class GateConfig(_Model):
+    # Blocks whose `present` result means something is due: the whisper cannot be quiet.
+    due_blocks: tuple[str, ...] = ("due_falsifiers",)
+    escalate: tuple[EscalationRule, ...] = ()
+
+
+
+class MetricsConfig(_Model):
+    """The daemon's Prometheus endpoint (docs/metrics.md); off unless `listen` is set."""
+
+    # "HOST:PORT", e.g. "127.0.0.1:9464"; served by `wake daemon` only.
+    listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listen(value)
+        return value
+
+
+class EnginesConfig(_Model):
+    """The embedded PostgreSQL and Redis (no DSN configured; docs/performance.md)."""
+
+    # After the last wake process using them exits, the engines stay up this long for the next
+    # command (no initdb, no restart), then stop themselves. 0: the last one out stops them.
+    idle_s: float = Field(300.0, ge=0)
+
+
+class DaemonConfig(_Model):
+    """`wake daemon` (docs/daemon.md)."""
+
+    # SIGTERM: running wakes get this long to finish, then they are cancelled (settled aborted).
+    drain_s: float = Field(60.0, gt=0)
+    # The agent lease's TTL; its holder renews every TTL/3. A dead holder blocks the agent this long.
+    lease_ttl_s: float = Field(60.0, gt=0)
+    # How often a replica publishes its heartbeat to Redis (it expires after three beats).
+    heartbeat_s: float = Field(10.0, gt=0)
+    # A scheduled surface or full wake that finds the agent busy waits this long for the lease
+    # before it is recorded `skipped` (busy); a whisper never waits.
+    busy_wait_s: float = Field(30.0, ge=0)
+    # Wakes this replica runs at once (claim to settle); more due slots queue for a turn instead
+    # of all contending for the PostgreSQL pool. Keep it near postgres.pool_max_size.
+    max_concurrent_wakes: int = Field(16, ge=1)
+    # How often the daemon looks for due one-shot wakes (`wake at`) and due deliveries (the outbox).
+    poll_s: float = Field(1.0, gt=0)
+
+
+class TierConfig(_Model):
+    cron: str | None = None
+    every: str | None = None
+    jitter_s: int = Field(0, ge=0)
+    binds: tuple[str, ...]
+    sources: tuple[str, ...] = DEFAULT_SOURCES
+    source_timeout_ms: int = Field(DEFAULT_SOURCE_TIMEOUT_MS, gt=0)
+    model: str | None = None
+    budget: BudgetConfig = BudgetConfig()
+    skip_quiet_hours: bool | None = None
+    catch_up: Literal["one", "skip"] | None = None
+    # Operator controls (docs/daemon.md): a Markdown checklist the wake arrives to (relative to the
+    # config file), its cache tier; the final answer that means "nothing to report"; the
+    # [delivery.<name>] routes a completed wake's final text goes to; how late a scheduled slot
+    # may still run (unset: however late); a command run before the model (exit 0 think, 1 quiet).
+    instructions_file: str | None = None
+    instructions_cache_tier: Literal["static", "stable"] = "stable"
+    ok_token: str | None = Field(None, min_length=1)
+    deliver_to: tuple[str, ...] = ()
+    misfire_grace_s: float | None = Field(None, ge=0)
+    precheck: tuple[str, ...] | None = Field(None, min_length=1)
+    precheck_timeout_s: float = Field(10.0, gt=0)
+    precheck_max_chars: int = Field(4000, ge=100)
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                CronTrigger.from_crontab(value)
+            except ValueError as exc:
+                raise ValueError(f"expected a 5-field cron expression, got {clip(value)} ({clip(str(exc))})") from exc
+        return value
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration_s(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> TierConfig:
+        if self.cron is not None and self.every is not None:
+            raise ValueError("expected either cron or every, not both")
+        return self
+
+
+# Context values an operator SQL source may pass as parameters ($1, $2, ... in `params` order).
+SQL_SOURCE_PARAMS = ("agent_id", "tier", "trigger", "timezone", "now", "local_date", "wake_id")
+CacheTierName = Literal["static", "stable", "session", "volatile"]
+
+
+class SqlSourceConfig(_Model):
+    """An operator-defined arrival source: one SELECT, run READ ONLY (docs/facts.md)."""
+
+    sql: str = Field(min_length=1)
+    params: tuple[Literal[SQL_SOURCE_PARAMS], ...] = ()  # type: ignore[valid-type]
+    cache_tier: CacheTierName = "volatile"
+    timeout_ms: int = Field(1000, gt=0)
+    max_rows: int = Field(20, ge=1, le=1000)
+    template: str = Field(min_length=1)  # one line per row, str.format over the row's columns
+    header: str | None = None
+    empty_text: str = "(no rows)"
+    # Phrases that claim this block's rows are absent ("no new orders"): a wake's final text saying
+    # one while the block could not be checked is marked, not taken as evidence (docs/recall.md).
+    absence_claims: tuple[str, ...] = ()
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+        except ValueError as exc:
+            raise ValueError(f"expected a str.format template such as '{{title}} due {{due_on}}', got {clip(value)} ({clip(str(exc))})") from exc
+        if any(not f or f.isdigit() for f in fields):
+            raise ValueError(f"expected named fields only ({{column}}), got {clip(value)}")
+        return value
+
+
+class ContextConfig(_Model):
+    """Context pressure and posture, per agent (docs/context.md). Thresholds are shares of the route's window."""
+
+    policy: Literal["sovereign", "harness"] = "sovereign"
+    narrow_at: float = Field(0.70, gt=0, le=1)  # sovereign: max_tokens narrows from here
+    remind_at: tuple[float, ...] | None = None  # None: (0.85,) sovereign, (0.80, 0.88) harness
+    act_at: float = Field(0.95, gt=0, le=1)  # sovereign: the choice point; harness: automatic compaction
+    decline_grace_turns: int = Field(3, ge=0)
+    auto_keep_messages: int = Field(8, ge=2)  # harness: the sliding window an automatic compaction keeps
+    # What the agent may set for itself (`context_config_set`): thresholds within these bounds.
+    agent_min_threshold: float = Field(0.50, gt=0, le=1)
+    agent_max_threshold: float = Field(0.97, gt=0, le=1)
+    agent_max_grace_turns: int = Field(10, ge=0)
+    posture: bool = True
+    posture_present_s: int = Field(120, ge=1)
+    posture_warm_s: int = Field(1800, ge=1)
+    posture_cool_s: int = Field(21600, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ContextConfig:
+        if not self.posture_present_s < self.posture_warm_s < self.posture_cool_s:
+            raise ValueError("expected posture_present_s < posture_warm_s < posture_cool_s")
+        if self.agent_min_threshold > self.agent_max_threshold:
+            raise ValueError("expected agent_min_threshold <= agent_max_threshold")
+        if any(not 0 < r <= 1 for r in self.remind_at or ()):
+            raise ValueError("expected every remind_at threshold in (0, 1]")
+        return self
+
+    def reminders(self) -> tuple[float, ...]:
+        if self.remind_at is not None:
+            return tuple(sorted(self.remind_at))
+        return (0.85,) if self.policy == "sovereign" else (0.80, 0.88)
+class DeliveryRoute(_Model):
+    """`[delivery.<name>]`: where a completed wake's final text is delivered (docs/daemon.md, "Delivery")."""
+
+    kind: Literal["webhook", "file", "stdout"]
+    url: str | None = None  # webhook: POSTed JSON
+    # webhook: the credential whose value signs the body (X-Wake-Signature: sha256=<HMAC-SHA256>)
+    secret_credential: str | None = None
+    timeout_s: float = Field(10.0, gt=0)
+    path: str | None = None  # file: JSON lines appended, relative to the config file
+    max_attempts: int = Field(8, ge=1)  # then the delivery is `dead` (`wake outbox --failed`)
+    backoff_s: float = Field(1.0, ge=0)  # the first wait between attempts; doubles each time
+    backoff_max_s: float = Field(300.0, ge=0)
+
+    @model_validator(mode="after")
+    def _target(self) -> DeliveryRoute:
+        if self.kind == "webhook":
+            try:
+                check_http_url(self.url or "")
+            except ValueError:
+                raise ValueError(f"a webhook route needs url = an http:// or https:// URL with a host, got {clip(self.url)}") from None
+        if self.kind == "file" and not self.path:
+            raise ValueError("a file route needs path = a file to append JSON lines to")
+        return self
+
+
+_RECALL = RecallSettings()
+
+
+class RecallConfig(_Model):
+    """The agent's `recall` tool (docs/recall.md). The defaults are the tool's own (`RecallSettings`)."""
+
+    # A PostgreSQL text search configuration; 'simple' and 'english' are indexed (migration 0010).
+    dictionary: str = _RECALL.dictionary
+    continuing_candidates: int = Field(_RECALL.continuing_candidates, ge=1, le=500)
+    continuing_cap: int = Field(_RECALL.continuing_cap, ge=1, le=50)
+    ordinary_candidates: int = Field(_RECALL.ordinary_candidates, ge=1, le=500)
+    ordinary_cap: int = Field(_RECALL.ordinary_cap, ge=1, le=50)
+    recent_entries: int = Field(_RECALL.recent_entries, ge=0, le=100)
+
+    @field_validator("dictionary")
+    @classmethod
+    def _dictionary(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?", value):
+            raise ValueError(f"expected a text search configuration name such as 'simple' or 'english', got {clip(value)}")
+        return value
+
+    def settings(self) -> RecallSettings:
+        return RecallSettings(**self.model_dump())
+
+
+class VerifyConfig(_Model):
+    # One retrieval's budget for checking the facts block's code anchors against the workspace
+    # (waiting for its fingerprint included); what is not decided by then is shown inconclusive.
+    budget_ms: float = Field(50.0, gt=0, le=60_000)
+    # HEAD is re-resolved at most this often: within it a moved HEAD is not seen yet.
+    head_ttl_s: float = Field(30.0, ge=0)
+
+SeverityName = Literal["HALT", "WARN", "LOG"]
+
+
+class MemoryAgentConfig(_Model):
+    """The agent's memory repository and its canary (docs/memory.md)."""
+
+    # Off: no repository, no canary; the memory tools answer that memory is off, the blocks are disabled.
+    enabled: bool = True
+    # The repository's work tree, relative to the config file's directory; default <state_dir>/memory/<agent id>.
+    path: str | None = None
+    # Prefixes (a directory ending in "/", or a file) a write may use besides the layout's domains.
+    allowed_paths: tuple[str, ...] = ()
+    # A domain's severity instead of its default (persona, human, project, state, reference, journal).
+    severities: dict[str, SeverityName] = {}
+    # The `memory` block's size cap (its header always gives the exact totals).
+    block_max_chars: int = Field(4000, ge=400)
+
+    @field_validator("allowed_paths")
+    @classmethod
+    def _prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for prefix in value:
+            if not prefix or prefix.startswith("/") or ".." in prefix.split("/") or prefix.lower().startswith(".git"):
+                raise ValueError(f'expected relative prefixes such as "notes/" inside the repository, got {clip(prefix)}')
+        return value
+
+    @field_validator("severities")
+    @classmethod
+    def _domains(cls, value: dict[str, str]) -> dict[str, str]:
+        known = [d.name for d in memory_config.DEFAULT_DOMAINS]
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise KeyProblem((unknown[0],), f"unknown memory domain {clip(unknown[0])}; expected one of {', '.join(known)}")
+        return value
+
+
+class AgentConfig(_Model):
+    timezone: str = "UTC"
+    persona_files: tuple[str, ...] = ()
+    quiet_hours: str | None = None
+    daily_cost_cap_usd: float | None = Field(None, ge=0)
+    # An [sql_sources.<name>] whose first row is the settled-facts block's "latest settled state";
+    # none: the built-in `settled_state` table.
+    settled_state_source: str | None = None
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    recall: RecallConfig = RecallConfig()
+    # The git repository the agent's facts are checked against (verify-on-read), relative to the
+    # config file's directory. Only its form is checked here: whether it is a repository is the
+    # check's own typed answer at each read, never a config error.
+    workspace: str | None = None
+    verify: VerifyConfig = VerifyConfig()
+    memory: MemoryAgentConfig = MemoryAgentConfig()
+    tiers: dict[str, TierConfig]
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            if len(value) > 255:  # no IANA name is this long; the lookup would read the disk for it
+                raise ValueError(value)
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
+            raise ValueError(f'expected an IANA timezone such as "Europe/Stockholm", got {clip(value)}') from exc
+        return value
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _quiet(cls, value: str | None) -> str | None:
+        if value is not None and not _QUIET_HOURS.match(value):
+            raise ValueError(f'expected "HH:MM-HH:MM" in 24-hour time, got {clip(value)}')
+        return value
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "\x00" in value):
+            raise ValueError(f"expected the path of a git repository (relative to this file), got {clip(value)}")
+        return value
+
+    @field_validator("tiers")
+    @classmethod
+    def _tier_names(cls, value: dict[str, TierConfig]) -> dict[str, TierConfig]:
+        unknown = sorted(set(value) - set(TIERS))
+        if unknown:
+            raise KeyProblem((unknown[0],), f"unknown tier {clip(unknown[0])}; expected one of {', '.join(TIERS)}")
+        if not value:
+            raise ValueError("expected at least one tier")
+        return value
+
+

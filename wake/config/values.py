@@ -1,0 +1,129 @@
+"""The value checks the config's models share: durations, addresses, agent ids, URLs, bounds.
+
+Every check raises ValueError with one line saying what was expected, and every value it echoes is
+clipped (`clip`), so a 100 MB string in a config file is a short line on stderr, not 100 MB.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+
+# An echoed value is cut to this many characters, with its full length said.
+CLIP_CHARS = 60
+
+# An agent id names its memory repository, its lock and its keys: letters, digits, `_` and `-`,
+# 1 to 64 of them. Nothing else (no `/`, no `.`, no empty id) can reach a path.
+AGENT_ID_PATTERN = r"[A-Za-z0-9_-]{1,64}"
+_AGENT_ID = re.compile(AGENT_ID_PATTERN)
+
+# The longest duration any key may hold: ten years. Schedules, waits, TTLs and timeouts beyond it
+# mean nothing, and datetime arithmetic past it overflows (`timedelta`, year 9999).
+MAX_DURATION_S = 10 * 365 * 86400
+# A key's unit, by the suffix of its name (units are in the names): seconds per unit.
+_UNIT_SUFFIXES_S: tuple[tuple[str, float], ...] = (("_ms", 0.001), ("_s", 1), ("_h", 3600), ("_days", 86400))
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+_DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def clip(value: object) -> str:
+    """`repr(value)` cut to CLIP_CHARS, saying the full length when it was cut."""
+    text = repr(value)
+    if len(text) <= CLIP_CHARS:
+        return text
+    length = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as written"
+    return f"{text[:CLIP_CHARS]}... ({length})"
+
+
+def parse_duration_s(text: str) -> int:
+    """`"15m"` -> 900. Units: s, m, h, d; at most MAX_DURATION_S."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f'expected a duration like "30s", "15m", "1h" or "1d", got {clip(text)}')
+    digits = match.group(1).lstrip("0") or "0"
+    seconds = int(digits) * _DURATION_UNITS_S[match.group(2)] if len(digits) <= 12 else MAX_DURATION_S + 1
+    if seconds <= 0:
+        raise ValueError(f"expected a positive duration, got {clip(text)}")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"expected a duration of at most {MAX_DURATION_S // 86400}d, got {clip(text)}")
+    return seconds
+
+
+def check_agent_id(agent_id: str) -> str:
+    """The agent id itself, or ValueError saying the pattern."""
+    if not _AGENT_ID.fullmatch(agent_id):
+        raise ValueError(f"expected an agent id of 1 to 64 letters, digits, _ or - ({AGENT_ID_PATTERN}), got {clip(agent_id)}")
+    return agent_id
+
+
+_HTTP_URL: pydantic.TypeAdapter[pydantic.HttpUrl] = pydantic.TypeAdapter(pydantic.HttpUrl)
+
+
+def check_http_url(value: str) -> str:
+    """An http:// or https:// URL with a host and no whitespace, kept as written."""
+    expected = f"expected an http:// or https:// URL with a host, got {clip(value)}"
+    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
+        raise ValueError(expected)
+    try:
+        _HTTP_URL.validate_python(value)
+    except pydantic.ValidationError:
+        raise ValueError(expected) from None
+    return value
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`127.0.0.1:9464`, `[::1]:9464`, `localhost:9464` -> (host, port). Port 0 picks a free one.
+
+    Raises ValueError with one line saying what was expected (a config validator can pass it on)."""
+    expected = f"expected HOST:PORT such as 127.0.0.1:9464 or [::1]:9464, got {clip(text)}"
+    value = text.strip()
+    if value.startswith("["):
+        host, sep, port_text = value[1:].partition("]:")
+        if not sep:
+            raise ValueError(expected)
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{expected}: {clip(host)} is not an IPv6 address") from None
+    else:
+        host, sep, port_text = value.rpartition(":")
+        if not sep or not host or ":" in host:
+            raise ValueError(expected + ("" if ":" not in host else " (write an IPv6 address in brackets)"))
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"{expected}: the port must be a number from 0 to 65535")
+    return host, int(port_text)
+
+
+class _Model(BaseModel):
+    """Every config model: unknown keys refused, frozen, no inf or nan, durations bounded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _bounded_duration(cls, value: Any, info: ValidationInfo) -> Any:
+        """A number in a key named for its unit (`_ms`, `_s`, `_h`, `_days`) is at most MAX_DURATION_S."""
+        name = info.field_name or ""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            for suffix, unit_s in _UNIT_SUFFIXES_S:
+                if name.endswith(suffix):
+                    limit = MAX_DURATION_S / unit_s
+                    if not math.isfinite(value) or value > limit:
+                        raise ValueError(f"expected at most {limit:g} (ten years), got {clip(value)}")
+                    break
+        return value
+
+
+class KeyProblem(ValueError):
+    """Raised inside validators to point at a key path below the validated value."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
