@@ -23,6 +23,16 @@ class ConfigError(WakeError):
         super().__init__(f"bad config in {source}: {key}: {expected}")
 
 
+class KeyProblem(ValueError):
+    """Raised inside a config validator to point at a key path below the validated value; the
+    loader turns it into a ConfigError."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
+
+
 class StoreUnavailable(WakeError):
     """A store could not be reached (sysexits EX_UNAVAILABLE)."""
 

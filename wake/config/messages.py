@@ -13,8 +13,8 @@ import pydantic
 from pydantic import BaseModel
 
 from wake.config.root import Config
-from wake.config.values import CLIP_CHARS, KeyProblem, clip
-from wake.errors import ConfigError
+from wake.config.values import CLIP_CHARS, clip
+from wake.errors import ConfigError, KeyProblem
 
 _TYPE_WORDS = {
     "int": "an integer",

@@ -37,8 +37,9 @@ from wake.config.sections import (
     TierConfig,
     ToolsConfig,
 )
-from wake.config.values import KeyProblem, _Model, check_agent_id, clip
+from wake.config.values import _Model, check_agent_id, clip
 from wake.config.views import ConfigViews
+from wake.errors import KeyProblem
 
 
 class Config(ConfigViews, _Model):

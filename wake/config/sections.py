@@ -17,7 +17,8 @@ from pydantic import Field, field_validator, model_validator
 from ledgers.vocab import Tier
 from memory import config as memory_config
 from surfaces.context import RecallSettings, ToolSettings
-from wake.config.values import KeyProblem, _Model, check_http_url, clip, parse_duration_s, parse_listen
+from wake.config.values import _Model, check_http_url, clip, parse_duration_s, parse_listen
+from wake.errors import KeyProblem
 
 TIERS: tuple[str, ...] = tuple(Tier)
 

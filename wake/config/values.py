@@ -118,12 +118,3 @@ class _Model(BaseModel):
                         raise ValueError(f"expected at most {limit:g} (ten years), got {clip(value)}")
                     break
         return value
-
-
-class KeyProblem(ValueError):
-    """Raised inside validators to point at a key path below the validated value."""
-
-    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
-        self.message = message
