@@ -158,7 +158,7 @@ async def test_the_ok_token_among_other_text_is_an_answer(make: Callable[..., Co
     assert o.status == "completed" and o.thinking.stop_reason == "done"
     async with stores.connected(config) as st, st.pg_conn() as conn:
         entries, total = await daybook.recent(conn, "demo", limit=5)
-    assert total == 1 and "build broke" in entries[0]["entry"]
+    assert total == 1 and "build broke" in entries[0].entry
 
 
 async def test_a_gate_quiet_row_and_an_ok_token_quiet_row_differ(make: Callable[..., Config], server: ScriptedServer) -> None:

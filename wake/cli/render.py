@@ -14,6 +14,7 @@ from typing import Any
 from codecheck import workspace
 from ledgers import controls, introspection, memory_ledger
 from ledgers import outbox as outbox_ledger
+from ledgers import probes as probes_ledger
 from ledgers import rows as ledger_rows
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
@@ -345,23 +346,23 @@ def probe_self_test(test: probe.SelfTest) -> str:
     return "\n".join(lines)
 
 
-def probe_records(rows: list[dict[str, Any]]) -> str:
-    if not rows:
+def probe_records(records: list[probes_ledger.ProbeRecord]) -> str:
+    if not records:
         return "no probe records"
     out = []
-    for r in rows:
+    for r in records:
         what = (
-            f"{r['target']} {'does not contain' if r['negate'] else 'contains'} {r['needle']!r}"
-            if r["mode"] == "contains"
-            else f"{r['target']} {r['mode']}"
+            f"{r.target} {'does not contain' if r.negate else 'contains'} {r.needle!r}"
+            if r.mode == "contains"
+            else f"{r.target} {r.mode}"
         )
-        cause = f" — {r['evidence'].get('cause')}" if r["evidence"].get("cause") else ""
-        links = "".join(f"  {k} {str(r[k])[:8]}" for k in ("wake_id", "retraction_id") if r[k])
-        said = f"  (assertion: {r['assertion']})" if r["assertion"] else ""
-        failed = sum(1 for c in r["controls"] if not c.get("ok"))
-        out.append(f"{r['checked_at']:%Y-%m-%d %H:%M:%S}  {r['agent_id']}  {r['verdict']:<16} {what}{cause}  "
-                   f"[instrument {r['instrument_state']}, {len(r['controls'])} controls, {failed} failed; {r['resolved_path'] or '-'}]"
-                   f"{links}{said}  {str(r['id'])[:8]}")
+        cause = f" — {r.evidence.get('cause')}" if r.evidence.get("cause") else ""
+        links = "".join(f"  {k} {str(v)[:8]}" for k, v in (("wake_id", r.wake_id), ("retraction_id", r.retraction_id)) if v)
+        said = f"  (assertion: {r.assertion})" if r.assertion else ""
+        failed = sum(1 for c in r.controls if not c.get("ok"))
+        out.append(f"{r.checked_at:%Y-%m-%d %H:%M:%S}  {r.agent_id}  {r.verdict:<16} {what}{cause}  "
+                   f"[instrument {r.instrument_state}, {len(r.controls)} controls, {failed} failed; {r.resolved_path or '-'}]"
+                   f"{links}{said}  {str(r.id)[:8]}")
     return "\n".join(out)
 
 
