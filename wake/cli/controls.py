@@ -219,7 +219,8 @@ async def _retry(config: Config, row_id: int) -> None:
         if row is None:
             raise NotFound(f"no delivery {row_id} (`wake outbox` lists them)")
         if not await outbox.retry(conn, row_id, clock.now()):
-            raise InvalidInput(f"delivery {row_id} was already sent at {row.sent_at.isoformat() if row.sent_at else None}; nothing to retry")
+            assert row.sent_at is not None  # retry refuses only a sent row, and a sent row has its time (a CHECK)
+            raise InvalidInput(f"delivery {row_id} was already sent at {row.sent_at.isoformat()}; nothing to retry")
 
 
 async def snapshot(config: Config, now: dt.datetime) -> dict[str, Any]:
