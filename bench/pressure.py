@@ -80,7 +80,9 @@ max_cost_usd = 100
 """
 
 
-async def _run(state_dir: Path, window: int, turns: int, policy: str, compacting: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+async def _run(
+    state_dir: Path, window: int, turns: int, policy: str, compacting: bool,
+) -> tuple[list[context_events.Turn], list[context_events.Event], str]:
     with ScriptedServer(default=_answer(compacting)) as server:
         path = state_dir / f"{policy}-{compacting}.toml"
         path.write_text(_toml(state_dir, server.url, server.root_url, window, turns, policy))
@@ -91,7 +93,7 @@ async def _run(state_dir: Path, window: int, turns: int, policy: str, compacting
                 rows = await context_events.turns(conn, o.wake_id)
                 events = await context_events.recent(conn, "demo", since=dt.datetime(2000, 1, 1, tzinfo=dt.UTC), limit=1000)
     stop = o.thinking.stop_reason if o.thinking else "-"
-    return rows, [e for e in events if e["wake_id"] == o.wake_id], str(stop)
+    return rows, [e for e in events if e.wake_id == o.wake_id], str(stop)
 
 
 async def main(turns: int, window: int, state_dir: Path) -> None:
@@ -105,14 +107,14 @@ async def main(turns: int, window: int, state_dir: Path) -> None:
     for turn in range(1, turns + 2):
         cells = []
         for rows, events, _ in runs.values():
-            row = next((r for r in rows if r["turn"] == turn), None)
-            marks = "".join(sorted({MARKS[e["kind"]] for e in events if e["turn"] == turn and e["kind"] in MARKS}))
-            cells.append(f"{row['pressure']:>6.3f} {marks:<3}" if row else "")
+            row = next((r for r in rows if r.turn == turn), None)
+            marks = "".join(sorted({MARKS[e.kind] for e in events if e.turn == turn and e.kind in MARKS}))
+            cells.append(f"{row.pressure:>6.3f} {marks:<3}" if row else "")
         if any(cells):
             print(f"{turn:>4} " + " ".join(f"{c:>20}" for c in cells))
     for name, (rows, events, stop) in runs.items():
-        peak = max(r["pressure"] for r in rows)
-        over = sum(1 for r in rows if r["prompt_tokens"] + r["max_tokens"] > window)
+        peak = max(r.pressure for r in rows)
+        over = sum(1 for r in rows if r.prompt_tokens + r.max_tokens > window)
         print(f"{name}: {len(rows)} calls, peak {peak:.3f}, stopped {stop}, {len(events)} events, requests over the window: {over}")
 
 

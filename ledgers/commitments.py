@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from dataclasses import dataclass
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import queries, rows
 
 CLOSED_STATUSES = ("done", "dropped")
 
@@ -49,11 +49,35 @@ async def complete(
     return int(done)
 
 
-async def open_newest(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
+@dataclass(frozen=True, kw_only=True)
+class Open(rows.Row):
+    """An open commitment; `due_on` as the SQL formats it (YYYY-MM-DD), None when it has no date."""
+
+    commitment_id: int
+    title: str
+    due_on: str | None
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class Closed(rows.Row):
+    """A commitment done or dropped, with its outcome."""
+
+    commitment_id: int
+    title: str
+    due_on: str | None
+    status: str  # one of CLOSED_STATUSES
+    outcome: str | None
+    wake_id: uuid.UUID | None
+    created_at: dt.datetime
+    completed_at: dt.datetime
+
+
+async def open_newest(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[Open], int]:
     """The newest open commitments and the number open (a COUNT, never the LIMIT), counted up to
     `queries.COUNT_READ`: render it with `queries.count_text`."""
-    return queries.counted(await conn.fetch(_sql("open_newest"), agent_id, limit, queries.COUNT_READ), limit)
+    return rows.counted(Open, await conn.fetch(_sql("open_newest"), agent_id, limit, queries.COUNT_READ), limit)
 
 
-async def closed_recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(_sql("closed_recent"), agent_id, limit)]
+async def closed_recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> list[Closed]:
+    return rows.all_of(Closed, await conn.fetch(_sql("closed_recent"), agent_id, limit))

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import cast
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import queries, rows
 
 _sql = queries.named("contact")
 
@@ -22,9 +23,20 @@ async def record(
     return cast("uuid.UUID | None", await conn.fetchval(_sql("record"), message_id, agent_id, author, channel, body, received_at))
 
 
-async def get(conn: asyncpg.Connection, agent_id: str, message_id: uuid.UUID) -> dict[str, Any] | None:
-    row = await conn.fetchrow(_sql("get"), message_id, agent_id)
-    return dict(row) if row else None
+@dataclass(frozen=True, kw_only=True)
+class Message(rows.Row):
+    """One message a human wrote to the agent, verbatim."""
+
+    message_id: uuid.UUID
+    agent_id: str
+    author: str
+    channel: str
+    body: str
+    received_at: dt.datetime
+
+
+async def get(conn: asyncpg.Connection, agent_id: str, message_id: uuid.UUID) -> Message | None:
+    return rows.one_of(Message, await conn.fetchrow(_sql("get"), message_id, agent_id))
 
 
 async def last_received(conn: asyncpg.Connection, agent_id: str) -> dt.datetime | None:

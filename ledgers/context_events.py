@@ -13,16 +13,75 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import queries, rows
 
 _sql = queries.named("context_events")
 
 KINDS = ("narrowed", "reminded", "choice", "compacted", "declined", "deferred", "auto_compacted", "config_set")
 COUNTED = ("server", "usage", "estimate")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Turn(rows.Row):
+    """The pressure before one model call of a wake: `counted` says how `prompt_tokens` was counted (one of COUNTED)."""
+
+    wake_id: uuid.UUID
+    turn: int
+    agent_id: str
+    prompt_tokens: int
+    context_window: int
+    pressure: float
+    counted: str
+    max_tokens: int
+    at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class Peak(rows.Row):
+    """The agent's newest wake with turns: its peak pressure, its number of turns, its last turn's time."""
+
+    wake_id: uuid.UUID
+    peak: float
+    turns: int
+    at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class Archived(rows.Row):
+    """A segment a compaction removed from a wake's conversation, its messages as they were sent."""
+
+    json_columns = ("messages",)
+
+    wake_id: uuid.UUID
+    segment: int
+    agent_id: str
+    strategy: str
+    messages: list[dict[str, Any]]
+    archived_at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event(rows.Row):
+    """One context pressure event (`kind`, one of KINDS), with the pressure before and after and why."""
+
+    json_columns = ("detail",)
+
+    event_id: int
+    agent_id: str
+    wake_id: uuid.UUID | None
+    turn: int | None
+    kind: str
+    strategy: str | None
+    pressure_before: float | None
+    pressure_after: float | None
+    reason: str
+    detail: dict[str, Any]  # the event's own facts (a config_set's key, value and previous value, a compaction's ref...)
+    at: dt.datetime
 
 
 async def record_turn(
@@ -40,13 +99,12 @@ async def peak(conn: asyncpg.Connection, wake_id: uuid.UUID) -> float | None:
     return value
 
 
-async def turns(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(_sql("turns"), wake_id)]
+async def turns(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[Turn]:
+    return rows.all_of(Turn, await conn.fetch(_sql("turns"), wake_id))
 
 
-async def last_wake_peak(conn: asyncpg.Connection, agent_id: str) -> dict[str, Any] | None:
-    row = await conn.fetchrow(_sql("last_wake_peak"), agent_id)
-    return dict(row) if row else None
+async def last_wake_peak(conn: asyncpg.Connection, agent_id: str) -> Peak | None:
+    return rows.one_of(Peak, await conn.fetchrow(_sql("last_wake_peak"), agent_id))
 
 
 async def archive(
@@ -56,13 +114,8 @@ async def archive(
     await conn.execute(_sql("archive"), wake_id, segment, agent_id, strategy, json.dumps(messages, ensure_ascii=False), at)
 
 
-async def archived(conn: asyncpg.Connection, *, agent_id: str, wake_id: uuid.UUID, segment: int) -> dict[str, Any] | None:
-    row = await conn.fetchrow(_sql("archived"), wake_id, segment, agent_id)
-    if row is None:
-        return None
-    out = dict(row)
-    out["messages"] = json.loads(out["messages"])
-    return out
+async def archived(conn: asyncpg.Connection, *, agent_id: str, wake_id: uuid.UUID, segment: int) -> Archived | None:
+    return rows.one_of(Archived, await conn.fetchrow(_sql("archived"), wake_id, segment, agent_id))
 
 
 async def record(
@@ -79,15 +132,11 @@ async def record(
     return event_id
 
 
-async def recent(conn: asyncpg.Connection, agent_id: str, *, since: dt.datetime, limit: int = 50) -> list[dict[str, Any]]:
-    out = []
-    for r in await conn.fetch(_sql("recent"), agent_id, since, limit):
-        row = dict(r)
-        row["detail"] = json.loads(row["detail"])
-        out.append(row)
-    return out
+async def recent(conn: asyncpg.Connection, agent_id: str, *, since: dt.datetime, limit: int = 50) -> list[Event]:
+    return rows.all_of(Event, await conn.fetch(_sql("recent"), agent_id, since, limit))
 
 
 async def settings(conn: asyncpg.Connection, agent_id: str) -> dict[str, Any]:
-    """The agent's own settings: {key: newest value it set}."""
+    """The agent's own settings: {key: newest value it set}. A mapping, not a record: its keys are
+    the settings the agent chose to set (`wake.think.pressure` knows them), each value any JSON."""
     return {r["key"]: json.loads(r["value"]) for r in await conn.fetch(_sql("settings"), agent_id)}

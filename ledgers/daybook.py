@@ -6,11 +6,11 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import queries, rows
 
 _sql = queries.named("daybook")
 
@@ -31,7 +31,18 @@ async def append(
     return int(await conn.fetchval(_sql("append"), agent_id, wake_id, entry, written_at, list(unchecked_blocks)))
 
 
-async def recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
+@dataclass(frozen=True, kw_only=True)
+class Entry(rows.Row):
+    """One daybook entry; `unchecked_blocks`: the blocks that had failed when it claimed their absence."""
+
+    entry_id: int
+    wake_id: uuid.UUID | None
+    entry: str
+    written_at: dt.datetime
+    unchecked_blocks: list[str]
+
+
+async def recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[Entry], int]:
     """The newest entries and the number of entries (a COUNT, never the LIMIT), counted up to
     `queries.COUNT_READ`: render it with `queries.count_text`."""
-    return queries.counted(await conn.fetch(_sql("recent"), agent_id, limit, queries.COUNT_READ), limit)
+    return rows.counted(Entry, await conn.fetch(_sql("recent"), agent_id, limit, queries.COUNT_READ), limit)

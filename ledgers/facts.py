@@ -77,7 +77,7 @@ async def _passport(
         raise FactError(f"source_ref {source_ref} is not a message of agent {agent_id!r} (human_contact)")
     if origin == "did":
         return "active", None, None
-    verdict = attestation.attest(value, message["body"])
+    verdict = attestation.attest(value, message.body)
     return ("active", source_ref, verdict) if verdict.attested else ("unverified", None, verdict)
 
 

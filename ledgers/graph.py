@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 if TYPE_CHECKING:  # the driver is imported when a graph is used, not by every command that may open one
     import neo4j
@@ -69,10 +69,6 @@ def _native(value: Any) -> Any:
     return to_native() if callable(to_native) else value
 
 
-def _row(record: Any) -> dict[str, Any]:
-    return {k: _native(v) for k, v in record.items()}
-
-
 def _unavailable() -> tuple[type[BaseException], ...]:
     """What a Neo4j call raises when the server is unreachable or gone."""
     import neo4j.exceptions
@@ -108,39 +104,40 @@ class Graph:
             raise GraphUnavailable(self.address, f"{type(exc).__name__}: {text}".rstrip(": ")) from exc
 
     async def read(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        """The rows of one named read, their neo4j.time values as datetimes. Rows as mappings,
+        not records: each Cypher query returns its own shape, which the function that runs it
+        (`view`, `neighbors`...) reads into its own record or answer."""
         import neo4j
 
-        async def call() -> list[dict[str, Any]]:
-            records, _, _ = await self.driver.execute_query(
-                neo4j.Query(_q(query), timeout=self.timeout_s), params, database_=self.database,
-                routing_=neo4j.RoutingControl.READ,
-            )
-            return [_row(r) for r in records]
-
-        return await self._guard(call)
+        result = await self._guard(lambda: self.driver.execute_query(
+            neo4j.Query(_q(query), timeout=self.timeout_s), params, database_=self.database, routing_=neo4j.RoutingControl.READ,
+        ))
+        records: list[Any] = result.records
+        return [{k: _native(v) for k, v in r.items()} for r in records]
 
     async def write(self, query: str, *, agent_id: str, fence: int | None, now: dt.datetime, **params: Any) -> list[dict[str, Any]]:
-        """Run one named write in a transaction fenced by the agent's Fence node.
+        """Run one named write in a transaction fenced by the agent's Fence node; its rows as `read`
+        returns them (mappings, for the same reason).
 
         `fence=None` (no lease held: a dry run, a test) writes unfenced, as `wake.stores.lease.fenced` does.
         """
         import neo4j
 
         @neo4j.unit_of_work(timeout=self.timeout_s)
-        async def work(tx: Any) -> list[dict[str, Any]]:
+        async def work(tx: Any) -> list[Any]:
             if fence is not None:
                 record = await (await tx.run(_q("fence"), agent_id=agent_id, fence=fence, now=now)).single()
                 newest = int(record["newest"])
                 if newest > fence:
                     raise GraphStaleFence(agent_id, fence, newest)  # raised inside: the transaction rolls back
             result = await tx.run(_q(query), {**params, "agent_id": agent_id, "fence": fence, "now": now})
-            return [_row(r) async for r in result]
+            return [r async for r in result]
 
-        async def call() -> list[dict[str, Any]]:
+        async def call() -> list[Any]:
             async with self.driver.session(database=self.database) as session:
                 return list(await session.execute_write(work))
 
-        return await self._guard(call)
+        return [{k: _native(v) for k, v in r.items()} for r in await self._guard(call)]
 
     async def run_schema(self, statement: str) -> None:
         import neo4j
@@ -256,25 +253,43 @@ def relation(value: Any) -> str:
     return value
 
 
-async def neighbors(graph: Graph, agent_id: str, name: str, *, rel: str | None, limit: int) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class Neighbor:
+    """One relationship of the entity: `outgoing` when the entity is its source."""
+
+    rel: str
+    outgoing: bool
+    name: str
+    kind: str | None
+    since: dt.datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Neighbors:
+    """An entity's one-hop links (at most the limit, newest first) and their exact total; `found`
+    False (and `kind` None) when the graph has no such entity."""
+
+    entity: str
+    found: bool
+    kind: str | None
+    total: int
+    neighbors: tuple[Neighbor, ...]
+
+
+async def neighbors(graph: Graph, agent_id: str, name: str, *, rel: str | None, limit: int) -> Neighbors:
     name = entity_name(name, "name")
     rel = relation(rel) if rel is not None else None
     found = await graph.read("entity", agent_id=agent_id, name=name)
     if not found:
-        return {"entity": name, "found": False, "total": 0, "neighbors": []}
-    rows, counted = await asyncio.gather(
+        return Neighbors(entity=name, found=False, kind=None, total=0, neighbors=())
+    links, counted = await asyncio.gather(
         graph.read("neighbors", agent_id=agent_id, name=name, rel=rel, limit=limit),
         graph.read("neighbor_count", agent_id=agent_id, name=name, rel=rel),
     )
-    total = counted[0]["total"]
-    return {
-        "entity": name, "kind": found[0]["kind"], "found": True, "total": int(total),
-        "neighbors": [
-            {"rel": r["rel"], "direction": "out" if r["outgoing"] else "in", "name": r["name"], "kind": r["kind"],
-             "since": r["at"].isoformat() if r["at"] else None}
-            for r in rows
-        ],
-    }
+    return Neighbors(
+        entity=name, found=True, kind=found[0]["kind"], total=int(counted[0]["total"]),
+        neighbors=tuple(Neighbor(rel=r["rel"], outgoing=bool(r["outgoing"]), name=r["name"], kind=r["kind"], since=r["at"]) for r in links),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,8 +300,16 @@ class Write:
     wake_id: uuid.UUID | None
     ref: str
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> FenceParams:
         return {"agent_id": self.agent_id, "fence": self.fence, "now": self.now}
+
+
+class FenceParams(TypedDict):
+    """What every fenced write passes `Graph.write` beside its own parameters."""
+
+    agent_id: str
+    fence: int | None
+    now: dt.datetime
 
 
 def refused() -> type[Exception]:

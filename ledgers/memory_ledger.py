@@ -19,12 +19,11 @@ import datetime as dt
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 import structlog
 
-from ledgers import fences, queries
+from ledgers import fences, queries, rows
 from memory import cloister
 from memory.config import Severity
 from memory.errors import MemoryRefused, NotFound
@@ -53,6 +52,67 @@ class Writer:
             "Fence": str(self.fence) if self.fence is not None else "-",
             "Tier": self.tier or "operator",
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryWrite(rows.Row):
+    """A row of `memory_writes`: one commit the memory tool (or an operator's revert) made."""
+
+    write_id: int
+    wake_id: uuid.UUID | None
+    fence: int | None
+    tier: str | None  # None: an operator
+    op: str
+    commit_id: str
+    path: str
+    bytes_before: int
+    bytes_after: int
+    reason: str
+    author: str
+    at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class FindingRecord(rows.Row):
+    """A row of `cloister_findings`: what the canary found, and what a human did about it."""
+
+    finding_id: int
+    severity: str
+    domain: str
+    path: str  # empty: about the whole repository
+    commit_id: str | None  # None: an uncommitted change
+    excerpt: str
+    rule: str
+    fingerprint: str
+    state: str  # one of FINDING_STATES
+    acked_by: str | None
+    note: str | None
+    at: dt.datetime
+    acted_at: dt.datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenFinding(rows.Row):
+    """An open HALT or WARN finding as the cloister block shows it."""
+
+    finding_id: int
+    severity: str
+    domain: str
+    path: str
+    commit_id: str | None
+    excerpt: str
+    rule: str
+    at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditMark(rows.Row):
+    """The agent's last audited commit (`cloister_audits`): what the next canary starts from."""
+
+    commit_id: str
+    audited_at: dt.datetime
+    commits: int
+    findings: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,9 +172,9 @@ async def append(
 
 async def recent_writes(
     conn: asyncpg.Connection, agent_id: str, *, path: str | None = None, limit: int = 20,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[MemoryWrite], int]:
     """The newest writes (of `path`) and their exact number."""
-    return queries.counted(await conn.fetch(_sql("recent_writes"), agent_id, path, limit), limit)
+    return rows.counted(MemoryWrite, await conn.fetch(_sql("recent_writes"), agent_id, path, limit), limit)
 
 
 async def known_commits(conn: asyncpg.Connection, agent_id: str, commits: Sequence[str]) -> tuple[set[str], set[str]]:
@@ -151,11 +211,11 @@ async def _record(
 
 async def findings(
     conn: asyncpg.Connection, agent_id: str, *, state: str | None = "open", limit: int = 50,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[FindingRecord], int]:
     """Findings in `state` (None: every state), newest first, and their exact number."""
     if state is not None and state not in FINDING_STATES:
         raise ValueError(f"state must be one of {', '.join(FINDING_STATES)}, got {state!r}")
-    return queries.counted(await conn.fetch(_sql("findings"), agent_id, state, limit), limit)
+    return rows.counted(FindingRecord, await conn.fetch(_sql("findings"), agent_id, state, limit), limit)
 
 
 CLOISTER_SHOWN = 20  # the open findings the cloister block lists
@@ -165,7 +225,7 @@ CLOISTER_SHOWN = 20  # the open findings the cloister block lists
 class OpenFindings:
     """The open HALT and WARN findings as the cloister block shows them (`open_findings`)."""
 
-    rows: list[dict[str, Any]]  # at most the limit, HALT first
+    rows: list[OpenFinding]  # at most the limit, HALT first
     total: int  # the number open: HALT and WARN
     counts: dict[str, int]  # the number of each, HALT and WARN, counted up to queries.COUNT_READ (above COUNT_CAP: "more than")
     audited_commit: str | None  # the agent's last audited commit, read in the same round trip
@@ -176,14 +236,17 @@ async def open_view(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLO
     commit, in one round trip."""
     records = await conn.fetch(_sql("open_findings"), agent_id, limit, queries.COUNT_READ)
     first = records[0]
-    rows = [{k: v for k, v in dict(r).items() if k not in ("audited_commit", "halts", "warns")} for r in records if r["finding_id"] is not None]
+    shown = [OpenFinding.from_row({k: v for k, v in r.items() if k not in _VIEW_COLUMNS}) for r in records if r["finding_id"] is not None]
     halts, warns = int(first["halts"]), int(first["warns"])
     return OpenFindings(
-        rows=rows, total=halts + warns, counts={Severity.HALT.value: halts, Severity.WARN.value: warns}, audited_commit=first["audited_commit"],
+        rows=shown, total=halts + warns, counts={Severity.HALT.value: halts, Severity.WARN.value: warns}, audited_commit=first["audited_commit"],
     )
 
 
-async def open_findings(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLOISTER_SHOWN) -> tuple[list[dict[str, Any]], int]:
+_VIEW_COLUMNS = ("audited_commit", "halts", "warns")  # what `open_findings` reads beside each finding
+
+
+async def open_findings(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLOISTER_SHOWN) -> tuple[list[OpenFinding], int]:
     """The open HALT and WARN findings the cloister block shows (HALT first), and their exact number."""
     view = await open_view(conn, agent_id, limit=limit)
     return view.rows, view.total
@@ -195,11 +258,11 @@ async def open_counts(conn: asyncpg.Connection, agent_id: str) -> dict[str, int]
     return counts
 
 
-async def finding(conn: asyncpg.Connection, agent_id: str, finding_id: int) -> dict[str, Any]:
+async def finding(conn: asyncpg.Connection, agent_id: str, finding_id: int) -> FindingRecord:
     row = await conn.fetchrow(_sql("finding"), agent_id, finding_id)
     if row is None:
         raise NotFound("finding.unknown", f"agent {agent_id} has no finding {finding_id}")
-    return dict(row)
+    return FindingRecord.from_row(row)
 
 
 async def _act(
@@ -237,26 +300,27 @@ async def revert_finding(
     new commit (recorded, op `revert`), an uncommitted change is discarded from the work tree.
     The finding is marked reverted in the same transaction. Returns what was done."""
     row = await finding(conn, agent_id, finding_id)
-    if not row["path"]:
+    path, commit_id = row.path, row.commit_id
+    if not path:
         raise MemoryRefused(
             "revert.repository",
-            f"finding {finding_id} ({row['rule']}) is about the whole repository, not one file: inspect it with git, then acknowledge it",
+            f"finding {finding_id} ({row.rule}) is about the whole repository, not one file: inspect it with git, then acknowledge it",
         )
-    if row["state"] not in ("open", "acknowledged"):
-        raise MemoryRefused("revert.state", f"finding {finding_id} is {row['state']}; only an open or acknowledged finding is reverted")
+    if row.state not in ("open", "acknowledged"):
+        raise MemoryRefused("revert.state", f"finding {finding_id} is {row.state}; only an open or acknowledged finding is reverted")
     async with conn.transaction():
         record: WriteRecord | None = None
-        if row["commit_id"] is None:
-            done = f"{row['path']}: {repo.restore(row['path'])}"
+        if commit_id is None:
+            done = f"{path}: {repo.restore(path)}"
         else:
-            reason = f"revert {row['commit_id'][:12]} (finding {finding_id}) by {by}" + (f": {note}" if note else "")
+            reason = f"revert {commit_id[:12]} (finding {finding_id}) by {by}" + (f": {note}" if note else "")
             operator = Writer(agent_id=agent_id, wake_id=None, fence=None, tier=None)
             record = await _fenced_commit(
                 conn, repo, operator,
-                lambda: repo.revert(row["commit_id"], row["path"], reason=reason, author=by, trailers=operator.trailers(), at=at),
+                lambda: repo.revert(commit_id, path, reason=reason, author=by, trailers=operator.trailers(), at=at),
                 reason=reason, author=by, at=at,
             )
-            done = f"{row['path']}: reverted in {record.result.commit[:12]}"
+            done = f"{path}: reverted in {record.result.commit[:12]}"
         await mark_reverted(conn, agent_id, [finding_id], by=by, note=f"{done}" + (f"; {note}" if note else ""), at=at)
     return done, record
 
@@ -297,9 +361,8 @@ async def revert_commit(
 # ------------------------------------------------------------------ the canary
 
 
-async def last_audit(conn: asyncpg.Connection, agent_id: str) -> dict[str, Any] | None:
-    row = await conn.fetchrow(_sql("last_audit"), agent_id)
-    return dict(row) if row is not None else None
+async def last_audit(conn: asyncpg.Connection, agent_id: str) -> AuditMark | None:
+    return rows.one_of(AuditMark, await conn.fetchrow(_sql("last_audit"), agent_id))
 
 
 async def set_audit(conn: asyncpg.Connection, agent_id: str, commit: str, *, at: dt.datetime, commits: int, findings: int) -> None:
@@ -332,7 +395,7 @@ async def canary(
         if fence is not None:
             await fences.check(conn, agent_id, fence)
         last = await last_audit(conn, agent_id)
-        scope = cloister.pending(repo, last["commit_id"] if last else None)
+        scope = cloister.pending(repo, last.commit_id if last else None)
         tool, operator = await known_commits(conn, agent_id, scope.commits)
         result = cloister.audit(repo, scope, tool, operator)
         new = await _record(conn, agent_id, result.findings, at)
@@ -384,9 +447,9 @@ async def halt_reason(conn: asyncpg.Connection, agent_id: str) -> str | None:
     """`cloister HALT #12 fields.changed in system/persona/persona.md` for the oldest open HALT
     (and how many more there are), or None when no HALT is open."""
     view = await open_view(conn, agent_id, limit=1)
-    if not view.rows or view.rows[0]["severity"] != Severity.HALT:
+    if not view.rows or view.rows[0].severity != Severity.HALT:
         return None
     halts = view.counts[Severity.HALT]
     row = view.rows[0]
     more = f" (and {halts - 1} more HALT)" if halts > 1 else ""
-    return f"cloister HALT #{row['finding_id']} {row['rule']} in {row['path'] or 'the whole repository'}{more}"
+    return f"cloister HALT #{row.finding_id} {row.rule} in {row.path or 'the whole repository'}{more}"

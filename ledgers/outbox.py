@@ -13,11 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import queries, rows
 
 _sql = queries.named("outbox")
 
@@ -30,12 +31,58 @@ async def enqueue(
     return value
 
 
-def _decoded(record: asyncpg.Record) -> dict[str, Any]:
-    return queries.decoded([record], ("payload",))[0]
+@dataclass(frozen=True, kw_only=True)
+class Due(rows.Row):
+    """A row `take_due` locked for this sender: what an attempt sends and counts."""
+
+    json_columns = ("payload",)
+
+    id: int
+    wake_id: uuid.UUID
+    route: str
+    agent_id: str
+    tier: str
+    payload: dict[str, Any]  # the delivery's JSON document, as the settle queued it
+    attempts: int
+    created_at: dt.datetime
 
 
-async def take_due(conn: asyncpg.Connection, *, now: dt.datetime, until: dt.datetime, sender: str, limit: int) -> list[dict[str, Any]]:
-    return [_decoded(r) for r in await conn.fetch(_sql("take_due"), now, until, sender, limit)]
+@dataclass(frozen=True, kw_only=True)
+class Delivery(rows.Row):
+    """A row of `wake_outbox`, every column (`wake outbox` lists them)."""
+
+    json_columns = ("payload",)
+
+    id: int
+    wake_id: uuid.UUID
+    route: str
+    agent_id: str
+    tier: str
+    payload: dict[str, Any]
+    state: str  # pending | sent | dead
+    attempts: int
+    created_at: dt.datetime
+    next_attempt_at: dt.datetime
+    locked_by: str | None
+    locked_until: dt.datetime | None
+    last_error: str | None
+    sent_at: dt.datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeliveryState(rows.Row):
+    """Where one delivery of a wake stands (`of_wake`)."""
+
+    id: int
+    route: str
+    state: str
+    attempts: int
+    last_error: str | None
+    sent_at: dt.datetime | None
+
+
+async def take_due(conn: asyncpg.Connection, *, now: dt.datetime, until: dt.datetime, sender: str, limit: int) -> list[Due]:
+    return rows.all_of(Due, await conn.fetch(_sql("take_due"), now, until, sender, limit))
 
 
 async def attempt(conn: asyncpg.Connection, row_id: int, sender: str, until: dt.datetime) -> int | None:
@@ -61,17 +108,16 @@ async def retry(conn: asyncpg.Connection, row_id: int, at: dt.datetime) -> bool:
     return await conn.fetchval(_sql("retry"), row_id, at) is not None
 
 
-async def get(conn: asyncpg.Connection, row_id: int) -> dict[str, Any] | None:
-    row = await conn.fetchrow(_sql("get"), row_id)
-    return _decoded(row) if row is not None else None
+async def get(conn: asyncpg.Connection, row_id: int) -> Delivery | None:
+    return rows.one_of(Delivery, await conn.fetchrow(_sql("get"), row_id))
 
 
-async def listing(conn: asyncpg.Connection, *, dead_only: bool = False, limit: int = 50) -> list[dict[str, Any]]:
-    return [_decoded(r) for r in await conn.fetch(_sql("listing"), dead_only, limit)]
+async def listing(conn: asyncpg.Connection, *, dead_only: bool = False, limit: int = 50) -> list[Delivery]:
+    return rows.all_of(Delivery, await conn.fetch(_sql("listing"), dead_only, limit))
 
 
-async def of_wake(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(_sql("of_wake"), wake_id)]
+async def of_wake(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[DeliveryState]:
+    return rows.all_of(DeliveryState, await conn.fetch(_sql("of_wake"), wake_id))
 
 
 async def backlog(conn: asyncpg.Connection) -> int:

@@ -16,26 +16,31 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import queries, rows
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProbeRecord:
+class ProbeRecord(rows.Row):
+    """One run of the instrument, as it is inserted and as `recent` reads it back (fields in the
+    order of the table's columns)."""
+
+    json_columns = ("evidence", "controls")
+
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
     agent_id: str
+    wake_id: uuid.UUID | None = None
+    retraction_id: uuid.UUID | None = None
     target: str
     resolved_path: str | None
     mode: str
     needle: str | None
     negate: bool
+    assertion: str | None = None
     verdict: str
     evidence: dict[str, Any]
     instrument_state: str
-    checked_at: dt.datetime
     controls: list[dict[str, Any]] = field(default_factory=list)
-    assertion: str | None = None
-    wake_id: uuid.UUID | None = None
-    retraction_id: uuid.UUID | None = None
-    id: uuid.UUID = field(default_factory=uuid.uuid4)
+    checked_at: dt.datetime
 
 
 _sql = queries.named("probes")
@@ -53,5 +58,5 @@ async def insert(conn: asyncpg.Connection, record: ProbeRecord) -> uuid.UUID:
 
 async def recent(
     conn: asyncpg.Connection, *, agent_id: str | None = None, retraction_id: uuid.UUID | None = None, limit: int = 20
-) -> list[dict[str, Any]]:
-    return queries.decoded(await conn.fetch(_sql("recent"), agent_id, retraction_id, limit), ("evidence", "controls"))
+) -> list[ProbeRecord]:
+    return rows.all_of(ProbeRecord, await conn.fetch(_sql("recent"), agent_id, retraction_id, limit))

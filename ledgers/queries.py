@@ -61,7 +61,9 @@ Records = Iterable[Mapping[str, Any] | asyncpg.Record]
 
 
 def decoded(records: Records, json_columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """Rows as dicts, with the `json_columns` that come back as text decoded."""
+    """Rows as dicts, with the `json_columns` that come back as text decoded. A generic helper of
+    any query's rows, so mappings, not records: a ledger reads them into its own records
+    (`ledgers.rows`), and `rows.counted` is the typed way to a counted query's rows."""
     rows = [dict(r) for r in records]
     for row in rows:
         for key in json_columns:
@@ -96,7 +98,8 @@ def counted(
     The COUNT is computed before the LIMIT, so the total is the number of matching rows (up to the
     bound of a bounded count: `count_text`), never the number shown (docs/design.md, "Lessons": a
     count that reported the LIMIT). It rides on the returned rows, so a LIMIT below 1 could not
-    carry it and is refused. `json_columns` are decoded.
+    carry it and is refused. `json_columns` are decoded. Mappings, as `decoded` returns them: a
+    ledger calls `rows.counted` to have them as its records.
     """
     if limit < 1:
         raise ValueError("limit must be at least 1: the total rides on the returned rows")

@@ -9,12 +9,12 @@ this module (`surfaces.recall`).
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import queries, rows
 
 # The configurations migration 0011 indexes; any other installed one works, unindexed.
 INDEXED_DICTIONARIES = ("simple", "english")
@@ -36,12 +36,28 @@ async def probe(conn: asyncpg.Connection, agent_id: str, dictionary: str, query:
     return Probe(terms=int(row["terms"]), recent_uses=int(row["recent_uses"]))
 
 
+@dataclass(frozen=True, kw_only=True)
+class Hit(rows.Row):
+    """One matching record of any of the four ledgers, with its provenance from stored columns."""
+
+    ledger: str  # daybook | facts | human_contact | living_summaries
+    ref: str  # the row's id in its ledger, as text
+    body: str
+    author_kind: str  # agent | human
+    owner: str | None  # the human who wrote it, where that is stored
+    at: dt.datetime
+    own_answer: bool  # the agent's own earlier answer (a daybook entry)
+    derived: bool  # a living summary: derived, may lag the facts
+    unchecked_blocks: list[str]
+    rank: float
+
+
 async def search(
     conn: asyncpg.Connection, agent_id: str, dictionary: str, query: str, *, limit: int, window: int = RANK_WINDOW
-) -> list[dict[str, Any]]:
+) -> list[Hit]:
     """The best `limit` of each ledger's newest `window` matches, best first. Planned with the
     configuration as a constant (a custom plan), so the expression index of that configuration
     can serve it."""
     async with conn.transaction(readonly=True):
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-        return [dict(r) for r in await conn.fetch(_sql("search"), agent_id, dictionary, query, limit, window)]
+        return rows.all_of(Hit, await conn.fetch(_sql("search"), agent_id, dictionary, query, limit, window))

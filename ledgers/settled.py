@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from dataclasses import dataclass
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import queries, rows
 
 _sql = queries.named("settled")
 
@@ -18,8 +18,18 @@ async def record_state(
     return int(await conn.fetchval(_sql("record_state"), agent_id, subject, state, state_on, settled_at))
 
 
-async def latest_state(conn: asyncpg.Connection, agent_id: str) -> dict[str, Any] | None:
-    row = await conn.fetchrow(_sql("latest_state"), agent_id)
-    return dict(row) if row else None
+@dataclass(frozen=True, kw_only=True)
+class State(rows.Row):
+    """The agent's newest settled state: `state_on` as the SQL formats it (YYYY-MM-DD)."""
+
+    state_id: int
+    subject: str
+    state: str
+    state_on: str
+    settled_at: dt.datetime
+
+
+async def latest_state(conn: asyncpg.Connection, agent_id: str) -> State | None:
+    return rows.one_of(State, await conn.fetchrow(_sql("latest_state"), agent_id))
 
 

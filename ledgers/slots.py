@@ -5,11 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import controls, queries, rows
 
 _sql = queries.named("slots")
 
@@ -28,7 +27,7 @@ class Claimed:
 
     won: bool
     fence: int | None  # the agent's newest fence; None: it has none yet
-    pause: dict[str, Any] | None  # the pause holding the slot back at the claim's time: paused_by, until, reason
+    pause: controls.Pause | None  # the pause holding the slot back at the claim's time
 
 
 async def claim_reading_fence(
@@ -38,13 +37,25 @@ async def claim_reading_fence(
     """`claim`, the agent's newest fence and the pause in force at `claimed_at`, in one round trip."""
     row = await conn.fetchrow(_sql("claim_reading_fence"), agent_id, tier, scheduled_for, trigger, claimed_by, claimed_at, wake_id)
     assert row is not None
-    pause = {k: row[k] for k in ("paused_by", "until", "reason")} if row["paused_by"] is not None else None
+    pause = controls.Pause.from_row({k: row[k] for k in _PAUSE_COLUMNS}) if row["paused_by"] is not None else None
     return Claimed(won=row["won"] is not None, fence=row["fence"], pause=pause)
 
 
-async def holder(conn: asyncpg.Connection, agent_id: str, tier: str, scheduled_for: dt.datetime) -> dict[str, Any] | None:
-    row = await conn.fetchrow(_sql("holder"), agent_id, tier, scheduled_for)
-    return dict(row) if row is not None else None
+_PAUSE_COLUMNS = ("agent_id", "tier", "paused_by", "paused_at", "until", "reason")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Holder(rows.Row):
+    """Who claimed a slot, when, for which wake, and why it fired."""
+
+    claimed_by: str
+    claimed_at: dt.datetime
+    wake_id: uuid.UUID
+    trigger: str
+
+
+async def holder(conn: asyncpg.Connection, agent_id: str, tier: str, scheduled_for: dt.datetime) -> Holder | None:
+    return rows.one_of(Holder, await conn.fetchrow(_sql("holder"), agent_id, tier, scheduled_for))
 
 
 async def last_claimed(conn: asyncpg.Connection, agent_id: str, tier: str) -> dt.datetime | None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from dataclasses import dataclass
 
 import asyncpg
 
-from ledgers import queries
+from ledgers import queries, rows
 
 ASPECTS = ("life_lately", "presence")
 
@@ -30,5 +30,20 @@ async def fold(conn: asyncpg.Connection, *, agent_id: str, aspect: str, content:
     return version
 
 
-async def current(conn: asyncpg.Connection, agent_id: str) -> list[dict[str, Any]]:
-    return queries.decoded(await conn.fetch(_sql("current"), agent_id), ("merged_deltas",))
+@dataclass(frozen=True, kw_only=True)
+class Summary(rows.Row):
+    """An aspect's current version and the trail row of that version's fold (all None when it has none)."""
+
+    json_columns = ("merged_deltas",)
+
+    aspect: str
+    version: int
+    content: str
+    folded_at: dt.datetime
+    trail_id: int | None
+    merged_deltas: list[str] | None
+    trail_folded_at: dt.datetime | None
+
+
+async def current(conn: asyncpg.Connection, agent_id: str) -> list[Summary]:
+    return rows.all_of(Summary, await conn.fetch(_sql("current"), agent_id))

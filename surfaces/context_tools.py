@@ -183,21 +183,21 @@ async def status(ctx: ToolContext) -> dict[str, Any]:
         settings = conv.settings if conv is not None and conv.settings else await context_events.settings(conn, ctx.agent_id)
     counts: dict[str, int] = {}
     for e in events:
-        counts[str(e["kind"])] = counts.get(str(e["kind"]), 0) + 1
-    compactions = [e for e in events if e["kind"] in ("compacted", "auto_compacted")]
-    narrowed = [e for e in events if e["kind"] == "narrowed"]
+        counts[str(e.kind)] = counts.get(str(e.kind), 0) + 1
+    compactions = [e for e in events if e.kind in ("compacted", "auto_compacted")]
+    narrowed = [e for e in events if e.kind == "narrowed"]
     out: dict[str, Any] = {
         "pressure": round(conv.pressure, 4) if conv else None,
         "peak": round(conv.peak, 4) if conv else None,
         "turn": conv.turn if conv else None,
         "this_wake": list(conv.events) if conv else [],
-        "last_wake": {"wake_id": str(last["wake_id"]), "peak": round(float(last["peak"]), 4), "turns": last["turns"]} if last else None,
+        "last_wake": {"wake_id": str(last.wake_id), "peak": round(float(last.peak), 4), "turns": last.turns} if last else None,
         "last_compaction": {
-            "kind": compactions[0]["kind"], "strategy": compactions[0]["strategy"], "at": compactions[0]["at"].isoformat(),
-            "pressure_before": compactions[0]["pressure_before"], "pressure_after": compactions[0]["pressure_after"],
-            "reason": compactions[0]["reason"],
+            "kind": compactions[0].kind, "strategy": compactions[0].strategy, "at": compactions[0].at.isoformat(),
+            "pressure_before": compactions[0].pressure_before, "pressure_after": compactions[0].pressure_after,
+            "reason": compactions[0].reason,
         } if compactions else None,
-        "why_max_tokens_narrowed": narrowed[0]["reason"] if narrowed else None,
+        "why_max_tokens_narrowed": narrowed[0].reason if narrowed else None,
         "audit_last_7_days": counts,
         "settings": settings,
     }
@@ -226,7 +226,7 @@ async def search(ctx: ToolContext, ref: str) -> dict[str, Any]:
         row = await context_events.archived(conn, agent_id=ctx.agent_id, wake_id=uuid.UUID(m.group(1)), segment=int(m.group(2)))
     if row is None:
         raise ContextToolError(f"no archived segment {ref}")
-    return {"ref": ref, "strategy": row["strategy"], "archived_at": row["archived_at"].isoformat(), "messages": row["messages"]}
+    return {"ref": ref, "strategy": row.strategy, "archived_at": row.archived_at.isoformat(), "messages": row.messages}
 
 
 @tool(

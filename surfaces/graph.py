@@ -67,7 +67,25 @@ async def _answer(ctx: ToolContext, name: str, call: Callable[[graph.Graph], Awa
 )
 async def graph_neighbors(ctx: ToolContext, name: str, relation: str | None = None) -> dict[str, Any]:
     limit = ctx.settings.graph_neighbors_max
-    return await _answer(ctx, "graph_neighbors", lambda g: graph.neighbors(g, ctx.agent_id, name, rel=relation, limit=limit))
+
+    async def call(g: graph.Graph) -> dict[str, Any]:
+        return neighbors_json(await graph.neighbors(g, ctx.agent_id, name, rel=relation, limit=limit))
+
+    return await _answer(ctx, "graph_neighbors", call)
+
+
+def neighbors_json(n: graph.Neighbors) -> dict[str, Any]:
+    """The tool's answer: the entity's kind only when it was found."""
+    if not n.found:
+        return {"entity": n.entity, "found": False, "total": 0, "neighbors": []}
+    return {
+        "entity": n.entity, "kind": n.kind, "found": True, "total": n.total,
+        "neighbors": [
+            {"rel": e.rel, "direction": "out" if e.outgoing else "in", "name": e.name, "kind": e.kind,
+             "since": e.since.isoformat() if e.since else None}
+            for e in n.neighbors
+        ],
+    }
 
 
 @tool(

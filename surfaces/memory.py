@@ -34,10 +34,10 @@ READS = ("read", "ls", "status", "diff", "audit", "search")
 WRITES = ("write", "append")
 FINDINGS_SHOWN = 20
 
-def finding_json(row: dict[str, Any]) -> dict[str, Any]:
+def finding_json(row: ledger.FindingRecord) -> dict[str, Any]:
     return {
-        "id": row["finding_id"], "severity": row["severity"], "domain": row["domain"], "path": row["path"], "commit": row["commit_id"],
-        "rule": row["rule"], "at": row["at"].isoformat(), "excerpt": row["excerpt"],
+        "id": row.finding_id, "severity": row.severity, "domain": row.domain, "path": row.path, "commit": row.commit_id,
+        "rule": row.rule, "at": row.at.isoformat(), "excerpt": row.excerpt,
     }
 
 
@@ -75,11 +75,11 @@ async def _audit(ctx: ToolContext, path: str | None) -> dict[str, Any]:
         last = await ledger.last_audit(conn, ctx.agent_id)
         rows, total = await ledger.findings(conn, ctx.agent_id, state="open", limit=FINDINGS_SHOWN if path is None else 1000)
     if path is not None:
-        rows = [r for r in rows if r["path"] == path]
+        rows = [r for r in rows if r.path == path]
         total = len(rows)
     return {
         "last_audit": None if last is None else {
-            "commit": last["commit_id"], "at": last["audited_at"].isoformat(), "commits": last["commits"], "findings": last["findings"],
+            "commit": last.commit_id, "at": last.audited_at.isoformat(), "commits": last.commits, "findings": last.findings,
         },
         "open_findings": total, "findings": [finding_json(r) for r in rows[:FINDINGS_SHOWN]],
     }

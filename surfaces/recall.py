@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledgers import daybook, recall
+from ledgers import daybook, recall, rows
 from surfaces.context import RecallSettings, ToolContext
 from surfaces.registry import Tool, tool
 
@@ -47,8 +47,8 @@ ABSENCE_ANSWER = re.compile(
 )
 
 
-def is_absence_answer(row: dict[str, Any]) -> bool:
-    return bool(row["own_answer"]) and bool(ABSENCE_ANSWER.search(row["body"]))
+def is_absence_answer(row: recall.Hit) -> bool:
+    return bool(row.own_answer) and bool(ABSENCE_ANSWER.search(row.body))
 
 
 def same_person(named: str, owner: str) -> bool:
@@ -58,8 +58,20 @@ def same_person(named: str, owner: str) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Shown(recall.Hit):
+    """A hit as the projection shows it: `ownership` is `person` (the named person's), `unknown`
+    (its owner is not stored) or `not asked` (the request named nobody)."""
+
+    ownership: str
+
+    @classmethod
+    def of(cls, hit: recall.Hit, ownership: str) -> Shown:
+        return cls(**dict(rows.fields(hit)), ownership=ownership)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Projection:
-    records: list[dict[str, Any]]  # what is shown, each with `ownership`
+    records: list[Shown]  # what is shown
     candidates: int  # rows the search returned
     absence_dropped: int  # own "no record" answers left out of a continuing topic
     vetoed: int  # rows another named person wrote
@@ -67,61 +79,61 @@ class Projection:
 
     @property
     def result(self) -> str:
-        if any(r["ownership"] != "unknown" for r in self.records):
+        if any(r.ownership != "unknown" for r in self.records):
             return "present"
         return "unknown" if self.records else "empty"
 
 
-def _owned(rows: list[dict[str, Any]], person: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+def _owned(hits: list[recall.Hit], person: str | None) -> tuple[list[Shown], list[Shown], int]:
     """(admitted, owner unknown, vetoed) under the ownership veto; without a person, all admitted."""
     if person is None:
-        return [{**r, "ownership": "not asked"} for r in rows], [], 0
+        return [Shown.of(r, "not asked") for r in hits], [], 0
     admitted, unknown, vetoed = [], [], 0
-    for r in rows:
-        if r["owner"] is None:
-            unknown.append({**r, "ownership": "unknown"})
-        elif same_person(person, r["owner"]):
-            admitted.append({**r, "ownership": "person"})
+    for r in hits:
+        if r.owner is None:
+            unknown.append(Shown.of(r, "unknown"))
+        elif same_person(person, r.owner):
+            admitted.append(Shown.of(r, "person"))
         else:
             vetoed += 1
     return admitted, unknown, vetoed
 
 
-def project(rows: Sequence[dict[str, Any]], *, continuing: bool, cap: int, person: str | None = None) -> Projection:
+def project(hits: Sequence[recall.Hit], *, continuing: bool, cap: int, person: str | None = None) -> Projection:
     """Which of the search's rows (best first) to show. A continuing topic drops the agent's own
     absence answers when a substantive row exists and shows the newest `cap`; an ordinary request
     the best `cap`. Rows a named person's request cannot admit come after the admitted ones."""
-    candidates = list(rows)
+    candidates = list(hits)
     dropped = 0
     if continuing:
         substantive = [r for r in candidates if not is_absence_answer(r)]
         if substantive:
             dropped = len(candidates) - len(substantive)
             candidates = substantive
-        candidates.sort(key=lambda r: r["at"], reverse=True)
+        candidates.sort(key=lambda r: r.at, reverse=True)
     admitted, unknown, vetoed = _owned(candidates, person)
     shown = admitted[:cap] if admitted else unknown[:cap]
-    return Projection(records=shown, candidates=len(rows), absence_dropped=dropped, vetoed=vetoed, unowned=len(unknown))
+    return Projection(records=shown, candidates=len(hits), absence_dropped=dropped, vetoed=vetoed, unowned=len(unknown))
 
 
-def _who(r: dict[str, Any]) -> str:
-    if r["ledger"] == "daybook":
+def _who(r: recall.Hit) -> str:
+    if r.ledger == "daybook":
         return "you (your own earlier answer)"
-    if r["ledger"] == "living_summaries":
+    if r.ledger == "living_summaries":
         return "you (derived summary: may lag the facts)"
-    if r["author_kind"] == "agent":
+    if r.author_kind == "agent":
         return "you (did)"
-    return f"{r['owner']} (told)" if r["ledger"] == "facts" else f"message from {r['owner']}"
+    return f"{r.owner} (told)" if r.ledger == "facts" else f"message from {r.owner}"
 
 
-def record_view(r: dict[str, Any], zone: str) -> dict[str, Any]:
-    view = {
-        "ledger": r["ledger"], "ref": r["ref"], "author": _who(r), "author_kind": r["author_kind"], "owner": r["owner"],
-        "at": r["at"].astimezone(zoneinfo.ZoneInfo(zone)).isoformat(timespec="minutes"), "own_answer": r["own_answer"],
-        "derived": r["derived"], "ownership": r["ownership"], "text": " ".join(r["body"].split())[:RECORD_CHARS],
+def record_view(r: Shown, zone: str) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "ledger": r.ledger, "ref": r.ref, "author": _who(r), "author_kind": r.author_kind, "owner": r.owner,
+        "at": r.at.astimezone(zoneinfo.ZoneInfo(zone)).isoformat(timespec="minutes"), "own_answer": r.own_answer,
+        "derived": r.derived, "ownership": r.ownership, "text": " ".join(r.body.split())[:RECORD_CHARS],
     }
-    if r["unchecked_blocks"]:
-        view["written_while_unchecked"] = list(r["unchecked_blocks"])
+    if r.unchecked_blocks:
+        view["written_while_unchecked"] = list(r.unchecked_blocks)
     return view
 
 

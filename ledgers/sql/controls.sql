@@ -9,7 +9,7 @@ RETURNING agent_id, tier
 -- name: resume
 -- `wake resume`: the agent's pause of one scope, or ($2 NULL) every pause of the agent.
 DELETE FROM wake_pauses WHERE agent_id = $1 AND ($2::text IS NULL OR tier = $2)
-RETURNING agent_id, tier, paused_by, until
+RETURNING agent_id, tier, paused_by, paused_at, until, reason
 
 -- name: pause_for
 -- The pause that holds (agent, tier) back at $3: the tier's own, else the agent-wide one.
@@ -36,7 +36,7 @@ UPDATE wake_oneshots SET claimed_by = $2, claimed_at = $3
 RETURNING wake_id
 
 -- name: due_oneshots
-SELECT wake_id, agent_id, tier, fire_at, note FROM wake_oneshots
+SELECT * FROM wake_oneshots
  WHERE claimed_at IS NULL AND cancelled_at IS NULL AND fire_at <= $1
  ORDER BY fire_at
  LIMIT $2

@@ -31,10 +31,10 @@ WITH won AS (
     RETURNING wake_id
 )
 SELECT (SELECT wake_id FROM won) AS won, (SELECT fence FROM agent_fences WHERE agent_id = $1) AS fence,
-       p.paused_by, p.until, p.reason
+       p.agent_id, p.tier, p.paused_by, p.paused_at, p.until, p.reason
   FROM (SELECT 1) AS one
   LEFT JOIN LATERAL (
-      SELECT paused_by, until, reason FROM wake_pauses
+      SELECT agent_id, tier, paused_by, paused_at, until, reason FROM wake_pauses
        WHERE agent_id = $1 AND tier IN ($2, 'all') AND (until IS NULL OR until > $6)
        ORDER BY tier = 'all'
        LIMIT 1

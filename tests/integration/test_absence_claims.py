@@ -61,10 +61,10 @@ async def test_an_absence_claim_about_a_failed_block_is_marked_counted_and_shown
             rows = {o.wake_id: await introspection.get(conn, o.wake_id) for o in (healthy, outage, after)}
     settled = {o.wake_id: next(b for b in o.blocks if b.name == "settled_facts") for o in (healthy, outage)}
     assert (settled[healthy.wake_id].retrieval, settled[outage.wake_id].retrieval) == ("ok", "failed")
-    by_wake = {e["wake_id"]: e for e in entries}
-    assert by_wake[healthy.wake_id]["unchecked_blocks"] == []  # the same words, said of a block that could look
-    assert by_wake[outage.wake_id]["unchecked_blocks"] == ["settled_facts"]
-    assert by_wake[after.wake_id]["unchecked_blocks"] == []  # "Looked again." claims no absence
+    by_wake = {e.wake_id: e for e in entries}
+    assert by_wake[healthy.wake_id].unchecked_blocks == []  # the same words, said of a block that could look
+    assert by_wake[outage.wake_id].unchecked_blocks == ["settled_facts"]
+    assert by_wake[after.wake_id].unchecked_blocks == []  # "Looked again." claims no absence
     assert [rows[o.wake_id]["unchecked_absence_claims"] for o in (healthy, outage, after)] == [0, 1, 0]  # type: ignore[index]
     shown = next(b for b in after.blocks if b.name == "daybook").text
     assert f"(wake {str(outage.wake_id)[:8]}) [written while settled_facts could not be checked]: {claim}" in shown

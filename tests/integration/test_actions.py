@@ -25,6 +25,6 @@ async def test_since_reports_the_exact_total_and_newest_first(store_config: Call
                 )
             rows, total = await actions.since(conn, "demo", NOW - dt.timedelta(hours=48), limit=3)
             assert total == 5
-            assert [r["summary"] for r in rows] == ["1h ago", "2h ago", "3h ago"]
-            assert rows[0]["arguments"] == {"n": 1}
+            assert [r.summary for r in rows] == ["1h ago", "2h ago", "3h ago"]
+            assert rows[0].arguments == {"n": 1}
             assert await actions.since(conn, "other", NOW - dt.timedelta(hours=48), limit=3) == ([], 0)

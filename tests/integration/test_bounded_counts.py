@@ -106,7 +106,7 @@ async def test_the_cloister_block_counts_open_findings_up_to_the_cap(st: stores.
         view = await memory_ledger.open_view(conn, "demo")
         exact = await memory_ledger.open_view(conn, "other")
     assert view.counts == {"HALT": 3, "WARN": queries.COUNT_READ} and len(view.rows) == memory_ledger.CLOISTER_SHOWN
-    assert [r["severity"] for r in view.rows[:4]] == ["HALT", "HALT", "HALT", "WARN"]
+    assert [r.severity for r in view.rows[:4]] == ["HALT", "HALT", "HALT", "WARN"]
     header = memory_render.cloister_block(view.rows, total=view.total, counts=view.counts).text.splitlines()[0]
     assert header.startswith(f"cloister: 3 HALT, more than {CAP} WARN open (showing ") and header.endswith(f" of more than {CAP})")
     assert str(OVER) not in header and str(OVER + 3) not in header

@@ -65,14 +65,14 @@ max_cost_usd = 10
     return store_config(extra, agents=agents)
 
 
-async def _wake(config: Config, wake_id: uuid.UUID | None = None) -> tuple[cycle.WakeOutcome, list[dict[str, Any]], list[dict[str, Any]]]:
+async def _wake(config: Config, wake_id: uuid.UUID | None = None) -> tuple[cycle.WakeOutcome, list[context_events.Turn], list[context_events.Event]]:
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
         outcome = await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="full", wake_id=wake_id or uuid.uuid4())
         async with st.pg_conn() as conn:
             turns = await context_events.turns(conn, outcome.wake_id)
             events = list(reversed(await context_events.recent(conn, "demo", since=dt.datetime(2000, 1, 1, tzinfo=dt.UTC), limit=500)))
-    return outcome, turns, [e for e in events if e["wake_id"] == outcome.wake_id]
+    return outcome, turns, [e for e in events if e.wake_id == outcome.wake_id]
 
 
 def _bulk_turns(server: ScriptedServer, n: int, start: int = 0) -> None:
@@ -96,8 +96,8 @@ def _fits(server: ScriptedServer) -> None:
         assert _prompt_tokens(r, server) + r.json["max_tokens"] <= WINDOW
 
 
-def _first_at(turns: list[dict[str, Any]], threshold: float) -> int:
-    return next(t["turn"] for t in turns if t["pressure"] >= threshold)
+def _first_at(turns: list[context_events.Turn], threshold: float) -> int:
+    return next(t.turn for t in turns if t.pressure >= threshold)
 
 
 def _reminder_turns(server: ScriptedServer) -> list[int]:
@@ -111,30 +111,30 @@ async def test_sovereign_narrows_then_reminds_then_offers_a_choice_at_the_right_
     config = _config(store_config, server)
     _bulk_turns(server, 40)
     outcome, turns, events = await _wake(config)
-    kinds = {e["kind"]: e for e in events}
+    kinds = {e.kind: e for e in events}
     assert set(kinds) >= {"narrowed", "reminded", "choice"}
     # Each event fires on the first turn whose pressure before the call passed its threshold:
     # the turn before was sent below it.
     for kind, threshold in (("narrowed", 0.70), ("reminded", 0.85), ("choice", 0.95)):
         e = kinds[kind]
-        assert e["pressure_before"] >= threshold
-        assert turns[e["turn"] - 2]["pressure"] < threshold
-    assert _reminder_turns(server) == [kinds["reminded"]["turn"], kinds["choice"]["turn"]]
-    assert "Choose one: compact" in _completions(server)[kinds["choice"]["turn"] - 1].json["messages"][-1]["content"]
+        assert e.pressure_before >= threshold
+        assert turns[e.turn - 2].pressure < threshold
+    assert _reminder_turns(server) == [kinds["reminded"].turn, kinds["choice"].turn]
+    assert "Choose one: compact" in _completions(server)[kinds["choice"].turn - 1].json["messages"][-1]["content"]
     # From narrow_at on, max_tokens is at most half the room left, below what it would have been
     # (the room, or what the budget leaves: 8000 less each turn's completion); before, it is that.
-    narrowed_at = kinds["narrowed"]["turn"]
+    narrowed_at = kinds["narrowed"].turn
     for t in turns:
-        room, budget_left = WINDOW - t["prompt_tokens"], 8000 - 40 * t["turn"]
-        if t["turn"] >= narrowed_at:
-            assert t["max_tokens"] <= max(1, room // 2) < min(room, budget_left)
+        room, budget_left = WINDOW - t.prompt_tokens, 8000 - 40 * t.turn
+        if t.turn >= narrowed_at:
+            assert t.max_tokens <= max(1, room // 2) < min(room, budget_left)
         else:
-            assert t["max_tokens"] >= min(room, budget_left)
-    assert not [e for e in events if e["kind"] in ("compacted", "auto_compacted")]  # nothing forced
+            assert t.max_tokens >= min(room, budget_left)
+    assert not [e for e in events if e.kind in ("compacted", "auto_compacted")]  # nothing forced
     async with stores.connected(config) as st, st.pg_conn() as conn:
-        assert await context_events.peak(conn, outcome.wake_id) == max(t["pressure"] for t in turns)
+        assert await context_events.peak(conn, outcome.wake_id) == max(t.pressure for t in turns)
     # The pressure recorded is the server's own count of what was sent.
-    assert [t["prompt_tokens"] for t in turns] == [_prompt_tokens(r, server) for r in server.requests]
+    assert [t.prompt_tokens for t in turns] == [_prompt_tokens(r, server) for r in server.requests]
     assert outcome.thinking is not None and outcome.thinking.stop_reason == "context_window"
     _fits(server)
 
@@ -143,18 +143,18 @@ async def test_harness_warns_at_080_and_088_and_compacts_at_tier3_only(store_con
     config = _config(store_config, server, context='policy = "harness"', max_turns=30)
     _bulk_turns(server, 30)
     _, turns, events = await _wake(config)
-    reminded = [e for e in events if e["kind"] == "reminded"]
-    autos = [e for e in events if e["kind"] == "auto_compacted"]
-    assert [e["detail"]["level"] for e in reminded[:2]] == [1, 2]
+    reminded = [e for e in events if e.kind == "reminded"]
+    autos = [e for e in events if e.kind == "auto_compacted"]
+    assert [e.detail["level"] for e in reminded[:2]] == [1, 2]
     for e, threshold in zip(reminded[:2], (0.80, 0.88), strict=True):
-        assert e["pressure_before"] >= threshold > turns[e["turn"] - 2]["pressure"]
+        assert e.pressure_before >= threshold > turns[e.turn - 2].pressure
     assert autos, "the harness compacts at tier3"
     for a in autos:
-        assert a["pressure_before"] >= 0.95 and a["pressure_after"] < a["pressure_before"]
-        assert a["reason"].startswith(f"Auto-compacted at {round(a['pressure_before'] * 100)}% pressure. Agent was warned at ")
+        assert a.pressure_before >= 0.95 and a.pressure_after < a.pressure_before
+        assert a.reason.startswith(f"Auto-compacted at {round(a.pressure_before * 100)}% pressure. Agent was warned at ")
     # Never below tier3: every turn that did not compact was sent with the window kept, and every
     # automatic compaction happened on a turn whose pressure had reached 0.95.
-    assert not [e for e in events if e["kind"] in ("narrowed", "choice")]
+    assert not [e for e in events if e.kind in ("narrowed", "choice")]
     _fits(server)
 
 
@@ -162,8 +162,8 @@ async def test_harness_never_compacts_below_tier3(store_config: Callable[..., Co
     config = _config(store_config, server, context='policy = "harness"', max_turns=6)
     _bulk_turns(server, 6)
     _, turns, events = await _wake(config)
-    assert max(t["pressure"] for t in turns) < 0.95
-    assert not [e for e in events if e["kind"] == "auto_compacted"]
+    assert max(t.pressure for t in turns) < 0.95
+    assert not [e for e in events if e.kind == "auto_compacted"]
 
 
 async def test_a_decline_holds_reminders_for_exactly_the_grace_turns(store_config: Callable[..., Config], server: ScriptedServer) -> None:
@@ -173,13 +173,13 @@ async def test_a_decline_holds_reminders_for_exactly_the_grace_turns(store_confi
     server.push(completion(tool_calls=[("ignore_compaction", {"reason": "mid-thought"})]))
     _bulk_turns(server, 8, start=100)
     _, _, events = await _wake(config)
-    first = next(e for e in events if e["kind"] == "reminded")
-    declined = next(e for e in events if e["kind"] == "declined")
-    again = [e for e in events if e["kind"] == "reminded" and e["turn"] > declined["turn"]]
-    assert declined["reason"] == "mid-thought" and declined["turn"] > first["turn"]
-    assert again[0]["turn"] == declined["turn"] + 2 + 1  # held through exactly 2 turns, back on the third
-    assert again[0]["detail"]["declines"] == 1
-    assert "URGENT" in _completions(server)[again[0]["turn"] - 1].json["messages"][-1]["content"]
+    first = next(e for e in events if e.kind == "reminded")
+    declined = next(e for e in events if e.kind == "declined")
+    again = [e for e in events if e.kind == "reminded" and e.turn > declined.turn]
+    assert declined.reason == "mid-thought" and declined.turn > first.turn
+    assert again[0].turn == declined.turn + 2 + 1  # held through exactly 2 turns, back on the third
+    assert again[0].detail["declines"] == 1
+    assert "URGENT" in _completions(server)[again[0].turn - 1].json["messages"][-1]["content"]
 
 
 @pytest.mark.parametrize("strategy", ["sliding-window", "summarize", "prune-low-priority", "archive-segment"])
@@ -201,9 +201,9 @@ async def test_each_strategy_lowers_the_next_request_and_the_segment_can_be_read
     sent = _completions(server)
     before, after = sent[5], sent[6]  # the request that asked for the compaction, and the next one
     assert len(after.raw) < len(before.raw)
-    compacted = next(e for e in events if e["kind"] == "compacted")
-    assert compacted["strategy"] == strategy and compacted["pressure_after"] < compacted["pressure_before"]
-    assert compacted["detail"]["ref"] == ref
+    compacted = next(e for e in events if e.kind == "compacted")
+    assert compacted.strategy == strategy and compacted.pressure_after < compacted.pressure_before
+    assert compacted.detail["ref"] == ref
     if strategy == "summarize":
         summaries = [r for r in server.requests if r not in sent]
         assert len(summaries) == 1
@@ -227,7 +227,7 @@ async def test_a_budget_spent_after_a_summarize_compaction_still_gets_its_summar
     )
     outcome, _, events = await _wake(config)
     assert outcome.thinking is not None and outcome.thinking.stop_reason == "max_turns"
-    assert [e["kind"] for e in events if e["kind"] == "compacted"] == ["compacted"]
+    assert [e.kind for e in events if e.kind == "compacted"] == ["compacted"]
     last = server.requests[-1].json
     assert last.get("tool_choice") == "none" and "budget is spent" in last["messages"][-1]["content"]
     assert len(server.requests) == 6  # four turns, the compaction's summary, the closing summary
@@ -252,7 +252,7 @@ async def test_config_set_within_bounds_takes_effect_and_out_of_bounds_is_refuse
     # The agent reads its own events back: this wake's, and the audit's counts.
     assert answers[2]["this_wake"] == ["turn 2: config_set narrow_at=0.6"]
     assert answers[2]["audit_last_7_days"] == {"config_set": 1} and answers[2]["turn"] == 3
-    assert [(e["kind"], e["detail"]["key"]) for e in events if e["kind"] == "config_set"] == [("config_set", "narrow_at")]
+    assert [(e.kind, e.detail["key"]) for e in events if e.kind == "config_set"] == [("config_set", "narrow_at")]
     async with stores.connected(config) as st, st.pg_conn() as conn:
         own = await context_events.settings(conn, "demo")
     assert pressure.effective(config.agents["demo"].context, own)["narrow_at"] == 0.6

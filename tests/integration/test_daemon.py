@@ -76,12 +76,12 @@ async def test_a_slot_runs_once_whoever_fires_it(opened: Callable[..., daemon.Da
     assert [(r["tier"], r["trigger"], r["scheduled_for"], r["status"]) for r in rows] == [("whisper", "schedule", slot, "completed")]
     taken = [e for e in logs if e["event"] == "wake.skipped" and e.get("reason") == "slot_taken"]
     assert len(taken) == 2
-    winner = a.replica_id if rows[0]["wake_id"] == (await _slot(a, slot))["wake_id"] else b.replica_id
+    winner = a.replica_id if rows[0]["wake_id"] == (await _slot(a, slot)).wake_id else b.replica_id
     assert {e["claimed_by"] for e in taken} == {winner}
     assert {e["wake_id"] for e in taken} == {str(rows[0]["wake_id"])}
 
 
-async def _slot(d: daemon.Daemon, slot: dt.datetime, tier: str = "whisper") -> dict[str, Any]:
+async def _slot(d: daemon.Daemon, slot: dt.datetime, tier: str = "whisper") -> slots.Holder:
     assert d.stores is not None
     async with d.stores.pg_conn() as conn:
         got = await slots.holder(conn, "demo", tier, slot)

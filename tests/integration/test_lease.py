@@ -129,7 +129,7 @@ async def test_a_slot_claimed_in_an_open_transaction_decides_for_the_second_clai
         async with st.pg_conn() as conn:
             holder = await slots.holder(conn, "demo", "whisper", slot)
     assert got.won is not first_commits
-    assert holder is not None and holder["claimed_by"] == ("r1" if first_commits else "r2")
+    assert holder is not None and holder.claimed_by == ("r1" if first_commits else "r2")
 
 
 async def test_postgresql_failing_inside_the_claim_rolls_the_claim_back_and_frees_the_lease(store_config: Callable[..., Config]) -> None:

@@ -217,6 +217,6 @@ async def test_slots_postgres_was_away_for_are_recorded_missed_once_across_repli
     assert [(r["scheduled_for"], r["status"], r["trigger"]) for r in rows] == [(s, "missed", "schedule") for s in slots_due]
     assert all(r["note"].startswith("missed: store_unreachable: postgres unreachable from ") for r in rows)
     assert all("the slot was not run" in r["note"] and "FileNotFoundError" in r["error"] for r in rows)
-    assert [c["wake_id"] if c else None for c in claims] == [r["wake_id"] for r in rows]  # the claim decided: one row each
-    assert {c["claimed_by"] for c in claims if c} == {b.replica_id}
+    assert [c.wake_id if c else None for c in claims] == [r["wake_id"] for r in rows]  # the claim decided: one row each
+    assert {c.claimed_by for c in claims if c} == {b.replica_id}
     assert (await _chain(opened)).rows == 3

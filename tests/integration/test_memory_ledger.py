@@ -47,13 +47,13 @@ async def test_a_write_is_one_commit_and_one_row_with_the_wake_on_both(conn: asy
     async with conn.transaction():
         appended = await ledger.append(conn, repo, who, path="reference/a.md", text="two", reason="more", at=NOW)
     rows, total = await ledger.recent_writes(conn, AGENT)
-    assert total == 2 and [r["commit_id"] for r in rows] == [appended.result.commit, done.result.commit]
+    assert total == 2 and [r.commit_id for r in rows] == [appended.result.commit, done.result.commit]
     newest = rows[0]
-    assert (newest["wake_id"], newest["fence"], newest["tier"], newest["op"], newest["path"], newest["author"], newest["reason"]) == (
+    assert (newest.wake_id, newest.fence, newest.tier, newest.op, newest.path, newest.author, newest.reason) == (
         who.wake_id, 1, "full", "append", "reference/a.md", AGENT, "more",
     )
-    assert newest["bytes_before"] == done.result.bytes_after and newest["bytes_after"] == len(repo.read("reference/a.md").text)
-    assert newest["at"] == NOW
+    assert newest.bytes_before == done.result.bytes_after and newest.bytes_after == len(repo.read("reference/a.md").text)
+    assert newest.at == NOW
     assert (await ledger.recent_writes(conn, AGENT, path="reference/zzz.md")) == ([], 0)
     trailers = git(repo, "log", "-1", "--format=%(trailers:key=Wake-Id,valueonly)%(trailers:key=Fence,valueonly)").split()
     assert trailers == [str(who.wake_id), "1"]
@@ -92,8 +92,8 @@ async def test_the_canary_records_each_finding_once_and_moves_its_mark(conn: asy
     first = await _canary(conn, repo)
     assert first.audit.findings == () and not first.has_open_halt
     mark = await ledger.last_audit(conn, AGENT)
-    assert mark is not None and mark["commit_id"] == repo.head() and mark["commits"] == 1 and mark["findings"] == 0
-    assert mark["audited_at"] == NOW
+    assert mark is not None and mark.commit_id == repo.head() and mark.commits == 1 and mark.findings == 0
+    assert mark.audited_at == NOW
     await fences.advance(conn, AGENT, 1)
     await fenced_write(conn, repo, writer(), "reference/tool.md", doc("the tool's own"))
     persona = repo.workdir / "system" / "persona" / "persona.md"
@@ -109,12 +109,12 @@ async def test_the_canary_records_each_finding_once_and_moves_its_mark(conn: asy
     assert again.recorded == 0 and again.audit.range.commits == ()  # the stray file is the same finding
     rows, total = await ledger.findings(conn, AGENT, state=None)
     assert total == 3
-    assert {r["state"] for r in rows if r["severity"] == "LOG"} == {"logged"}
+    assert {r.state for r in rows if r.severity == "LOG"} == {"logged"}
     open_rows, open_total = await ledger.findings(conn, AGENT)
-    assert open_total == 2 and {r["severity"] for r in open_rows} == {"HALT"}
+    assert open_total == 2 and {r.severity for r in open_rows} == {"HALT"}
     assert await ledger.open_counts(conn, AGENT) == {"HALT": 2, "WARN": 0, "LOG": 0}
     shown, shown_total = await ledger.open_findings(conn, AGENT, limit=1)
-    assert shown_total == 2 and len(shown) == 1 and shown[0]["severity"] == "HALT"
+    assert shown_total == 2 and len(shown) == 1 and shown[0].severity == "HALT"
     with pytest.raises(ValueError):
         await ledger.findings(conn, AGENT, state="closed")
 
@@ -132,10 +132,10 @@ async def test_ack_clears_the_halt_and_a_journal_edit_is_a_warn_until_acknowledg
     assert not result.has_open_halt
     (warn,), _ = await ledger.open_findings(conn, AGENT)
     later = NOW + dt.timedelta(hours=1)
-    assert await ledger.ack(conn, AGENT, [warn["finding_id"]], by="casey", note="a typo fix", at=later) == [warn["finding_id"]]
-    assert await ledger.ack(conn, AGENT, [warn["finding_id"]], by="casey", at=later) == []  # only open ones
-    row = await ledger.finding(conn, AGENT, warn["finding_id"])
-    assert (row["state"], row["acked_by"], row["note"], row["acted_at"]) == ("acknowledged", "casey", "a typo fix", later)
+    assert await ledger.ack(conn, AGENT, [warn.finding_id], by="casey", note="a typo fix", at=later) == [warn.finding_id]
+    assert await ledger.ack(conn, AGENT, [warn.finding_id], by="casey", at=later) == []  # only open ones
+    row = await ledger.finding(conn, AGENT, warn.finding_id)
+    assert (row.state, row.acked_by, row.note, row.acted_at) == ("acknowledged", "casey", "a typo fix", later)
     assert await ledger.open_findings(conn, AGENT) == ([], 0)
 
 
@@ -148,22 +148,22 @@ async def test_an_operator_revert_undoes_the_bypass_and_is_not_itself_a_finding(
     (repo.workdir / "system" / "human" / "human.md").write_text(doc("not the human"))
     assert (await _canary(conn, repo)).has_open_halt
     rows, _ = await ledger.findings(conn, AGENT)
-    by_rule = {(r["rule"], r["path"]): r for r in rows}
+    by_rule = {(r.rule, r.path): r for r in rows}
     bypass = by_rule[("bypass.commit", "system/persona/persona.md")]
-    done, record = await ledger.revert_finding(conn, repo, AGENT, bypass["finding_id"], by="casey", note="not who she is", at=NOW)
+    done, record = await ledger.revert_finding(conn, repo, AGENT, bypass.finding_id, by="casey", note="not who she is", at=NOW)
     assert record is not None and record.result.op == "revert" and "reverted in" in done
     assert repo.read("system/persona/persona.md").text == original
     worktree = by_rule[("worktree.modified", "system/human/human.md")]
-    done, record = await ledger.revert_finding(conn, repo, AGENT, worktree["finding_id"], by="casey", at=NOW)
+    done, record = await ledger.revert_finding(conn, repo, AGENT, worktree.finding_id, by="casey", at=NOW)
     assert record is None and "restored" in done and git(repo, "status", "--porcelain") == ""
-    assert (await ledger.finding(conn, AGENT, bypass["finding_id"]))["state"] == "reverted"
-    others = [r["finding_id"] for r in rows if r["state"] == "open" and r["finding_id"] not in (bypass["finding_id"], worktree["finding_id"])]
+    assert (await ledger.finding(conn, AGENT, bypass.finding_id)).state == "reverted"
+    others = [r.finding_id for r in rows if r.state == "open" and r.finding_id not in (bypass.finding_id, worktree.finding_id)]
     await ledger.ack(conn, AGENT, others, by="casey", note="reverted with the bypass", at=NOW)
     assert not await ledger.has_open_halt(conn, AGENT)
     after = await _canary(conn, repo)
     assert after.audit.findings == () and not after.has_open_halt  # the operator's commit is not audited
     revert_row = (await ledger.recent_writes(conn, AGENT))[0][0]
-    assert (revert_row["op"], revert_row["wake_id"], revert_row["author"]) == ("revert", None, "casey")
+    assert (revert_row.op, revert_row.wake_id, revert_row.author) == ("revert", None, "casey")
 
 
 async def test_a_rewritten_history_cannot_be_reverted_file_by_file(conn: asyncpg.Connection, tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ async def test_a_rewritten_history_cannot_be_reverted_file_by_file(conn: asyncpg
     result = await _canary(conn, repo)
     assert result.has_open_halt
     (row,), _ = await ledger.findings(conn, AGENT)
-    assert row["rule"] == "history.rewritten" and row["commit_id"] == repo.head()
+    assert row.rule == "history.rewritten" and row.commit_id == repo.head()
     with pytest.raises(ledger.MemoryRefused) as refused:
-        await ledger.revert_finding(conn, repo, AGENT, row["finding_id"], by="casey", at=NOW)
+        await ledger.revert_finding(conn, repo, AGENT, row.finding_id, by="casey", at=NOW)
     assert refused.value.rule == "revert.repository"

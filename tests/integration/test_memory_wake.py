@@ -96,8 +96,8 @@ async def test_a_full_wake_writes_memory_through_the_tool_and_the_next_wake_show
     async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
         rows, total = await ledger.recent_writes(conn, "demo")
         audit = await ledger.last_audit(conn, "demo")
-    assert total == 1 and (rows[0]["wake_id"], rows[0]["op"], rows[0]["reason"]) == (first.wake_id, "write", "learnt it")
-    assert audit is not None and audit["commit_id"] == answer["commit"]  # the canary ran after the write
+    assert total == 1 and (rows[0].wake_id, rows[0].op, rows[0].reason) == (first.wake_id, "write", "learnt it")
+    assert audit is not None and audit.commit_id == answer["commit"]  # the canary ran after the write
     # the first wake's own block was read before the write; the next wake's shows it
     assert "garden.md" not in _block(first, "memory")
     second = await _wake(config)
@@ -135,7 +135,7 @@ async def test_a_persona_identity_change_halts_the_model_until_a_human_acknowled
         row = await introspection.get(conn, held.wake_id)
         assert row is not None and row["status"] == "halted" and row["stop_reason"] == "cloister" and row["turns"] == 0
         open_rows, _ = await ledger.findings(conn, "demo")
-        assert await ledger.ack(conn, "demo", [r["finding_id"] for r in open_rows], by="maria", note="a new identity, accepted", at=T0) != []
+        assert await ledger.ack(conn, "demo", [r.finding_id for r in open_rows], by="maria", note="a new identity, accepted", at=T0) != []
     server.push(completion("Thinking again."))
     after = await _wake(config, "surface")
     assert after.status == "completed" and len(server.requests) == requests + 1
@@ -156,7 +156,7 @@ async def test_commits_made_with_plain_git_are_caught_at_their_domains_severity(
     assert o.status == "completed"  # WARN and LOG do not halt
     async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
         found, _ = await ledger.findings(conn, "demo", state=None)
-    by = {(r["rule"], r["path"]): (r["severity"], r["state"]) for r in found}
+    by = {(r.rule, r.path): (r.severity, r.state) for r in found}
     assert by[("bypass.commit", "reference/notes.md")] == ("LOG", "logged")
     assert by[("bypass.commit", "system/project/project.md")] == ("WARN", "open")
     assert by[("fields.changed", "system/project/project.md")] == ("WARN", "open")

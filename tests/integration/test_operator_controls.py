@@ -158,7 +158,7 @@ async def test_the_ok_token_among_other_text_is_an_answer(make: Callable[..., Co
     assert o.status == "completed" and o.thinking.stop_reason == "done"
     async with stores.connected(config) as st, st.pg_conn() as conn:
         entries, total = await daybook.recent(conn, "demo", limit=5)
-    assert total == 1 and "build broke" in entries[0]["entry"]
+    assert total == 1 and "build broke" in entries[0].entry
 
 
 async def test_a_gate_quiet_row_and_an_ok_token_quiet_row_differ(make: Callable[..., Config], server: ScriptedServer) -> None:
@@ -252,7 +252,7 @@ async def test_a_paused_slot_gets_one_skipped_row_naming_who_paused_it(make: Cal
     assert ran is None and again is None and surface is not None and surface.status == "completed"
     skipped = [r for r in rows if r["status"] == "skipped"]
     assert len(skipped) == 1 and skipped[0]["note"] == "skipped: paused: by alice (migrating)"
-    assert len(rows) == 2 and [p["paused_by"] for p in lifted] == ["alice"]
+    assert len(rows) == 2 and [p.paused_by for p in lifted] == ["alice"]
     assert after is not None and after.status == "completed"
 
 
@@ -322,11 +322,11 @@ async def test_a_one_shot_fires_once_across_concurrent_claimers_and_a_cancelled_
             rows = await _rows(conn)
             listed = await controls.oneshots(conn, include_done=True)
             pending = await controls.oneshots(conn)
-    assert [d["wake_id"] for d in due] == [shot]
+    assert [d.wake_id for d in due] == [shot]
     ran = [o for o in outcomes if o is not None]
     assert len(ran) == 1 and ran[0].wake_id == shot and ran[0].trigger == "at" and ran[0].status == "completed"
     assert [(r["wake_id"], r["trigger"], r["status"]) for r in rows] == [(shot, "at", "completed")]
-    assert {r["wake_id"]: r["status"] for r in listed} == {shot: "completed", cancelled: None} and pending == []
+    assert {r.wake_id: r.status for r in listed} == {shot: "completed", cancelled: None} and pending == []
 
 
 # -- 3. delivery through the outbox ------------------------------------------------------------------
@@ -385,7 +385,7 @@ async def test_retries_back_off_then_dead_letter_then_retry_delivers(
             await sender.deliver_due()
             await sender._http.aclose()
     assert (dead["state"], dead["attempts"]) == ("dead", 3) and "HTTP 500" in dead["last_error"]
-    assert [r["id"] for r in listed] == [dead["id"]]
+    assert [r.id for r in listed] == [dead["id"]]
     after = (await _fetch(config, "SELECT state, attempts FROM wake_outbox"))[0]
     assert (after["state"], after["attempts"]) == ("sent", 1) and len(receiver.requests) == 4
     assert receiver.acted_on == [str(o.wake_id)]
@@ -522,6 +522,6 @@ async def test_the_slot_claim_reads_the_same_pause_as_pause_for(make: Callable[.
                     claimed_at=now, wake_id=uuid.uuid4(),
                 )
             assert got.won
-            assert (read["paused_by"] if read else None) == held_by, (n, read)
-            assert (got.pause["paused_by"] if got.pause else None) == held_by, (n, got.pause)
-            assert got.pause is None or (got.pause["until"], got.pause["reason"]) == (read["until"], read["reason"])
+            assert (read.paused_by if read else None) == held_by, (n, read)
+            assert (got.pause.paused_by if got.pause else None) == held_by, (n, got.pause)
+            assert got.pause is None or (got.pause.until, got.pause.reason) == (read.until, read.reason)

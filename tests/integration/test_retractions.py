@@ -192,15 +192,15 @@ async def test_the_due_block_shows_what_the_harness_probe_found(store_config: Ca
         # the harness's probes left their rows, tied to the retraction and the wake
         async with st.pg_conn() as conn:
             records = await probes.recent(conn, agent_id="demo")
-            assert sorted(r["verdict"] for r in records) == ["falsified", "verified"]
-            assert all(r["wake_id"] is not None and r["retraction_id"] is not None for r in records)
-            assert [await introspection.get(conn, r["wake_id"]) is not None for r in records] == [True, True]  # each names a real wake
-            assert all(r["instrument_state"] == "passed" and r["controls"] for r in records)
+            assert sorted(r.verdict for r in records) == ["falsified", "verified"]
+            assert all(r.wake_id is not None and r.retraction_id is not None for r in records)
+            assert [await introspection.get(conn, r.wake_id) is not None for r in records] == [True, True]  # each names a real wake
+            assert all(r.instrument_state == "passed" and r.controls for r in records)
             by_retraction = await probes.recent(conn, retraction_id=wrong)
-            assert [r["target"] for r in by_retraction] == ["gone.txt"]
-            verified = next(r for r in records if r["verdict"] == "verified")
-            assert verified["evidence"]["match_count"] == 1 and verified["evidence"]["size_bytes"] == 17
-            assert verified["resolved_path"] == str((root / retractions.DEMO_PROBE_TARGET).resolve())
+            assert [r.target for r in by_retraction] == ["gone.txt"]
+            verified = next(r for r in records if r.verdict == "verified")
+            assert verified.evidence["match_count"] == 1 and verified.evidence["size_bytes"] == 17
+            assert verified.resolved_path == str((root / retractions.DEMO_PROBE_TARGET).resolve())
         # the same ledger renders the same text: the manifest stays stable between wakes
         again = await _due_block(config, st, NOW)
         assert again.text == text
@@ -305,9 +305,9 @@ async def test_retract_settle_and_probe_tools(store_config: Callable[..., Config
         async with st.pg_conn() as conn:
             records = await probes.recent(conn, agent_id="demo")
         assert len(records) == 2  # both share the wake's time: find the one tied to the retraction
-        tied = next(r for r in records if r["retraction_id"] == rid)
-        assert tied["assertion"] == "the word is absent" and tied["verdict"] == "verified"
-        assert all(r["wake_id"] == ctx.wake_id for r in records)
+        tied = next(r for r in records if r.retraction_id == rid)
+        assert tied.assertion == "the word is absent" and tied.verdict == "verified"
+        assert all(r.wake_id == ctx.wake_id for r in records)
 
         with pytest.raises(ToolInputError, match="not due until"):  # corrected just now: its falsifier has not matured
             await epistemic.settle_falsifier.handler(ctx, id=str(rid), verdict="overturned", outcome="at once")

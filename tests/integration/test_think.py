@@ -117,15 +117,15 @@ async def test_tool_call_round_trip_records_usage_and_the_mutating_action(make_c
     assert row["final_text"] == o.final_text == "Checked the time, wrote a note. Nothing else is open."
     async with stores.connected(config) as st, st.pg_conn() as conn:
         entries, total = await daybook.recent(conn, "demo", limit=5)
-    assert total == 1 and (entries[0]["entry"], entries[0]["wake_id"]) == (o.final_text, o.wake_id)  # the daybook entry
+    assert total == 1 and (entries[0].entry, entries[0].wake_id) == (o.final_text, o.wake_id)  # the daybook entry
     assert row["prompt_tokens"] == sum(len(r.raw) // 4 for r in server.requests) and row["completion_tokens"] > 0
     assert row["cached_tokens"] > 0  # turns 2 and 3 extend turn 1's body: a shared prefix
     expected_cost = ((row["prompt_tokens"] - row["cached_tokens"]) * 1.0 + row["cached_tokens"] * 1.0 + row["completion_tokens"] * 4.0) / 1e6
     assert float(row["cost_usd"]) == pytest.approx(expected_cost, abs=1e-8)
     async with stores.connected(config) as st, st.pg_conn() as conn:
         done, total = await actions.since(conn, "demo", T0 - dt.timedelta(days=3650), limit=5)
-    assert total == 1 and done[0]["tool"] == "note_write" and done[0]["wake_id"] == o.wake_id
-    assert done[0]["surface"] == "wake.surface" and done[0]["arguments"] == {"text": "saw nothing new"}
+    assert total == 1 and done[0].tool == "note_write" and done[0].wake_id == o.wake_id
+    assert done[0].surface == "wake.surface" and done[0].arguments == {"text": "saw nothing new"}
 
 
 async def test_a_tool_outside_the_binding_is_refused_logged_and_counted(make_config: Callable[..., Config], server: ScriptedServer) -> None:

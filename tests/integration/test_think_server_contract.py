@@ -114,7 +114,7 @@ async def test_an_answer_cut_at_its_token_limit_settles_truncated_and_says_so(ma
     assert row["final_text"] == "I looked at the lease and then I" + think.CUT_OFF
     async with stores.connected(config) as st, st.pg_conn() as conn:
         entries, total = await daybook.recent(conn, "demo", limit=5)
-    assert total == 1 and entries[0]["entry"].endswith(think.CUT_OFF)
+    assert total == 1 and entries[0].entry.endswith(think.CUT_OFF)
 
 
 async def test_a_summary_cut_at_its_token_limit_is_marked_too(make_config: Callable[..., Config], server: ScriptedServer) -> None:

@@ -175,7 +175,7 @@ async def test_an_answer_cut_at_its_token_limit_is_recorded_truncated(make_confi
         assert row["final_text"].endswith(think.CUT_OFF)
         async with stores.connected(config) as st, st.pg_conn() as conn:
             entries, _ = await daybook.recent(conn, "demo", limit=1)
-        assert entries[0]["entry"].endswith(think.CUT_OFF)
+        assert entries[0].entry.endswith(think.CUT_OFF)
 
 
 @pytest.mark.parametrize("counted", [False, True], ids=["estimated", "tokenize"])
@@ -275,7 +275,7 @@ async def test_a_full_wake_past_085_is_reminded_and_every_request_stays_inside_t
     async with stores.connected(config) as st, st.pg_conn() as conn:
         turns = await context_events.turns(conn, o.wake_id)
         events = await context_events.recent(conn, "demo", since=T0, limit=50)
-    assert turns and turns[0]["counted"] == "server" and turns[0]["pressure"] > 0.85
-    kinds = {e["kind"] for e in events if e["wake_id"] == o.wake_id and e["turn"] == 1}
+    assert turns and turns[0].counted == "server" and turns[0].pressure > 0.85
+    kinds = {e.kind for e in events if e.wake_id == o.wake_id and e.turn == 1}
     assert kinds >= {"narrowed", "reminded"}, kinds
     assert mine[0].request["messages"][-1]["content"].startswith("[wake: context pressure")

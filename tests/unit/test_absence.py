@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from ledgers import recall as recall_ledger
 from ledgers.vocab import Result, Retrieval
 from surfaces import recall
 from wake.arrival import absence
@@ -54,20 +55,21 @@ def test_same_person(named: str, owner: str, same: bool) -> None:
     assert recall.same_person(named, owner) is same
 
 
-def _row(ref: str, body: str, hours_ago: int, *, own: bool = True, owner: str | None = None) -> dict[str, object]:
+def _row(ref: str, body: str, hours_ago: int, *, own: bool = True, owner: str | None = None) -> recall_ledger.Hit:
     at = dt.datetime(2026, 11, 29, 12, tzinfo=dt.UTC) - dt.timedelta(hours=hours_ago)
-    return {"ref": ref, "body": body, "at": at, "own_answer": own, "owner": owner, "ledger": "daybook"}
+    return recall_ledger.Hit(ref=ref, body=body, at=at, own_answer=own, owner=owner, ledger="daybook", author_kind="agent", derived=False,
+                             unchecked_blocks=[], rank=0.0)
 
 
 def test_a_continuing_projection_keeps_an_absence_answer_when_it_is_all_there_is() -> None:
     only = [_row("a", "I found no record of the boat.", 5)]
     p = recall.project(only, continuing=True, cap=6)
-    assert ([r["ref"] for r in p.records], p.absence_dropped, p.result) == (["a"], 0, "present")
+    assert ([r.ref for r in p.records], p.absence_dropped, p.result) == (["a"], 0, "present")
     mixed = [_row("a", "I couldn't find anything about the boat.", 5), _row("b", "Boat painted.", 9), _row("c", "Boat bought.", 1)]
     p = recall.project(mixed, continuing=True, cap=6)
-    assert ([r["ref"] for r in p.records], p.absence_dropped) == (["c", "b"], 1)
+    assert ([r.ref for r in p.records], p.absence_dropped) == (["c", "b"], 1)
     # an ordinary request keeps rank order and its cap, absence answers and all
-    assert [r["ref"] for r in recall.project(mixed, continuing=False, cap=2).records] == ["a", "b"]
+    assert [r.ref for r in recall.project(mixed, continuing=False, cap=2).records] == ["a", "b"]
 
 
 def test_a_message_quoting_no_record_is_not_the_agents_absence_answer() -> None:

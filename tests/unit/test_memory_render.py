@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from ledgers import memory_ledger
 from memory.repo import Entry
 from tests.support.memory_git import doc, open_repo, requires_git, write
 from wake.arrival import memory_render as render
@@ -36,10 +37,11 @@ def test_the_memory_block_is_cut_at_its_size_and_says_how_many_it_left_out() -> 
     assert sum(1 for line in block.text.splitlines() if " — note " in line) == block.shown
 
 
-def _row(i: int, severity: str, rule: str = "bypass.commit") -> dict[str, object]:
-    return {"finding_id": i, "severity": severity, "domain": "persona", "path": "system/persona/persona.md",
-            "commit_id": "a" * 40 if i % 2 else None, "rule": rule, "excerpt": "line one\n+line two\n" * 5,
-            "at": dt.datetime(2026, 5, 6, 21, 0, tzinfo=dt.UTC)}
+def _row(i: int, severity: str, rule: str = "bypass.commit") -> memory_ledger.OpenFinding:
+    return memory_ledger.OpenFinding(
+        finding_id=i, severity=severity, domain="persona", path="system/persona/persona.md", commit_id="a" * 40 if i % 2 else None,
+        rule=rule, excerpt="line one\n+line two\n" * 5, at=dt.datetime(2026, 5, 6, 21, 0, tzinfo=dt.UTC),
+    )
 
 
 def test_the_cloister_block_shows_halt_first_and_the_notice() -> None:

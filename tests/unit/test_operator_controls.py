@@ -3,6 +3,7 @@ ok_token's decisions, the blocks a tier's keys add, the delivery signature and t
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import hmac
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledgers import introspection
+from ledgers import introspection, outbox
 from ledgers.vocab import Result, Retrieval
 from wake import config as wake_config
 from wake.arrival import operator
@@ -117,6 +118,7 @@ def test_only_a_completed_wake_with_text_delivers_and_every_attempt_signs_the_sa
     assert [d.route for d in deliver.deliveries(conf, status="completed", final_text="hello", **common)] == ["log"]  # type: ignore[arg-type]
     for status, text in (("quiet", "hello"), ("failed", "hello"), ("completed", "  "), ("completed", None)):
         assert deliver.deliveries(conf, status=status, final_text=text, **common) == []  # type: ignore[arg-type]
-    row = {"id": 7, "route": "log", "payload": {"wake_id": "w", "text": "hello"}}
-    assert body_of(row) == body_of(dict(row)) and b'"delivery_id":7' in body_of(row)
+    row = outbox.Due(id=7, wake_id=uuid.uuid4(), route="log", agent_id="a", tier="whisper", payload={"wake_id": "w", "text": "hello"},
+                     attempts=0, created_at=NOW)
+    assert body_of(row) == body_of(dataclasses.replace(row)) and b'"delivery_id":7' in body_of(row)
     assert signature("k", body_of(row)) == "sha256=" + hmac.new(b"k", body_of(row), hashlib.sha256).hexdigest()

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledgers import queries
+from ledgers import memory_ledger, queries
 from memory.repo import Entry
 
 MEMORY_MAX_CHARS = 4000
@@ -85,7 +85,7 @@ def _when(value: Any) -> str:
 
 
 def cloister_block(
-    findings: Sequence[Mapping[str, Any]], *, total: int, counts: Mapping[str, int], max_chars: int = CLOISTER_MAX_CHARS,
+    findings: Sequence[memory_ledger.OpenFinding], *, total: int, counts: Mapping[str, int], max_chars: int = CLOISTER_MAX_CHARS,
 ) -> Rendered:
     """The open HALT and WARN findings (rows of `ledger.open_findings`, HALT first), each with its
     rule, place and a few lines of its diff; `total` and `counts` are the open numbers, each
@@ -98,11 +98,11 @@ def cloister_block(
     parts: list[str] = []
     used = shown = 0
     for row in findings:
-        where = row["path"] or "(the whole repository)"
-        commit = f" in {row['commit_id'][:12]}" if row.get("commit_id") else " (uncommitted)"
-        domain = f" {row['domain']}" if row.get("domain") else ""
-        head = f"{row['severity']} #{row['finding_id']}{domain} {where}: {row['rule']}{commit}, {_when(row['at'])}"
-        excerpt = [f"    {line}" for line in str(row.get("excerpt") or "").splitlines()[:EXCERPT_LINES]]
+        where = row.path or "(the whole repository)"
+        commit = f" in {row.commit_id[:12]}" if row.commit_id else " (uncommitted)"
+        domain = f" {row.domain}" if row.domain else ""
+        head = f"{row.severity} #{row.finding_id}{domain} {where}: {row.rule}{commit}, {_when(row.at)}"
+        excerpt = [f"    {line}" for line in str(row.excerpt or "").splitlines()[:EXCERPT_LINES]]
         chunk = "\n".join([head, *excerpt])
         if used + len(chunk) + 1 > budget:
             break

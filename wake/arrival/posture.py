@@ -68,25 +68,25 @@ async def block(ctx: WakeContext) -> Found:
         if posture == "cold":
             rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=COMMITTED_SHOWN)
             lines.append(f"Open commitments ({queries.count_text(total)}):" if total else "Open commitments: none.")
-            lines += [f"- {r['title']}" + (f" (due {r['due_on']})" if r["due_on"] else "") for r in rows]
+            lines += [f"- {r.title}" + (f" (due {r.due_on})" if r.due_on else "") for r in rows]
     return Found(text="\n".join(lines), rows=1)
 
 
 async def audit(ctx: WakeContext) -> Found:
     async with ctx.read() as conn:
         events = await context_events.recent(conn, ctx.agent_id, since=ctx.now - dt.timedelta(days=AUDIT_DAYS), limit=200)
-    put_off = [e for e in events if e["kind"] in ("declined", "deferred")]
-    autos = [e for e in events if e["kind"] == "auto_compacted"]
-    compacted = [e for e in events if e["kind"] == "compacted"]
+    put_off = [e for e in events if e.kind in ("declined", "deferred")]
+    autos = [e for e in events if e.kind == "auto_compacted"]
+    compacted = [e for e in events if e.kind == "compacted"]
     lines: list[str] = []
     if put_off:
-        reasons = collections.Counter(e["reason"] for e in put_off)
+        reasons = collections.Counter(e.reason for e in put_off)
         why = "; ".join(f"{reason} ({n}×)" if n > 1 else reason for reason, n in reasons.most_common(3))
         lines.append(f"You deferred or declined compaction {len(put_off)} times in the last {AUDIT_DAYS} days, because: {why}.")
     if autos:
         lines.append(f"The harness compacted your context automatically {len(autos)} times in the last {AUDIT_DAYS} days.")
     if compacted:
-        lines.append(f"You compacted {len(compacted)} times ({', '.join(sorted({str(e['strategy']) for e in compacted}))}).")
+        lines.append(f"You compacted {len(compacted)} times ({', '.join(sorted({str(e.strategy) for e in compacted}))}).")
     if not lines:
         return Found(text=f"No context pressure events in the last {AUDIT_DAYS} days.", rows=0)
     return Found(text="\n".join(lines), rows=len(put_off) + len(autos) + len(compacted))

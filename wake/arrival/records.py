@@ -59,14 +59,14 @@ async def living_summaries(ctx: WakeContext) -> Found:
     zone = zoneinfo.ZoneInfo(ctx.timezone)
     parts, states = [SUMMARIES_HEAD], []
     for r in rows:
-        part = [f"### {r['aspect']} (derived, v{r['version']}, folded {r['folded_at'].astimezone(zone):%Y-%m-%d %H:%M})", r["content"].strip()]
-        if r["trail_id"] is None:  # a part that cannot be read fails the block (its other aspects still render)
+        part = [f"### {r.aspect} (derived, v{r.version}, folded {r.folded_at.astimezone(zone):%Y-%m-%d %H:%M})", r.content.strip()]
+        if r.trail_id is None or r.trail_folded_at is None:  # a part that cannot be read fails the block (its other aspects still render)
             part.append("What changed since the last fold: could not check: no trail row for this version")
-            states.append(Part(name=f"{r['aspect']} trail", reason="no trail row for this version"))
-        elif r["merged_deltas"]:
+            states.append(Part(name=f"{r.aspect} trail", reason="no trail row for this version"))
+        elif r.merged_deltas:
             part.append(
-                f"What changed since the last fold ({r['trail_folded_at'].astimezone(zone):%Y-%m-%d}): "
-                + "; ".join(str(d) for d in r["merged_deltas"])
+                f"What changed since the last fold ({r.trail_folded_at.astimezone(zone):%Y-%m-%d}): "
+                + "; ".join(str(d) for d in r.merged_deltas)
             )
         else:
             part.append("What changed since the last fold: nothing was merged")
@@ -82,8 +82,8 @@ async def recent_daybook(ctx: WakeContext) -> Found:
     zone = zoneinfo.ZoneInfo(ctx.timezone)
     lines = [f"{HISTORICAL}, from your daybook ({len(rows)} of {queries.count_text(total)} entries, newest first):"]
     for r in rows:
-        entry = clip(r["entry"], DAYBOOK_CHARS)
-        wake = f" (wake {str(r['wake_id'])[:8]})" if r["wake_id"] else ""
-        unchecked = f" [{daybook.unchecked_mark(r['unchecked_blocks'])}]" if r["unchecked_blocks"] else ""
-        lines.append(f"- #{r['entry_id']} {r['written_at'].astimezone(zone):%Y-%m-%d %H:%M}{wake}{unchecked}: {entry}")
+        entry = clip(r.entry, DAYBOOK_CHARS)
+        wake = f" (wake {str(r.wake_id)[:8]})" if r.wake_id else ""
+        unchecked = f" [{daybook.unchecked_mark(r.unchecked_blocks)}]" if r.unchecked_blocks else ""
+        lines.append(f"- #{r.entry_id} {r.written_at.astimezone(zone):%Y-%m-%d %H:%M}{wake}{unchecked}: {entry}")
     return Found(text="\n".join(lines), rows=total)

@@ -45,14 +45,14 @@ async def _state(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
     row = await settled.latest_state(conn, ctx.agent_id)
     if row is None:
         return "Settled state: none recorded", 0
-    return f"Settled state: {row['state_on']} {row['subject']}: {clip(row['state'], 90)}", 1
+    return f"Settled state: {row.state_on} {row.subject}: {clip(row.state, 90)}", 1
 
 
 async def _commitments(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
     rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=SHOWN)
     if not rows:
         return "Open commitments: none", 0
-    items = "; ".join(f"#{r['commitment_id']} {clip(r['title'], 60)}" + (f" (due {r['due_on']})" if r["due_on"] else "") for r in rows)
+    items = "; ".join(f"#{r.commitment_id} {clip(r.title, 60)}" + (f" (due {r.due_on})" if r.due_on else "") for r in rows)
     return f"Open commitments ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
 
 
@@ -72,7 +72,7 @@ async def _actions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int
     if not rows:
         return "Confirmed actions, last 48 h: none", 0
     zone = zoneinfo.ZoneInfo(ctx.timezone)
-    items = "; ".join(f"{r['acted_at'].astimezone(zone):%a %H:%M} {r['tool']} on {r['surface']}: {clip(r['summary'], 60)}" for r in rows)
+    items = "; ".join(f"{r.acted_at.astimezone(zone):%a %H:%M} {r.tool} on {r.surface}: {clip(r.summary, 60)}" for r in rows)
     return f"Confirmed actions, last 48 h ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
 
 

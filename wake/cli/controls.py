@@ -118,7 +118,7 @@ def resume_cmd(ctx: app.Context, agent_id: str, tier: str | None) -> None:
     config = ctx.config
     _checked(lambda: _agent(config, agent_id, tier))
 
-    async def body() -> list[dict[str, Any]]:
+    async def body() -> list[controls.Pause]:
         async with app.ledger_conn(config) as conn:
             return await controls.resume(conn, agent_id, tier)
 
@@ -127,7 +127,7 @@ def resume_cmd(ctx: app.Context, agent_id: str, tier: str | None) -> None:
         click.echo(f"{agent_id}/{tier or 'all tiers'} was not paused; nothing changed")
         return
     for p in lifted:
-        click.echo(f"resumed {p['agent_id']}/{p['tier']} (paused by {p['paused_by']})")
+        click.echo(f"resumed {p.agent_id}/{p.tier} (paused by {p.paused_by})")
 
 
 @click.command("at")
@@ -155,7 +155,7 @@ def at_cmd(
         return
     if cancel_id is not None:
         shot = app.run_async(lambda: _cancel(config, cancel_id))
-        click.echo(f"cancelled one-shot {shot['wake_id']} ({shot['agent_id']}/{shot['tier']} at {shot['fire_at'].isoformat()})")
+        click.echo(f"cancelled one-shot {shot.wake_id} ({shot.agent_id}/{shot.tier} at {shot.fire_at.isoformat()})")
         return
     assert when is not None
     now = clock.now()
@@ -165,20 +165,20 @@ def at_cmd(
     click.echo(f"one-shot {shot_id} for {agent}/{tier} at {fire_at.isoformat()}" + (" (now: it is due)" if fire_at <= now else ""))
 
 
-async def _list(config: Config, include_done: bool) -> list[dict[str, Any]]:
+async def _list(config: Config, include_done: bool) -> list[controls.OneShot]:
     async with app.ledger_conn(config) as conn:
         return await controls.oneshots(conn, include_done=include_done)
 
 
-async def _cancel(config: Config, text: str) -> dict[str, Any]:
+async def _cancel(config: Config, text: str) -> controls.OneShot:
     async with app.ledger_conn(config) as conn:
         wake_id = await controls.resolve_oneshot(conn, text)
         shot = await controls.oneshot(conn, wake_id) if wake_id else None
         if shot is None:
             raise NotFound(f"no one-shot matches {text!r} (give a full id or a unique prefix; `wake at --list`)")
-        if not await controls.cancel_oneshot(conn, shot["wake_id"], operator(), clock.now()):
-            done = "was already cancelled" if shot["cancelled_at"] else f"already ran (claimed by {shot['claimed_by']})"
-            raise InvalidInput(f"one-shot {shot['wake_id']} {done}")
+        if not await controls.cancel_oneshot(conn, shot.wake_id, operator(), clock.now()):
+            done = "was already cancelled" if shot.cancelled_at else f"already ran (claimed by {shot.claimed_by})"
+            raise InvalidInput(f"one-shot {shot.wake_id} {done}")
         return shot
 
 
@@ -205,7 +205,7 @@ def outbox_cmd(ctx: app.Context, dead_only: bool, retry_id: int | None, limit: i
         click.echo(f"delivery {retry_id} is queued again; the daemon sends it on its next pass")
         return
 
-    async def body() -> list[dict[str, Any]]:
+    async def body() -> list[outbox.Delivery]:
         async with app.ledger_conn(config) as conn:
             return await outbox.listing(conn, dead_only=dead_only, limit=limit)
 
@@ -219,7 +219,8 @@ async def _retry(config: Config, row_id: int) -> None:
         if row is None:
             raise NotFound(f"no delivery {row_id} (`wake outbox` lists them)")
         if not await outbox.retry(conn, row_id, clock.now()):
-            raise InvalidInput(f"delivery {row_id} was already sent at {row['sent_at'].isoformat()}; nothing to retry")
+            assert row.sent_at is not None  # retry refuses only a sent row, and a sent row has its time (a CHECK)
+            raise InvalidInput(f"delivery {row_id} was already sent at {row.sent_at.isoformat()}; nothing to retry")
 
 
 async def snapshot(config: Config, now: dt.datetime) -> dict[str, Any]:

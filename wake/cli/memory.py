@@ -116,13 +116,13 @@ def log_cmd(obj: app.Context, path: str | None, limit: int, agent_id: str | None
     config = obj.config
     agent = app.default_agent(config, agent_id)
 
-    async def body() -> tuple[list[Any], dict[str, dict[str, Any]], int]:
+    async def body() -> tuple[list[Any], dict[str, ledger.MemoryWrite], int]:
         repo = open_repo(config, agent, clock.now())
         with refused():
             entries = repo.log(path, limit=limit)
         async with app.ledger_conn(config) as conn:
             rows, total = await ledger.recent_writes(conn, agent, path=path, limit=max(limit * 4, 200))
-        return entries, {r["commit_id"]: r for r in rows}, total
+        return entries, {r.commit_id: r for r in rows}, total
 
     entries, writes, total = app.run_async(body)
     commits = [{"commit": e.commit, "at": e.at, "author": e.author, "summary": e.summary, "trailers": e.trailers, "paths": e.paths,
@@ -165,7 +165,7 @@ def audit_cmd(obj: app.Context, path: str | None, agent_id: str | None, as_json:
     config = obj.config
     agent = app.default_agent(config, agent_id)
 
-    async def body() -> tuple[ledger.CanaryResult, dict[str, Any] | None, list[dict[str, Any]], int]:
+    async def body() -> tuple[ledger.CanaryResult, ledger.AuditMark | None, list[ledger.FindingRecord], int]:
         at = clock.now()
         repo = open_repo(config, agent, at)
         async with app.ledger_stores(config) as st:
@@ -174,7 +174,7 @@ def audit_cmd(obj: app.Context, path: str | None, agent_id: str | None, as_json:
                 last = await ledger.last_audit(conn, agent)
                 rows, total = await ledger.findings(conn, agent, state="open", limit=10_000 if path else 50)
         if path:
-            rows = [r for r in rows if r["path"] == path]
+            rows = [r for r in rows if r.path == path]
             total = len(rows)
         return result, last, rows, total
 
@@ -200,7 +200,7 @@ def findings_cmd(obj: app.Context, state: str, limit: int, agent_id: str | None,
     config = obj.config
     agent = app.default_agent(config, agent_id)
 
-    async def body() -> tuple[list[dict[str, Any]], int]:
+    async def body() -> tuple[list[ledger.FindingRecord], int]:
         async with app.ledger_conn(config) as conn:
             return await ledger.findings(conn, agent, state=None if state == "all" else state, limit=limit)
 

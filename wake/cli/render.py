@@ -12,7 +12,10 @@ from decimal import Decimal
 from typing import Any
 
 from codecheck import workspace
-from ledgers import introspection
+from ledgers import controls, introspection, memory_ledger
+from ledgers import outbox as outbox_ledger
+from ledgers import probes as probes_ledger
+from ledgers import rows as ledger_rows
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers
@@ -22,6 +25,8 @@ from wake.witness import manifest
 
 
 def _default(value: Any) -> Any:
+    if isinstance(value, ledger_rows.Row):  # a ledger record: its columns, in its query's order
+        return dict(ledger_rows.fields(value))
     if isinstance(value, dt.datetime):
         return value.isoformat()
     if isinstance(value, Decimal):  # money (numeric columns): a JSON number, as `wake up --json` prints it
@@ -238,7 +243,7 @@ def controls_lines(s: Mapping[str, Any]) -> list[str]:
     if s["pauses"]:
         lines += table(
             ("AGENT", "TIER", "BY", "SINCE (UTC)", "UNTIL (UTC)", "REASON"),
-            [(p["agent_id"], p["tier"], p["paused_by"], _utc(p["paused_at"]), _utc(p["until"]) or "resume", p["reason"]) for p in s["pauses"]],
+            [(p.agent_id, p.tier, p.paused_by, _utc(p.paused_at), _utc(p.until) or "resume", p.reason) for p in s["pauses"]],
         )
     lines += ["", "one-shot wakes pending" + ("" if s["oneshots"] else ": none")]
     if s["oneshots"]:
@@ -246,33 +251,33 @@ def controls_lines(s: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def oneshots(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def oneshots(shots: Sequence[controls.OneShot]) -> list[str]:
     """`wake at --list`: each one-shot, its time, and what became of it."""
-    if not rows:
+    if not shots:
         return ["no one-shot wakes pending"]
 
-    def state(r: Mapping[str, Any]) -> str:
-        if r["cancelled_at"]:
-            return f"cancelled by {r['cancelled_by']}"
-        if r["claimed_at"]:
-            return f"ran: {r.get('status') or 'claimed'} ({r['claimed_by']})"
+    def state(r: controls.OneShot) -> str:
+        if r.cancelled_at:
+            return f"cancelled by {r.cancelled_by}"
+        if r.claimed_at:
+            return f"ran: {r.status or 'claimed'} ({r.claimed_by})"
         return "pending"
 
     return table(
         ("ID", "AGENT", "TIER", "AT (UTC)", "STATE", "BY", "NOTE"),
-        [(str(r["wake_id"]), r["agent_id"], r["tier"], _utc(r["fire_at"]), state(r), r["created_by"], r["note"]) for r in rows],
+        [(str(r.wake_id), r.agent_id, r.tier, _utc(r.fire_at), state(r), r.created_by, r.note) for r in shots],
         indent="",
     )
 
 
-def outbox(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def outbox(deliveries: Sequence[outbox_ledger.Delivery]) -> list[str]:
     """`wake outbox`: deliveries not sent yet, the newest first."""
-    if not rows:
+    if not deliveries:
         return ["the outbox is empty: every delivery was sent"]
     return table(
         ("ID", "STATE", "ROUTE", "AGENT", "TIER", "WAKE", "ATTEMPTS", "QUEUED (UTC)", "LAST ERROR"),
-        [(r["id"], r["state"], r["route"], r["agent_id"], r["tier"], str(r["wake_id"])[:8], r["attempts"], _utc(r["created_at"]), r["last_error"])
-         for r in rows],
+        [(r.id, r.state, r.route, r.agent_id, r.tier, str(r.wake_id)[:8], r.attempts, _utc(r.created_at), r.last_error)
+         for r in deliveries],
         indent="", right=frozenset({0, 6}),
     )
 
@@ -341,23 +346,23 @@ def probe_self_test(test: probe.SelfTest) -> str:
     return "\n".join(lines)
 
 
-def probe_records(rows: list[dict[str, Any]]) -> str:
-    if not rows:
+def probe_records(records: list[probes_ledger.ProbeRecord]) -> str:
+    if not records:
         return "no probe records"
     out = []
-    for r in rows:
+    for r in records:
         what = (
-            f"{r['target']} {'does not contain' if r['negate'] else 'contains'} {r['needle']!r}"
-            if r["mode"] == "contains"
-            else f"{r['target']} {r['mode']}"
+            f"{r.target} {'does not contain' if r.negate else 'contains'} {r.needle!r}"
+            if r.mode == "contains"
+            else f"{r.target} {r.mode}"
         )
-        cause = f" — {r['evidence'].get('cause')}" if r["evidence"].get("cause") else ""
-        links = "".join(f"  {k} {str(r[k])[:8]}" for k in ("wake_id", "retraction_id") if r[k])
-        said = f"  (assertion: {r['assertion']})" if r["assertion"] else ""
-        failed = sum(1 for c in r["controls"] if not c.get("ok"))
-        out.append(f"{r['checked_at']:%Y-%m-%d %H:%M:%S}  {r['agent_id']}  {r['verdict']:<16} {what}{cause}  "
-                   f"[instrument {r['instrument_state']}, {len(r['controls'])} controls, {failed} failed; {r['resolved_path'] or '-'}]"
-                   f"{links}{said}  {str(r['id'])[:8]}")
+        cause = f" — {r.evidence.get('cause')}" if r.evidence.get("cause") else ""
+        links = "".join(f"  {k} {str(v)[:8]}" for k, v in (("wake_id", r.wake_id), ("retraction_id", r.retraction_id)) if v)
+        said = f"  (assertion: {r.assertion})" if r.assertion else ""
+        failed = sum(1 for c in r.controls if not c.get("ok"))
+        out.append(f"{r.checked_at:%Y-%m-%d %H:%M:%S}  {r.agent_id}  {r.verdict:<16} {what}{cause}  "
+                   f"[instrument {r.instrument_state}, {len(r.controls)} controls, {failed} failed; {r.resolved_path or '-'}]"
+                   f"{links}{said}  {str(r.id)[:8]}")
     return "\n".join(out)
 
 
@@ -458,38 +463,38 @@ def memory_log(commits: Sequence[Mapping[str, Any]], writes_recorded: int) -> li
         return ["no commits"]
     out = []
     for c in commits:
-        w = c["write"]
+        w: memory_ledger.MemoryWrite | None = c["write"]
         if w is None:
             made = "NOT the memory tool's (made with git directly)" if c["trailers"].get("Wake-Id") != "bootstrap" else "bootstrap"
-        elif w["op"] == "revert":
-            made = f"revert by {w['author']}"
+        elif w.op == "revert":
+            made = f"revert by {w.author}"
         else:
-            made = f"{w['op']} by {w['author']}, wake {str(w['wake_id'])[:8]} ({w['tier']}, fence {w['fence']})"
-        sizes = f", {_size(w['bytes_before'])} -> {_size(w['bytes_after'])}" if w is not None else ""
+            made = f"{w.op} by {w.author}, wake {str(w.wake_id)[:8]} ({w.tier}, fence {w.fence})"
+        sizes = f", {_size(w.bytes_before)} -> {_size(w.bytes_after)}" if w is not None else ""
         out.append(f"{c['commit'][:12]}  {c['at']:%Y-%m-%d %H:%M:%S}  {c['summary']}")
         out.append(f"    {made}{sizes}; {', '.join(c['paths']) or '(no file)'}")
-        if w is not None and w["reason"]:
-            out.append(f"    reason: {w['reason']} (recorded {w['at']:%Y-%m-%d %H:%M:%S}, write #{w['write_id']})")
+        if w is not None and w.reason:
+            out.append(f"    reason: {w.reason} (recorded {w.at:%Y-%m-%d %H:%M:%S}, write #{w.write_id})")
     out.append(f"{len(commits)} commits shown; {writes_recorded} writes recorded")
     return out
 
 
-def memory_findings(rows: Sequence[Mapping[str, Any]], total: int, state: str) -> list[str]:
+def memory_findings(found: Sequence[memory_ledger.FindingRecord], total: int, state: str) -> list[str]:
     """`wake memory findings`: one row per finding, then each one's excerpt."""
-    if not rows:
+    if not found:
         return [f"no {state if state != 'all' else ''} findings".replace("  ", " ")]
     head = ("ID", "SEVERITY", "STATE", "DOMAIN", "PATH", "RULE", "COMMIT", "AT", "ACTED")
     body = [
-        (f"#{r['finding_id']}", r["severity"], r["state"], r["domain"] or "-", r["path"] or "(repository)", r["rule"],
-         (r["commit_id"] or "uncommitted")[:12], f"{r['at']:%Y-%m-%d %H:%M}",
-         f"{r['acked_by']} {r['acted_at']:%Y-%m-%d %H:%M}" + (f": {r['note']}" if r["note"] else "") if r["acted_at"] else None)
-        for r in rows
+        (f"#{r.finding_id}", r.severity, r.state, r.domain or "-", r.path or "(repository)", r.rule,
+         (r.commit_id or "uncommitted")[:12], f"{r.at:%Y-%m-%d %H:%M}",
+         f"{r.acked_by} {r.acted_at:%Y-%m-%d %H:%M}" + (f": {r.note}" if r.note else "") if r.acted_at else None)
+        for r in found
     ]
     out = table(head, body, indent="")
-    for r in rows:
-        excerpt = str(r["excerpt"]).splitlines()[:6]
-        out += [f"#{r['finding_id']} {r['rule']}:", *(f"    {line}" for line in excerpt)]
-    out.append(f"{len(rows)} of {total} shown")
+    for r in found:
+        excerpt = str(r.excerpt).splitlines()[:6]
+        out += [f"#{r.finding_id} {r.rule}:", *(f"    {line}" for line in excerpt)]
+    out.append(f"{len(found)} of {total} shown")
     return out
 
 
@@ -500,7 +505,7 @@ def memory_audit(v: Mapping[str, Any]) -> list[str]:
     out += [f"  new #{n['id']} {n['severity']} {n['rule']} {n['path'] or '(repository)'}" for n in v["new"]]
     out.append(f"open findings: {v['open_total']}")
     out += [
-        f"  #{r['finding_id']} {r['severity']} {r['rule']} {r['path'] or '(repository)'} {(r['commit_id'] or 'uncommitted')[:12]}" for r in v["open"]
+        f"  #{r.finding_id} {r.severity} {r.rule} {r.path or '(repository)'} {(r.commit_id or 'uncommitted')[:12]}" for r in v["open"]
     ]
     out.append("HALT open: the agent's wakes make no model call until `wake memory ack` or `wake memory revert`" if v["halted"] else "no HALT open")
     return out

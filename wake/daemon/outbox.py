@@ -43,9 +43,9 @@ SIGNATURE_HEADER = "X-Wake-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
-def body_of(row: dict[str, Any]) -> bytes:
+def body_of(row: outbox.Due) -> bytes:
     """The bytes every attempt of a row sends: the same each time, so the signature is too."""
-    return json.dumps({**row["payload"], "delivery_id": row["id"], "route": row["route"]}, sort_keys=True, separators=(",", ":")).encode()
+    return json.dumps({**row.payload, "delivery_id": row.id, "route": row.route}, sort_keys=True, separators=(",", ":")).encode()
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -83,15 +83,15 @@ class Sender:
             self.backlog = float(await outbox.backlog(conn))
         return len(rows)
 
-    async def deliver(self, row: dict[str, Any]) -> None:
-        where = {"delivery_id": row["id"], "wake_id": str(row["wake_id"]), "route": row["route"], "agent": row["agent_id"]}
-        route = self._config().delivery.get(row["route"])
+    async def deliver(self, row: outbox.Due) -> None:
+        where = {"delivery_id": row.id, "wake_id": str(row.wake_id), "route": row.route, "agent": row.agent_id}
+        route = self._config().delivery.get(row.route)
         if route is None:
-            await self._dead(row, f"unknown delivery route {row['route']!r} (no [delivery.{row['route']}] in the config)", where)
+            await self._dead(row, f"unknown delivery route {row.route!r} (no [delivery.{row.route}] in the config)", where)
             return
-        remaining = route.max_attempts - row["attempts"]
+        remaining = route.max_attempts - row.attempts
         if remaining <= 0:
-            await self._dead(row, f"no attempts left ({row['attempts']} of {route.max_attempts} made)", where)
+            await self._dead(row, f"no attempts left ({row.attempts} of {route.max_attempts} made)", where)
             return
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(remaining),
@@ -109,29 +109,29 @@ class Sender:
                         await self.send(route, row)
                     except DeliveryFailed as exc:
                         async with self._stores.pg_conn() as conn:
-                            await outbox.failed_attempt(conn, row["id"], self._owner, str(exc))
+                            await outbox.failed_attempt(conn, row.id, self._owner, str(exc))
                         log.warning("outbox.retry", attempt=number, max_attempts=route.max_attempts, error=str(exc), **where)
                         raise
         except DeliveryFailed as exc:
             await self._dead(row, str(exc), where)
             return
         async with self._stores.pg_conn() as conn:
-            await outbox.sent(conn, row["id"], self._now())
+            await outbox.sent(conn, row.id, self._now())
         log.info("outbox.sent", kind=route.kind, **where)
 
-    async def _attempt(self, row: dict[str, Any], route: DeliveryRoute, n: int) -> int | None:
+    async def _attempt(self, row: outbox.Due, route: DeliveryRoute, n: int) -> int | None:
         """Count the attempt and hold the row through it and the wait after it."""
         wait_s = min(route.backoff_max_s, route.backoff_s * 2 ** (n - 1))
         until = self._now() + dt.timedelta(seconds=route.timeout_s + wait_s + LOCK_MARGIN_S)
         async with self._stores.pg_conn() as conn:
-            return await outbox.attempt(conn, row["id"], self._owner, until)
+            return await outbox.attempt(conn, row.id, self._owner, until)
 
-    async def _dead(self, row: dict[str, Any], error: str, where: dict[str, Any]) -> None:
+    async def _dead(self, row: outbox.Due, error: str, where: dict[str, Any]) -> None:
         async with self._stores.pg_conn() as conn:
-            await outbox.dead(conn, row["id"], error)
+            await outbox.dead(conn, row.id, error)
         log.error("outbox.dead", error=error, **where)
 
-    async def send(self, route: DeliveryRoute, row: dict[str, Any]) -> None:
+    async def send(self, route: DeliveryRoute, row: outbox.Due) -> None:
         """One attempt through the route; raises DeliveryFailed."""
         body = body_of(row)
         if route.kind == "webhook":
@@ -147,9 +147,9 @@ class Sender:
             sys.stdout.write(body.decode() + "\n")
             sys.stdout.flush()
 
-    async def _webhook(self, route: DeliveryRoute, row: dict[str, Any], body: bytes) -> None:
+    async def _webhook(self, route: DeliveryRoute, row: outbox.Due, body: bytes) -> None:
         assert route.url is not None
-        headers = {"Content-Type": "application/json", IDEMPOTENCY_HEADER: str(row["wake_id"]), "X-Wake-Delivery": str(row["id"])}
+        headers = {"Content-Type": "application/json", IDEMPOTENCY_HEADER: str(row.wake_id), "X-Wake-Delivery": str(row.id)}
         if route.secret_credential is not None:
             secret = secrets.read_secret(route.secret_credential)
             if secret is None:

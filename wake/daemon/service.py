@@ -477,29 +477,29 @@ class Daemon:
                 log.warning("oneshot.poll_failed", error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
                 due = []
             for shot in due:
-                agent = self.config.agents.get(shot["agent_id"])
-                if agent is None or shot["tier"] not in agent.tiers:
-                    if shot["wake_id"] not in unknown:
-                        unknown.add(shot["wake_id"])
-                        log.warning("oneshot.unconfigured", agent=shot["agent_id"], tier=shot["tier"], wake_id=str(shot["wake_id"]))
+                agent = self.config.agents.get(shot.agent_id)
+                if agent is None or shot.tier not in agent.tiers:
+                    if shot.wake_id not in unknown:
+                        unknown.add(shot.wake_id)
+                        log.warning("oneshot.unconfigured", agent=shot.agent_id, tier=shot.tier, wake_id=str(shot.wake_id))
                     continue
-                if shot["wake_id"] not in self.oneshots_running and not self.stopping:
-                    self.oneshots_running.add(shot["wake_id"])
-                    self._spawn(self.run_oneshot(shot), name=f"at:{shot['agent_id']}/{shot['tier']}:{shot['wake_id']}")
+                if shot.wake_id not in self.oneshots_running and not self.stopping:
+                    self.oneshots_running.add(shot.wake_id)
+                    self._spawn(self.run_oneshot(shot), name=f"at:{shot.agent_id}/{shot.tier}:{shot.wake_id}")
             await asyncio.sleep(self.config.daemon.poll_s)
 
-    async def run_oneshot(self, shot: dict[str, Any]) -> None:
+    async def run_oneshot(self, shot: controls.OneShot) -> None:
         """One due one-shot through the one claim path: claimed on its own row, then leased and run."""
-        request = WakeRequest(agent_id=shot["agent_id"], tier=Tier(shot["tier"]), trigger=Trigger.at, wake_id=shot["wake_id"])
+        request = WakeRequest(agent_id=shot.agent_id, tier=Tier(shot.tier), trigger=Trigger.at, wake_id=shot.wake_id)
         try:
             async with self.turns:
                 if self.stopping:
                     return  # never claimed: the next start (or another replica) runs it
-                log.info("oneshot.due", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id), fire_at=shot["fire_at"].isoformat())
+                log.info("oneshot.due", agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id), fire_at=shot.fire_at.isoformat())
                 wait_s = 0.0 if request.tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
                 await self._leased(request, slot_claim=claim.Claim(by=self.replica_id), wait_s=wait_s)
         finally:
-            self.oneshots_running.discard(shot["wake_id"])
+            self.oneshots_running.discard(shot.wake_id)
 
     # -- manual wakes through Redis -----------------------------------------------------------------
 

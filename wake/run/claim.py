@@ -154,9 +154,9 @@ async def record_missed(session: Session, missed: Missed, *, by: str, now: dt.da
             claimed_by=by, claimed_at=now, wake_id=wake_id,
         ):
             holder = await slots.holder(conn, request.agent_id, request.tier, request.scheduled_for)
-            if holder is None or holder["claimed_by"] != by or await introspection.get(conn, holder["wake_id"]) is not None:
+            if holder is None or holder.claimed_by != by or await introspection.get(conn, holder.wake_id) is not None:
                 return None
-            wake_id = holder["wake_id"]
+            wake_id = holder.wake_id
         since = min(missed.outage_since or missed.failed_at, missed.failed_at)
         outage_s = (now - since).total_seconds()
         note = (f"{MISSED}: postgres unreachable from {since:%Y-%m-%dT%H:%M:%S%z} until it answered again at "
@@ -185,7 +185,7 @@ class _Won:
     why it could not take it (busy, or a store failed)."""
 
     floor: int | None
-    pause: dict[str, Any] | None = _NOT_READ
+    pause: controls.Pause | None = _NOT_READ
     why: tuple[Status, str] | None = None
     taken: lease.Lease | None = None
     busy: LeaseBusy | None = None
@@ -254,13 +254,13 @@ def _first_try(won: _Won, wait_s: float) -> None:
         raise won.busy
 
 
-def _log_slot_taken(request: WakeRequest, holder: dict[str, Any] | None) -> None:
+def _log_slot_taken(request: WakeRequest, holder: slots.Holder | None) -> None:
     assert request.scheduled_for is not None
     metrics.observe_skipped(request.agent_id, request.tier, "slot_taken")
     log.info(
         "wake.skipped", reason="slot_taken", agent=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for.isoformat(),
-        trigger=request.trigger, claimed_by=holder["claimed_by"] if holder else None,
-        wake_id=str(holder["wake_id"]) if holder else None,
+        trigger=request.trigger, claimed_by=holder.claimed_by if holder else None,
+        wake_id=str(holder.wake_id) if holder else None,
     )
 
 
@@ -281,7 +281,7 @@ def lateness_s(request: WakeRequest, now: dt.datetime, jitter_s: float) -> float
 
 
 async def held_back(
-    session: Session, request: WakeRequest, now: dt.datetime, jitter_s: float = 0.0, pause: dict[str, Any] | None = _NOT_READ,
+    session: Session, request: WakeRequest, now: dt.datetime, jitter_s: float = 0.0, pause: controls.Pause | None = _NOT_READ,
 ) -> tuple[Status, str] | None:
     """After the claim, before the lease: why a claimed slot or one-shot does not run, or None.
     A pause (`wake pause`, read from PostgreSQL, so every replica sees it at once; a slot's claim
@@ -295,9 +295,9 @@ async def held_back(
             log.warning("pause.unreadable", agent=request.agent_id, tier=request.tier, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
             pause = None
     if pause is not None:
-        until = f" until {pause['until'].isoformat()}" if pause["until"] else ""
-        why = f" ({pause['reason']})" if pause["reason"] else ""
-        return Status.skipped, f"paused: by {pause['paused_by']}{until}{why}"
+        until = f" until {pause.until.isoformat()}" if pause.until else ""
+        why = f" ({pause.reason})" if pause.reason else ""
+        return Status.skipped, f"paused: by {pause.paused_by}{until}{why}"
     grace = session.config.tier(request.agent_id, request.tier).misfire_grace_s
     if grace is not None and request.trigger == Trigger.schedule:
         late = lateness_s(request, now, jitter_s)
