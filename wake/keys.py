@@ -13,3 +13,5 @@ TRIGGERS = "wake:triggers"
 TRIGGER_EVENTS = "wake:trigger:{request_id}:events"
 # USD spent per agent and local day (the daily cost cap): wake.think.budget.
 COST = "wake:cost:{agent}:{date}"
+# A replica that stopped on purpose leaves this mark a while (its agents' handover says `stopped`): wake.daemon.ownership.
+REPLICA_LEFT = "wake:left:{replica_id}"

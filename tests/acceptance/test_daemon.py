@@ -87,7 +87,8 @@ def wait_rows(dsn: str, sql: str, *args: Any, timeout_s: float = 60, at_least: i
 
 def test_three_replicas_run_every_slot_exactly_once(start: Callable[..., Replica]) -> None:
     dsn = start.pg_dsn  # type: ignore[attr-defined]
-    replicas = [start("lease_ttl_s = 10\nheartbeat_s = 1", agents()) for _ in range(3)]
+    # every replica schedules the agent (not its owner alone): the slot claim is what is under test
+    replicas = [start('lease_ttl_s = 10\nheartbeat_s = 1\nownership = "every_replica"', agents()) for _ in range(3)]
     for r in replicas:
         r.wait_event("daemon.ready")
     first = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=2)

@@ -231,6 +231,11 @@ class DaemonConfig(_Model):
     max_concurrent_wakes: int = Field(16, ge=1)
     # How often the daemon looks for due one-shot wakes (`wake at`) and due deliveries (the outbox).
     poll_s: float = Field(1.0, gt=0)
+    # Which replica schedules which agent: `rendezvous` gives each agent to one live replica by
+    # rendezvous hashing over the heartbeats (docs/design.md, Scale-out); `every_replica` has
+    # every replica schedule every agent and race for each slot's claim (the design before it,
+    # kept for the comparison in bench/replicas.py).
+    ownership: Literal["rendezvous", "every_replica"] = "rendezvous"
 
 
 class TierConfig(_Model):

@@ -88,12 +88,14 @@ class ReplicaState:
     heartbeat_at: dt.datetime
     running: list[dict[str, Any]] = field(default_factory=list)
     next_fires: list[dict[str, Any]] = field(default_factory=list)
+    owned: int = 0  # agents this replica schedules (wake.daemon.ownership)
+    leaving: bool = False  # stopping: no longer a member, its agents are handed over
 
     def to_json(self) -> str:
         return _dumps({
             "replica_id": self.replica_id, "host": self.host, "pid": self.pid, "version": self.version,
             "started_at": _iso(self.started_at), "heartbeat_at": _iso(self.heartbeat_at),
-            "running": self.running, "next_fires": self.next_fires,
+            "running": self.running, "next_fires": self.next_fires, "owned": self.owned, "leaving": self.leaving,
         })
 
     @classmethod
@@ -104,6 +106,7 @@ class ReplicaState:
             started_at=dt.datetime.fromisoformat(raw["started_at"]),
             heartbeat_at=dt.datetime.fromisoformat(raw["heartbeat_at"]),
             running=list(raw.get("running") or []), next_fires=list(raw.get("next_fires") or []),
+            owned=int(raw.get("owned") or 0), leaving=bool(raw.get("leaving")),
         )
 
 

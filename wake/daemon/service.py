@@ -35,10 +35,12 @@ import heapq
 import os
 import signal
 import socket
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from ledgers import controls, introspection, slots
@@ -47,7 +49,7 @@ from wake import __version__, clock, logs, stores
 from wake.arrival import code_check
 from wake.config import Config, load_config_file
 from wake.context import WakeRequest
-from wake.daemon import control, notify, outbox, schedule
+from wake.daemon import control, notify, outbox, ownership, schedule
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable, WakeError
 from wake.observe import metrics
 from wake.run import claim, cycle, session
@@ -142,6 +144,8 @@ class Daemon:
         self.spool: collections.deque[claim.Missed] = collections.deque()
         self.spooled = asyncio.Event()
         self.stop_signal: str | None = None
+        self.shared = self.config.daemon.ownership == "rendezvous"
+        self.ownership = ownership.Ownership(replica_id=self.replica_id, ttl_s=ownership.TTL_BEATS * self.config.daemon.heartbeat_s)
 
     @property
     def stores(self) -> stores.Stores | None:
@@ -167,7 +171,10 @@ class Daemon:
             self.scheduler = AsyncIOScheduler(timezone=dt.UTC, job_defaults=JOB_DEFAULTS)
             self.scheduler.start()
             self._schedule_all()
-            self._catch_up()
+            if self.shared:
+                await self._beat()  # the first membership read gives this replica its share, and its catch-up
+            else:
+                self._catch_up()
             self.sender = outbox.Sender(lambda: self.config, st, owner=self.owner, now=self.now)
             exposition = self._serve_metrics()
             self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
@@ -181,7 +188,7 @@ class Daemon:
             ]
             if self.metrics is not None:
                 side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
-            log.info("daemon.ready", replica=self.replica_id, jobs=len(self.schedules), embedded=list(st.embedded), status=self.status_text())
+            log.info("daemon.ready", replica=self.replica_id, jobs=len(self.triggers), embedded=list(st.embedded), status=self.status_text())
             failed = asyncio.create_task(self._first_failure(side), name="side-task-watch")
             await self.stop.wait()
             failed.cancel()
@@ -211,6 +218,7 @@ class Daemon:
             return None
         self.metrics = metrics.Metrics(agents=agent_infos(self.config), version=__version__)
         self.metrics.set_running(lambda: list(self.running.values()))
+        self.metrics.set_owned(lambda: float(self.owned_count()))
         sender = self.sender
         if sender is not None:
             self.metrics.set_outbox_backlog(lambda: sender.backlog)
@@ -250,6 +258,8 @@ class Daemon:
             self.scheduler.shutdown(wait=False)
         drain_s = self.config.daemon.drain_s
         self.notifier.stopping(f"draining {len(self.running)} wake(s), up to {drain_s:g}s")
+        if self.shared:
+            await self._leave()
         pending = {t for t in self.tasks if not t.done()}
         if pending:
             log.info("daemon.draining", wakes=len(self.running), tasks=len(pending), drain_s=drain_s)
@@ -271,13 +281,57 @@ class Daemon:
     # -- schedules --------------------------------------------------------------------------------
 
     def _schedule_all(self) -> None:
+        """Every configured schedule; a job for each of the agents this replica owns."""
         assert self.scheduler is not None
         self.scheduler.remove_all_jobs()
         self.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(self.config)}
-        self.triggers = {key: schedule.SlotTrigger(sched) for key, sched in self.schedules.items()}
-        for (agent_id, tier), trigger in self.triggers.items():
-            self.scheduler.add_job(self._fire, trigger=trigger, args=[agent_id, tier], id=f"{agent_id}/{tier}", name=f"wake {agent_id}/{tier}")
-        log.info("daemon.scheduled", jobs=len(self.schedules), next=self.status_text())
+        self.triggers = {}
+        self._add_jobs(a for a in self.config.agents if self.owns(a))
+        log.info("daemon.scheduled", jobs=len(self.triggers), next=self.status_text())
+
+    def owns(self, agent_id: str) -> bool:
+        return not self.shared or agent_id in self.ownership.owned
+
+    def owned_count(self) -> int:
+        return len(self.ownership.owned) if self.shared else len(self.config.agents)
+
+    def _add_jobs(self, agents: Iterable[str]) -> None:
+        assert self.scheduler is not None
+        for agent_id in agents:
+            for tier in self.config.agents[agent_id].tiers if agent_id in self.config.agents else ():
+                sched = self.schedules.get((agent_id, tier))
+                if sched is None or (agent_id, tier) in self.triggers:
+                    continue
+                trigger = self.triggers[(agent_id, tier)] = schedule.SlotTrigger(sched)
+                self.scheduler.add_job(self._fire, trigger=trigger, args=[agent_id, tier], id=f"{agent_id}/{tier}", name=f"wake {agent_id}/{tier}")
+
+    def _remove_jobs(self, agents: Iterable[str]) -> None:
+        assert self.scheduler is not None
+        gone = set(agents)
+        for key in [k for k in self.triggers if k[0] in gone]:
+            del self.triggers[key]
+            with contextlib.suppress(JobLookupError):
+                self.scheduler.remove_job(f"{key[0]}/{key[1]}")
+
+    def _apply(self, change: ownership.Change) -> None:
+        """A membership change: log the handovers, drop the jobs of agents lost, add those gained,
+        and catch up what the agents gained missed (the start's catch-up for a first share)."""
+        change.log()
+        if self.scheduler is not None and self.scheduler.running:
+            self._remove_jobs(change.lost_agents())
+            self._add_jobs(change.gained_agents())
+        if self.stopping:
+            return
+        first = {a for h in change.gained if h.why == "start" for a in h.agents}
+        if first:
+            self._catch_up(first)
+        taken = {a: h for h in change.gained if h.why != "start" for a in h.agents}
+        if taken and self.session is not None:
+            scheds = [s for s in self.schedules.values() if s.agent_id in taken]
+            self._spawn(ownership.take_over(
+                self.session, scheds, taken, by=self.replica_id, now=self.now, spawn=lambda coro, name: self._spawn(coro, name=name),
+                run_slot=lambda sched, slot, delay: self.run_slot(sched, slot, Trigger.schedule, jitter_s=delay),
+            ), name=f"take-over:{len(taken)}")
 
     def next_fires(self, n: int = NEXT_FIRES) -> list[dict[str, Any]]:
         """The next `n` fires, soonest first."""
@@ -297,20 +351,24 @@ class Daemon:
         sched, trigger = self.schedules.get((agent_id, tier)), self.triggers.get((agent_id, tier))
         if sched is None or trigger is None or self.stopping:
             return
+        if self.shared and not self.ownership.fresh():
+            trigger.take()
+            return  # its heartbeat is stale: another replica may own the agent now (the next beat decides)
         fired = trigger.take()
         if fired is None:
             return
         slot, delay = fired
         self._spawn(self.run_slot(sched, slot, Trigger.schedule, jitter_s=delay), name=f"slot:{agent_id}/{tier}:{slot.isoformat()}")
 
-    def _catch_up(self) -> None:
-        """At start, one wake for the newest missed slot of every tier whose policy says `one`."""
-        self._spawn(self._catch_up_all(), name="catch-up")
+    def _catch_up(self, agents: set[str] | None = None) -> None:
+        """At start, one wake for the newest missed slot of every tier whose policy says `one`
+        (of `agents`: this replica's first share)."""
+        self._spawn(self._catch_up_all(agents), name="catch-up")
 
-    async def _catch_up_all(self) -> None:
+    async def _catch_up_all(self, agents: set[str] | None = None) -> None:
         assert self.stores is not None
         now = self.now()
-        scheds = list(self.schedules.values())
+        scheds = [s for s in self.schedules.values() if agents is None or s.agent_id in agents]
         async with self.stores.pg_conn() as conn:
             lasts = [await slots.last_claimed(conn, s.agent_id, s.tier) for s in scheds]
         for sched, last in zip(scheds, lasts, strict=True):
@@ -561,19 +619,56 @@ class Daemon:
         return control.ReplicaState(
             replica_id=self.replica_id, host=socket.gethostname(), pid=os.getpid(), version=__version__,
             started_at=self.started_at, heartbeat_at=self.now(), running=list(self.running.values()), next_fires=self.next_fires(),
+            owned=self.owned_count(), leaving=self.stopping,
         )
 
     async def _heartbeat_loop(self) -> None:
-        assert self.stores is not None
-        beat_s = self.config.daemon.heartbeat_s
         while True:
-            try:
-                await control.heartbeat(self.stores.redis, self.state(), ttl_s=3 * beat_s)
-            except Exception as exc:  # Redis away: the replica just looks dead to `wake status` meanwhile
-                log.warning("daemon.heartbeat_failed", error=logs.redact_text(str(exc)))
+            await self._beat()
             if self.notifier.enabled:
                 self.notifier.status(self.status_text())
-            await asyncio.sleep(beat_s)
+            await asyncio.sleep(self.config.daemon.heartbeat_s)
+
+    async def _beat(self) -> None:
+        """Publish the heartbeat, then (sharing agents) read the membership and take this
+        replica's share of it (`wake.daemon.ownership`). A heartbeat that could not be published
+        for a whole TTL first drops every agent: the others may have taken them."""
+        assert self.stores is not None
+        if self.shared and self.ownership.owned and not self.ownership.fresh():
+            self._apply(self.ownership.lapse())
+        at = time.monotonic()
+        try:
+            await control.heartbeat(self.stores.redis, self.state(), ttl_s=self.ownership.ttl_s)
+        except Exception as exc:  # Redis away: the replica just looks dead to `wake status` meanwhile
+            log.warning("daemon.heartbeat_failed", error=logs.redact_text(str(exc)))
+            return
+        self.ownership.beat(at)
+        if not self.shared or self.stopping:
+            return
+        try:
+            members, left = await ownership.read_membership(self.stores.redis, self.ownership.members)
+        except Exception as exc:  # keep the share it has; the heartbeat's TTL bounds how long
+            log.warning("ownership.read_failed", error=logs.redact_text(str(exc)))
+            return
+        before = self.ownership.members
+        self._apply(self.ownership.update(members, self.config.agents, left))
+        if self.ownership.members != before:
+            log.info("ownership.members", members=list(self.ownership.members), owned=len(self.ownership.owned))
+
+    async def _leave(self) -> None:
+        """Stopping: say so in the heartbeat (the others drop this replica from the membership at
+        their next beat and take its agents while it drains) and leave a mark that it was on purpose."""
+        assert self.stores is not None
+        self._apply(self.ownership.leave())
+        try:
+            await asyncio.wait_for(self._leaving_beat(), timeout=max(1.0, self.config.daemon.heartbeat_s))
+        except Exception as exc:  # Redis away: the others take over when the heartbeat expires
+            log.warning("ownership.leave_failed", error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+
+    async def _leaving_beat(self) -> None:
+        assert self.stores is not None
+        await ownership.mark_left(self.stores.redis, self.replica_id, 2 * self.ownership.ttl_s)
+        await control.heartbeat(self.stores.redis, self.state(), ttl_s=self.ownership.ttl_s)
 
     async def reload(self) -> bool:
         """SIGHUP: validate and load the config file again, and reschedule; a bad one changes nothing."""
@@ -595,6 +690,8 @@ class Daemon:
             self.session = dataclasses.replace(self.session, config=new, registry=registry)
         if not self.stopping:
             self._schedule_all()
+            if self.shared:
+                self._apply(self.ownership.update(self.ownership.members, new.agents, {}))
         log.info("daemon.reloaded", path=str(path), config_hash=new.config_hash()[:12], jobs=len(self.schedules))
         self.notifier.status(self.status_text())
         return True

@@ -44,6 +44,10 @@ SKIP_REASONS = (
     "slot_taken", "busy", "shutting_down", "lease_not_taken", "catch_up_skipped", "paused", "missed", "oneshot_taken", "store_unreachable",
 )
 BLOCK_STATES: tuple[str, ...] = tuple(Retrieval)
+# Why agents moved between replicas (wake.daemon.ownership), and which way, seen from this replica.
+HANDOVER_WHYS = ("start", "joined", "stopped", "expired", "heartbeat_lost", "heartbeat_restored", "configured", "unconfigured", "rebalanced")
+HANDOVER_DIRECTIONS = ("gained", "lost")
+CLAIM_OUTCOMES = ("won", "taken")
 STORES = ("postgres", "neo4j")
 OTHER = "other"
 # Label values taken as they come, when no known set is given: how many, and of what shape.
@@ -265,6 +269,17 @@ class Metrics:
         self.loop_lag = Histogram(
             "wake_event_loop_lag_seconds", "How late the event loop woke a task that slept.", buckets=LOOP_LAG_BUCKETS_S, registry=registry
         )
+        self.claims = Counter(
+            "wake_slot_claims", "Slot claim attempts by this replica, by outcome (won, or taken by another first).", ["outcome"],
+            registry=registry,
+        )
+        self.handovers = Counter(
+            "wake_handovers", "Agents handed over to (gained) or from (lost) this replica, by why.", ["direction", "why"], registry=registry
+        )
+        self.owned = Gauge("wake_owned_agents", "Agents this replica schedules (its share of the membership).", registry=registry)
+        self.owned.set_function(lambda: 0.0)
+        self._handover_why = BoundedLabel(HANDOVER_WHYS)
+        self._direction = BoundedLabel(HANDOVER_DIRECTIONS)
         self.outbox = Gauge("wake_outbox_backlog", "Entries in the outbox waiting to be delivered.", registry=registry)
         self.outbox.set_function(lambda: 0.0)
         self._daily = _DailyCost(now)
@@ -292,6 +307,16 @@ class Metrics:
         """`count` is called at each scrape, on the exposition's thread: it must be cheap and
         must not touch the event loop (return a number the daemon keeps up to date)."""
         self.outbox.set_function(count)
+
+    def set_owned(self, count: Callable[[], float]) -> None:
+        """`wake_owned_agents` reads this replica's share when scraped."""
+        self.owned.set_function(count)
+
+    def observe_claim(self, won: bool) -> None:
+        self.claims.labels("won" if won else "taken").inc()
+
+    def observe_handover(self, direction: str, why: str, agents: int) -> None:
+        self.handovers.labels(self._direction(direction), self._handover_why(why)).inc(agents)
 
     def set_running(self, wakes: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
         """`wakes` lists the wakes running now, each with `agent`, `tier` and `started_at` (a
@@ -406,6 +431,16 @@ def lease_lost(agent: str) -> None:
 def stale_fence(agent: str, store: str = "postgres") -> None:
     if (m := _installed) is not None:
         m.stale_fence(agent, store)
+
+
+def observe_claim(won: bool) -> None:
+    if (m := _installed) is not None:
+        m.observe_claim(won)
+
+
+def observe_handover(direction: str, why: str, agents: int) -> None:
+    if (m := _installed) is not None:
+        m.observe_handover(direction, why, agents)
 
 
 def observe_daily_cost(agent: str, spent_usd: float) -> None:

@@ -149,10 +149,12 @@ async def record_missed(session: Session, missed: Missed, *, by: str, now: dt.da
     assert request.scheduled_for is not None
     async with session.stores.pg_conn() as conn, conn.transaction():
         wake_id = request.wake_id
-        if not await slots.claim(
+        won = await slots.claim(
             conn, agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger,
             claimed_by=by, claimed_at=now, wake_id=wake_id,
-        ):
+        )
+        metrics.observe_claim(won)
+        if not won:
             holder = await slots.holder(conn, request.agent_id, request.tier, request.scheduled_for)
             if holder is None or holder.claimed_by != by or await introspection.get(conn, holder.wake_id) is not None:
                 return None
@@ -211,6 +213,7 @@ async def _claimed(
                 conn, agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger,
                 claimed_by=claim.by, claimed_at=now(), wake_id=request.wake_id,
             )
+            metrics.observe_claim(got.won)
             if not got.won:
                 _log_slot_taken(request, await slots.holder(conn, request.agent_id, request.tier, request.scheduled_for))
                 return None

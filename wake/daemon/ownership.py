@@ -1,0 +1,293 @@
+"""Which replica schedules which agent: rendezvous hashing over the replicas' Redis heartbeats.
+
+Every replica reads the same membership (the heartbeats in Redis, `control.live_replicas`, less
+the ones that say they are leaving) and gives each agent to the member with the highest weight
+`hash(replica, agent)` (highest-random-weight, or rendezvous, hashing). No replica tells another
+anything: they agree because they read the same keys and compute the same function. A replica's
+APScheduler holds only the jobs of the agents it owns; the slot claim (`wake_slots`) stays the
+arbiter, so two replicas that briefly both think they own an agent (one saw a membership change a
+tick before the other) still run each slot once.
+
+Handover, by why (the `why` of `wake.handover`):
+
+- `start`: a replica's first membership read gives it its share (the start catch-up rules apply);
+- `joined`: a replica that appeared takes its share from the others at their next heartbeat;
+- `stopped`: a replica that stops (SIGTERM) publishes itself `leaving` and drops out of the
+  membership at once, so the others take its agents at their next heartbeat, while it drains;
+- `expired`: a replica that died (kill -9, SIGSTOP, a partition) stops being a member when its
+  heartbeat key expires (`3 × heartbeat_s`); the others take its agents at their next heartbeat
+  after that. The stated takeover bound is therefore the heartbeat TTL plus one heartbeat;
+- `heartbeat_lost` / `heartbeat_restored`: a replica that could not publish its heartbeat for a
+  whole TTL (Redis away, its process suspended) owns nothing until it can again: the others may
+  have taken its agents, and it must not run beside them on a stale view (`Ownership.fresh`);
+- `configured` / `unconfigured`: an agent added to or removed from the config (SIGHUP).
+
+An agent taken over after the start (every why but `start`) has its slots since the last claimed
+one caught up (`take_over`): each older one is recorded `missed` (through the slot claim, so a
+slot the old owner did claim keeps its own row), and the newest runs as a late scheduled slot, so
+the tier's `misfire_grace_s` decides whether it still runs or is recorded `missed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from ledgers import handover as ledger
+from ledgers import introspection
+from ledgers.vocab import Status, Tier, Trigger
+from wake import keys, logs
+from wake.context import WakeRequest
+from wake.daemon import control, schedule
+from wake.observe import metrics
+from wake.run import cycle
+from wake.run.session import Session
+
+log = logs.get("wake.ownership")
+
+LEFT_KEY = keys.REPLICA_LEFT
+# How many agents a `wake.handover` event names (it says how many there were in all).
+NAMED_AGENTS = 50
+# The most slots of one (agent, tier) a takeover records `missed`: a longer gap keeps its newest.
+MAX_MISSED_PER_TIER = 1000
+# The replicas' heartbeat key lives this many heartbeats (`wake.daemon.service`).
+TTL_BEATS = 3
+
+
+def weight(replica_id: str, agent_id: str) -> int:
+    """The rendezvous weight of (replica, agent): the same on every replica, for all time."""
+    return int.from_bytes(hashlib.blake2b(f"{replica_id}\0{agent_id}".encode(), digest_size=8).digest(), "big")
+
+
+def owner_of(agent_id: str, members: Sequence[str]) -> str | None:
+    """The member with the highest weight for `agent_id` (None with no member)."""
+    return max(members, key=lambda r: (weight(r, agent_id), r)) if members else None
+
+
+def assign(agents: Iterable[str], members: Sequence[str]) -> dict[str, str]:
+    """Every agent's owner among `members` (empty with no member)."""
+    if not members:
+        return {}
+    return {a: owner_of(a, members) or "" for a in agents}
+
+
+def members_of(replicas: Iterable[control.ReplicaState]) -> tuple[str, ...]:
+    """The membership the hashing runs over: live replicas that are not leaving, by id."""
+    return tuple(sorted(r.replica_id for r in replicas if not r.leaving))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Handover:
+    """Agents that moved from one replica to another (either None: nobody), and why."""
+
+    agents: tuple[str, ...]
+    from_replica: str | None
+    to_replica: str | None
+    why: str
+
+    def log(self, direction: str) -> None:
+        log.info(
+            "wake.handover", direction=direction, **{"from": self.from_replica, "to": self.to_replica}, why=self.why,
+            count=len(self.agents), agents=list(self.agents[:NAMED_AGENTS]),
+        )
+        metrics.observe_handover(direction, self.why, len(self.agents))
+
+
+@dataclass(kw_only=True)
+class Change:
+    """What one membership read changed for this replica."""
+
+    gained: list[Handover] = field(default_factory=list)
+    lost: list[Handover] = field(default_factory=list)
+
+    def gained_agents(self, *, but: str | None = None) -> list[str]:
+        return [a for h in self.gained if h.why != but for a in h.agents]
+
+    def lost_agents(self) -> list[str]:
+        return [a for h in self.lost for a in h.agents]
+
+    def log(self) -> None:
+        for h in self.lost:
+            h.log("lost")
+        for h in self.gained:
+            h.log("gained")
+
+
+def _grouped(moves: Iterable[tuple[str, str | None, str | None, str]]) -> list[Handover]:
+    groups: dict[tuple[str | None, str | None, str], list[str]] = defaultdict(list)
+    for agent, src, dst, why in moves:
+        groups[(src, dst, why)].append(agent)
+    return [Handover(agents=tuple(sorted(a)), from_replica=s, to_replica=d, why=w) for (s, d, w), a in sorted(groups.items(), key=str)]
+
+
+@dataclass(kw_only=True)
+class Ownership:
+    """This replica's view: the membership it last read, every agent's owner, its own share, and
+    when it last published its heartbeat (a view older than the heartbeat TTL is not acted on)."""
+
+    replica_id: str
+    ttl_s: float
+    monotonic: Callable[[], float] = time.monotonic
+    members: tuple[str, ...] = ()
+    owners: dict[str, str] = field(default_factory=dict)
+    owned: frozenset[str] = frozenset()
+    beat_at: float | None = None
+    assigned: bool = False  # a first share was taken
+    lapsed: bool = False  # dropped everything for a stale heartbeat
+
+    def fresh(self) -> bool:
+        """True while this replica's last published heartbeat is younger than its TTL: only then
+        is it a member in the others' eyes, and only then does it fire its jobs."""
+        return self.beat_at is not None and self.monotonic() - self.beat_at < self.ttl_s
+
+    def beat(self, at: float) -> None:
+        """A heartbeat published at monotonic `at` (taken before the write was sent)."""
+        self.beat_at = at
+
+    def lapse(self) -> Change:
+        """The heartbeat went stale: own nothing until it is published again."""
+        change = Change(lost=_grouped((a, self.replica_id, None, "heartbeat_lost") for a in sorted(self.owned)))
+        self.owned, self.lapsed = frozenset(), True
+        return change
+
+    def update(self, members: Sequence[str], agents: Iterable[str], left: Mapping[str, bool]) -> Change:
+        """Take the membership just read. `left`: for each member of the previous view no longer
+        there, whether it said it was stopping (else its heartbeat expired)."""
+        agents = list(agents)
+        old_members, old_owners = set(self.members), self.owners
+        members = tuple(sorted(set(members) | {self.replica_id}))  # a fresh replica is a member, whatever the read raced
+        owners = assign(agents, members)
+        mine = frozenset(a for a, r in owners.items() if r == self.replica_id)
+        gained, lost = [], []
+        for agent in sorted(mine - self.owned):
+            src = old_owners.get(agent)
+            if not self.assigned:
+                why = "start"
+            elif self.lapsed:
+                why = "heartbeat_restored"
+            elif src is None:
+                why = "configured"
+            elif src not in members:
+                why = "stopped" if left.get(src) else "expired"
+            else:
+                why = "rebalanced"
+            gained.append((agent, None if src == self.replica_id else src, self.replica_id, why))
+        for agent in sorted(self.owned - mine):
+            dst = owners.get(agent)
+            why = "unconfigured" if dst is None else "joined" if dst not in old_members else "rebalanced"
+            lost.append((agent, self.replica_id, dst, why))
+        self.members, self.owners, self.owned = members, owners, mine
+        self.assigned, self.lapsed = True, False
+        return Change(gained=_grouped(gained), lost=_grouped(lost))
+
+    def leave(self) -> Change:
+        """This replica stops: everything it owns goes to the owners the rest of the membership gives."""
+        rest = tuple(m for m in self.members if m != self.replica_id)
+        owners = assign(self.owned, rest)
+        change = Change(lost=_grouped((a, self.replica_id, owners.get(a), "stopped") for a in sorted(self.owned)))
+        self.owned = frozenset()
+        return change
+
+
+async def read_membership(redis: aioredis.Redis, previous: Sequence[str]) -> tuple[tuple[str, ...], dict[str, bool]]:
+    """The membership now, and for each member of `previous` that is gone, whether it left on
+    purpose (it published `leaving`, or its leaving mark is still there) or its heartbeat expired."""
+    replicas = await control.live_replicas(redis)
+    members = members_of(replicas)
+    leaving = {r.replica_id for r in replicas if r.leaving}
+    gone = [m for m in previous if m not in members]
+    left: dict[str, bool] = {}
+    if gone:
+        marks = await redis.mget([LEFT_KEY.format(replica_id=m) for m in gone])
+        left = {m: m in leaving or mark is not None for m, mark in zip(gone, marks, strict=True)}
+    return members, left
+
+
+async def mark_left(redis: aioredis.Redis, replica_id: str, ttl_s: float) -> None:
+    """Leave a mark that this replica stopped on purpose (read by `read_membership`), then go."""
+    await redis.set(LEFT_KEY.format(replica_id=replica_id), "1", px=max(1, int(ttl_s * 1000)))
+
+
+# -- taking over an agent's slots -------------------------------------------------------------------
+
+RunSlot = Callable[[schedule.Schedule, dt.datetime, float], Awaitable[None]]
+Spawn = Callable[[Coroutine[Any, Any, None], str], object]
+
+
+def plan(sched: schedule.Schedule, last: dt.datetime | None, now: dt.datetime) -> tuple[list[dt.datetime], dt.datetime | None]:
+    """The slots of a taken-over tier since its last claimed one: the older ones (to record
+    `missed`, at most `MAX_MISSED_PER_TIER`, newest kept) and the newest (to run late), if any.
+    A tier that never ran has missed nothing."""
+    if last is None:
+        return [], None
+    fires = list(schedule.fires_between(sched, last, now))
+    if not fires:
+        return [], None
+    older = fires[:-1]
+    if len(older) > MAX_MISSED_PER_TIER:
+        log.warning("handover.missed_clipped", agent=sched.agent_id, tier=sched.tier, slots=len(older), kept=MAX_MISSED_PER_TIER)
+        older = older[-MAX_MISSED_PER_TIER:]
+    return older, fires[-1]
+
+
+async def record_missed(session: Session, sched: schedule.Schedule, slot: dt.datetime, reason: str, *, by: str, now: dt.datetime) -> bool:
+    """Claim a slot nobody ran and record it `missed`, in one transaction; False when the slot was
+    claimed already (it has, or will have, its own row)."""
+    request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=Trigger.schedule, scheduled_for=slot)
+    async with session.stores.pg_conn() as conn, conn.transaction():
+        won = await ledger.claim(conn, request.agent_id, request.tier, slot, claimed_by=by, claimed_at=now, wake_id=request.wake_id)
+        metrics.observe_claim(won)
+        if not won:
+            return False
+        row = introspection.WakeRow(
+            wake_id=request.wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=slot,
+            started_at=now, manifest_root=None, **cycle.provenance(session.config), note=f"missed: {reason}", error=None,
+        )
+        chain = await introspection.insert(conn, row, status=Status.missed)
+    metrics.observe_skipped(request.agent_id, request.tier, "missed")
+    log.warning("wake.missed", reason=reason, agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id),
+                scheduled_for=slot.isoformat(), chain=chain)
+    return True
+
+
+async def take_over(
+    session: Session, scheds: Sequence[schedule.Schedule], handovers: Mapping[str, Handover], *, by: str,
+    now: Callable[[], dt.datetime], run_slot: RunSlot, spawn: Spawn,
+) -> int:
+    """Catch up the slots of tiers this replica just took over: older ones recorded `missed`, the
+    newest handed to `spawn` to run late (waiting out its jitter first, if it is still ahead).
+    Returns how many rows this wrote `missed`."""
+    if not scheds:
+        return 0
+    async with session.stores.pg_conn() as conn:
+        lasts = await ledger.last_claimed(conn, sorted({s.agent_id for s in scheds}))
+    at = now()
+    recorded = 0
+    late: list[tuple[schedule.Schedule, dt.datetime]] = []
+    for sched in scheds:
+        older, newest = plan(sched, lasts.get((sched.agent_id, sched.tier)), at)
+        h = handovers.get(sched.agent_id)
+        reason = f"its owner {h.from_replica or 'unknown'} {h.why}; taken over by {by}" if h else f"taken over by {by}"
+        for slot in older:
+            recorded += await record_missed(session, sched, slot, reason, by=by, now=now())
+        if newest is not None:
+            late.append((sched, newest))
+    for sched, slot in late:
+        spawn(_late(sched, slot, now, run_slot), f"taken-over:{sched.agent_id}/{sched.tier}:{slot.isoformat()}")
+    return recorded
+
+
+async def _late(sched: schedule.Schedule, slot: dt.datetime, now: Callable[[], dt.datetime], run_slot: RunSlot) -> None:
+    delay = schedule.jitter_delay_s(sched, slot)
+    ahead = (slot + dt.timedelta(seconds=delay) - now()).total_seconds()
+    if ahead > 0:
+        await asyncio.sleep(ahead)
+    await run_slot(sched, slot, delay)
