@@ -73,8 +73,8 @@ def whys(change: ownership.Change) -> dict[str, set[str | None]]:
 def test_a_view_says_why_it_gained_and_lost_agents() -> None:
     clock = Clock()
     a = view("r-a", clock)
-    first = a.update(["r-a", "r-b"], AGENTS, {})
-    assert {h.why for h in first.gained} == {"start"} and not first.lost
+    first = a.update(["r-a", "r-b"], AGENTS, {})  # beside a live replica: a takeover from it
+    assert {(h.why, h.from_replica) for h in first.gained} == {("joined", "r-b")} and not first.lost
     assert a.owned == {x for x, r in ownership.assign(AGENTS, ["r-a", "r-b"]).items() if r == "r-a"}
     # r-b's heartbeat expires: r-a takes all of r-b's agents, from r-b, because it expired
     expired = a.update(["r-a"], AGENTS, {"r-b": False})
@@ -89,6 +89,12 @@ def test_a_view_says_why_it_gained_and_lost_agents() -> None:
     reconf = a.update(["r-a"], [*AGENTS[1:], "agent-new"], {})
     assert {(h.why, h.agents) for h in reconf.gained} == {("configured", ("agent-new",))}
     assert {(h.why, h.agents) for h in reconf.lost} == {("unconfigured", ("agent-0",))}
+
+
+def test_a_replica_alone_at_its_first_read_starts_the_cluster() -> None:
+    a = view("r-a", Clock())
+    first = a.update(["r-a"], AGENTS, {})
+    assert {(h.why, h.from_replica) for h in first.gained} == {("start", None)} and a.owned == set(AGENTS)
 
 
 def test_a_stale_heartbeat_drops_everything_and_the_next_beat_takes_the_share_back() -> None:

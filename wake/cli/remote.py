@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from ledgers.vocab import GOOD
 from wake import clock, stores
 from wake.config import Config
-from wake.daemon import control
+from wake.daemon import control, ownership
 from wake.errors import NoDaemon
 from wake.stores import lease
 
@@ -164,6 +164,11 @@ async def status(config: Config, now: dt.datetime | None = None) -> dict[str, An
         replicas = await control.live_replicas(redis)
         leases = await _leases(redis, list(config.agents))
         pending = await control.pending_requests(redis)
+    # Every replica computes the same owners from the same heartbeats (wake.daemon.ownership): so does status.
+    shared = config.daemon.ownership == "rendezvous"
+    owners = ownership.assign(config.agents, ownership.members_of(replicas)) if shared else {}
+    for row in leases:
+        row["owner"] = owners.get(row["agent"]) if shared else ("every replica" if replicas else None)
     return {
         "at": now.isoformat(),
         "redis": address,
@@ -173,6 +178,7 @@ async def status(config: Config, now: dt.datetime | None = None) -> dict[str, An
                 "replica_id": r.replica_id, "host": r.host, "pid": r.pid, "version": r.version,
                 "started_at": r.started_at.isoformat(), "heartbeat_at": r.heartbeat_at.isoformat(),
                 "heartbeat_age_s": round((now - r.heartbeat_at).total_seconds(), 1),
+                "owned": r.owned, "leaving": r.leaving,
             }
             for r in replicas
         ],

@@ -189,9 +189,10 @@ def status_lines(s: dict[str, Any]) -> list[str]:
     if s["replicas"]:
         lines.append(f"replicas ({len(s['replicas'])} live)")
         lines += table(
-            ("REPLICA", "HOST", "PID", "VERSION", "UP SINCE (UTC)", "HEARTBEAT"),
+            ("REPLICA", "HOST", "PID", "VERSION", "UP SINCE (UTC)", "HEARTBEAT", "AGENTS"),
             [(r["replica_id"], r["host"], r["pid"], r["version"],
-              f"{dt.datetime.fromisoformat(r['started_at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", f"{r['heartbeat_age_s']:g}s ago")
+              f"{dt.datetime.fromisoformat(r['started_at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", f"{r['heartbeat_age_s']:g}s ago",
+              "leaving" if r.get("leaving") else r.get("owned", 0))
              for r in s["replicas"]],
         )
     else:
@@ -208,8 +209,9 @@ def status_lines(s: dict[str, Any]) -> list[str]:
     lines.append("")
     lines.append("leases")
     lines += table(
-        ("AGENT", "HELD", "HOLDER", "TTL LEFT", "FENCE"),
-        [(r["agent"], "yes" if r["held"] else "no", r["holder"], f"{r['ttl_s']:g}s" if r["ttl_s"] is not None else None, r["fence"])
+        ("AGENT", "OWNER", "HELD", "HOLDER", "TTL LEFT", "FENCE"),
+        [(r["agent"], r.get("owner"), "yes" if r["held"] else "no", r["holder"], f"{r['ttl_s']:g}s" if r["ttl_s"] is not None else None,
+          r["fence"])
          for r in s["leases"]],
     )
     lines.append("")

