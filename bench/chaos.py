@@ -352,7 +352,67 @@ def apply(fault: Fault, *, pg: Postgres, rds: Redis, toxi: Toxiproxy, replicas: 
 # -- the checker ---------------------------------------------------------------------------------------
 
 
-async def check(dsn: str, agents: list[str], every_s: int, first: dt.datetime, last: dt.datetime, receiver: Receiver) -> tuple[dict[str, Any], list[str]]:
+Row = dict[str, Any]
+
+
+def check_slots(
+    rows: list[Row], agents: list[str], every_s: int, first: dt.datetime, last: dt.datetime,
+) -> tuple[int, Counter[str], list[str]]:
+    """Every due slot in (first, last] has exactly one row, and no row anywhere is left `started`."""
+    by_slot: dict[tuple[str, dt.datetime], list[Row]] = {}
+    for r in rows:
+        if r["scheduled_for"] is not None:
+            by_slot.setdefault((r["agent_id"], r["scheduled_for"]), []).append(r)
+    n_first, n_last = int(first.timestamp()) // every_s + 1, int(last.timestamp()) // every_s
+    due = [(a, dt.datetime.fromtimestamp(n * every_s, dt.UTC)) for a in agents for n in range(n_first, n_last + 1)]
+    statuses: Counter[str] = Counter()
+    violations = []
+    for key in due:
+        found = by_slot.get(key, [])
+        if len(found) != 1:
+            violations.append(f"slot {key[0]} {key[1].isoformat()}: {len(found)} rows ({[f['status'] for f in found]})")
+        statuses.update(f["status"] for f in found)
+    violations += [f"row {r['wake_id']} ({r['agent_id']}) left started" for r in rows if r["status"] == "started"]
+    return len(due), statuses, violations
+
+
+def check_fences(rows: list[Row], outbox: list[Row], actions: list[Row]) -> list[str]:
+    """No write under a fence older than the agent's newest at write time: no row settled after a
+    newer fence's wake of the agent started; no outbox entry or last action of a wake that did
+    not complete, or under another fence than its completed wake's."""
+    violations = []
+    by_agent: dict[str, list[Row]] = {}
+    for r in rows:
+        if r["fence"] is not None and r["status"] not in ("abandoned", "started"):
+            by_agent.setdefault(r["agent_id"], []).append(r)
+    for agent, rs in by_agent.items():
+        for r in rs:
+            newer = [x for x in rs if x["fence"] > r["fence"] and x["started_at"] < r["finished_at"]]
+            if newer:
+                violations.append(f"{agent}: wake {r['wake_id']} (fence {r['fence']}) settled at {r['finished_at'].isoformat()} after fence "
+                                  f"{newer[0]['fence']} started at {newer[0]['started_at'].isoformat()}")
+    fences = {str(r["wake_id"]): r["fence"] for r in rows if r["status"] == "completed"}
+    violations += [f"outbox entry of wake {o['wake_id']} that did not complete" for o in outbox if str(o["wake_id"]) not in fences]
+    violations += [f"last action of wake {a['wake_id']} under fence {a['fence']}, not its completed wake's"
+                   for a in actions if fences.get(str(a["wake_id"]), -1) != a["fence"]]
+    return violations
+
+
+def check_deliveries(rows: list[Row], outbox: list[Row], receiver: Receiver, last: dt.datetime) -> list[str]:
+    """The receiver saw every completed wake's delivery (those due by the end of the faults: later
+    ones may still be queued at the stop) and acted on nothing else."""
+    completed = {str(r["wake_id"]) for r in rows if r["status"] == "completed"}
+    in_window = {str(r["wake_id"]) for r in rows if r["status"] == "completed" and (r["scheduled_for"] is None or r["scheduled_for"] <= last)}
+    queued = {str(o["wake_id"]) for o in outbox} & in_window
+    violations = [f"wake {w} completed in the window with no delivery queued" for w in sorted(in_window - {str(o["wake_id"]) for o in outbox})]
+    violations += [f"receiver never saw the delivery of wake {w}" for w in sorted(queued - set(receiver.acted))]
+    violations += [f"receiver acted on {k!r}, no completed wake" for k in sorted(set(receiver.acted) - completed)]
+    return violations
+
+
+async def check(
+    dsn: str, agents: list[str], every_s: int, first: dt.datetime, last: dt.datetime, receiver: Receiver,
+) -> tuple[dict[str, Any], list[str]]:
     conn = await asyncpg.connect(dsn)
     try:
         rows = [dict(r) for r in await conn.fetch(
@@ -361,54 +421,13 @@ async def check(dsn: str, agents: list[str], every_s: int, first: dt.datetime, l
         actions = [dict(r) for r in await conn.fetch("SELECT wake_id, fence FROM last_actions WHERE wake_id IS NOT NULL")]
     finally:
         await conn.close()
-    violations: list[str] = []
-    by_slot: dict[tuple[str, dt.datetime], list[dict[str, Any]]] = {}
-    for r in rows:
-        if r["scheduled_for"] is not None:
-            by_slot.setdefault((r["agent_id"], r["scheduled_for"]), []).append(r)
-    n_first = int(first.timestamp()) // every_s + 1
-    n_last = int(last.timestamp()) // every_s
-    due = [(a, dt.datetime.fromtimestamp(n * every_s, dt.UTC)) for a in agents for n in range(n_first, n_last + 1)]
-    statuses: Counter[str] = Counter()
-    for key in due:
-        found = by_slot.get(key, [])
-        if len(found) != 1:
-            violations.append(f"slot {key[0]} {key[1].isoformat()}: {len(found)} rows ({[f['status'] for f in found]})")
-        for f in found:
-            statuses[f["status"]] += 1
-    for r in rows:
-        if r["status"] == "started":
-            violations.append(f"row {r['wake_id']} ({r['agent_id']}) left started")
-    # stale fences: a row settled after a newer fence's wake of the agent had started
-    by_agent: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        if r["fence"] is not None and r["status"] not in ("abandoned", "started"):
-            by_agent.setdefault(r["agent_id"], []).append(r)
-    for agent, rs in by_agent.items():
-        for r in rs:
-            newer = [s for s in rs if s["fence"] > r["fence"] and s["started_at"] < r["finished_at"]]
-            if newer:
-                violations.append(f"{agent}: wake {r['wake_id']} (fence {r['fence']}) settled at {r['finished_at'].isoformat()} after fence "
-                                  f"{newer[0]['fence']} started at {newer[0]['started_at'].isoformat()}")
-    completed = {str(r["wake_id"]) for r in rows if r["status"] == "completed"}
-    for o in outbox:
-        if str(o["wake_id"]) not in completed:
-            violations.append(f"outbox entry of wake {o['wake_id']} that did not complete")
-        elif o["state"] != "sent":
-            violations.append(f"delivery of wake {o['wake_id']} still {o['state']}")
-    fences = {str(r["wake_id"]): r["fence"] for r in rows if r["status"] == "completed"}
-    for a in actions:
-        if fences.get(str(a["wake_id"])) != a["fence"]:
-            violations.append(f"last action of wake {a['wake_id']} under fence {a['fence']}, not its completed wake's")
-    delivered = {str(o["wake_id"]) for o in outbox}
-    missing = delivered - set(receiver.acted)
-    violations += [f"receiver never saw the delivery of wake {w}" for w in sorted(missing)]
-    strange = set(receiver.acted) - completed
-    violations += [f"receiver acted on {k!r}, no completed wake" for k in sorted(strange)]
+    due, statuses, violations = check_slots(rows, agents, every_s, first, last)
+    violations += check_fences(rows, outbox, actions)
+    violations += check_deliveries(rows, outbox, receiver, last)
     counts = {
-        "due_slots": len(due), "rows": len(rows), "statuses_in_window": dict(statuses), "completed": len(completed),
-        "outbox": len(outbox), "deliveries_attempted": sum(receiver.attempts.values()), "acted_once": len(receiver.acted),
-        "redelivered": sum(1 for n in receiver.attempts.values() if n > 1),
+        "due_slots": due, "rows": len(rows), "statuses_in_window": dict(statuses), "completed": sum(r["status"] == "completed" for r in rows),
+        "outbox": len(outbox), "last_actions": len(actions), "deliveries_attempted": sum(receiver.attempts.values()),
+        "acted_once": len(receiver.acted), "redelivered": sum(1 for n in receiver.attempts.values() if n > 1),
     }
     return counts, violations
 

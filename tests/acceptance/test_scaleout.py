@@ -79,7 +79,7 @@ def one_row_per_slot(dsn: str, first: dt.datetime, last: dt.datetime, agents: li
     return rows
 
 
-def test_the_owner_killed_its_agents_are_taken_over_within_the_bound_and_missed_slots_recorded_once(start: Callable[..., Replica]) -> None:
+def test_the_owner_killed_its_agents_are_taken_over_within_the_bound_and_missed_slots_recorded_once(start: Callable[..., Replica]) -> None:  # noqa: F811  # the fixture
     dsn = start.pg_dsn  # type: ignore[attr-defined]
     replicas = [start(DAEMON, fleet()) for _ in range(3)]
     settled(replicas, 3)
@@ -109,7 +109,7 @@ def test_the_owner_killed_its_agents_are_taken_over_within_the_bound_and_missed_
     while time.monotonic() < deadline and set(took) != victim_agents:
         for r in survivors:
             for e in r.events("wake.handover"):
-                if e["direction"] == "gained" and e["from"] == victim_id:
+                if e["direction"] == "gained" and e["from"] == victim_id and ts(e) > killed_at:
                     assert e["why"] == "expired", e
                     took.update({a: ts(e) for a in e["agents"]})
         time.sleep(0.2)
@@ -117,7 +117,8 @@ def test_the_owner_killed_its_agents_are_taken_over_within_the_bound_and_missed_
     last_beat_before_kill = killed_at  # its last heartbeat was at or before the kill
     assert max(took.values()) - last_beat_before_kill <= dt.timedelta(seconds=BOUND_S + LOAD_SLACK_S), took
     # a0's next slot after the takeover runs on the new owner
-    new_owner = next(r for r in survivors if any(e["from"] == victim_id and "a0" in e["agents"] for e in r.events("wake.handover")))
+    new_owner = next(r for r in survivors if any(e["from"] == victim_id and e["why"] == "expired" and "a0" in e["agents"]
+                                                 for e in r.events("wake.handover")))
     [ran] = wait_rows(
         dsn, "SELECT scheduled_for FROM wake_introspection_ledger WHERE agent_id = 'a0' AND pid = $1 AND status = 'completed'"
         " AND scheduled_for > $2 ORDER BY scheduled_for LIMIT 1", new_owner.pid, steady_to, timeout_s=60,
@@ -137,7 +138,7 @@ def test_the_owner_killed_its_agents_are_taken_over_within_the_bound_and_missed_
                for r in missed)
 
 
-def test_a_stopping_replica_hands_its_agents_over_at_the_next_heartbeat(start: Callable[..., Replica]) -> None:
+def test_a_stopping_replica_hands_its_agents_over_at_the_next_heartbeat(start: Callable[..., Replica]) -> None:  # noqa: F811  # the fixture
     dsn = start.pg_dsn  # type: ignore[attr-defined]
     replicas = [start(DAEMON, fleet()) for _ in range(2)]
     settled(replicas, 2)
@@ -149,7 +150,9 @@ def test_a_stopping_replica_hands_its_agents_over_at_the_next_heartbeat(start: C
     assert leaving.stop() == 0
     stopped = leaving.events("wake.handover")[-1]
     assert (stopped["direction"], stopped["why"], set(stopped["agents"])) == ("lost", "stopped", handed)
-    got = staying.wait_event("wake.handover", where=lambda e: e["direction"] == "gained" and e["from"] == leaving_id, timeout_s=30)
+    got = staying.wait_event(
+        "wake.handover", where=lambda e: e["direction"] == "gained" and e["from"] == leaving_id and e["why"] != "joined", timeout_s=30,
+    )
     assert got["why"] == "stopped" and set(got["agents"]) == handed
     assert ts(got) - ts(stopped) <= dt.timedelta(seconds=BEAT_S + LOAD_SLACK_S)
     end = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=3)

@@ -445,6 +445,8 @@ class Daemon:
                 return
             if outcome is not None and not outcome.recorded and outcome.unreachable == "postgres":
                 self.keep_missed(request, outcome.error or "")
+            elif (outcome is None and not timing.outcome) or (outcome is not None and not outcome.recorded and outcome.unreachable is None):
+                await claim.record_lost(self.session, request, now=self.now())  # lost its lease before its row: the slot's row says so
 
     # -- slots PostgreSQL was away for --------------------------------------------------------------
 

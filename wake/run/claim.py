@@ -125,6 +125,22 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
         log.error("wake.failed", error=reason, **where)
 
 
+LOST_BEFORE_ROW = "lease lost before the row: a newer holder's fence refused this wake's row; the slot was not run"
+
+
+async def record_lost(session: Session, request: WakeRequest, *, now: dt.datetime) -> bool:
+    """The row of a claimed slot whose wake lost its lease before it could write its own (its
+    process was suspended between the claim and the row, and a newer holder's fence refused the
+    row): `failed` (nothing ran, so there is no manifest to close `abandoned`), unfenced, as
+    `record_not_run` writes; the slot claim makes it the slot's only row. False when the slot has
+    its row already."""
+    async with session.stores.pg_conn() as conn:
+        if await introspection.get(conn, request.wake_id) is not None:
+            return False
+    await record_not_run(session, request, LOST_BEFORE_ROW, status=Status.failed, now=now)
+    return True
+
+
 @dataclass(frozen=True, kw_only=True)
 class Missed:
     """A slot that got no row because PostgreSQL was unreachable: its claim failed, or the row
