@@ -391,10 +391,19 @@ def check_fences(rows: list[Row], outbox: list[Row], actions: list[Row]) -> list
             if newer:
                 violations.append(f"{agent}: wake {r['wake_id']} (fence {r['fence']}) settled at {r['finished_at'].isoformat()} after fence "
                                   f"{newer[0]['fence']} started at {newer[0]['started_at'].isoformat()}")
-    fences = {str(r["wake_id"]): r["fence"] for r in rows if r["status"] == "completed"}
-    violations += [f"outbox entry of wake {o['wake_id']} that did not complete" for o in outbox if str(o["wake_id"]) not in fences]
-    violations += [f"last action of wake {a['wake_id']} under fence {a['fence']}, not its completed wake's"
-                   for a in actions if fences.get(str(a["wake_id"]), -1) != a["fence"]]
+    completed = {str(r["wake_id"]) for r in rows if r["status"] == "completed"}
+    violations += [f"outbox entry of wake {o['wake_id']} that did not complete" for o in outbox if str(o["wake_id"]) not in completed]
+    # a last action is written mid-wake: under its wake's fence, before any newer fence's wake of the agent started
+    row_of = {str(r["wake_id"]): r for r in rows}
+    for a in actions:
+        wake = row_of.get(str(a["wake_id"]))
+        if wake is None or wake["fence"] != a["fence"]:
+            violations.append(f"last action of wake {a['wake_id']} under fence {a['fence']}, not its wake's")
+            continue
+        newer = [x for x in by_agent.get(wake["agent_id"], []) if x["fence"] > a["fence"] and x["started_at"] < a["acted_at"]]
+        if newer:
+            violations.append(f"last action of wake {a['wake_id']} (fence {a['fence']}) at {a['acted_at'].isoformat()} after fence "
+                              f"{newer[0]['fence']} started")
     return violations
 
 
@@ -418,7 +427,7 @@ async def check(
         rows = [dict(r) for r in await conn.fetch(
             "SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, fence, started_at, finished_at FROM wake_introspection_ledger")]
         outbox = [dict(r) for r in await conn.fetch("SELECT wake_id, state FROM wake_outbox")]
-        actions = [dict(r) for r in await conn.fetch("SELECT wake_id, fence FROM last_actions WHERE wake_id IS NOT NULL")]
+        actions = [dict(r) for r in await conn.fetch("SELECT wake_id, fence, acted_at FROM last_actions WHERE wake_id IS NOT NULL")]
     finally:
         await conn.close()
     due, statuses, violations = check_slots(rows, agents, every_s, first, last)

@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 import redis.asyncio as aioredis
 
 from ledgers import handover as ledger
@@ -49,6 +50,7 @@ from ledgers.vocab import Status, Tier, Trigger
 from wake import keys, logs
 from wake.context import WakeRequest
 from wake.daemon import control, schedule
+from wake.errors import StoreUnavailable
 from wake.observe import metrics
 from wake.run import cycle
 from wake.run.session import Session
@@ -224,6 +226,7 @@ async def mark_left(redis: aioredis.Redis, replica_id: str, ttl_s: float) -> Non
 
 RunSlot = Callable[[schedule.Schedule, dt.datetime, float], Awaitable[None]]
 Spawn = Callable[[Coroutine[Any, Any, None], str], object]
+Spool = Callable[[WakeRequest, str], None]
 
 
 def plan(sched: schedule.Schedule, last: dt.datetime | None, now: dt.datetime) -> tuple[list[dt.datetime], dt.datetime | None]:
@@ -262,30 +265,52 @@ async def record_missed(session: Session, sched: schedule.Schedule, slot: dt.dat
     return True
 
 
+# What a PostgreSQL that fails or does not answer in time raises through the pool.
+PG_FAILURES: tuple[type[BaseException], ...] = (StoreUnavailable, TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# How often a takeover asks again for the last claimed slots when PostgreSQL does not answer.
+LAST_CLAIMED_TRIES = 30
+
+
+async def _last_claimed(session: Session, agents: list[str]) -> dict[tuple[str, str], dt.datetime] | None:
+    for attempt in range(LAST_CLAIMED_TRIES):
+        try:
+            async with session.stores.pg_conn() as conn:
+                return await ledger.last_claimed(conn, agents)
+        except PG_FAILURES as exc:
+            log.warning("handover.read_failed", agents=len(agents), attempt=attempt + 1, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+            await asyncio.sleep(1.0)
+    return None
+
+
 async def take_over(
     session: Session, scheds: Sequence[schedule.Schedule], handovers: Mapping[str, Handover], *, by: str,
-    now: Callable[[], dt.datetime], run_slot: RunSlot, spawn: Spawn,
+    now: Callable[[], dt.datetime], run_slot: RunSlot, spawn: Spawn, spool: Spool,
 ) -> int:
-    """Catch up the slots of tiers this replica just took over: older ones recorded `missed`, the
-    newest handed to `spawn` to run late (waiting out its jitter first, if it is still ahead).
-    Returns how many rows this wrote `missed`."""
+    """Catch up the slots of tiers this replica just took over: the newest of each handed to
+    `spawn` to run late (waiting out its jitter first, if it is still ahead), then the older ones
+    recorded `missed`; one PostgreSQL refuses or holds up (a suspended replica's open claim of it)
+    goes to `spool`, which records it once PostgreSQL answers. Returns how many rows this wrote."""
     if not scheds:
         return 0
-    async with session.stores.pg_conn() as conn:
-        lasts = await ledger.last_claimed(conn, sorted({s.agent_id for s in scheds}))
+    lasts = await _last_claimed(session, sorted({s.agent_id for s in scheds}))
+    if lasts is None:
+        log.error("handover.catch_up_lost", agents=len({s.agent_id for s in scheds}))
+        return 0
     at = now()
+    plans = [(sched, *plan(sched, lasts.get((sched.agent_id, sched.tier)), at)) for sched in scheds]
+    for sched, _, newest in plans:
+        if newest is not None:
+            spawn(_late(sched, newest, now, run_slot), f"taken-over:{sched.agent_id}/{sched.tier}:{newest.isoformat()}")
     recorded = 0
-    late: list[tuple[schedule.Schedule, dt.datetime]] = []
-    for sched in scheds:
-        older, newest = plan(sched, lasts.get((sched.agent_id, sched.tier)), at)
+    for sched, older, _ in plans:
         h = handovers.get(sched.agent_id)
         reason = f"its owner {h.from_replica or 'unknown'} {h.why}; taken over by {by}" if h else f"taken over by {by}"
         for slot in older:
-            recorded += await record_missed(session, sched, slot, reason, by=by, now=now())
-        if newest is not None:
-            late.append((sched, newest))
-    for sched, slot in late:
-        spawn(_late(sched, slot, now, run_slot), f"taken-over:{sched.agent_id}/{sched.tier}:{slot.isoformat()}")
+            try:
+                recorded += await record_missed(session, sched, slot, reason, by=by, now=now())
+            except PG_FAILURES as exc:
+                request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=Trigger.schedule, scheduled_for=slot)
+                spool(request, f"{reason}; {type(exc).__name__}: {exc}")
     return recorded
 
 

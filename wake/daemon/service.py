@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -331,6 +332,7 @@ class Daemon:
             scheds = [s for s in self.schedules.values() if s.agent_id in taken]
             self._spawn(ownership.take_over(
                 self.session, scheds, taken, by=self.replica_id, now=self.now, spawn=lambda coro, name: self._spawn(coro, name=name),
+                spool=self.keep_missed,
                 run_slot=lambda sched, slot, delay: self.run_slot(sched, slot, Trigger.schedule, jitter_s=delay),
             ), name=f"take-over:{len(taken)}")
 
@@ -443,10 +445,17 @@ class Daemon:
                     raise
                 self.keep_missed(request, str(exc))
                 return
+            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # PostgreSQL failing mid-claim, or a row
+                # that waited past the command timeout on a suspended process's lock: the spool records it once
+                self.keep_missed(request, f"{type(exc).__name__}: {exc}")
+                return
             if outcome is not None and not outcome.recorded and outcome.unreachable == "postgres":
                 self.keep_missed(request, outcome.error or "")
             elif (outcome is None and not timing.outcome) or (outcome is not None and not outcome.recorded and outcome.unreachable is None):
-                await claim.record_lost(self.session, request, now=self.now())  # lost its lease before its row: the slot's row says so
+                try:  # lost its lease before its row: the slot's row says so
+                    await claim.record_lost(self.session, request, now=self.now())
+                except (StoreUnavailable, TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    self.keep_missed(request, f"{type(exc).__name__}: {exc}")
 
     # -- slots PostgreSQL was away for --------------------------------------------------------------
 
