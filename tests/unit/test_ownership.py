@@ -132,3 +132,12 @@ def test_a_takeover_plans_every_slot_since_the_last_claim_once() -> None:
     assert newest == last + dt.timedelta(seconds=40)
     assert ownership.plan(s, None, now) == ([], None)  # never ran: nothing missed
     assert ownership.plan(s, now, now) == ([], None)
+
+
+def test_an_unchanged_membership_moves_nothing_and_is_not_hashed_again() -> None:
+    a = view("r-a", Clock())
+    a.update(["r-a", "r-b"], AGENTS, {})
+    owners = a.owners
+    again = a.update(["r-b", "r-a"], AGENTS, {})
+    assert not again.gained and not again.lost and a.owners is owners
+
