@@ -1,4 +1,5 @@
-"""What a replica that takes over an agent reads and writes in `wake_slots` (`wake.daemon.ownership`)."""
+"""What a replica that takes over an agent reads and writes in `wake_slots` (`wake.daemon.ownership`);
+its named SQL is `ledgers/sql/scaleout.sql`."""
 
 from __future__ import annotations
 
@@ -24,7 +25,3 @@ async def last_claimed(conn: asyncpg.Connection, agents: list[str]) -> dict[tupl
     """The newest claimed or recorded scheduled slot of every (agent, tier) of `agents` that has one."""
     return {(r["agent_id"], r["tier"]): r["scheduled_for"] for r in await conn.fetch(_sql("last_claimed"), agents) if r["scheduled_for"]}
 
-
-async def claims_between(conn: asyncpg.Connection, after: dt.datetime, until: dt.datetime) -> dict[str, int]:
-    """Slots in (after, until] claimed, per replica that claimed them."""
-    return {r["claimed_by"]: int(r["slots"]) for r in await conn.fetch(_sql("claims_between"), after, until)}

@@ -16,7 +16,3 @@ SELECT agent_id, tier, max(scheduled_for) AS scheduled_for FROM (
      WHERE agent_id = ANY($1::text[]) AND trigger IN ('schedule', 'catch_up') GROUP BY agent_id, tier
 ) AS both_sources
 GROUP BY agent_id, tier
-
--- name: claims_between
--- Claim attempts are not stored; the claims are: how many slots of the window were claimed, by whom.
-SELECT claimed_by, count(*) AS slots FROM wake_slots WHERE scheduled_for > $1 AND scheduled_for <= $2 GROUP BY claimed_by

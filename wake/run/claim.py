@@ -13,7 +13,8 @@ lease is gone (it died, or lost the lease and can no longer write past the fence
 
 Every claimed slot leaves exactly one row: the wake's own, or a `skipped` one (busy, shutting
 down, paused), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
-(the lease could not be taken after the claim). A one-shot (`wake at`, trigger `at`) is claimed
+(the lease could not be taken after the claim, or was lost before the wake's row could be
+written: `record_lost`). A one-shot (`wake at`, trigger `at`) is claimed
 on its own `wake_oneshots` row instead of a slot, and then follows the same path.
 """
 
