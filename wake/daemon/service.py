@@ -2,10 +2,9 @@
 
 The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer, the
 outbox sender, the one-shot poller).
-APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier) of the agents this
-replica owns (`wake.daemon.ownership`); a job
-only names its slot and hands it to a tracked task, so every wake in flight is one task the
-daemon can drain or cancel.
+APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier) of the
+agents this replica owns (`wake.daemon.ownership`); a job only names its slot and hands it to a
+tracked task, so every wake in flight is one task the daemon can drain or cancel.
 
 One scheduled slot, in order: its trigger fires at the slot plus its jitter (the same on every
 replica) and hands the job the slot → claim it in
