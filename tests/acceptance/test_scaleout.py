@@ -143,6 +143,8 @@ def test_a_stopping_replica_hands_its_agents_over_at_the_next_heartbeat(start: C
     replicas = [start(DAEMON, fleet()) for _ in range(2)]
     settled(replicas, 2)
     leaving, staying = sorted(replicas, key=lambda r: -len(share(r)))  # the one with more agents (of six, three at least)
+    # every agent has run once (an agent that never ran has no slots to catch up: the first start invents no history)
+    wait_rows(dsn, "SELECT DISTINCT agent_id FROM wake_introspection_ledger WHERE status <> 'started'", timeout_s=60, at_least=len(AGENTS))
     leaving_id = replica_id(leaving)
     handed = share(leaving)
     assert handed

@@ -136,6 +136,7 @@ class Daemon:
         self.running: dict[asyncio.Task[Any], dict[str, Any]] = {}
         self.schedules: dict[tuple[str, str], schedule.Schedule] = {}
         self.triggers: dict[tuple[str, str], schedule.SlotTrigger] = {}
+        self.handed: dict[tuple[str, str], dt.datetime] = {}  # the slot each job handed over last
         self.session: session.Session | None = None
         self.scheduler: AsyncIOScheduler | None = None
         self.turns = asyncio.Semaphore(self.config.daemon.max_concurrent_wakes)
@@ -311,6 +312,7 @@ class Daemon:
         gone = set(agents)
         for key in [k for k in self.triggers if k[0] in gone]:
             del self.triggers[key]
+            self.handed.pop(key, None)  # a later takeover catches up the gap, not the coalescing check
             with contextlib.suppress(JobLookupError):
                 self.scheduler.remove_job(f"{key[0]}/{key[1]}")
 
@@ -361,6 +363,14 @@ class Daemon:
             return
         slot, delay = fired
         self._spawn(self.run_slot(sched, slot, Trigger.schedule, jitter_s=delay), name=f"slot:{agent_id}/{tier}:{slot.isoformat()}")
+        previous, self.handed[(agent_id, tier)] = self.handed.get((agent_id, tier)), slot
+        if self.shared and previous is not None and self.session is not None:
+            # slots coalesced away while the loop was late: no other replica schedules them, so they are recorded here
+            skipped = list(schedule.fires_between(sched, previous, slot - dt.timedelta(microseconds=1)))[-ownership.MAX_MISSED_PER_TIER:]
+            for lost in skipped:
+                self._spawn(ownership.record_missed(self.session, sched, lost, f"coalesced: the event loop was late for it; run by {self.replica_id} "
+                                                    f"instead: {slot.isoformat()}", by=self.replica_id, now=self.now()),
+                            name=f"coalesced:{agent_id}/{tier}:{lost.isoformat()}")
 
     def _catch_up(self, agents: set[str] | None = None) -> None:
         """At start, one wake for the newest missed slot of every tier whose policy says `one`
