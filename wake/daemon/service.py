@@ -15,7 +15,8 @@ recorded `skipped`, reason `busy`) → run the wake under the fence; losing the 
 Job defaults, on purpose:
 
 - `coalesce=True`: after a blocked loop or a suspended process several slots may be due at
-  once; run only the newest. Older slots are the missed-run policy's business, not a burst.
+  once; run only the newest. Older slots are the missed-run policy's business, not a burst (the
+  owner records each `missed`, in `_fire`).
 - `misfire_grace_time=None`: a late slot still runs, however late (the claim makes a late run
   safe: a slot some other replica ran is refused). Dropping it would be a silent gap.
 - `max_instances=1`: the job body returns as soon as it has handed the slot to a task, so one
