@@ -131,7 +131,8 @@ async def test_a_json_answer_is_a_call_through_the_same_loop(make_config: Callab
     assert second["response_format"] == structured.response_format(specs, "auto")
     branches = first["response_format"]["json_schema"]["schema"]["anyOf"]
     assert sorted(b["properties"]["tool"]["enum"][0] for b in branches) == sorted(bound)  # exactly the binding, no final answer
-    assert structured.instruction("auto") in first["messages"][0]["content"]
+    assert first["messages"][0]["content"].endswith(structured.system_text(specs))  # the tools and the shape, in the cached prefix
+    assert "- note_write: Write a note. Arguments: {" in first["messages"][0]["content"]
     assert think_tools.CALLS == [("note_write", {"text": "saw the build pass"})]
     # the model's JSON goes back as it wrote it, the tool's answer as a user message
     assert second["messages"][-2] == {"role": "assistant", "content": json.dumps({"tool": "note_write", "arguments": {"text": "saw the build pass"}})}
@@ -158,7 +159,8 @@ async def test_a_json_call_outside_the_binding_or_its_schema_is_refused_and_coun
     assert o.status == "completed", o.error
     assert think_tools.CALLS == []
     row = await _row(config, o.wake_id)
-    assert (row["turns"], row["refusals"], row["stop_reason"]) == (4, 2, "done")  # the unbound call and the unreadable answer
+    # the unbound call and the unreadable answer are refused; all three attempts count as calls
+    assert (row["turns"], row["tool_calls"], row["refusals"], row["stop_reason"]) == (4, 3, 2, "done")
     answers = [m["content"] for m in server.requests[3].json["messages"] if m["role"] == "user"][-3:]
     assert "refused: tool 'chat_only' is not bound" in answers[0]
     assert "arguments do not match the schema" in answers[1]

@@ -92,3 +92,10 @@ def test_a_parsed_call_keeps_the_models_arguments_for_the_loops_own_check() -> N
     call = structured.as_tool_call(structured.Answer(tool="note", arguments=["not", "an", "object"]), "c1")
     assert call == {"id": "c1", "type": "function", "function": {"name": "note", "arguments": '["not", "an", "object"]'}}
     assert structured.tool_result_message("note", '{"ok": true}') == {"role": "user", "content": 'The tool note answered:\n{"ok": true}'}
+
+
+def test_the_system_text_names_each_tool_its_purpose_and_its_arguments() -> None:
+    text = structured.system_text(SPECS)
+    assert text.startswith("The tools you hold in this wake:\n- note: the note tool Arguments: {")
+    assert '"required":["text"]' in text and "- clock: the clock tool" in text and text.endswith(structured.instruction("auto"))
+    assert structured.declarations([]) == "You hold no tools in this wake."

@@ -139,7 +139,7 @@ class Loop:
         self.structured = route.tool_calls == "json_schema"
         self.messages = prompt.messages(blocks)
         if self.structured:  # the answer's shape, and how to finish, in the cached system prefix
-            self.messages[0] = {**self.messages[0], "content": self.messages[0]["content"] + "\n\n" + structured.instruction("auto")}
+            self.messages[0] = {**self.messages[0], "content": self.messages[0]["content"] + "\n\n" + structured.system_text(self.specs)}
         self.conv = Conversation(
             messages=self.messages, base=len(self.messages), context_window=route.context_window, policy=agent.context.policy,
             wake_ref=str(ctx.wake_id),
@@ -201,15 +201,13 @@ class Loop:
         An answer that cannot be read is a final text when nothing could be called, else it is
         answered as an error on the next turn (a malformed call, counted as a refusal)."""
         answer = structured.parse(reply.content, cut=reply.finish_reason == "length")
-        if answer.tool is not None and with_tools:
+        if answer.tool is not None and with_tools:  # (a call in the summary turn is not run, as with native calls)
             call = structured.as_tool_call(answer, f"call_{self.budget.turns}_0")
             return dataclasses.replace(reply, tool_calls=[call])
         if answer.final is not None:
             return dataclasses.replace(reply, content=answer.final, tool_calls=[])
         if not with_tools:
             return dataclasses.replace(reply, tool_calls=[])
-        self.refusals += 1
-        self.log.warning("tool.refused", tool=answer.tool, error=answer.problem or "a call in the summary turn")
         return dataclasses.replace(reply, tool_calls=[{"id": f"call_{self.budget.turns}_0", "unreadable": answer.problem}])
 
     async def _summarize(self, segment: list[dict[str, Any]]) -> str:
@@ -259,6 +257,9 @@ class Loop:
         self.budget.spend(reply.usage)
         today = self.today_usd = await self.daily.add(reply.usage.cost_usd)
         metrics.observe_daily_cost(self.ctx.agent_id, today)
+        if self.structured:  # the model's own JSON goes back as it was written; its call is read from it
+            self.messages.append({"role": "assistant", "content": reply.content or ""})
+            reply = self._read_structured(reply, with_tools)
         self.log.info(
             "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns,
             tools_offered=len(structured.offered(self.specs, choice)) if self.structured or "tools" in body else 0, tool_choice=choice,
@@ -267,13 +268,11 @@ class Loop:
             today_usd=round(today, 6), finish_reason=reply.finish_reason, tool_calls=len(reply.tool_calls),
             attempts=reply.attempts, latency_ms=round(reply.latency_ms, 2), max_tokens=body["max_tokens"],
         )
-        if self.structured:  # the model's own JSON goes back as it was written
-            self.messages.append({"role": "assistant", "content": reply.content or ""})
-            return self._read_structured(reply, with_tools)
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
-        if reply.tool_calls:
-            message["tool_calls"] = reply.tool_calls
-        self.messages.append(message)
+        if not self.structured:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
+            if reply.tool_calls:
+                message["tool_calls"] = reply.tool_calls
+            self.messages.append(message)
         return reply
 
     async def run(self) -> Thought:
@@ -337,6 +336,9 @@ class Loop:
             call_id = str(call.get("id") or f"call_{self.budget.turns}_{n}") if isinstance(call, dict) else f"call_{n}"
             name = str(fn.get("name") or "")
             if isinstance(call, dict) and "unreadable" in call:  # a JSON-schema answer that was no call and no final answer
+                self.budget.tool_calls += 1  # an attempt to act that could not be read: a refused call, counted as one
+                self.refusals += 1
+                self.log.warning("tool.refused", tool=None, error=call["unreadable"])
                 answer = _error(f"your answer could not be read: {call['unreadable']}")
             elif stop is not None:
                 answer = _error(f"not run: the wake is ending ({stop})")

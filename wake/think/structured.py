@@ -18,8 +18,10 @@ turn narrows it:
 | `none` | the final answer only (the budget's summary call) |
 | a tool's name | that tool alone |
 
-The model is told the shape in a system instruction (`instruction`), which says how to finish:
-answer `{"final": "..."}`, whose text is the daybook entry. The schema is derived from the tools the
+The model is told the shape in the system message (`system_text`): each bound tool's name,
+description and parameters (what a native call's template would have rendered, since the grammar
+alone names no purpose), then how to call and how to finish: answer `{"final": "..."}`, whose text
+is the daybook entry. The schema itself constrains generation and takes no room in the prompt. The schema is derived from the tools the
 manifest already hashes, so what was offered is witnessed either way.
 
 The grammar holds the *shape*; it is not the check. A server may enforce a schema only in part
@@ -95,6 +97,23 @@ def response_format(specs: Sequence[dict[str, Any]], choice: str) -> dict[str, A
     """The request's `response_format` (OpenAI's structured-output form, which llama.cpp, vLLM,
     Ollama's OpenAI endpoint and OpenRouter accept)."""
     return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": schema(specs, choice)}}
+
+
+def declarations(specs: Sequence[dict[str, Any]]) -> str:
+    """The bound tools as the model reads them: one line each, name, description, parameters."""
+    if not specs:
+        return "You hold no tools in this wake."
+    lines = ["The tools you hold in this wake:"]
+    for spec in specs:
+        fn = spec["function"]
+        params = json.dumps(fn.get("parameters") or {}, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        lines.append(f"- {fn['name']}: {fn.get('description') or ''} Arguments: {params}")
+    return "\n".join(lines)
+
+
+def system_text(specs: Sequence[dict[str, Any]]) -> str:
+    """What the system message adds for a JSON-schema route: the tools, then the answer's shape."""
+    return declarations(specs) + "\n" + instruction("auto")
 
 
 def instruction(choice: str) -> str:
