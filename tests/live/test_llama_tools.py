@@ -136,7 +136,10 @@ async def test_a_required_first_turn_calls_a_bound_tool_and_the_loop_goes_on_to_
     assert "error" not in json.loads(second[-1]["content"].split("\n", 1)[1])  # it ran: the answer is the tool's
     row = await _row(config, o.wake_id)
     _usage_agrees(row, mine)
-    assert row["tool_calls"] >= 1 and row["refusals"] == 0 and row["stop_reason"] in SETTLED_STOPS, row["note"]
+    # a later turn's answer may be cut by what is left of the wake's output budget: that one, and only
+    # that kind, is refused as unreadable
+    cut = [e for e in mine[1:] if e.choice["finish_reason"] == "length" and structured.parse(e.choice["message"]["content"]).problem]
+    assert row["tool_calls"] >= 1 and row["refusals"] == len(cut) and row["stop_reason"] in SETTLED_STOPS, row["note"]
     assert o.final_text and row["final_text"] == o.final_text  # the loop reached a final text, by choice or by the summary
     if row["stop_reason"] != "done":  # the budget ended it: the summary call could only answer
         assert _offered(mine[-1]) == [] and mine[-1].request["response_format"]["json_schema"]["schema"] == structured.FINAL_BRANCH
