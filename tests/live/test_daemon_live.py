@@ -93,7 +93,7 @@ catch_up = "one"
     assert [a["tool"] for a in acted] == ["pin_note"] and acted[0]["fence"] == row["fence"]
     assert receiver.acted_on == [str(wake_id)] and all(r.signature_ok for r in receiver.requests)
     delivered = receiver.requests[0].json
-    assert delivered["wake_id"] == str(wake_id) and row["final_text"] in json.dumps(delivered)
+    assert delivered["wake_id"] == str(wake_id) and delivered["text"] == row["final_text"]
     shown = _cli(config, "show", str(wake_id), "--json", tmp_path=tmp_path)
     assert shown.returncode == 0, shown.stderr
     record = json.loads(shown.stdout)

@@ -56,7 +56,7 @@ max_retries = 0
 {tokenizer}
 """
         extra = f"""[tools]
-surfaces = ["quiet", "live"]
+surfaces = ["quiet", "live", "live_write"]
 modules = ["tests.support.live_tools"]
 
 [think]

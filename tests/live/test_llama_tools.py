@@ -138,7 +138,8 @@ async def test_a_required_first_turn_calls_a_bound_tool_and_the_loop_goes_on_to_
     _usage_agrees(row, mine)
     # a later turn's answer may be cut by what is left of the wake's output budget: that one, and only
     # that kind, is refused as unreadable
-    cut = [e for e in mine[1:] if e.choice["finish_reason"] == "length" and structured.parse(e.choice["message"]["content"]).problem]
+    cut = [e for e in mine[1:] if _offered(e) and e.choice["finish_reason"] == "length"
+           and structured.parse(e.choice["message"]["content"], cut=True).problem]
     assert row["tool_calls"] >= 1 and row["refusals"] == len(cut) and row["stop_reason"] in SETTLED_STOPS, row["note"]
     assert o.final_text and row["final_text"] == o.final_text  # the loop reached a final text, by choice or by the summary
     if row["stop_reason"] != "done":  # the budget ended it: the summary call could only answer
