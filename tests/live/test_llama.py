@@ -3,21 +3,20 @@ proxy on loopback, with real PostgreSQL and Redis. Every assertion is on the har
 sent, what it recorded, what it refused; never on what the model said.
 
 The server renders tools with a ChatML template (tests.support.llama_server.TOOL_TEMPLATE). The
-tool-call tests nudge this small model towards `<tool_call>` with a logit bias on `<` (a route's
-`extra_body`); the server's grammar then holds the call to a bound tool and its schema.
+tool-call tests are in tests/live/test_llama_tools.py: they call tools through a JSON schema the
+server enforces, so they cannot skip for what the model chose (native calls from this 135M model
+came only when nudged with a logit bias, and not for every prompt; `tool_choice: "required"` is
+not enforced by this llama.cpp).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from ledgers import context_events, daybook, introspection
 from tests.support import wakes
@@ -42,19 +41,9 @@ def proxy(llama_server_info: LiveLlama) -> Iterator[RecordingProxy]:
         yield p
 
 
-def _less_than_token(live: LiveLlama) -> int:
-    req = urllib.request.Request(
-        f"{live.root_url}/tokenize", data=json.dumps({"content": "<"}).encode(), headers={"content-type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=30) as res:
-        [token] = json.loads(res.read())["tokens"]
-    return int(token)
-
-
 @pytest.fixture
 def make_config(store_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama) -> Callable[..., Config]:
     live = llama_server_info
-    nudge = _less_than_token(live)
 
     def make(*, tiers: str, counted: bool = False, window: int | None = None) -> Config:
         tokenizer = f'tokenizer_url = "{proxy.root_url}"' if counted else ""
@@ -67,7 +56,7 @@ max_retries = 0
 {tokenizer}
 """
         extra = f"""[tools]
-surfaces = ["quiet", "live"]
+surfaces = ["quiet", "live", "live_write"]
 modules = ["tests.support.live_tools"]
 
 [think]
@@ -76,10 +65,6 @@ summary_max_tokens = 16
 [models.llama]
 {route}
 extra_body = {{ temperature = 0 }}
-
-[models.llama_tools]
-{route}
-extra_body = {{ temperature = 0, logit_bias = {{ "{nudge}" = 5 }} }}
 """
         agents = f'[agents.demo]\ntimezone = "Europe/Stockholm"\npersona_files = ["persona.md"]\n{tiers}'
         return store_config(extra, agents=agents)
@@ -205,56 +190,6 @@ async def test_the_prompt_never_exceeds_the_context_window(
         + ", ".join(f"{e.usage['prompt_tokens']}+{e.request['max_tokens']}" for e in exchanges)
         + f" of {ctx}"
     )
-
-
-def _skip_unless_it_called(proxy: RecordingProxy) -> None:
-    """SmolLM2-135M calls a tool only when nudged (docs: tests/support/LLAMA.md), and even then not
-    for every prompt: when its first answer holds no tool call there is no harness behaviour to see.
-    The harness side of tool calls is covered against the scripted server (tests/integration/test_think.py)."""
-    first = proxy.completions()[0]
-    if not first.choice["message"].get("tool_calls"):
-        pytest.skip(f"the 135M model answered without a tool call this time: {str(first.choice['message'].get('content'))[:80]!r}")
-
-
-async def test_a_bound_tool_is_called_and_its_result_sent_back(make_config: Callable[..., Config], proxy: RecordingProxy) -> None:
-    config = make_config(tiers=_tier("whisper", '["live"]', route="llama_tools"))
-    with structlog.testing.capture_logs() as logged:
-        o = await _wake(config, "whisper")
-    assert o.status == "completed", o.error
-    _skip_unless_it_called(proxy)
-    first, second = proxy.completions()[:2]
-    calls = first.choice["message"].get("tool_calls") or []
-    assert calls, first.choice  # llama.cpp parsed the model's <tool_call> into tool_calls
-    bound = {t.name for t in o.binding}
-    assert {c["function"]["name"] for c in calls} <= bound  # the server's grammar allows only offered tools
-    [assistant] = [m for m in second.request["messages"] if m["role"] == "assistant"]
-    assert assistant["content"] == "" and second.status == 200  # a tool-only turn goes back as "", and the server takes it
-    answers = {m["tool_call_id"]: m["content"] for m in second.request["messages"] if m["role"] == "tool"}
-    assert set(answers) == {c["id"] for c in calls}
-    ran = [e for e in logged if e["event"] == "tool.call" and e.get("ok")]
-    assert ran and {e["tool"] for e in ran} <= bound
-    row = await _row(config, o.wake_id)
-    assert row["tool_calls"] >= len(calls) and row["refusals"] == 0
-
-
-async def test_an_unbound_tool_name_is_refused_and_the_server_takes_the_refusal(make_config: Callable[..., Config], proxy: RecordingProxy) -> None:
-    def rename(answer: dict[str, Any]) -> dict[str, Any]:
-        for call in answer["choices"][0]["message"].get("tool_calls") or []:
-            call["function"]["name"] = "rm_rf"  # the grammar would never let the model say it
-        return answer
-
-    proxy.rewrite = rename
-    config = make_config(tiers=_tier("whisper", '["live"]', route="llama_tools"))
-    o = await _wake(config, "whisper")
-    assert o.status == "completed", o.error
-    _skip_unless_it_called(proxy)
-    first, second = proxy.completions()[:2]
-    assert first.choice["message"]["tool_calls"], first.choice
-    answers = [json.loads(m["content"]) for m in second.request["messages"] if m["role"] == "tool"]
-    assert answers and all(a["error"].startswith("refused: tool 'rm_rf' is not bound") for a in answers)
-    assert second.status == 200  # the conversation with the refusal in it is one the server accepts
-    row = await _row(config, o.wake_id)
-    assert row["refusals"] >= 1 and row["refusals"] == row["tool_calls"]
 
 
 async def test_a_full_wake_past_085_is_reminded_and_every_request_stays_inside_the_window(

@@ -40,6 +40,7 @@ from wake.config.sections import (
     PROBES_DIR,
     SQL_SOURCE_PARAMS,
     TIERS,
+    TOOL_CHOICES,
     AgentConfig,
     BudgetConfig,
     CacheTierName,
@@ -63,6 +64,7 @@ from wake.config.sections import (
     SqlSourceConfig,
     ThinkConfig,
     TierConfig,
+    ToolChoice,
     ToolsConfig,
     VerifyConfig,
 )
@@ -74,7 +76,7 @@ __all__ = [
     "SQL_SOURCE_PARAMS", "TIERS", "AgentConfig", "BudgetConfig", "CacheTierName", "Config", "ContextConfig", "DaemonConfig",
     "DeliveryRoute", "EnginesConfig", "Environment", "EscalationRule", "GateConfig", "LogConfig", "MemoryAgentConfig",
     "MetricsConfig", "ModelRoute", "Neo4jConfig", "PostgresConfig", "ProbesConfig", "RecallConfig", "RedisConfig",
-    "RetractionsConfig", "SeverityName", "SqlSourceConfig", "ThinkConfig", "TierConfig", "ToolsConfig", "VerifyConfig",
+    "RetractionsConfig", "SeverityName", "SqlSourceConfig", "ThinkConfig", "TierConfig", "ToolChoice", "TOOL_CHOICES", "ToolsConfig", "VerifyConfig",
     "candidate_paths", "check_agent_id", "check_http_url", "clip", "find_config", "load_config", "load_config_file",
     "log_settings", "parse_duration_s", "parse_listen", "read_environment", "resolve_state_dir",
 ]

@@ -111,7 +111,7 @@ class RetractionsConfig(_Model):
 # be called, one JSON reply): a route's `extra_body` may add any other field, never these.
 HARNESS_BODY_KEYS = frozenset({
     "model", "messages", "tools", "tool_choice", "functions", "function_call", "max_tokens", "max_completion_tokens",
-    "stream", "n",
+    "stream", "n", "response_format",
 })
 
 
@@ -139,6 +139,11 @@ class ModelRoute(_Model):
     # A llama.cpp server's root URL: each prompt is counted with its /apply-template and /tokenize
     # before it is sent. Unset: the previous turn's usage.prompt_tokens plus a conservative estimate.
     tokenizer_url: str | None = None
+    # How the model calls tools: the server's native tool calls, or one JSON answer the server
+    # holds to a schema of the binding (`response_format`; wake.think.structured) for a server or
+    # model that cannot be trusted with native calls. Either way every call goes through the same
+    # binding, schema check, refusal and fence.
+    tool_calls: Literal["native", "json_schema"] = "native"
 
     @field_validator("base_url", "tokenizer_url")
     @classmethod
@@ -233,6 +238,34 @@ class DaemonConfig(_Model):
     poll_s: float = Field(1.0, gt=0)
 
 
+TOOL_CHOICES = ("auto", "required", "none")
+
+
+class ToolChoice(_Model):
+    """What a wake's model turns may do with the binding: `auto` (call or answer), `required`
+    (call a tool), `none` (answer), or one bound tool by name; the first turn and the later ones
+    apart, so a wake can be made to act before it speaks. A name is checked against the tier's
+    binding when the registry is built (`wake.run.session.check_tool_choices`, docs/model.md)."""
+
+    first: str = "auto"
+    later: str = "auto"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_for_both(cls, value: Any) -> Any:
+        return {"first": value, "later": value} if isinstance(value, str) else value
+
+    @field_validator("first", "later")
+    @classmethod
+    def _choice(cls, value: str) -> str:
+        if value not in TOOL_CHOICES and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", value):
+            raise ValueError(f"expected auto, required, none or a tool's name, got {clip(value)}")
+        return value
+
+    def names(self) -> set[str]:
+        return {c for c in (self.first, self.later) if c not in TOOL_CHOICES}
+
+
 class TierConfig(_Model):
     cron: str | None = None
     every: str | None = None
@@ -242,6 +275,7 @@ class TierConfig(_Model):
     source_timeout_ms: int = Field(DEFAULT_SOURCE_TIMEOUT_MS, gt=0)
     model: str | None = None
     budget: BudgetConfig = BudgetConfig()
+    tool_choice: ToolChoice = ToolChoice()
     skip_quiet_hours: bool | None = None
     catch_up: Literal["one", "skip"] | None = None
     # Operator controls (docs/daemon.md): a Markdown checklist the wake arrives to (relative to the

@@ -19,8 +19,12 @@ tool callable (`tool_choice: "none"`, or no tools at all: the route's `summary_t
 call in its reply is not run. The final assistant text is the daybook entry; a final text that
 was cut off ends with `CUT_OFF`, so neither the row nor the daybook passes it off as whole.
 
-Every request that offers tools says `tool_choice: "auto"` (some servers drop tools without it);
-an assistant turn that only called tools is sent back with `content: ""`, never null.
+Every request that offers tools says its `tool_choice` (the tier's `tool_choice`, `auto` unless
+set, its `first` for the first turn and `later` after; some servers drop tools without one); an
+assistant turn that only called tools is sent back with `content: ""`, never null. A route with
+`tool_calls = "json_schema"` offers the binding as one `response_format` schema instead
+(`wake.think.structured`): the answer is read into the same tool calls, and each call's answer is
+sent back as a user message.
 
 Room in the context window: a route with `tokenizer_url` counts each prompt on its llama.cpp
 server. Otherwise the previous turn's `usage.prompt_tokens` counts what was sent then, and what
@@ -54,7 +58,7 @@ from wake.config import ModelRoute
 from wake.context import WakeContext
 from wake.errors import ModelError
 from wake.observe import metrics
-from wake.think import budget, prompt
+from wake.think import budget, prompt, structured
 from wake.think.client import Client, Reply
 from wake.think.pressure import Pressure, summary_body
 
@@ -131,7 +135,11 @@ class Loop:
         )
         self.tools: dict[str, Tool] = {t.name: t for t in ctx.binding}
         self.specs = [prompt.tool_spec(t) for t in ctx.binding]
+        self.choice = ctx.config.tier(ctx.agent_id, ctx.tier).tool_choice
+        self.structured = route.tool_calls == "json_schema"
         self.messages = prompt.messages(blocks)
+        if self.structured:  # the answer's shape, and how to finish, in the cached system prefix
+            self.messages[0] = {**self.messages[0], "content": self.messages[0]["content"] + "\n\n" + structured.system_text(self.specs)}
         self.conv = Conversation(
             messages=self.messages, base=len(self.messages), context_window=route.context_window, policy=agent.context.policy,
             wake_ref=str(ctx.wake_id),
@@ -170,13 +178,37 @@ class Loop:
             return math.ceil(sent_tokens * size / sent_size), "usage"
         return sent_tokens + estimate_tokens(size - sent_size, max(0, n_messages - sent_messages)), "usage"
 
+    def turn_choice(self, with_tools: bool) -> str:
+        """This turn's tool choice: the tier's `first` on the first turn, `later` after; the
+        summary call's is `none`."""
+        if not with_tools:
+            return "none"
+        return self.choice.first if self.budget.turns == 0 else self.choice.later
+
     def _body(self, with_tools: bool) -> dict[str, Any]:
+        choice = self.turn_choice(with_tools)
+        if self.structured:
+            return {"messages": self.messages, "response_format": structured.response_format(self.specs, choice)}
         keep_specs = with_tools or self.route.summary_tools == "choice_none"
         body: dict[str, Any] = {"tools": self.specs} if keep_specs and self.specs else {}
         body["messages"] = self.messages
         if "tools" in body:
-            body["tool_choice"] = "auto" if with_tools else "none"
+            body["tool_choice"] = choice if choice in ("auto", "required", "none") else {"type": "function", "function": {"name": choice}}
         return body
+
+    def _read_structured(self, reply: Reply, with_tools: bool) -> Reply:
+        """A JSON-schema answer read into the reply the loop knows: one tool call, or a final text.
+        An answer that cannot be read is a final text when nothing could be called, else it is
+        answered as an error on the next turn (a malformed call, counted as a refusal)."""
+        answer = structured.parse(reply.content, cut=reply.finish_reason == "length")
+        if answer.tool is not None and with_tools:  # (a call in the summary turn is not run, as with native calls)
+            call = structured.as_tool_call(answer, f"call_{self.budget.turns}_0")
+            return dataclasses.replace(reply, tool_calls=[call])
+        if answer.final is not None:
+            return dataclasses.replace(reply, content=answer.final, tool_calls=[])
+        if not with_tools:
+            return dataclasses.replace(reply, tool_calls=[])
+        return dataclasses.replace(reply, tool_calls=[{"id": f"call_{self.budget.turns}_0", "unreadable": answer.problem}])
 
     async def _summarize(self, segment: list[dict[str, Any]]) -> str:
         """The one model call of a summarize compaction; its usage counts against the wake's budgets."""
@@ -190,6 +222,7 @@ class Loop:
 
     async def _call(self, *, with_tools: bool, max_tokens: int) -> Reply | None:
         """One model call; `with_tools=False` is the summary call: no tool can be called."""
+        choice = self.turn_choice(with_tools)
         body = self._body(with_tools)
         size = len(prompt.body_bytes(body))
         tokens, counted = await self._prompt_tokens(body, size)
@@ -224,18 +257,22 @@ class Loop:
         self.budget.spend(reply.usage)
         today = self.today_usd = await self.daily.add(reply.usage.cost_usd)
         metrics.observe_daily_cost(self.ctx.agent_id, today)
+        if self.structured:  # the model's own JSON goes back as it was written; its call is read from it
+            self.messages.append({"role": "assistant", "content": reply.content or ""})
+            reply = self._read_structured(reply, with_tools)
         self.log.info(
             "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns,
-            tools_offered=0 if body.get("tool_choice") == "none" else len(body.get("tools", [])),
+            tools_offered=len(structured.offered(self.specs, choice)) if self.structured or "tools" in body else 0, tool_choice=choice,
             prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens,
             cached_tokens=reply.usage.cached_tokens, cost_usd=round(reply.usage.cost_usd, 8), cost_reported=reply.usage.cost_reported,
             today_usd=round(today, 6), finish_reason=reply.finish_reason, tool_calls=len(reply.tool_calls),
             attempts=reply.attempts, latency_ms=round(reply.latency_ms, 2), max_tokens=body["max_tokens"],
         )
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
-        if reply.tool_calls:
-            message["tool_calls"] = reply.tool_calls
-        self.messages.append(message)
+        if not self.structured:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
+            if reply.tool_calls:
+                message["tool_calls"] = reply.tool_calls
+            self.messages.append(message)
         return reply
 
     async def run(self) -> Thought:
@@ -298,7 +335,12 @@ class Loop:
             fn = fn if isinstance(fn, dict) else {}
             call_id = str(call.get("id") or f"call_{self.budget.turns}_{n}") if isinstance(call, dict) else f"call_{n}"
             name = str(fn.get("name") or "")
-            if stop is not None:
+            if isinstance(call, dict) and "unreadable" in call:  # a JSON-schema answer that was no call and no final answer
+                self.budget.tool_calls += 1  # an attempt to act that could not be read: a refused call, counted as one
+                self.refusals += 1
+                self.log.warning("tool.refused", tool=None, error=call["unreadable"])
+                answer = _error(f"your answer could not be read: {call['unreadable']}")
+            elif stop is not None:
                 answer = _error(f"not run: the wake is ending ({stop})")
             elif self.budget.tool_calls_left <= 0:
                 stop, answer = "max_tool_calls", _error("not run: this wake's tool-call budget is spent")
@@ -306,7 +348,10 @@ class Loop:
                 self.budget.tool_calls += 1
                 answer, tripped = await self._one(name, fn.get("arguments"))
                 stop = stop or tripped
-            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
+            if self.structured:
+                self.messages.append(structured.tool_result_message(name or "(none)", answer))
+            else:
+                self.messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
         return stop
 
     async def _one(self, name: str, raw_arguments: Any) -> tuple[str, str | None]:
