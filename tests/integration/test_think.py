@@ -205,7 +205,7 @@ async def test_tool_call_budget_and_the_repeat_breaker(make_config: Callable[...
     answers = [m["content"] for m in server.requests[1].json["messages"] if m["role"] == "tool"]
     assert json.loads(answers[2])["error"] == "not run: this wake's tool-call budget is spent"
     assert server.requests[1].json["tool_choice"] == "none"
-    assert (await _row(config, o.wake_id))["stop_reason"] == "max_tool_calls"
+    assert (await _row(config, o.wake_id)).stop_reason == "max_tool_calls"
 
     config = make_config(
         budget_toml="budget = { max_turns = 8, max_tool_calls = 10, max_output_tokens = 4096, max_cost_usd = 1.0 }",
@@ -225,7 +225,7 @@ async def test_max_output_tokens_is_passed_down_and_ends_the_loop(make_config: C
     server.push(completion("x" * 40, [("local_time", {})]), completion("short summary"))
     o = await _wake(config)
     assert server.requests[0].json["max_tokens"] == 20
-    assert (await _row(config, o.wake_id))["stop_reason"] == "max_output_tokens"
+    assert (await _row(config, o.wake_id)).stop_reason == "max_output_tokens"
 
 
 async def test_the_daily_cap_holds_across_wakes_and_resets_at_local_midnight(make_config: Callable[..., Config], server: ScriptedServer) -> None:
