@@ -3,7 +3,7 @@
 What the cycle writes is a `WakeRow`; what a reader gets back is a record made where the SQL is
 read (`WakeRecord.from_row`, `WakeSummary`, `ChainRow`, `AbandonedRow`), and the row's binding
 diff is a `WakeDiff` of two `Diff`s, each a `ToolDiff` and a `BlockDiff`. The diff's JSON (the
-`diff` column, `wake up --json`) is `as_json()`'s, unchanged from the dicts it replaces.
+`diff` column, `wake up --json`) is `as_json()`'s.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ class Diff:
         return self.against is None
 
     def as_json(self) -> dict[str, Any]:
+        """The diff as the row's `diff` column and `wake diff --json` hold it: JSON, so a dict."""
         if self.against is None:
             return {"first": True, "against": None}
         t, b = self.tools, self.blocks
@@ -124,6 +125,7 @@ class WakeDiff:
     tier: Diff
 
     def as_json(self) -> dict[str, Any]:
+        """The row's `diff` column (and `wake up --json`'s): JSON, so a dict."""
         return {"agent": self.agent.as_json(), "tier": self.tier.as_json()}
 
     @classmethod
@@ -412,7 +414,8 @@ class WakeRecord:
         )
 
     def columns(self) -> dict[str, Any]:
-        """The row as `wake show` prints it: every column in table order, the diff as stored."""
+        """The row as `wake show` prints it (text or JSON): every column in table order, the diff
+        as stored; a dict because the printer walks the columns by name."""
         cols = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         cols["diff"] = self.diff.as_json() if self.diff is not None else None
         return cols
@@ -561,7 +564,7 @@ class WakeSummary:
         return cls(**{**values, "tier": Tier(r["tier"]), "trigger": Trigger(r["trigger"]), "status": Status(r["status"])})
 
     def columns(self) -> dict[str, Any]:
-        """The columns as `wake ledger --json` and `wake status` print them."""
+        """The columns as `wake ledger --json` and `wake status` print them: JSON, so a dict."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
