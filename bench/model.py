@@ -146,10 +146,10 @@ async def run(root: str, wakes: int, tiers: list[str], count: bool, state_dir: P
                     assert row is not None
                     rows.append(row)
                     if i > 0:
-                        later_prompt += row["prompt_tokens"]
-                        later_cached += row["cached_tokens"]
+                        later_prompt += row.prompt_tokens
+                        later_cached += row.cached_tokens
                 k = len(rows)
-                quiet = sum(r["status"] == "quiet" for r in rows)
+                quiet = sum(r.status == "quiet" for r in rows)
                 per = {c: statistics.mean(r[c] for r in rows) for c in ("prompt_tokens", "cached_tokens", "completion_tokens")}
                 share = f"{later_cached / later_prompt:.3f}" if later_prompt else "-"
                 print(

@@ -13,11 +13,11 @@ import datetime as dt
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import asyncpg
 
 from ledgers import graph
+from ledgers.introspection import WakeDiff, WakeRecord
 from ledgers.memory_ledger import CanaryResult
 from ledgers.vocab import Tier, Trigger
 from memory.repo import MemoryRepo
@@ -74,11 +74,11 @@ class WakeContext:
     now: dt.datetime
     binding: tuple[Tool, ...] = ()
     tool_hashes: Mapping[str, str] = field(default_factory=dict)
-    previous: Mapping[str, Any] | None = None
-    previous_tier: Mapping[str, Any] | None = None
-    # {"agent": diff against the agent's previous wake, "tier": against the tier's}; derived
-    # sources (the binding diff) see it
-    diff: Mapping[str, Any] = field(default_factory=dict)
+    previous: WakeRecord | None = None  # the agent's previous settled wake (step 7 compares with it)
+    previous_tier: WakeRecord | None = None  # the tier's
+    # the diff against both (step 7), set once the direct blocks are in: the derived sources (the
+    # binding diff) and the gate see it; None before
+    diff: WakeDiff | None = None
     # The model loop's conversation, in the context it hands to tools (None in sources and outside the loop)
     conversation: Conversation | None = None
     # Writes a source leaves for the wake's own row (they name the wake): run by the cycle in the

@@ -67,11 +67,11 @@ async def _wake(config: Config) -> cycle.WakeOutcome:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
 
 
-async def _row(config: Config, wake_id: Any) -> dict[str, Any]:
+async def _row(config: Config, wake_id: Any) -> introspection.WakeRecord:
     async with stores.connected(config) as st, st.pg_conn() as conn:
         row = await introspection.get(conn, wake_id)
     assert row is not None
-    return dict(row)
+    return row
 
 
 def _json_answer(value: dict[str, Any], finish_reason: str | None = None) -> Any:
@@ -138,8 +138,8 @@ async def test_a_json_answer_is_a_call_through_the_same_loop(make_config: Callab
     assert second["messages"][-2] == {"role": "assistant", "content": json.dumps({"tool": "note_write", "arguments": {"text": "saw the build pass"}})}
     assert second["messages"][-1] == {"role": "user", "content": 'The tool note_write answered:\n{"written": "saw the build pass"}'}
     row = await _row(config, o.wake_id)
-    assert (row["turns"], row["tool_calls"], row["refusals"], row["stop_reason"]) == (2, 1, 0, "done")
-    assert row["final_text"] == o.final_text == "Wrote a note about the build."
+    assert (row.turns, row.tool_calls, row.refusals, row.stop_reason) == (2, 1, 0, "done")
+    assert row.final_text == o.final_text == "Wrote a note about the build."
     async with stores.connected(config) as st, st.pg_conn() as conn:
         done, total = await actions.since(conn, "demo", T0 - dt.timedelta(days=3650), limit=5)
     assert total == 1 and done[0].tool == "note_write" and done[0].wake_id == o.wake_id  # fenced, as a native call's
@@ -160,7 +160,7 @@ async def test_a_json_call_outside_the_binding_or_its_schema_is_refused_and_coun
     assert think_tools.CALLS == []
     row = await _row(config, o.wake_id)
     # the unbound call and the unreadable answer are refused; all three attempts count as calls
-    assert (row["turns"], row["tool_calls"], row["refusals"], row["stop_reason"]) == (4, 3, 2, "done")
+    assert (row.turns, row.tool_calls, row.refusals, row.stop_reason) == (4, 3, 2, "done")
     answers = [m["content"] for m in server.requests[3].json["messages"] if m["role"] == "user"][-3:]
     assert "refused: tool 'chat_only' is not bound" in answers[0]
     assert "arguments do not match the schema" in answers[1]
@@ -179,4 +179,4 @@ async def test_the_summary_call_offers_only_the_final_answer(make_config: Callab
     assert summary["response_format"]["json_schema"]["schema"] == structured.FINAL_BRANCH
     assert o.final_text is not None and o.final_text.startswith("Spent the budget on one no") and "cut off" in o.final_text
     row = await _row(config, o.wake_id)
-    assert (row["tool_calls"], row["stop_reason"]) == (1, "max_turns")
+    assert (row.tool_calls, row.stop_reason) == (1, "max_turns")

@@ -33,7 +33,7 @@ async def test_the_view_of_a_running_daemon(store_config: Callable[..., Config])
             async def fetch() -> dict[str, Any]:
                 snap = await operator.status(config)
                 async with st.pg_conn() as conn:
-                    snap["recent"] = await introspection.recent(conn, limit=5)
+                    snap["recent"] = [r.columns() for r in await introspection.recent(conn, limit=5)]  # as `wake status --watch` reads them
                 return snap
 
             async def settled() -> dict[str, Any]:

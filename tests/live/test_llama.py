@@ -82,7 +82,7 @@ async def _wake(config: Config, tier: str, **kw: Any) -> cycle.WakeOutcome:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier=tier, **kw)
 
 
-async def _row(config: Config, wake_id: Any) -> dict[str, Any]:
+async def _row(config: Config, wake_id: Any) -> introspection.WakeRecord:
     async with stores.connected(config) as st, st.pg_conn() as conn:
         row = await introspection.get(conn, wake_id)
     assert row is not None
@@ -115,14 +115,14 @@ async def test_whisper_surface_and_full_wakes_complete_and_record_the_servers_us
         mine = proxy.completions()[seen:]
         seen += len(mine)
         row = await _row(config, o.wake_id)
-        assert o.status == "completed" and row["status"] == "completed", (o.error, row["note"])
-        assert row["stop_reason"] in SETTLED_STOPS, row["note"]
-        assert row["turns"] == len(mine) >= 1
-        assert row["prompt_tokens"] == sum(e.usage["prompt_tokens"] for e in mine)
-        assert row["completion_tokens"] == sum(e.usage["completion_tokens"] for e in mine)
-        assert row["cached_tokens"] == sum(_cached(e) for e in mine)
+        assert o.status == "completed" and row.status == "completed", (o.error, row.note)
+        assert row.stop_reason in SETTLED_STOPS, row.note
+        assert row.turns == len(mine) >= 1
+        assert row.prompt_tokens == sum(e.usage["prompt_tokens"] for e in mine)
+        assert row.completion_tokens == sum(e.usage["completion_tokens"] for e in mine)
+        assert row.cached_tokens == sum(_cached(e) for e in mine)
         if n > 0:  # the system message (preamble, persona) is the previous wake's prefix: the slot's cache serves it
-            assert row["cached_tokens"] > 0, row
+            assert row.cached_tokens > 0, row
         offered = sorted(t.name for t in o.binding)
         assert all(sorted(t["function"]["name"] for t in e.request.get("tools", [])) == offered for e in mine[:1])
         assert all(e.request.get("tool_choice") in ("auto", "none") for e in mine if e.request.get("tools"))
@@ -144,7 +144,7 @@ async def test_a_second_unchanged_whisper_makes_no_request(make_config: Callable
     second = await _wake(config, "whisper", source_list=fixed, now=lambda: T0 + dt.timedelta(minutes=15))
     assert second.status == "quiet" and len(proxy.completions()) == sent  # zero requests
     row = await _row(config, second.wake_id)
-    assert (row["stop_reason"], row["turns"], row["prompt_tokens"]) == ("gate", 0, 0)
+    assert (row.stop_reason, row.turns, row.prompt_tokens) == ("gate", 0, 0)
 
 
 async def test_an_answer_cut_at_its_token_limit_is_recorded_truncated(make_config: Callable[..., Config], proxy: RecordingProxy) -> None:
@@ -155,9 +155,9 @@ async def test_an_answer_cut_at_its_token_limit_is_recorded_truncated(make_confi
     assert "tools" not in e.request and e.request["max_tokens"] == 1
     assert e.choice["finish_reason"] == "length"  # the server cut it
     row = await _row(config, o.wake_id)
-    assert (row["status"], row["stop_reason"]) == ("completed", "truncated")
-    if row["final_text"] is not None:
-        assert row["final_text"].endswith(think.CUT_OFF)
+    assert (row.status, row.stop_reason) == ("completed", "truncated")
+    if row.final_text is not None:
+        assert row.final_text.endswith(think.CUT_OFF)
         async with stores.connected(config) as st, st.pg_conn() as conn:
             entries, _ = await daybook.recent(conn, "demo", limit=1)
         assert entries[0].entry.endswith(think.CUT_OFF)
@@ -177,7 +177,7 @@ async def test_the_prompt_never_exceeds_the_context_window(
     (tmp_path / "persona.md").write_text(persona)
     o = await _wake(config, "full")
     row = await _row(config, o.wake_id)
-    assert o.status == "completed", (o.error, row["note"])
+    assert o.status == "completed", (o.error, row.note)
     exchanges = proxy.completions()
     _inside_the_window(exchanges, ctx)
     assert exchanges[0].usage["prompt_tokens"] > ctx // 2  # the test means something: the prompt takes most of the window

@@ -89,11 +89,11 @@ async def _wake(config: Config, **kw: Any) -> cycle.WakeOutcome:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface", **kw)
 
 
-async def _row(config: Config, wake_id: Any) -> dict[str, Any]:
+async def _row(config: Config, wake_id: Any) -> introspection.WakeRecord:
     async with stores.connected(config) as st, st.pg_conn() as conn:
         row = await introspection.get(conn, wake_id)
     assert row is not None
-    return dict(row)
+    return row
 
 
 def _offered(e: Exchange) -> list[str]:
@@ -103,20 +103,20 @@ def _offered(e: Exchange) -> list[str]:
     return sorted(b["properties"]["tool"]["enum"][0] for b in branches if "tool" in b["properties"])
 
 
-def _usage_agrees(row: dict[str, Any], mine: list[Exchange]) -> None:
-    assert row["turns"] == len(mine)
-    assert row["prompt_tokens"] == sum(e.usage["prompt_tokens"] for e in mine)
-    assert row["completion_tokens"] == sum(e.usage["completion_tokens"] for e in mine)
+def _usage_agrees(row: introspection.WakeRecord, mine: list[Exchange]) -> None:
+    assert row.turns == len(mine)
+    assert row.prompt_tokens == sum(e.usage["prompt_tokens"] for e in mine)
+    assert row.completion_tokens == sum(e.usage["completion_tokens"] for e in mine)
 
 
-def _report(name: str, mine: list[Exchange], row: dict[str, Any]) -> None:
+def _report(name: str, mine: list[Exchange], row: introspection.WakeRecord) -> None:
     """What the server received and what the row recorded (printed for the closing note: -s)."""
     asked = "; ".join(
         f"turn {n}: response_format offering {len(_offered(e))} tool(s) {_offered(e)}, {e.usage['prompt_tokens']} prompt tokens"
         for n, e in enumerate(mine, 1)
     )
-    print(f"\n{name}: {asked}\n  row: turns={row['turns']} tool_calls={row['tool_calls']} refusals={row['refusals']} "
-          f"stop={row['stop_reason']} tokens={row['prompt_tokens']}+{row['completion_tokens']}")
+    print(f"\n{name}: {asked}\n  row: turns={row.turns} tool_calls={row.tool_calls} refusals={row.refusals} "
+          f"stop={row.stop_reason} tokens={row.prompt_tokens}+{row.completion_tokens}")
 
 
 async def test_a_required_first_turn_calls_a_bound_tool_and_the_loop_goes_on_to_a_final_text(
@@ -140,9 +140,9 @@ async def test_a_required_first_turn_calls_a_bound_tool_and_the_loop_goes_on_to_
     # that kind, is refused as unreadable
     cut = [e for e in mine[1:] if _offered(e) and e.choice["finish_reason"] == "length"
            and structured.parse(e.choice["message"]["content"], cut=True).problem]
-    assert row["tool_calls"] >= 1 and row["refusals"] == len(cut) and row["stop_reason"] in SETTLED_STOPS, row["note"]
-    assert o.final_text and row["final_text"] == o.final_text  # the loop reached a final text, by choice or by the summary
-    if row["stop_reason"] != "done":  # the budget ended it: the summary call could only answer
+    assert row.tool_calls >= 1 and row.refusals == len(cut) and row.stop_reason in SETTLED_STOPS, row.note
+    assert o.final_text and row.final_text == o.final_text  # the loop reached a final text, by choice or by the summary
+    if row.stop_reason != "done":  # the budget ended it: the summary call could only answer
         assert _offered(mine[-1]) == [] and mine[-1].request["response_format"]["json_schema"]["schema"] == structured.FINAL_BRANCH
     _report("required first turn", mine, row)
 
@@ -171,7 +171,7 @@ async def test_a_call_the_grammar_allows_but_the_binding_does_not_is_refused_and
     assert refusal["role"] == "user" and "refused: tool 'rm_rf' is not bound in this wake" in refusal["content"]
     assert mine[1].status == 200  # a conversation with the refusal in it is one the server takes
     row = await _row(config, o.wake_id)
-    assert row["refusals"] >= 1 and row["refusals"] == row["tool_calls"]  # every call was the rogue one
+    assert row.refusals >= 1 and row.refusals == row.tool_calls  # every call was the rogue one
     async with stores.connected(config) as st, st.pg_conn() as conn:
         done, total = await actions.since(conn, "demo", T0 - dt.timedelta(days=3650), limit=5)
     assert total == 0  # nothing ran
@@ -188,12 +188,12 @@ async def test_a_mutating_call_lands_in_last_actions_under_the_wakes_fence(make_
     assert call.tool == "pin_note" and isinstance(call.arguments, dict), mine[0].choice
     assert all(_offered(e) == [] for e in mine[1:])  # `later = "none"`: the next turn could only answer
     row = await _row(config, o.wake_id)
-    assert (row["tool_calls"], row["refusals"]) == (1, 0)
+    assert (row.tool_calls, row.refusals) == (1, 0)
     async with stores.connected(config) as st, st.pg_conn() as conn:
         done, total = await actions.since(conn, "demo", T0 - dt.timedelta(days=3650), limit=5)
         newest = await fences.newest(conn, "demo")
     assert total == 1 and done[0].tool == "pin_note" and done[0].wake_id == o.wake_id
-    assert done[0].arguments == call.arguments and done[0].fence == row["fence"] == newest
+    assert done[0].arguments == call.arguments and done[0].fence == row.fence == newest
     _report("mutating call", mine, row)
 
 
@@ -208,8 +208,8 @@ async def test_the_budgets_summary_call_offers_no_tool_and_ends_the_loop(make_co
     assert summary["response_format"]["json_schema"]["schema"] == structured.FINAL_BRANCH
     assert summary["messages"][-1]["content"] == prompt.summary_request("max_turns")["content"]
     row = await _row(config, o.wake_id)
-    assert row["stop_reason"] == "max_turns" and row["tool_calls"] == 1 and row["turns"] == 2  # the call's turn and the summary's
-    assert row["prompt_tokens"] == sum(e.usage["prompt_tokens"] for e in mine)  # the summary's tokens are on the row too
+    assert row.stop_reason == "max_turns" and row.tool_calls == 1 and row.turns == 2  # the call's turn and the summary's
+    assert row.prompt_tokens == sum(e.usage["prompt_tokens"] for e in mine)  # the summary's tokens are on the row too
     assert o.final_text is not None  # the summary's final answer, read from its JSON (cut or not)
     _report("budget summary", mine, row)
 

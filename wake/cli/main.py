@@ -137,7 +137,8 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
             "wake_id": o.wake_id, "agent": o.agent_id, "tier": o.tier, "status": o.status, "note": o.note, "error": o.error,
             "manifest": o.manifest.as_dict() if o.manifest else None, "tools": [t.name for t in o.binding],
             "blocks": [{"name": b.name, **b.state(o.manifest.blocks[b.name] if o.manifest else "")} for b in o.blocks],
-            "diff": o.diff, "recorded": o.recorded, **({"prompt": o.prompt} if dry_run else {}), **render.thinking_json(o),
+            "diff": o.diff.as_json() if o.diff else None, "recorded": o.recorded,
+            **({"prompt": o.prompt} if dry_run else {}), **render.thinking_json(o),
         }))
     elif dry_run:
         click.echo("=== arrival prompt ===")
@@ -145,7 +146,7 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
         click.echo("\n=== manifest ===")
         click.echo(render.to_json(o.manifest.as_dict() if o.manifest else None))
         click.echo("\n=== diff ===")
-        click.echo(render.to_json(o.diff))
+        click.echo(render.to_json(o.diff.as_json() if o.diff else None))
         click.echo(f"\n{o.note}")
     else:
         click.echo(render.outcome(o))
@@ -170,7 +171,7 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool) -> None:
     if arrival:
         click.echo(render.to_json([{"name": n, "text": t} for n, t in got]) if as_json else render.arrival(got))
         return
-    click.echo(render.to_json(got) if as_json else render.row(got))
+    click.echo(render.to_json(got.columns()) if as_json else render.row(got))
 
 
 @cli.command("ledger")
@@ -189,7 +190,7 @@ def ledger_cmd(ctx: Context, agent_id: str | None, tier: str | None, status: str
             return await introspection.recent(conn, agent_id=agent_id, tier=tier, status=status, limit=limit)
 
     rows = run_async(body)
-    click.echo(render.to_json(rows) if as_json else render.ledger(rows))
+    click.echo(render.to_json([r.columns() for r in rows]) if as_json else render.ledger(rows))
 
 
 @cli.command("diff")
@@ -220,13 +221,12 @@ def diff_cmd(ctx: Context, older: str | None, newer: str | None, agent_id: str |
             return await introspection.get(conn, a), await introspection.get(conn, b)
 
     old, new = run_async(body)
-    result = diff.compare(old, new["tool_hashes"], new["blocks"])
-    result["of"] = str(new["wake_id"])
+    result = diff.compare(old, new.tool_hashes, new.blocks)
     if as_json:
-        click.echo(render.to_json(result))
+        click.echo(render.to_json({**result.as_json(), "of": str(new.wake_id)}))
     else:
-        click.echo(f"{old['wake_id']} ({old['tier']}) -> {new['wake_id']} ({new['tier']})")
-        click.echo("\n".join(render.diff_lines({"agent": result})).replace("previous agent wake", "older"))
+        click.echo(f"{old.wake_id} ({old.tier}) -> {new.wake_id} ({new.tier})")
+        click.echo(render.diff_line("agent", result).replace("previous agent wake", "older"))
 
 
 @cli.command("verify")
@@ -253,23 +253,23 @@ def verify_cmd(ctx: Context, wake_id: str | None, live: bool, check_chain: bool,
             async with s.stores.pg_conn() as conn:
                 row = await introspection.get(conn, await resolve_wake(conn, wake_id))
                 assert row is not None
-                stored = await introspection.contents(conn, [b["hash"] for b in row["blocks"].values()] + list(row["tool_hashes"].values()))
+                stored = await introspection.contents(conn, [b["hash"] for b in row.blocks.values()] + list(row.tool_hashes.values()))
             now = None
             if live:
-                now = await cycle.run_wake(s, WakeRequest(agent_id=row["agent_id"], tier=Tier(row["tier"])), dry_run=True)
+                now = await cycle.run_wake(s, WakeRequest(agent_id=row.agent_id, tier=row.tier), dry_run=True)
             return row, stored, now
 
     row, stored, now = run_async(body)
-    if row["manifest_root"] is None:
-        click.echo(f"wake {row['wake_id']} has no manifest (status {row['status']})")
+    if row.manifest_root is None:
+        click.echo(f"wake {row.wake_id} has no manifest (status {row.status})")
         sys.exit(1)
-    legacy = row["chain_seq"] is None and not row["arrival_order"]  # recorded before block texts and tools were stored
+    legacy = row.chain_seq is None and not row.arrival_order  # recorded before block texts and tools were stored
     recomputed, differences = manifest.audit(
-        row["agent_id"], row["tier"], {n: b["hash"] for n, b in row["blocks"].items()}, row["tool_hashes"], row["manifest_root"],
-        list(row["active_tool_names"]), None if legacy else stored,
+        row.agent_id, row.tier, {n: b["hash"] for n, b in row.blocks.items()}, row.tool_hashes, row.manifest_root,
+        list(row.active_tool_names), None if legacy else stored,
     )
-    if row["active_tools_count"] != len(row["tool_hashes"]):
-        counted = f"the row counts {row['active_tools_count']}; it has {len(row['tool_hashes'])} tool hashes"
+    if row.active_tools_count != len(row.tool_hashes):
+        counted = f"the row counts {row.active_tools_count}; it has {len(row.tool_hashes)} tool hashes"
         differences.append(manifest.Difference("tool count", counted))
     click.echo("\n".join(render.verify_lines(row, recomputed, differences)))
     if legacy:
@@ -363,7 +363,7 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
             async def fetch() -> dict[str, Any]:
                 snap = await remote.status(config)
                 async with st.pg_conn() as conn:
-                    snap["recent"] = await introspection.recent(conn, limit=10)
+                    snap["recent"] = [r.columns() for r in await introspection.recent(conn, limit=10)]
                 snap.update(await controls.snapshot(config, clock.now()))
                 return snap
 

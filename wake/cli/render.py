@@ -43,24 +43,21 @@ def to_json(value: Any) -> str:
     return json.dumps(value, indent=2, default=_default, sort_keys=False)
 
 
-def diff_lines(d: Mapping[str, Any] | None) -> list[str]:
-    if not d:
+def diff_lines(d: introspection.WakeDiff | None) -> list[str]:
+    if d is None:
         return ["diff: (none)"]
-    lines = []
-    for scope in ("agent", "tier"):
-        part = d.get(scope)
-        if part is None:
-            continue
-        if part["first"]:
-            lines.append(f"diff vs previous {scope} wake: first wake")
-            continue
-        t, b = part["tools"], part["blocks"]
-        lines.append(
-            f"diff vs previous {scope} wake {part['against']['wake_id'][:8]}: tools +{len(t['added'])} -{len(t['removed'])} ~{len(t['changed'])}"
-            + "".join(f" {k}={','.join(t[k])}" for k in ("added", "removed", "changed") if t[k])
-            + "; blocks " + ", ".join(f"{k}={','.join(v)}" for k, v in b.items() if v and k != "unchanged")
-        )
-    return lines
+    return [diff_line("agent", d.agent), diff_line("tier", d.tier)]
+
+
+def diff_line(scope: str, part: introspection.Diff) -> str:
+    if part.against is None:
+        return f"diff vs previous {scope} wake: first wake"
+    t, b = part.tools, part.blocks
+    return (
+        f"diff vs previous {scope} wake {part.against.wake_id[:8]}: tools +{len(t.added)} -{len(t.removed)} ~{len(t.changed)}"
+        + "".join(f" {k}={','.join(names)}" for k, names in (("added", t.added), ("removed", t.removed), ("changed", t.changed)) if names)
+        + "; blocks " + ", ".join(f"{k}={','.join(b.of(k))}" for k in b.KINDS if b.of(k) and k != "unchanged")
+    )
 
 
 def outcome(o: WakeOutcome) -> str:
@@ -114,31 +111,32 @@ def thinking_json(o: WakeOutcome) -> dict[str, Any]:
     }
 
 
-def row(r: Mapping[str, Any]) -> str:
+def row(record: introspection.WakeRecord) -> str:
+    r = record.columns()
     lines = [f"{k}: {_plain(v)}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
-    lines.append(f"active_tool_names: {', '.join(r['active_tool_names']) or '(none)'}")
+    lines.append(f"active_tool_names: {', '.join(record.active_tool_names) or '(none)'}")
     lines.append("tool_hashes:")
-    lines += [f"  {name:<24} {h}" for name, h in sorted(r["tool_hashes"].items())]
+    lines += [f"  {name:<24} {h}" for name, h in sorted(record.tool_hashes.items())]
     lines.append("blocks:")
-    for name, b in r["blocks"].items():
+    for name, b in record.blocks.items():
         reason = f"  ({b['reason']})" if b.get("reason") else ""
         lines.append(
             f"  {name:<16} {b['cache_tier']:<9} {b['retrieval']:<8} {b['result']:<8} {b['latency_ms']:8.2f} ms"
             f"  rows {b['rows']}  {b['hash'][:16]}{reason}"
         )
-    lines += diff_lines(r.get("diff"))
+    lines += diff_lines(record.diff)
     return "\n".join(lines)
 
 
-def ledger(rows: Sequence[Mapping[str, Any]]) -> str:
+def ledger(rows: Sequence[introspection.WakeSummary]) -> str:
     header = ("STARTED (UTC)", "AGENT", "TIER", "TRIGGER", "STATUS", "TOOLS", "DURATION", "COST", "ROOT", "WAKE")
     body = []
     for r in rows:
-        duration = f"{(r['finished_at'] - r['started_at']).total_seconds() * 1000:.0f} ms" if r["finished_at"] else "running"
+        duration = f"{(r.finished_at - r.started_at).total_seconds() * 1000:.0f} ms" if r.finished_at else "running"
         body.append((
-            f"{r['started_at'].astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", r["agent_id"], r["tier"], r["trigger"], r["status"],
-            f"{r['active_tools_count']}/{r['registry_tool_count']}", duration,
-            f"${r['cost_usd']:.4f}" if r.get("model") else "-", (r["manifest_root"] or "-")[:12], str(r["wake_id"])[:8],
+            f"{r.started_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", r.agent_id, r.tier, r.trigger, r.status,
+            f"{r.active_tools_count}/{r.registry_tool_count}", duration,
+            f"${r.cost_usd:.4f}" if r.model else "-", (r.manifest_root or "-")[:12], str(r.wake_id)[:8],
         ))
     return "\n".join(table(header, body, indent=""))
 
@@ -374,21 +372,21 @@ def arrival(blocks: Sequence[tuple[str, str | None]]) -> str:
                        for name, text in blocks)
 
 
-def verify_lines(r: Mapping[str, Any], recomputed: str, differences: Sequence[manifest.Difference]) -> list[str]:
-    lines = [f"stored root     {r['manifest_root']}", f"recomputed root {recomputed}  {'OK' if not differences else 'MISMATCH'}"]
+def verify_lines(r: introspection.WakeRecord, recomputed: str, differences: Sequence[manifest.Difference]) -> list[str]:
+    lines = [f"stored root     {r.manifest_root}", f"recomputed root {recomputed}  {'OK' if not differences else 'MISMATCH'}"]
     lines += [f"  {d.part}: {d.detail}" for d in differences]
-    lines.append(f"chain link {r['chain_seq']}  {r['chain']}" if r.get("chain") else "chain: not linked (open, or recorded before the chain)")
+    lines.append(f"chain link {r.chain_seq}  {r.chain}" if r.chain else "chain: not linked (open, or recorded before the chain)")
     return lines
 
 
-def live_lines(r: Mapping[str, Any], now: WakeOutcome) -> list[str]:
+def live_lines(r: introspection.WakeRecord, now: WakeOutcome) -> list[str]:
     """`wake verify --live`: the stored manifest against the sources and binding run now."""
     assert now.manifest is not None
-    stored_blocks = {n: b["hash"] for n, b in r["blocks"].items()}
+    stored_blocks = {n: b["hash"] for n, b in r.blocks.items()}
     changed_blocks = sorted(n for n in set(stored_blocks) | set(now.manifest.blocks) if stored_blocks.get(n) != now.manifest.blocks.get(n))
-    changed_tools = sorted(n for n in set(r["tool_hashes"]) | set(now.manifest.tools) if r["tool_hashes"].get(n) != now.manifest.tools.get(n))
+    changed_tools = sorted(n for n in set(r.tool_hashes) | set(now.manifest.tools) if r.tool_hashes.get(n) != now.manifest.tools.get(n))
     return [
-        f"live root       {now.manifest.root}  {'same' if now.manifest.root == r['manifest_root'] else 'differs'}",
+        f"live root       {now.manifest.root}  {'same' if now.manifest.root == r.manifest_root else 'differs'}",
         f"blocks that differ now: {', '.join(changed_blocks) or 'none'}",
         f"tools that differ now: {', '.join(changed_tools) or 'none'}",
         f"({now.note})",
@@ -407,8 +405,8 @@ def chain_lines(checks: Sequence[introspection.ChainCheck]) -> list[str]:
             continue
         lines.append(f"{c.agent_id}: BROKEN ({c.rows} link(s) stored); {head}")
         if c.broken is not None:
-            lines.append(f"  first broken row: wake {c.broken['wake_id']} (link {c.broken['chain_seq']}, {c.broken['status']}, "
-                         f"started {c.broken['started_at'].astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)")
+            lines.append(f"  first broken row: wake {c.broken.wake_id} (link {c.broken.chain_seq}, {c.broken.status}, "
+                         f"started {c.broken.started_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)")
         lines.append(f"  {c.why}")
     return lines
 

@@ -71,7 +71,7 @@ class Lease:
     redis: aioredis.Redis
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     # The rows left `started` that taking the lease closed `abandoned` (when asked to: `abandon`).
-    abandoned: list[dict[str, Any]] = field(default_factory=list)
+    abandoned: list[introspection.AbandonedRow] = field(default_factory=list)
 
     @property
     def key(self) -> str:

@@ -50,6 +50,7 @@ from typing import Any
 
 from ledgers import actions, context_events, introspection
 from ledgers.fences import StaleFence
+from ledgers.vocab import Status
 from surfaces.conversation import Conversation
 from surfaces.registry import Tool
 from wake import clock, logs, secrets
@@ -76,7 +77,7 @@ TEMPLATE_TOKENS_BASE = 32
 
 @dataclass(frozen=True, kw_only=True)
 class Thought:
-    status: str  # completed | halted | failed
+    status: Status  # completed | halted | failed (step 8's decisions add quiet)
     note: str
     error: str | None
     thinking: introspection.Thinking | None  # None: harness-only, nothing to record
@@ -281,7 +282,7 @@ class Loop:
         self.today_usd = await self.daily.spent_usd()
         if self.daily.reached(self.today_usd):
             return Thought(
-                status="halted", note=f"daily cost cap reached (${self.today_usd:.4f} of ${self.daily.cap_usd:.4f} today): no model call",
+                status=Status.halted, note=f"daily cost cap reached (${self.today_usd:.4f} of ${self.daily.cap_usd:.4f} today): no model call",
                 error=None, thinking=self.thinking("daily_cap"), final_text=None,
             )
         stop: str | None = None
@@ -309,7 +310,7 @@ class Loop:
             error = logs.redact_text(str(exc))
             same = f", the same error on {exc.same_error} of them" if exc.attempts > 1 else ""
             note = f"model call failed after {exc.attempts} attempt(s){same}; {self.attempts} request(s) in this wake"
-            return Thought(status="failed", note=note, error=error, thinking=self.thinking("error"), final_text=None)
+            return Thought(status=Status.failed, note=note, error=error, thinking=self.thinking("error"), final_text=None)
         except StaleFence:
             raise  # a newer holder exists: this wake writes nothing more
         except BaseException as exc:  # cancelled or crashed mid-loop: what was spent still goes on the row
@@ -324,7 +325,7 @@ class Loop:
             f" ${u.cost_usd:.6f}; stopped: {stop}{'; the summary was cut off at its token limit' if summary_cut else ''}"
         )
         final = (final + CUT_OFF) if final and cut else final
-        return Thought(status="completed", note=note, error=None, thinking=self.thinking(stop), final_text=final or None)
+        return Thought(status=Status.completed, note=note, error=None, thinking=self.thinking(stop), final_text=final or None)
 
     async def _tool_calls(self, calls: list[dict[str, Any]]) -> str | None:
         """Answer every call of one assistant turn (the API needs an answer to each); the stop
