@@ -47,6 +47,7 @@ from memory import config as memory_config
 from surfaces import names as surface_names
 from surfaces.context import RecallSettings, ToolSettings
 from wake.errors import ConfigError
+from wake.mcp_config import SERVER_NAME, McpServerConfig
 
 TIERS: tuple[str, ...] = ("whisper", "surface", "full")
 ENV_PREFIX = "WAKE_"
@@ -133,6 +134,15 @@ class ToolsConfig(_Model):
     # Surface names beyond the built-in ones that operator tools may declare and tiers may bind.
     surfaces: tuple[str, ...] = ()
     entry_points: bool = True
+    mcp: dict[str, McpServerConfig] = {}  # [tools.mcp.<server>]: MCP servers (wake/mcp_config.py)
+
+    @field_validator("mcp")
+    @classmethod
+    def _mcp_names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in value:
+            if not SERVER_NAME.match(name):
+                raise _KeyError((name,), "expected a server name of lowercase letters, digits and - (no _), at most 32 characters")
+        return value
 
 
 class ProbesConfig(_Model):
@@ -582,6 +592,7 @@ class Config(_Model):
             if name in BUILTIN_SOURCES | OPERATOR_SOURCES or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
                 raise _KeyError(("sql_sources", name), "expected a name of lowercase letters, digits and _ that is not a built-in source")
         surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
+        self._mcp_surfaces(surfaces)
         for agent_id, agent in self.agents.items():
             if agent.settled_state_source is not None and agent.settled_state_source not in self.sql_sources:
                 raise _KeyError(
@@ -592,6 +603,15 @@ class Config(_Model):
             for tier_name, tier in agent.tiers.items():
                 self._tier_references(agent_id, agent, tier_name, tier, surfaces)
         return self
+
+    def _mcp_surfaces(self, surfaces: frozenset[str]) -> None:
+        for server, conf in self.tools.mcp.items():
+            for glob, declared in conf.surfaces.items():
+                unknown = [s for s in declared if s not in surfaces]
+                if unknown:
+                    where = ("tools", "mcp", server, "surfaces", glob)
+                    known = ", ".join(sorted(surfaces))
+                    raise _KeyError(where, f"unknown surface {unknown[0]!r}; expected one of {known} (declare new ones in tools.surfaces)")
 
     def _tier_references(self, agent_id: str, agent: AgentConfig, tier_name: str, tier: TierConfig, surfaces: set[str] | frozenset[str]) -> None:
         where = ("agents", agent_id, "tiers", tier_name)

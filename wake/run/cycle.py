@@ -38,6 +38,7 @@ from wake.config import Config
 from wake.context import MemoryState, WakeContext, WakeRequest
 from wake.observe import metrics
 from wake.run import deliver
+from wake.run import mcp as mcp_tools
 from wake.run.session import Session
 from wake.stores import Stores, lease
 from wake.think import client as model
@@ -202,6 +203,8 @@ async def run_wake(
     try:
         memory_state = await open_memory(config, stores, request, started_at, dry_run=dry_run)
         binding = bind(registry, config, agent_id, tier, halted=memory_state.halt is not None)
+        vetted = await mcp_tools.vet(stores, registry, binding, tier_conf.binds, started_at, record=not dry_run)  # MCP pins
+        binding = vetted.binding
         bound.info("bind.done", tools=[t.name for t in binding], bound=len(binding), registry=len(registry))
         tool_hashes = {t.name: manifest.tool_hash(t) for t in binding}
         async with stores.pg_conn() as conn:
@@ -211,7 +214,8 @@ async def run_wake(
             previous_tier=previous_tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
         )
         blocks, ctx = await arrive(
-            ctx, source_list if source_list is not None else tier_sources(config, agent_id, tier), tier_conf.source_timeout_ms / 1000
+            ctx, [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted)],
+            tier_conf.source_timeout_ms / 1000,
         )
         wake_diff = ctx.diff
         mani = manifest.of_hashes(agent_id, tier, {b.name: manifest.sha256_text(b.text) for b in blocks}, tool_hashes)
