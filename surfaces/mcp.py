@@ -188,6 +188,24 @@ class Server:
         self._stop = asyncio.Event()
         self._settled = asyncio.Event()  # the first start ended: ready or failed
         self._wake = asyncio.Event()  # re-list now (list_changed), or the session died
+        self._changed = asyncio.Event()  # set (and replaced) on every state change and listing
+
+    def _note(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def until(self, predicate: Callable[[Server], bool], timeout_s: float) -> bool:
+        """Wait, at most `timeout_s`, for the server to reach a state `predicate` accepts."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate(self):
+            changed = self._changed
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), left)
+        return True
 
     async def open(self) -> None:
         """Start the server and wait until it is ready or has failed (bounded by its timeouts)."""
@@ -241,16 +259,20 @@ class Server:
                 await self._list()
                 self.state, self.reason, ready = "ready", None, True
                 self._settled.set()
+                self._note()
                 await self._serve(client)
-        except DeclarationError as exc:
-            self.declaration_error, self.reason = exc, str(exc)
         except Exception as exc:  # the server, its transport or the SDK: all end this session
-            self.reason = _reason(exc)
+            leaf = _leaf(exc)  # anyio's task groups wrap what was raised inside them
+            if isinstance(leaf, DeclarationError):
+                self.declaration_error, self.reason = leaf, str(leaf)
+            else:
+                self.reason = _reason(exc)
         finally:
             self._client, self.tools = None, {}
             if not self._stop.is_set():
                 self.state = "failed"
                 self.reason = self.reason or "the session ended"
+            self._note()
         return ready
 
     async def _serve(self, client: Any) -> None:
@@ -301,6 +323,7 @@ class Server:
                     break
         self.tools = build_tools(self.spec, listed, self.server_version or "", self._handler, self._check)
         self.known = tuple(sorted(self.tools))
+        self._note()
 
     def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         spec = self.spec
@@ -363,10 +386,15 @@ async def _with_client(stack: contextlib.AsyncExitStack, http: Any, url: str, co
         yield streams
 
 
-def _reason(exc: BaseException) -> str:
-    """An exception as one line; an exception group (anyio's) as its first leaf."""
+def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as one line; an exception group (anyio's) as its first leaf."""
+    exc = _leaf(exc)
     text = " ".join(str(exc).split())
     if isinstance(exc, TimeoutError) and not text:
         text = "timed out"

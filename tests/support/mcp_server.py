@@ -1,6 +1,6 @@
 """An MCP server of our own on the SDK's server API, for the tests: it can be told to change a
-description between runs, crash mid-call, hang, return 5 MB, emit tools/list_changed or collide on
-a name. `python -m tests.support.mcp_server [--http PORT] [--state DIR] [--collide]`.
+description between runs, crash mid-call, hang, return 5 MB, emit tools/list_changed, collide on
+a name or list a name too long. `python -m tests.support.mcp_server [--http PORT] [--state DIR] [--collide] [--long]`.
 
 `--state DIR` holds what a test changes between runs and what the server leaves for it to see:
 `description` (the echo tool's description, read at every listing), `cancelled` (written when a
@@ -71,7 +71,10 @@ class Behaviours:
         return "grew"
 
 
-def build(state: Path | None, collide: bool) -> MCPServer:
+LONG_NAME = "a_tool_whose_name_is_long_enough_to_overflow"  # 44 characters: over 64 once namespaced by a long server name
+
+
+def build(state: Path | None, collide: bool, long: bool = False) -> MCPServer:
     server = MCPServer("wake-test", version="1.0.0")
     b = Behaviours(server, state)
     server.add_tool(b.echo, name="echo", description=b.description(), annotations=READ_ONLY)
@@ -83,6 +86,8 @@ def build(state: Path | None, collide: bool) -> MCPServer:
     if collide:
         server.add_tool(lambda: "dotted", name="get.item", description="A dotted name.", annotations=READ_ONLY)
         server.add_tool(lambda: "underscored", name="get_item", description="The same name once namespaced.", annotations=READ_ONLY)
+    if long:
+        server.add_tool(lambda: "long", name=LONG_NAME, description="A name too long once namespaced.", annotations=READ_ONLY)
     return server
 
 
@@ -91,8 +96,9 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=None)
     parser.add_argument("--state", type=Path, default=None)
     parser.add_argument("--collide", action="store_true")
+    parser.add_argument("--long", action="store_true")
     args = parser.parse_args()
-    server = build(args.state, args.collide)
+    server = build(args.state, args.collide, args.long)
     if args.http is not None:
         asyncio.run(server.run_streamable_http_async(host="127.0.0.1", port=args.http))
     else:

@@ -55,7 +55,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     """Check the config, each store's reachability and latency, the schema and the versions.
 
     Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured, a tier's
-    instructions file or pre-check, a webhook's secret) fails.
+    instructions file or pre-check, a webhook's secret, an MCP server that cannot start) fails.
     """
     config = ctx.config
     checks = run_async(lambda: doctor.run(config))

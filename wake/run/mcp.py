@@ -135,23 +135,31 @@ async def vet(
         if v.new_finding:
             log.warning("mcp.declaration_changed", server=v.server, tool=v.tool, finding=v.finding_id, bound=v.bind)
     held_back = {v.name for v in verdicts if not v.bind} | ({t.name for t in mcp_bound} if error else set())
-    unbound = {s["server"]: _would_hold(s, hub, binds) for s in servers if s["state"] != "ready"}
+    down = [s for s in servers if s["state"] != "ready"]
+    pinned: dict[str, list[str]] = {}
+    if down and error is None:
+        with contextlib.suppress(Exception):  # the names are a courtesy; the block fails the server either way
+            async with stores.pg_conn() as conn:
+                for (server, _), pin in sorted((await tool_pins.pins_of(conn, [s["server"] for s in down])).items()):
+                    pinned.setdefault(server, []).append(pin["name"])
+    unbound = {s["server"]: _would_hold(s, hub, binds, pinned.get(s["server"], [])) for s in down}
     return Vetted(
         binding=[t for t in binding if t.name not in held_back], verdicts=verdicts, servers=servers,
         unbound={k: v for k, v in unbound.items() if v}, error=error,
     )
 
 
-def _would_hold(state: dict[str, Any], hub: mcp.Hub, binds: Sequence[str]) -> list[str]:
-    """The tools of a server that is not ready which this tier would hold: those it listed last,
-    whose configured surfaces meet the tier's binds (a server never listed: its known names)."""
+def _would_hold(state: dict[str, Any], hub: mcp.Hub, binds: Sequence[str], pinned: Sequence[str]) -> list[str]:
+    """The tools of a server that is not ready which this tier would hold, when its configured
+    surfaces meet the tier's binds: those it listed last in this process, else those pinned (a
+    server never seen: `<server>__*`)."""
     from surfaces.registry import surface_meets
 
     spec = next(s for s in hub.specs if s.name == state["server"])
     declared = {s for _, surfaces in spec.surfaces for s in surfaces}
     if not any(surface_meets(b, s) for b in binds for s in declared):
         return []
-    return list(state["tools"]) or [f"{spec.name}__*"]
+    return list(state["tools"]) or list(pinned) or [f"{spec.name}__*"]
 
 
 def _render(v: Vetted) -> Found:
