@@ -50,7 +50,7 @@ class ServerSpec:
     name: str
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # may carry credentials
     cwd: Path | None = None
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
