@@ -178,15 +178,37 @@ def operator_checks(config: Config) -> list[Check]:
     return checks
 
 
+async def _mcp(config: Config) -> list[Check]:
+    """Each MCP server, started, listed and closed: ready with its tools, or why not. A server
+    that cannot start fails the check (its tools would not be bound)."""
+    if not config.tools.mcp:
+        return []
+    from surfaces.registry import DeclarationError
+    from wake.errors import WakeError
+    from wake.run import mcp, session
+
+    registry = session.build_registry(config)
+    try:
+        async with mcp.opened(config, registry, keep_alive=False) as hub:
+            states = hub.states() if hub is not None else []
+    except (WakeError, DeclarationError) as exc:
+        return [Check(check="mcp", status="fail", detail=str(exc))]
+    return [
+        Check(check=f"mcp:{s['server']}", status="ok", detail=f"{s['transport']}, {len(s['tools'])} tools, version {s['version']}, pin {s['pin']}")
+        if s["state"] == "ready" else Check(check=f"mcp:{s['server']}", status="fail", detail=f"{s['transport']}: {s['reason']}")
+        for s in states
+    ]
+
+
 async def run(config: Config) -> list[Check]:
     config_check = Check(
         check="config",
         status="ok",
         detail=f"{config.path} ({len(config.agents)} agent{'s' if len(config.agents) != 1 else ''}, sha256 {config.config_hash()[:12]})",
     )
-    pg, rd, neo = await asyncio.gather(_postgres(config), _redis(config), _neo4j(config))
+    pg, rd, neo, servers = await asyncio.gather(_postgres(config), _redis(config), _neo4j(config), _mcp(config))
     state = Check(check="state_dir", status="info", detail=str(config.state_dir_path()), required=False)
-    return [config_check, state, *pg, rd, *neo, *operator_checks(config), *_versions()]
+    return [config_check, state, *pg, rd, *neo, *servers, *operator_checks(config), *_versions()]
 
 
 def healthy(checks: list[Check]) -> bool:

@@ -18,7 +18,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import controls, doctor, ledger, memory, migrate, remote, render, workspace
+from wake.cli import controls, doctor, ledger, memory, migrate, remote, render, tools, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     AGENT_ID,
@@ -45,6 +45,7 @@ engines_cli.register(cli)
 controls.register(cli)
 workspace.register(cli)
 memory.register(cli)
+tools.register(cli)
 cli.add_command(logread.logs_command)
 
 
@@ -55,7 +56,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     """Check the config, each store's reachability and latency, the schema and the versions.
 
     Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured, a tier's
-    instructions file or pre-check, a webhook's secret) fails.
+    instructions file or pre-check, a webhook's secret, an MCP server that cannot start) fails.
     """
     config = ctx.config
     checks = run_async(lambda: doctor.run(config))
@@ -291,8 +292,14 @@ async def _walk_chains(config: Any, agent_id: str | None) -> list[introspection.
 @click.option("--json", "as_json", is_flag=True, help="Print the capability map as JSON.")
 @pass_ctx
 def registry_cmd(ctx: Context, as_json: bool) -> None:
-    """The capability map: every tool, its surfaces, which tiers bind it, counts, inert declarations."""
+    """The capability map: every tool, its surfaces, which tiers bind it, counts, inert declarations.
+    MCP servers are started to list their tools (and closed); each MCP tool shows its server, pin
+    policy and pin state (pinned, changed, unpinned; unknown without PostgreSQL)."""
     config = ctx.config
+    if config.tools.mcp:
+        report = run_async(lambda: tools.registry_report(config))
+        click.echo(render.to_json(report) if as_json else tools.render_report(report))
+        return
     try:
         registry = session.build_registry(config)
     except WakeError as exc:

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from ledgers.vocab import Tier
 from memory import config as memory_config
 from surfaces.context import RecallSettings, ToolSettings
+from wake.config.mcp import SERVER_NAME, McpServerConfig
 from wake.config.values import _Model, check_http_url, clip, parse_duration_s, parse_listen
 from wake.errors import KeyProblem
 
@@ -90,6 +91,15 @@ class ToolsConfig(_Model):
     # Surface names beyond the built-in ones that operator tools may declare and tiers may bind.
     surfaces: tuple[str, ...] = ()
     entry_points: bool = True
+    mcp: dict[str, McpServerConfig] = {}  # [tools.mcp.<server>]: MCP servers (wake/config/mcp.py)
+
+    @field_validator("mcp")
+    @classmethod
+    def _mcp_names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in value:
+            if not SERVER_NAME.match(name):
+                raise KeyProblem((name,), "expected a server name of lowercase letters, digits and - (no _), at most 32 characters")
+        return value
 
 
 class ProbesConfig(_Model):

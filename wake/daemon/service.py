@@ -157,7 +157,7 @@ class Daemon:
 
     async def run(self) -> int:
         """Run until SIGTERM/SIGINT, then drain; returns the exit status (0 after a clean drain)."""
-        async with session.open_session(self.config) as s:
+        async with session.open_session(self.config, keep_alive=True) as s:
             self.session = s
             st = s.stores
             await self._close_abandoned_at_start()
@@ -586,6 +586,10 @@ class Daemon:
             self.notifier.status(f"reload failed, old config kept: {exc}; " + self.status_text())
             return False
         restart_only = [k for k in ("postgres", "redis", "neo4j", "state_dir") if getattr(new, k) != getattr(self.config, k)]
+        if new.tools.mcp != self.config.tools.mcp:  # the running sessions are the old config's
+            restart_only.append("tools.mcp")
+        if self.session is not None:
+            registry.attached.extend(self.session.registry.attached)  # the MCP servers stay open across a reload
         if restart_only:
             log.warning("daemon.reload_needs_restart", keys=restart_only)
         self.config = new

@@ -35,6 +35,7 @@ from wake.config import Config
 from wake.context import WakeContext, WakeRequest
 from wake.errors import StoreUnavailable
 from wake.observe import metrics
+from wake.run import mcp as mcp_tools
 from wake.run import settle
 from wake.run.session import Session
 from wake.think import client as model
@@ -142,6 +143,8 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: m
     memory_state = await memory.open_memory(config, stores, request, started_at, dry_run=dry_run)
     # 5. the binding
     p.binding = bind(registry, config, agent_id, tier, halted=memory_state.halt is not None)
+    vetted = await mcp_tools.vet(stores, registry, p.binding, config.tier(agent_id, tier).binds, started_at, record=not dry_run)  # MCP pins
+    p.binding = vetted.binding
     p.log.info("bind.done", tools=[t.name for t in p.binding], bound=len(p.binding), registry=len(registry))
     tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
     async with stores.pg_conn() as conn:
@@ -151,7 +154,7 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: m
         previous_tier=previous.tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
     )
     # 4b. the arrival, and 7a. the diff it carries
-    chosen = source_list if source_list is not None else tier_sources(config, agent_id, tier)
+    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted)]
     p.blocks, ctx = await arrive(ctx, chosen, ctx.tier_config.source_timeout_ms / 1000)
     p.diff = ctx.diff
     # 6. the manifest, and the row it completes

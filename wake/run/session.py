@@ -77,12 +77,28 @@ async def prepare_schema(st: stores.Stores) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_session(config: Config, *, neo4j: bool = True) -> AsyncIterator[Session]:
+async def open_session(config: Config, *, neo4j: bool = True, keep_alive: bool = False) -> AsyncIterator[Session]:
+    """`keep_alive` (the daemon): MCP servers are restarted when they die and re-listed when
+    their tools change; otherwise they are opened for this session and closed with it."""
     registry = build_registry(config)
     async with stores.connected(config, neo4j=neo4j) as st:
         await prepare_schema(st)
-        models = model.Client()
-        try:
-            yield Session(config=config, stores=st, registry=registry, models=models)
-        finally:
-            await models.aclose()
+        async with opened_mcp(config, registry, keep_alive=keep_alive):
+            models = model.Client()
+            try:
+                yield Session(config=config, stores=st, registry=registry, models=models)
+            finally:
+                await models.aclose()
+
+
+@contextlib.asynccontextmanager
+async def opened_mcp(config: Config, registry: Registry, *, keep_alive: bool) -> AsyncIterator[None]:
+    """The configured MCP servers, started on the registry (a declaration problem is a
+    `RegistryError`, exit 70, with every server closed)."""
+    from wake.run import mcp
+
+    try:
+        async with mcp.opened(config, registry, keep_alive=keep_alive):
+            yield
+    except DeclarationError as exc:
+        raise RegistryError(f"tool registry: {exc}") from exc
