@@ -122,10 +122,10 @@ async def arrival(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[tuple[st
 GENESIS = "0" * 64
 
 
-def chain_of(previous: str, root: str | None) -> str:
-    """One link: sha256(previous link || manifest root), both as hex text; a row without a
-    manifest contributes the empty string."""
-    return hashlib.sha256((previous + (root or "")).encode("ascii")).hexdigest()
+def chain_of(previous: str, root: str | None, transcript: str | None = None) -> str:
+    """One link: sha256(previous link || manifest root || transcript root), as hex text; a row
+    without a manifest or without a transcript contributes the empty string for it."""
+    return hashlib.sha256((previous + (root or "") + (transcript or "")).encode("ascii")).hexdigest()
 
 
 async def link(conn: asyncpg.Connection, agent_id: str, wake_id: uuid.UUID) -> str | None:
@@ -137,7 +137,7 @@ async def link(conn: asyncpg.Connection, agent_id: str, wake_id: uuid.UUID) -> s
     head = await conn.fetchrow(_sql("chain_head_lock"), agent_id, GENESIS, wake_id)
     if head is None or not head["linkable"]:
         return None
-    seq, value = int(head["seq"]) + 1, chain_of(head["chain"], head["manifest_root"])
+    seq, value = int(head["seq"]) + 1, chain_of(head["chain"], head["manifest_root"], head["transcript_root"])
     if await conn.fetchval(_sql("chain_link"), wake_id, seq, value, agent_id) is None:
         return None
     return value
@@ -174,7 +174,7 @@ def walk(agent_id: str, rows: list[dict[str, Any]], head: tuple[int, str] | None
         if row["chain_seq"] != seq + 1:
             return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=row,
                               why=f"link {seq + 1} is missing: the row before this one was removed or renumbered")
-        expected = chain_of(previous, row["manifest_root"])
+        expected = chain_of(previous, row["manifest_root"], row.get("transcript_root"))
         if row["chain"] != expected:
             return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=row,
                               why=f"its link is {row['chain']}, its root and the link before it give {expected}")
