@@ -157,3 +157,27 @@ def audit(stored: Stored, row: Mapping[str, Any]) -> list[tuple[str, str]]:
     if recomputed != row.get("transcript_root"):
         problems.append(("transcript root", f"the row's transcript root is {row.get('transcript_root')}; its records give {recomputed}"))
     return problems
+
+
+def as_dict(stored: Stored, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The transcript as data (`wake show --transcript --json`, the MCP server): each message with
+    its stored body decoded, each call with its arguments and its answer's text."""
+    messages: list[dict[str, Any]] = []
+    texts: dict[int, str | None] = {}
+    for m, _, body in stored.messages:
+        decoded: dict[str, Any] = json.loads(body) if body is not None else {}
+        texts[m.seq] = decoded.get("content") if body is not None else None
+        messages.append({
+            "seq": m.seq, "turn": m.turn, "role": m.role, "content": decoded.get("content"),
+            **{k: decoded[k] for k in ("tool_calls", "tool_call_id") if k in decoded},
+            "chars": m.chars, "cut": m.cut, "sha256": m.sha256, "stored": body is not None,
+        })
+    calls = [
+        {"seq": c.seq, "turn": c.turn, "call_id": c.call_id, "tool": c.tool, "arguments": body, "answer_seq": c.answer_seq,
+         "answer": texts.get(c.answer_seq), "outcome": c.outcome, "ok": c.outcome == "ok", "latency_ms": c.latency_ms}
+        for c, _, body in stored.calls
+    ]
+    return {
+        "wake_id": str(row["wake_id"]), "agent_id": row["agent_id"], "tier": row["tier"], "status": row["status"],
+        "transcript_root": row.get("transcript_root"), "messages": messages, "calls": calls,
+    }
