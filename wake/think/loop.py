@@ -11,7 +11,8 @@ Each turn sends the conversation with the bound tools. Every tool call is checke
 Handlers run under `think.tool_timeout_s`; an exception is answered as a tool error, never a
 crash (except a stale fence: a newer holder exists and this wake must stop writing). Results are
 cut to `think.tool_result_max_chars` with a marker. A successful call of a tool declared
-`mutates` is recorded in `last_actions` in the wake's fenced transaction.
+`mutates` is recorded in `last_actions` in the wake's fenced transaction. Every message and every
+call, with its outcome and latency, goes to the wake's transcript (`wake.think.transcript`).
 
 The loop ends when the model answers without a tool call (`done`; `truncated` when that answer
 hit its token limit), or when a budget is spent; then one last call asks for the summary with no
