@@ -18,7 +18,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import actions, controls, doctor, ledger, memory, migrate, remote, render, workspace
+from wake.cli import actions, controls, doctor, ledger, mcp_serve, memory, migrate, remote, render, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     Context,
@@ -45,6 +45,7 @@ controls.register(cli)
 workspace.register(cli)
 memory.register(cli)
 actions.register(cli)
+mcp_serve.register(cli)
 cli.add_command(logread.logs_command)
 
 
