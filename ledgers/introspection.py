@@ -237,10 +237,10 @@ async def arrival(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[tuple[st
 GENESIS = "0" * 64
 
 
-def chain_of(previous: str, root: str | None) -> str:
-    """One link: sha256(previous link || manifest root), both as hex text; a row without a
-    manifest contributes the empty string."""
-    return hashlib.sha256((previous + (root or "")).encode("ascii")).hexdigest()
+def chain_of(previous: str, root: str | None, transcript: str | None = None) -> str:
+    """One link: sha256(previous link || manifest root || transcript root), as hex text; a row
+    without a manifest or without a transcript contributes the empty string for it."""
+    return hashlib.sha256((previous + (root or "") + (transcript or "")).encode("ascii")).hexdigest()
 
 
 async def link(conn: asyncpg.Connection, agent_id: str, wake_id: uuid.UUID) -> str | None:
@@ -252,7 +252,7 @@ async def link(conn: asyncpg.Connection, agent_id: str, wake_id: uuid.UUID) -> s
     head = await conn.fetchrow(_sql("chain_head_lock"), agent_id, GENESIS, wake_id)
     if head is None or not head["linkable"]:
         return None
-    seq, value = int(head["seq"]) + 1, chain_of(head["chain"], head["manifest_root"])
+    seq, value = int(head["seq"]) + 1, chain_of(head["chain"], head["manifest_root"], head["transcript_root"])
     if await conn.fetchval(_sql("chain_link"), wake_id, seq, value, agent_id) is None:
         return None
     return value
@@ -273,11 +273,12 @@ class ChainRow:
     manifest_root: str | None
     status: Status
     started_at: dt.datetime
+    transcript_root: str | None = None  # a row with a transcript links it too (docs/ledger.md)
 
     @classmethod
     def from_row(cls, r: asyncpg.Record) -> Self:
         return cls(wake_id=r["wake_id"], chain_seq=r["chain_seq"], chain=r["chain"], manifest_root=r["manifest_root"],
-                   status=Status(r["status"]), started_at=r["started_at"])
+                   status=Status(r["status"]), started_at=r["started_at"], transcript_root=r["transcript_root"])
 
 
 async def chain_rows(conn: asyncpg.Connection, agent_id: str) -> list[ChainRow]:
@@ -306,7 +307,7 @@ def walk(agent_id: str, rows: Sequence[ChainRow], head: tuple[int, str] | None) 
         if row.chain_seq != seq + 1:
             return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=row,
                               why=f"link {seq + 1} is missing: the row before this one was removed or renumbered")
-        expected = chain_of(previous, row.manifest_root)
+        expected = chain_of(previous, row.manifest_root, row.transcript_root)
         if row.chain != expected:
             return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=row,
                               why=f"its link is {row.chain}, its root and the link before it give {expected}")
@@ -395,6 +396,7 @@ class WakeRecord:
     chain: str | None
     arrival_order: list[str]
     peak_pressure: float | None
+    transcript_root: str | None  # the root over the wake's recorded conversation (ledgers.transcripts), linked into the chain
 
     @classmethod
     def from_row(cls, r: asyncpg.Record | Mapping[str, Any]) -> Self:
@@ -408,7 +410,7 @@ class WakeRecord:
             cached_tokens=r["cached_tokens"], cost_usd=r["cost_usd"], turns=r["turns"], tool_calls=r["tool_calls"], refusals=r["refusals"],
             stop_reason=r["stop_reason"], final_text=r["final_text"], escalation_cause=r["escalation_cause"],
             unchecked_absence_claims=r["unchecked_absence_claims"], chain_seq=r["chain_seq"], chain=r["chain"],
-            arrival_order=list(r["arrival_order"]), peak_pressure=r["peak_pressure"],
+            arrival_order=list(r["arrival_order"]), peak_pressure=r["peak_pressure"], transcript_root=r["transcript_root"],
         )
 
     def columns(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ledgers import introspection, retractions, schema
+from ledgers import introspection, retractions, schema, transcripts
 from ledgers import probes as probes_ledger
 from ledgers.vocab import GOOD, Status, Tier
 from surfaces import capability, probe
@@ -18,7 +18,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import controls, doctor, ledger, memory, migrate, remote, render, tools, workspace
+from wake.cli import actions, controls, doctor, ledger, mcp_serve, memory, migrate, remote, render, tools, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     AGENT_ID,
@@ -46,6 +46,8 @@ controls.register(cli)
 workspace.register(cli)
 memory.register(cli)
 tools.register(cli)
+actions.register(cli)
+mcp_serve.register(cli)
 cli.add_command(logread.logs_command)
 
 
@@ -158,17 +160,27 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
 @click.argument("wake_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the row as JSON.")
 @click.option("--arrival", is_flag=True, help="Print the arrival the wake saw, block by block, from the stored texts.")
+@click.option("--transcript", "show_transcript", is_flag=True, help="Print the conversation as the model saw it: every message, call and answer.")
 @pass_ctx
-def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool) -> None:
+def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool, show_transcript: bool) -> None:
     """Show everything recorded about one wake (an id or a unique prefix)."""
     config = ctx.config
+    if arrival and show_transcript:
+        raise click.UsageError("give --arrival or --transcript, not both")
 
     async def body() -> Any:
         async with ledger_conn(config) as conn:
             found = await resolve_wake(conn, wake_id)
+            if show_transcript:
+                row = await introspection.get(conn, found)
+                assert row is not None
+                return transcripts.as_dict(await transcripts.read(conn, found), row.columns())
             return await introspection.arrival(conn, found) if arrival else await introspection.get(conn, found)
 
     got = run_async(body)
+    if show_transcript:
+        click.echo(render.to_json(got) if as_json else render.transcript(got))
+        return
     if arrival:
         click.echo(render.to_json([{"name": n, "text": t} for n, t in got]) if as_json else render.arrival(got))
         return
@@ -255,12 +267,13 @@ def verify_cmd(ctx: Context, wake_id: str | None, live: bool, check_chain: bool,
                 row = await introspection.get(conn, await resolve_wake(conn, wake_id))
                 assert row is not None
                 stored = await introspection.contents(conn, [b["hash"] for b in row.blocks.values()] + list(row.tool_hashes.values()))
+                said = await transcripts.read(conn, row.wake_id)
             now = None
             if live:
                 now = await cycle.run_wake(s, WakeRequest(agent_id=row.agent_id, tier=row.tier), dry_run=True)
-            return row, stored, now
+            return row, stored, said, now
 
-    row, stored, now = run_async(body)
+    row, stored, said, now = run_async(body)
     if row.manifest_root is None:
         click.echo(f"wake {row.wake_id} has no manifest (status {row.status})")
         sys.exit(1)
@@ -272,7 +285,9 @@ def verify_cmd(ctx: Context, wake_id: str | None, live: bool, check_chain: bool,
     if row.active_tools_count != len(row.tool_hashes):
         counted = f"the row counts {row.active_tools_count}; it has {len(row.tool_hashes)} tool hashes"
         differences.append(manifest.Difference("tool count", counted))
+    differences += [manifest.Difference(part, detail) for part, detail in transcripts.audit(said, row.columns())]
     click.echo("\n".join(render.verify_lines(row, recomputed, differences)))
+    click.echo(render.transcript_line(said, row.columns()))
     if legacy:
         click.echo("(recorded before block texts and tools were stored: only the root is recomputed, from the row's hashes)")
     if now is not None:

@@ -12,7 +12,8 @@ from decimal import Decimal
 from typing import Any
 
 from codecheck import workspace
-from ledgers import controls, introspection, memory_ledger
+from ledgers import actions as actions_ledger
+from ledgers import controls, introspection, memory_ledger, queries, transcripts
 from ledgers import outbox as outbox_ledger
 from ledgers import probes as probes_ledger
 from ledgers import rows as ledger_rows
@@ -27,6 +28,10 @@ from wake.witness import manifest
 def _default(value: Any) -> Any:
     if isinstance(value, ledger_rows.Row):  # a ledger record: its columns, in its query's order
         return dict(ledger_rows.fields(value))
+    if isinstance(value, introspection.WakeRecord | introspection.WakeSummary):  # the wake row: its columns, the diff as stored
+        return value.columns()
+    if isinstance(value, introspection.WakeDiff):
+        return value.as_json()
     if isinstance(value, dt.datetime):
         return value.isoformat()
     if isinstance(value, Decimal):  # money (numeric columns): a JSON number, as `wake up --json` prints it
@@ -507,3 +512,48 @@ def memory_audit(v: Mapping[str, Any]) -> list[str]:
     ]
     out.append("HALT open: the agent's wakes make no model call until `wake memory ack` or `wake memory revert`" if v["halted"] else "no HALT open")
     return out
+
+
+def transcript(t: Mapping[str, Any]) -> str:
+    """`wake show --transcript`: the conversation as the model saw it, each call under the turn
+    that made it, each answer with the call it answers."""
+    head = f"wake {t['wake_id']}  agent {t['agent_id']}  tier {t['tier']}  status {t['status']}"
+    if not t["messages"]:
+        return head + "\n(no transcript: this wake sent nothing to a model)"
+    calls = {(c["turn"], c["call_id"]): c for c in t["calls"]}
+    by_answer = {c["answer_seq"]: c for c in t["calls"]}
+    lines = [head, f"{len(t['messages'])} messages, {len(t['calls'])} tool calls; transcript root {t['transcript_root']}"]
+    for m in t["messages"]:
+        answered = by_answer.get(m["seq"])
+        title = f"{m['role']} (turn {m['turn']})" if answered is None else (
+            f"tool answer to {answered['call_id']} {answered['tool']}: {answered['outcome']}, {answered['latency_ms']:g} ms"
+        )
+        cut = f"  [cut: {m['chars']} characters in all]" if m["cut"] else ""
+        lines += ["", f"### {m['seq']} {title}{cut}"]
+        if not m["stored"]:
+            lines.append("(its body is not stored)")
+            continue
+        if m["content"]:
+            lines.append(m["content"])
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            c = calls.get((m["turn"], call.get("id")))
+            outcome = f"  -> {c['outcome']} (answer {c['answer_seq']})" if c is not None else ""
+            lines.append(f"call {call.get('id')}: {fn.get('name')} {fn.get('arguments')}{outcome}")
+    return "\n".join(lines)
+
+
+def actions(rows: Sequence[actions_ledger.Action], total: int, since: dt.datetime) -> list[str]:
+    """`wake actions`: the confirmed mutating actions, newest first, with the exact total."""
+    if not rows:
+        return [f"no confirmed actions since {_utc(since)} UTC"]
+    body = [(_utc(r.acted_at), r.surface, r.tool, str(r.wake_id)[:8] if r.wake_id else None, r.fence, r.summary) for r in rows]
+    return [*table(("ACTED (UTC)", "SURFACE", "TOOL", "WAKE", "FENCE", "SUMMARY"), body, indent=""),
+            f"{len(rows)} of {queries.count_text(total)} since {_utc(since)} UTC"]
+
+
+def transcript_line(said: transcripts.Stored, r: Mapping[str, Any]) -> str:
+    """`wake verify`: what of the transcript was checked."""
+    if said.empty:
+        return "transcript: none (this wake sent nothing to a model)" if r.get("transcript_root") is None else "transcript: its records are missing"
+    return f"transcript root {r.get('transcript_root')}  ({len(said.messages)} messages, {len(said.calls)} tool calls, each body rehashed)"

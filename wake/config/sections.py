@@ -184,6 +184,9 @@ class ThinkConfig(_Model):
     # The same call (name and arguments) may run this many times in one wake; one more trips it.
     max_repeat_calls: int = Field(3, ge=1)
     summary_max_tokens: int = Field(512, ge=16)
+    # The transcript stores each message and each call's arguments up to this many characters
+    # (the arrival's messages whole), cut with a marker that states the cap.
+    transcript_max_chars: int = Field(65_536, ge=1000)
 
 
 class EscalationRule(_Model):

@@ -11,7 +11,8 @@ Each turn sends the conversation with the bound tools. Every tool call is checke
 Handlers run under `think.tool_timeout_s`; an exception is answered as a tool error, never a
 crash (except a stale fence: a newer holder exists and this wake must stop writing). Results are
 cut to `think.tool_result_max_chars` with a marker. A successful call of a tool declared
-`mutates` is recorded in `last_actions` in the wake's fenced transaction.
+`mutates` is recorded in `last_actions` in the wake's fenced transaction. Every message and every
+call, with its outcome and latency, goes to the wake's transcript (`wake.think.transcript`).
 
 The loop ends when the model answers without a tool call (`done`; `truncated` when that answer
 hit its token limit), or when a budget is spent; then one last call asks for the summary with no
@@ -60,6 +61,7 @@ from wake.context import WakeContext
 from wake.errors import ModelError
 from wake.observe import metrics
 from wake.think import budget, prompt, structured
+from wake.think import transcript as transcripts
 from wake.think.client import Client, Reply
 from wake.think.pressure import Pressure, summary_body
 
@@ -115,8 +117,8 @@ def _as_text(result: Any) -> str:
     return result if isinstance(result, str) else json.dumps(result, default=_json_default, ensure_ascii=False)
 
 
-def _error(message: str) -> str:
-    return json.dumps({"error": message}, ensure_ascii=False)
+def _error(message: str, outcome: str = "error") -> str:
+    return transcripts.ErrorAnswer(json.dumps({"error": message}, ensure_ascii=False), outcome)
 
 
 class Loop:
@@ -146,6 +148,7 @@ class Loop:
             wake_ref=str(ctx.wake_id),
         )
         self.pressure = Pressure(ctx, self.conv, self._summarize)
+        self.transcript = transcripts.Recorder(ctx, self.messages, base=len(self.messages))  # what the model saw, every call
         self.tool_ctx = dataclasses.replace(ctx, conversation=self.conv)  # what tools see: the wake, and its conversation
         self.refusals = 0
         self.attempts = 0  # HTTP requests to the model, retries included
@@ -242,6 +245,7 @@ class Loop:
             return None
         body["max_tokens"] = self.pressure.narrow(min(max_tokens, room), room) if with_tools else min(max_tokens, room)
         async with self.ctx.write() as conn:
+            await self.transcript.flush(conn, self.budget.turns)
             await context_events.record_turn(
                 conn, wake_id=self.ctx.wake_id, turn=turn, agent_id=self.ctx.agent_id, prompt_tokens=tokens,
                 context_window=self.route.context_window, counted=counted, max_tokens=body["max_tokens"], at=clock.now(),
@@ -336,15 +340,16 @@ class Loop:
             fn = fn if isinstance(fn, dict) else {}
             call_id = str(call.get("id") or f"call_{self.budget.turns}_{n}") if isinstance(call, dict) else f"call_{n}"
             name = str(fn.get("name") or "")
+            started = clock.monotonic_ms()
             if isinstance(call, dict) and "unreadable" in call:  # a JSON-schema answer that was no call and no final answer
                 self.budget.tool_calls += 1  # an attempt to act that could not be read: a refused call, counted as one
                 self.refusals += 1
                 self.log.warning("tool.refused", tool=None, error=call["unreadable"])
-                answer = _error(f"your answer could not be read: {call['unreadable']}")
+                answer = _error(f"your answer could not be read: {call['unreadable']}", "refused")
             elif stop is not None:
-                answer = _error(f"not run: the wake is ending ({stop})")
+                answer = _error(f"not run: the wake is ending ({stop})", "not_run")
             elif self.budget.tool_calls_left <= 0:
-                stop, answer = "max_tool_calls", _error("not run: this wake's tool-call budget is spent")
+                stop, answer = "max_tool_calls", _error("not run: this wake's tool-call budget is spent", "not_run")
             else:
                 self.budget.tool_calls += 1
                 answer, tripped = await self._one(name, fn.get("arguments"))
@@ -353,6 +358,10 @@ class Loop:
                 self.messages.append(structured.tool_result_message(name or "(none)", answer))
             else:
                 self.messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
+            self.transcript.call(
+                turn=self.budget.turns, call_id=call_id, tool=name, arguments=fn.get("arguments"), answer=answer,
+                latency_ms=clock.monotonic_ms() - started,
+            )
         return stop
 
     async def _one(self, name: str, raw_arguments: Any) -> tuple[str, str | None]:
@@ -360,7 +369,8 @@ class Loop:
         if tool is None:
             self.refusals += 1
             self.log.warning("tool.refused", tool=name, bound=sorted(self.tools))
-            return _error(f"refused: tool {name!r} is not bound in this wake; you hold: {', '.join(sorted(self.tools)) or 'no tools'}"), None
+            held = ", ".join(sorted(self.tools)) or "no tools"
+            return _error(f"refused: tool {name!r} is not bound in this wake; you hold: {held}", "refused"), None
         try:
             arguments = raw_arguments if isinstance(raw_arguments, dict) else json.loads(raw_arguments or "{}")
         except (TypeError, ValueError) as exc:
@@ -416,5 +426,9 @@ class Loop:
 
 
 async def run(ctx: WakeContext, *, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client) -> Thought:
-    """Run the model loop of one wake."""
-    return await Loop(ctx, route_name, route, blocks, client).run()
+    """Run the model loop of one wake; its transcript is flushed however the loop ends."""
+    loop = Loop(ctx, route_name, route, blocks, client)
+    try:
+        return await loop.run()
+    finally:
+        await asyncio.shield(loop.transcript.finish(loop.budget.turns))
