@@ -141,6 +141,8 @@ async def test_record_refuses_what_it_cannot_stand_behind(conn: asyncpg.Connecti
      {"type": "wake", "ref": "x"}, {"type": "url", "ref": "https://x.org"}],  # the shape every earlier row has
     [{"type": "import", "ref": "httpcore", "where": "httpx/_transports"}, {"type": "package", "ref": "h2", "ecosystem": "python"},
      {"type": "absent", "anchor": {"type": "env", "ref": "X", "where": "a.py"}}, {"type": "symbol", "ref": "a.B", "inferred": True}],
+    [{"type": "package", "ref": "h2", "scope": "extra:http2"}, {"type": "absent", "anchor": {"type": "package", "ref": "h2", "scope": "required"}},
+     *({"type": "file", "ref": "x" * 500} for _ in range(14))],               # the bounds themselves: 16 anchors, 500 characters
 ])
 async def test_the_anchor_check_accepts_old_and_typed_shapes(conn: asyncpg.Connection, anchors: list[dict[str, Any]]) -> None:
     stored = await conn.fetchval("INSERT INTO facts (agent_id, fact_key, fact_value, origin, anchors, recorded_at) "
@@ -159,10 +161,15 @@ async def test_the_anchor_check_accepts_old_and_typed_shapes(conn: asyncpg.Conne
     [{"type": "absent", "anchor": {"type": "url", "ref": "x"}}],
     [{"type": "absent", "anchor": {"type": "file", "ref": "x", "inferred": True}}],
     [{"type": "import", "ref": "x", "color": "red"}],
+    [{"type": "package", "ref": "h2", "scope": "sometimes"}],
+    [{"type": "import", "ref": "h2", "scope": "required"}],                     # scope on an import
+    [{"type": "file", "ref": "x"}] * 17,                                       # one anchor over the cap
+    [{"type": "symbol", "ref": "a." * 250 + "b"}],                              # 501 characters
+    [{"type": "absent", "anchor": {"type": "import", "ref": "x", "where": "a/" * 251}}],
     ["file"],
 ])
 async def test_the_anchor_check_refuses_other_shapes(conn: asyncpg.Connection, anchors: Any) -> None:
-    with pytest.raises(asyncpg.CheckViolationError, match="facts_anchors_(typed|check)"):  # a non-list: 0006's own CHECK
+    with pytest.raises(asyncpg.CheckViolationError, match="facts_anchors_(typed|check|bounded)"):  # a non-list: 0006's own CHECK
         await conn.execute("INSERT INTO facts (agent_id, fact_key, fact_value, origin, anchors, recorded_at) "
                            "VALUES ('demo', 'k', 'v', 'did', $1::jsonb, $2)", json.dumps(anchors), NOW)
 
@@ -171,7 +178,7 @@ async def test_remember_stores_typed_anchors_and_refuses_bad_ones_by_name(conn: 
     stored = [{"type": "absent", "anchor": {"type": "import", "ref": "redis"}}, {"type": "import", "ref": "a.b", "where": "pkg/"}]
     fact_id = await _fact(conn, "k", "v", stored)
     assert json.loads(await conn.fetchval("SELECT anchors FROM facts WHERE fact_id = $1", fact_id)) == [
-        stored[0], {"type": "import", "ref": "a.b", "where": "pkg"}]
+        stored[0], {"type": "import", "ref": "a.b", "where": "pkg/"}]  # a directory stays a path: `pkg` would be a module
     with pytest.raises(facts.FactError, match=r"anchors\[0\] \(file '\.\./x'\): '\.\.' escapes the workspace"):
         await _fact(conn, "k2", "v", [{"type": "file", "ref": "../x"}])
 
