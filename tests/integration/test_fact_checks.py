@@ -41,7 +41,7 @@ def _verdict(root: Path, anchors: list[dict[str, Any]]) -> verify.Verdict:
     return verify.verify_json(anchors, Workspace(root, runner="thread", head_ttl_s=0).fingerprint(timeout_s=60), 1000)
 
 
-async def test_a_refuted_check_writes_one_retraction_per_fact_and_head(conn: asyncpg.Connection, tmp_path: Path) -> None:
+async def test_a_refuted_check_writes_one_retraction_per_fact_and_cause(conn: asyncpg.Connection, tmp_path: Path) -> None:
     root = tmp_path / "repo"
     first_head = gitrepo.commit(root, CODE)
     fact_id = await _fact(conn, "cache_backend", "The cache keeps entries in Redis.", REDIS)
@@ -50,7 +50,7 @@ async def test_a_refuted_check_writes_one_retraction_per_fact_and_head(conn: asy
     one = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=refuted, checked_at=NOW)
     two = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=refuted, checked_at=NOW + dt.timedelta(minutes=15))
     assert one.new_retraction and not two.new_retraction
-    assert one.retraction_id == two.retraction_id == fact_checks.retraction_id("demo", fact_id, first_head)
+    assert one.retraction_id == two.retraction_id == fact_checks.retraction_id("demo", fact_id, refuted)
     assert one.retraction_id is not None
     row = await retractions.get(conn, one.retraction_id)
     assert row is not None
@@ -64,10 +64,14 @@ async def test_a_refuted_check_writes_one_retraction_per_fact_and_head(conn: asy
     again = _verdict(root, REDIS)
     assert again.status == verify.REFUTED and again.head == second_head
     three = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=again, checked_at=NOW + dt.timedelta(hours=1))
-    assert three.new_retraction and three.retraction_id != one.retraction_id
+    assert not three.new_retraction and three.retraction_id == one.retraction_id  # the same cause at a new HEAD
     history, total = await fact_checks.history(conn, "demo", fact_id, 10)
     assert total == 3 and [h["head"] for h in history] == [second_head, first_head, first_head]
-    assert await conn.fetchval("SELECT count(*) FROM retraction_ledger WHERE agent_id = 'demo'") == 2
+    assert await conn.fetchval("SELECT count(*) FROM retraction_ledger WHERE agent_id = 'demo'") == 1
+    both = REDIS + [{"type": "symbol", "ref": "app.cache.Memcached"}]  # a second anchor fails: another cause
+    other = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=_verdict(root, both),
+                                     checked_at=NOW + dt.timedelta(hours=2))
+    assert other.new_retraction and other.retraction_id != one.retraction_id
     # the fact itself stays active: verify-on-read keeps it out of arrivals while it is refuted at HEAD
     assert await conn.fetchval("SELECT status FROM facts WHERE fact_id = $1", fact_id) == "active"
 
@@ -96,7 +100,8 @@ async def test_a_check_at_a_later_head_settles_the_matured_falsifier(conn: async
     overturned = await fact_checks.record(conn, agent_id="demo", fact_id=stays_false, verdict=_verdict(root, celery),
                                           checked_at=NOW + dt.timedelta(hours=3))
     assert [s["verdict"] for s in overturned.settled] == ["overturned"]
-    assert overturned.new_retraction  # and the new HEAD's refutation is a retraction of its own, unsettled
+    # the same cause at the new HEAD: the same retraction, which now stands settled; no second one is written
+    assert not overturned.new_retraction and overturned.retraction_id == overturned.settled[0]["id"]
 
 
 async def test_checks_read_back_newest_per_fact_with_the_exact_total(conn: asyncpg.Connection, tmp_path: Path) -> None:
