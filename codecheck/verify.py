@@ -65,6 +65,8 @@ class Verdict:
         at = f" @{self.head[:8]}" if self.head else ""
         if self.status == VERIFIED:
             return f"verified{at}"
+        if self.evidence == NO_CODE_ANCHOR:
+            return "inconclusive (no code anchor)"
         return f"{'REFUTED' if self.status == REFUTED else 'inconclusive'}{at}: {self.evidence}"
 
     def as_dict(self) -> dict[str, Any]:

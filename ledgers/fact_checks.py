@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,9 @@ def _sql(name: str) -> str:
     return queries.load("fact_checks")[name]
 
 
+_window = queries.named("fact_window")
+
+
 def _clip(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _TEXT_MAX else text[: _TEXT_MAX - 1] + "…"
@@ -66,7 +70,8 @@ def _retraction(agent_id: str, fact: asyncpg.Record, verdict: verify.Verdict, ch
     assert verdict.head is not None  # a refuted verdict is always made at a HEAD
     head = verdict.head[:12]
     stored = queries.decoded([fact], ("anchors",))[0]["anchors"]
-    described = "; ".join(a.describe() for a in anchors_mod.parse(stored) if a.is_code) or "its anchors"
+    read = verify.stored_anchors(stored)
+    described = ("; ".join(a.describe() for a in read if a.is_code) if not isinstance(read, str) else "") or "its anchors"
     failed = [f for f in verdict.findings if f.outcome == verify.FAILS]
     first = failed[0].anchor.describe() if failed else described
     return retractions.NewRetraction(
@@ -80,7 +85,7 @@ def _retraction(agent_id: str, fact: asyncpg.Record, verdict: verify.Verdict, ch
             if failed else verdict.evidence),
         caught_by="reality",
         row_class="claim",
-        test_procedure=_clip(f"check the fact's anchors again at a HEAD later than {head}: {json.dumps(stored)}"),
+        test_procedure=_clip(f"check the fact's anchors again at a HEAD later than {head}: {json.dumps(stored[:anchors_mod.MAX_ANCHORS])}"),
         expected_retraction_pass_obs=_clip(f"at the later HEAD the check is still refuted: {first} does not hold"),
         overturn_retraction_condition="at the later HEAD every anchor holds: the check is verified",
         corrected_at=checked_at,
@@ -133,6 +138,13 @@ async def _settle(conn: asyncpg.Connection, agent_id: str, fact_id: uuid.UUID, v
                           f"{meaning}: {verdict.evidence}"),
         ))
     return settled
+
+
+async def refuted_at(conn: asyncpg.Connection, agent_id: str, head: str, fact_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Those of `fact_ids` whose latest check refuted them at `head`: a verdict fixed for that HEAD."""
+    if not fact_ids:
+        return set()
+    return {r["fact_id"] for r in await conn.fetch(_window("refuted_at_head"), agent_id, head, list(fact_ids))}
 
 
 async def latest(conn: asyncpg.Connection, agent_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:

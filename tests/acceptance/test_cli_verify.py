@@ -75,7 +75,7 @@ def test_facts_check_shows_each_verdict_and_records_it(wake_cli: CLI, store_conf
 
     up = wake_cli(*cfg, "up", "--dry-run")  # a fresh process: the fingerprint is built (in the worker) before the wake
     assert up.returncode == 0, up.stderr
-    assert f"code anchors checked at HEAD {head[:8]}: 1 verified, 1 refuted (left out), 1 inconclusive" in up.stdout
+    assert f"code anchors checked at HEAD {head[:8]}: 1 verified, 1 refuted (left out), 2 inconclusive (1 with no code anchor)" in up.stdout
     assert f"get opens sqlite3 [import: sqlite3 in app.cache.get] {{verified @{head[:8]}}}" in up.stdout
     assert "the cache uses redis" not in up.stdout
 
