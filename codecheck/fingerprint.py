@@ -201,10 +201,11 @@ class Fingerprint:
 
     def skipped_under(self, scope: str | None, *, python: bool = True) -> list[Skipped]:
         """Skipped files that could hold what an anchor looks for in `scope` (a path, or None:
-        anywhere). An unread subtree could hold anything: it counts for Python and manifests."""
+        anywhere). An unread subtree (a submodule, a link out) could hold any code; its manifests
+        would declare its own dependencies, not the workspace's, so it counts for Python only."""
         out = []
         for s in self.skipped:
-            if not s.tree and python != s.path.endswith(".py"):
+            if python != (s.tree or s.path.endswith(".py")):
                 continue
             if scope is None or s.path == scope or s.path.startswith(scope + "/") or s.covers(scope):
                 out.append(s)
@@ -779,8 +780,9 @@ def resolve_links(entries: list[Entry], symlinks: Mapping[str, str]) -> tuple[li
             unread.append(Skipped(path=path, reason=f"a submodule (gitlink to {oid[:12]}) whose content is not read", tree=True))
         elif mode == LINK_MODE and path in symlinks:
             target = _link_target(path, symlinks)
-            if target is None:
-                unread.append(Skipped(path=path, reason=f"a symlink out of the workspace ({symlinks[path]})", tree=True))
+            if target is None:  # a module or manifest by its name is that file; any other name could be a directory
+                one_file = path.endswith(".py") or is_manifest(path)
+                unread.append(Skipped(path=path, reason=f"a symlink out of the workspace ({symlinks[path]})", tree=not one_file))
             elif target in blobs:
                 added.append((path, *blobs[target]))
             else:

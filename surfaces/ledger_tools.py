@@ -62,14 +62,17 @@ def _with_inferred(value: str, anchors: list[dict[str, Any]] | None) -> list[dic
 
 
 NO_CODE_ANCHOR_NOTE = (
-    "no code anchor given: where a workspace is configured this fact is shown 'inconclusive (no code anchor)' in every "
+    "no code anchor given: this fact is shown 'inconclusive (no code anchor)' in every "
     "arrival, never as settled (anchors read from its prose only report what they find). If it is about code, supersede it "
     "with typed anchors (file, import, symbol, env, package, or absent) so it can be verified or refuted."
 )
 
 
-def _anchor_note(anchors: list[dict[str, Any]] | None) -> dict[str, str]:
-    """What the answer says when the agent gave no code anchor (verify-on-read cannot settle the fact)."""
+def _anchor_note(ctx: ToolContext, anchors: list[dict[str, Any]] | None) -> dict[str, str]:
+    """What the answer says when an agent with a workspace gave no code anchor (verify-on-read
+    cannot settle the fact)."""
+    if ctx.agent_id not in ctx.settings.with_workspace:
+        return {}
     given = list(anchors or [])
     if any(isinstance(a, dict) and a.get("type") in (*anchors_mod.CODE_TYPES, anchors_mod.ABSENT) for a in given):
         return {}
@@ -124,7 +127,7 @@ async def remember_fact(
         anchored = await graph_anchors.fact(
             ctx, "remember_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind, key=done.key,
         )
-    return {**done.as_dict(), **anchored, **_anchor_note(anchors)}
+    return {**done.as_dict(), **anchored, **_anchor_note(ctx, anchors)}
 
 
 @tool(
@@ -165,7 +168,7 @@ async def supersede_fact(
             ctx, "supersede_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind,
             supersedes_id=old_id, key=done.key,
         )
-    return {**done.as_dict(), **anchored, **_anchor_note(anchors)}
+    return {**done.as_dict(), **anchored, **_anchor_note(ctx, anchors)}
 
 
 @tool(
