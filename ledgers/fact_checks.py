@@ -2,8 +2,9 @@
 
 A check row says what was found (`status`, `evidence`), at which commit (`head`), when and by
 which wake. A `refuted` check also writes a retraction (`retraction_ledger`, caught_by
-`reality`), once per fact and HEAD: its id is derived from both, so the many checks of one fact at
-one HEAD share one retraction. Its typed falsifier is the check itself, run again later: at a
+`reality`), once per fact and cause (the anchors that fail): its id is derived from both, so the
+many checks of one fact refuted for the same reason share one retraction, at one HEAD or across
+many; a new retraction is written only when the fact fails for another reason. Its typed falsifier is the check itself, run again later: at a
 later HEAD, still refuted means the retraction stands (`overturned`), every anchor holding means
 the original claim is restored (`upheld`). A later check at another HEAD settles the matured
 falsifiers of that fact (`record` does it; an inconclusive check settles nothing).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,25 +47,35 @@ def _sql(name: str) -> str:
     return queries.load("fact_checks")[name]
 
 
+_window = queries.named("fact_window")
+
+
 def _clip(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _TEXT_MAX else text[: _TEXT_MAX - 1] + "…"
 
 
-def retraction_id(agent_id: str, fact_id: uuid.UUID, head: str) -> uuid.UUID:
-    """The one retraction of a fact refuted at a HEAD."""
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"wake:fact-check:{agent_id}:{fact_id}:{head}")
+def cause(verdict: verify.Verdict) -> str:
+    """What refutes a fact, as a stable key: the anchors that fail, in their stored JSON form, sorted."""
+    failed = sorted(json.dumps(f.anchor.to_json(), sort_keys=True) for f in verdict.findings if f.outcome == verify.FAILS)
+    return "\n".join(failed) if failed else verdict.evidence
+
+
+def retraction_id(agent_id: str, fact_id: uuid.UUID, verdict: verify.Verdict) -> uuid.UUID:
+    """The one retraction of a fact refuted for one cause (`cause`), whatever HEAD it is seen at."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"wake:fact-check:{agent_id}:{fact_id}:{cause(verdict)}")
 
 
 def _retraction(agent_id: str, fact: asyncpg.Record, verdict: verify.Verdict, checked_at: dt.datetime) -> retractions.NewRetraction:
     assert verdict.head is not None  # a refuted verdict is always made at a HEAD
     head = verdict.head[:12]
     stored = queries.decoded([fact], ("anchors",))[0]["anchors"]
-    described = "; ".join(a.describe() for a in anchors_mod.parse(stored) if a.is_code) or "its anchors"
+    read = verify.stored_anchors(stored)
+    described = ("; ".join(a.describe() for a in read if a.is_code) if not isinstance(read, str) else "") or "its anchors"
     failed = [f for f in verdict.findings if f.outcome == verify.FAILS]
     first = failed[0].anchor.describe() if failed else described
     return retractions.NewRetraction(
-        id=retraction_id(agent_id, fact["fact_id"], verdict.head),
+        id=retraction_id(agent_id, fact["fact_id"], verdict),
         agent_id=agent_id,
         claim_verbatim=_clip(f"{fact['fact_key']}: {fact['fact_value']}"),
         stood_on=_clip(f"fact {fact['fact_id']} (recorded {fact['recorded_at']:%Y-%m-%d}), anchored on: {described}"),
@@ -73,7 +85,7 @@ def _retraction(agent_id: str, fact: asyncpg.Record, verdict: verify.Verdict, ch
             if failed else verdict.evidence),
         caught_by="reality",
         row_class="claim",
-        test_procedure=_clip(f"check the fact's anchors again at a HEAD later than {head}: {json.dumps(stored)}"),
+        test_procedure=_clip(f"check the fact's anchors again at a HEAD later than {head}: {json.dumps(stored[:anchors_mod.MAX_ANCHORS])}"),
         expected_retraction_pass_obs=_clip(f"at the later HEAD the check is still refuted: {first} does not hold"),
         overturn_retraction_condition="at the later HEAD every anchor holds: the check is verified",
         corrected_at=checked_at,
@@ -85,7 +97,7 @@ async def record(
     wake_id: uuid.UUID | None = None, maturity_days: int = retractions.DEFAULT_MATURITY_DAYS,
 ) -> Recorded:
     """Record one check (call inside a transaction): the check row; for a refuted one its
-    retraction, written once per (fact, HEAD); and the verdicts of this fact's matured reality
+    retraction, written once per (fact, cause); and the verdicts of this fact's matured reality
     retractions made at another HEAD, which this check tests."""
     if verdict.status not in verify.STATUSES:
         raise FactCheckError(f"status must be one of {', '.join(verify.STATUSES)}, got {verdict.status!r}")
@@ -100,7 +112,7 @@ async def record(
     new = False
     if verdict.status == verify.REFUTED:
         assert verdict.head is not None
-        rid = retraction_id(agent_id, fact_id, verdict.head)
+        rid = retraction_id(agent_id, fact_id, verdict)
         new = await retractions.get(conn, rid) is None
         if new:
             await retractions.insert(conn, _retraction(agent_id, fact, verdict, checked_at), maturity_days=maturity_days)
@@ -126,6 +138,13 @@ async def _settle(conn: asyncpg.Connection, agent_id: str, fact_id: uuid.UUID, v
                           f"{meaning}: {verdict.evidence}"),
         ))
     return settled
+
+
+async def refuted_at(conn: asyncpg.Connection, agent_id: str, head: str, fact_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Those of `fact_ids` whose latest check refuted them at `head`: a verdict fixed for that HEAD."""
+    if not fact_ids:
+        return set()
+    return {r["fact_id"] for r in await conn.fetch(_window("refuted_at_head"), agent_id, head, list(fact_ids))}
 
 
 async def latest(conn: asyncpg.Connection, agent_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:

@@ -51,6 +51,7 @@ class Remembered:
 
 
 _sql = queries.named("facts")
+_window = queries.named("fact_window")
 
 
 def check_anchors(anchors: Any) -> list[dict[str, Any]]:
@@ -180,7 +181,7 @@ async def for_arrival(
     return rows, int(counts["active"]), held
 
 
-def _anchor(anchor: dict[str, Any]) -> str:
+def anchor_text(anchor: dict[str, Any]) -> str:
     """`[file: path]`, `[import: httpcore in httpx/_transports/default.py]`, `[absent import: redis]`;
     a message or wake anchor carries what the read-time check found."""
     check = anchor.get("check", "unchecked")
@@ -194,12 +195,17 @@ def _anchor(anchor: dict[str, Any]) -> str:
 def render_line(row: dict[str, Any]) -> str:
     """One fact with its passport: `(saw, 16 Jul 2026) key: value`, or for a predecessor in a
     chain `[SUPERSEDED] (saw, recorded 2026-10-02, superseded 2026-10-21) key: value`."""
-    anchors = "".join(_anchor(a) for a in row["anchors"])
+    anchors = "".join(anchor_text(a) for a in row["anchors"])
     if row["depth"] == 0:
         return f"- ({row['origin']}, {row['recorded_on']}) {row['fact_key']}: {row['fact_value']}{anchors}"
     superseded = f", superseded {row['superseded_day']}" if row["superseded_day"] else ""
     passport = f"({row['origin']}, recorded {row['recorded_day']}{superseded})"
     return f"  {'  ' * (row['depth'] - 1)}[{row['status'].upper()}] {passport} {row['fact_key']}: {row['fact_value']}{anchors}"
+
+
+async def active_count(conn: asyncpg.Connection, agent_id: str) -> int:
+    """The exact number of the agent's active facts (for the operator: `wake facts --check`)."""
+    return int(await conn.fetchval(_window("active_count"), agent_id))
 
 
 async def listing(conn: asyncpg.Connection, agent_id: str, *, include_all: bool, limit: int) -> tuple[list[dict[str, Any]], int]:

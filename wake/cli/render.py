@@ -416,10 +416,10 @@ def chain_lines(checks: Sequence[introspection.ChainCheck]) -> list[str]:
     return lines
 
 
-def fact_checks(checks: Sequence[Mapping[str, Any]]) -> str:
-    """`wake facts --check`: each fact's verdict at HEAD and what was seen."""
-    if not checks:
-        return "no active facts with code anchors to check"
+def fact_checks(report: Mapping[str, Any]) -> str:
+    """`wake facts --check`: each fact's verdict at HEAD and what was seen, the counts, and the
+    active facts it did not check (beyond --limit, or with no code anchor)."""
+    checks: Sequence[Mapping[str, Any]] = report["facts"]
     out = []
     for c in checks:
         at = f" @{c['head'][:8]}" if c["head"] else ""
@@ -427,9 +427,15 @@ def fact_checks(checks: Sequence[Mapping[str, Any]]) -> str:
         out.append(f"  {c['evidence']}")
         out += [f"  - {f['outcome']}: {f['evidence']}" for f in c["findings"]]
     counts = {s: sum(1 for c in checks if c["status"] == s) for s in ("verified", "refuted", "inconclusive")}
-    recorded = "recorded in fact_checks" if checks[0]["recorded"] else "not recorded"
-    out.append(f"{len(checks)} checked: {counts['verified']} verified, {counts['refuted']} refuted, "
-               f"{counts['inconclusive']} inconclusive ({recorded})")
+    recorded = "recorded in fact_checks" if report["recorded"] else "not recorded"
+    line = (f"{len(checks)} checked: {counts['verified']} verified, {counts['refuted']} refuted, "
+            f"{counts['inconclusive']} inconclusive ({recorded})") if checks else "no active facts with code anchors to check"
+    skipped = report["not_checked"]
+    why = [*([f"beyond --limit {report['limit']}"] if skipped["beyond_limit"] else []),
+           *([f"{skipped['no_code_anchor']} with no code anchor (arrivals show them inconclusive)"] if skipped["no_code_anchor"] else [])]
+    if why:
+        line += f"; {skipped['beyond_limit'] + skipped['no_code_anchor']} of {report['active']} active facts not checked: {', '.join(why)}"
+    out.append(line)
     return "\n".join(out)
 
 
