@@ -16,7 +16,8 @@ from ledgers import introspection
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers
-from wake.cli import doctor, remote
+from wake.cli import doctor
+from wake.daemon import remote
 from wake.run.cycle import WakeOutcome
 from wake.witness import manifest
 
