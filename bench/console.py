@@ -51,6 +51,7 @@ from wake.witness import manifest  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKS, TOOLS, CALLS = 20, 10, 10
 GOAL_MS = 200.0
+CHUNK = 5000
 # copied per row: everything but the row's identity, time, slot and chain link
 SKIPPED = {"wake_id", "started_at", "finished_at", "scheduled_for", "chain_seq", "chain", "status"}
 
@@ -92,12 +93,15 @@ async def _seed(s: session.Session, rows: int) -> uuid.UUID:
         columns = [r["column_name"] for r in await conn.fetch(
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'wake_introspection_ledger' ORDER BY ordinal_position")]
         copied = [c for c in columns if c not in SKIPPED]
-        await conn.execute(
-            f"INSERT INTO wake_introspection_ledger (wake_id, started_at, finished_at, status, {', '.join(copied)}) "
-            f"SELECT gen_random_uuid(), $2::timestamptz - g * interval '37 seconds', $2::timestamptz - g * interval '37 seconds' + interval '80 ms', "
-            f"(ARRAY['completed','quiet','quiet','failed','halted','skipped'])[1 + g % 6], {', '.join(copied)} "
-            f"FROM wake_introspection_ledger, generate_series(1, $3::int) g WHERE wake_id = $1", row.wake_id, now, rows,
-        )
+        for first in range(1, rows + 1, CHUNK):  # in chunks: each statement stays within the pool's command timeout
+            await conn.execute(
+                f"INSERT INTO wake_introspection_ledger (wake_id, started_at, finished_at, status, {', '.join(copied)}) "
+                f"SELECT gen_random_uuid(), $2::timestamptz - g * interval '37 seconds', "
+                f"$2::timestamptz - g * interval '37 seconds' + interval '80 ms', "
+                f"(ARRAY['completed','quiet','quiet','failed','halted','skipped'])[1 + g % 6], {', '.join(copied)} "
+                f"FROM wake_introspection_ledger, generate_series($3::int, $4::int) g WHERE wake_id = $1",
+                row.wake_id, now, first, min(rows, first + CHUNK - 1),
+            )
         await conn.execute("ANALYZE")
         total = await conn.fetchval("SELECT count(*) FROM wake_introspection_ledger")
     print(f"ledger: {total} rows; the measured wake {row.wake_id}: {BLOCKS} blocks, {TOOLS} tools, {CALLS} tool calls")
