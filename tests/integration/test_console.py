@@ -251,6 +251,7 @@ async def test_an_action_without_the_token_or_its_csrf_is_refused(running: Runni
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
         assert csrf is not None
         cross = await http.post("/agents/demo/ack", data={**form, "csrf": csrf.group(1)}, headers={"Origin": "http://evil.example"})
+    assert page.headers["x-frame-options"] == "DENY"
     assert (anonymous.status_code, wrong.status_code, refused_login.status_code, no_csrf.status_code, cross.status_code) == (403,) * 5
     assert "log in first" in anonymous.text and "CSRF" in no_csrf.text and "cross-origin" in cross.text
     async with r.st.pg_conn() as conn:

@@ -32,6 +32,8 @@ from wake.stores import Stores
 
 log = logs.get("wake.console")
 
+# every page: never framed by another site, no referrer with ids leaves it
+PAGE_HEADERS = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'", "Referrer-Policy": "same-origin"}
 BY_COOKIE = "wake_console_by"  # remembers who last acted from this browser, to fill in the next form
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -88,7 +90,7 @@ class Pages:
             can_act=not guard.read_only and guard.token is not None and (sid is not None or bearer), by=request.cookies.get(BY_COOKIE, ""),
             done=request.query_params.get("done"), error=request.query_params.get("error"), now=self.c.now(),
         )
-        return HTMLResponse(self.env.get_template(name).render(**context), status_code=status)
+        return HTMLResponse(self.env.get_template(name).render(**context), status_code=status, headers=PAGE_HEADERS)
 
     def refuse(self, request: Request, refusal: Refusal) -> HTMLResponse:
         log.warning("console.refused", path=request.url.path, client=_client(request), why=refusal.why)

@@ -69,6 +69,7 @@ class Runner:
         """The daemon's companion (`[console] listen`): served from the daemon's stores, with its
         current config, until it stops."""
         assert daemon.stores is not None
+        self.config = lambda: daemon.config  # a SIGHUP reload shows on the next page
         await self.run(daemon.stores, daemon.stop)
 
     name = "console"
