@@ -11,8 +11,10 @@ also kept there (docs/console/ holds the committed ones).
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 import shutil
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from ledgers import introspection
+from ledgers import controls, introspection
 from ledgers import memory_ledger as ledger
 from memory.repo import MemoryRepo
 from tests.support import wakes
@@ -258,3 +260,39 @@ async def test_an_action_without_the_token_or_its_csrf_is_refused(running: Runni
         still = await ledger.finding(conn, "demo", halt["finding_id"])
         assert still["state"] == "open" and still["acked_by"] is None
         assert await ledger.has_open_halt(conn, "demo")
+
+
+async def test_pause_resume_and_revert_are_recorded_with_who_did_them(running: Running) -> None:
+    r = running
+    await _wake(r)
+    _halt(r.config)
+    await _wake(r)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    async with r.st.pg_conn() as conn:
+        found, _ = await ledger.findings(conn, "demo")
+    changed = next(f for f in found if f["rule"] == "fields.changed")
+    async with httpx.AsyncClient(base_url=r.url, timeout=30, headers=bearer) as http:
+        paused = await http.post("/agents/demo/pause", data={"by": "ops-anna", "tier": "whisper", "until": "2h", "note": "maintenance"})
+        bad_time = await http.post("/agents/demo/pause", data={"by": "ops-anna", "until": "yesterday-ish"})
+        nobody = await http.post("/agents/demo/pause", data={"by": "  "})
+        async with r.st.pg_conn() as conn:
+            pauses = await controls.active_pauses(conn, clock.now())
+        resumed = await http.post("/agents/demo/resume", data={"by": "ops-anna"})
+        reverted = await http.post("/agents/demo/revert", data={"by": "ops-anna", "finding": str(changed["finding_id"]), "note": "not who we are"})
+        unknown = await http.post("/agents/demo/ack", data={"by": "ops-anna", "finding": "999"})
+    assert paused.status_code == 303 and "paused demo/whisper by ops-anna until" in urllib.parse.unquote_plus(paused.headers["location"])
+    assert [(p["tier"], p["paused_by"], p["reason"]) for p in pauses] == [("whisper", "ops-anna", "maintenance")]
+    assert (bad_time.status_code, nobody.status_code, unknown.status_code) == (400, 400, 400)
+    said = [html.unescape(a.text) for a in (bad_time, nobody, unknown)]
+    assert "cannot read the time 'yesterday-ish'" in said[0] and "say who you are" in said[1] and "#999 is not open" in said[2]
+    assert resumed.status_code == 303 and "resumed demo/whisper (paused by ops-anna)" in urllib.parse.unquote_plus(resumed.headers["location"])
+    assert reverted.status_code == 303, reverted.text
+    async with r.st.pg_conn() as conn:
+        assert await controls.active_pauses(conn, clock.now()) == []
+        settled = await ledger.finding(conn, "demo", changed["finding_id"])
+        writes, _ = await ledger.recent_writes(conn, "demo")
+    assert (settled["state"], settled["acked_by"]) == ("reverted", "ops-anna")
+    assert settled["note"].startswith("system/persona/persona.md: reverted in ") and settled["note"].endswith("; not who we are")
+    assert writes[0]["op"] == "revert" and writes[0]["author"] == "ops-anna"
+    repo = MemoryRepo.open(r.config.memory_path("demo"), r.config.memory_config("demo"), at=clock.now())
+    assert "You are a test agent." in repo.read("system/persona/persona.md").text
