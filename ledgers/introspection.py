@@ -569,9 +569,11 @@ class WakeSummary:
 
 
 async def recent(
-    conn: asyncpg.Connection, *, agent_id: str | None = None, tier: str | None = None, status: str | None = None, limit: int = 20
+    conn: asyncpg.Connection, *, agent_id: str | None = None, tier: str | None = None, status: str | None = None,
+    trigger: str | None = None, limit: int = 20,
 ) -> list[WakeSummary]:
-    return [WakeSummary.from_row(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit)]
+    """The newest wakes, newest first, of the agent, tier, status and trigger given (None: any)."""
+    return [WakeSummary.from_row(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit, trigger)]
 
 
 async def last_two(conn: asyncpg.Connection, agent_id: str) -> list[uuid.UUID]:

@@ -29,6 +29,13 @@ from wake.stores import engines
 TEMPLATE_DB = "wake_test_template"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--console-screenshots", metavar="DIR", default=None,
+        help="Also keep the console's browser-test screenshots in DIR (docs/console/ holds the committed ones).",
+    )
+
+
 def _with_database(dsn: str, database: str) -> str:
     parts = urllib.parse.urlsplit(dsn)
     return urllib.parse.urlunsplit(parts._replace(path=f"/{database}"))

@@ -153,6 +153,7 @@ SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, fini
  WHERE ($1::text IS NULL OR agent_id = $1)
    AND ($2::text IS NULL OR tier = $2)
    AND ($3::text IS NULL OR status = $3)
+   AND ($5::text IS NULL OR trigger = $5)
  ORDER BY started_at DESC
  LIMIT $4
 

@@ -13,9 +13,9 @@ from rich.console import Console
 from ledgers import introspection
 from tests.conftest import DEMO_TIERS
 from wake import stores
-from wake.cli import remote as operator
 from wake.config import Config
 from wake.daemon import notify
+from wake.daemon import remote as operator
 from wake.daemon import service as daemon
 from wake.observe import watch
 

@@ -9,10 +9,7 @@ nothing) is one line, `wake: …`, and exit 65 (an unknown id: 1).
 from __future__ import annotations
 
 import datetime as dt
-import getpass
-import re
 import uuid
-import zoneinfo
 from typing import Any
 
 import click
@@ -21,37 +18,11 @@ from ledgers import controls, outbox
 from ledgers.vocab import Tier
 from wake import clock
 from wake.cli import app, render
-from wake.config import Config, parse_duration_s
+from wake.config import Config
+from wake.daemon.operator import TIME_HELP, operator, parse_when
 from wake.errors import InvalidInput, NotFound, WakeError
 
 TIER_CHOICE = click.Choice([t.value for t in Tier])
-_HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
-TIME_HELP = (
-    "an ISO 8601 time (2026-12-01T10:00, local to the agent unless it has an offset), HH:MM (the next one), or a duration from now (30m, 2h, 1d)"
-)
-
-
-def parse_when(text: str, now: dt.datetime, zone: str) -> dt.datetime:
-    """A time an operator typed, as an aware UTC datetime. Raises InvalidInput (one line)."""
-    value = text.strip().removeprefix("+").removeprefix("in ").strip()
-    local = zoneinfo.ZoneInfo(zone)
-    with_duration = re.fullmatch(r"\d+\s*[smhd]", value)
-    if with_duration:
-        try:
-            return now + dt.timedelta(seconds=parse_duration_s(value))
-        except ValueError as exc:
-            raise InvalidInput(f"cannot read the time {text!r}: {exc}") from None
-    hhmm = _HHMM.match(value)
-    if hhmm:
-        today = now.astimezone(local).replace(hour=int(hhmm.group(1)), minute=int(hhmm.group(2)), second=0, microsecond=0)
-        return (today if today > now else today + dt.timedelta(days=1)).astimezone(dt.UTC)
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidInput(f"cannot read the time {text!r}: expected {TIME_HELP}") from None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=local)).astimezone(dt.UTC)
-
-
 def _agent(config: Config, agent_id: str | None, tier: str | None = None) -> str:
     if agent_id is None:
         if len(config.agents) != 1:
@@ -70,13 +41,6 @@ def _checked(fn: Any) -> Any:
         return fn()
     except WakeError as exc:
         app.fail(exc)
-
-
-def operator() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
 
 
 @click.command("pause")

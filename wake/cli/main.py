@@ -12,13 +12,13 @@ import click
 
 from ledgers import introspection, retractions, schema, transcripts
 from ledgers import probes as probes_ledger
-from ledgers.vocab import GOOD, Status, Tier
+from ledgers.vocab import GOOD, Status, Tier, Trigger
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import actions, controls, doctor, ledger, mcp_serve, memory, migrate, remote, render, tools, workspace
+from wake.cli import actions, console, controls, doctor, ledger, mcp_serve, memory, migrate, render, tools, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     AGENT_ID,
@@ -35,6 +35,7 @@ from wake.cli.app import (
     run_async,
 )
 from wake.context import WakeRequest
+from wake.daemon import remote
 from wake.errors import NotFound, WakeError
 from wake.observe import logread, watch
 from wake.run import claim, cycle, session
@@ -48,6 +49,7 @@ memory.register(cli)
 tools.register(cli)
 actions.register(cli)
 mcp_serve.register(cli)
+console.register(cli)
 cli.add_command(logread.logs_command)
 
 
@@ -191,16 +193,17 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool, show_tran
 @agent_option()
 @click.option("--tier", type=controls.TIER_CHOICE, help="Only this tier.")
 @click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
+@click.option("--trigger", type=click.Choice([t.value for t in Trigger]), help="Only wakes of this trigger.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def ledger_cmd(ctx: Context, agent_id: str | None, tier: str | None, status: str | None, limit: int, as_json: bool) -> None:
+def ledger_cmd(ctx: Context, agent_id: str | None, tier: str | None, status: str | None, trigger: str | None, limit: int, as_json: bool) -> None:
     """A table of recent wakes: time, agent, tier, trigger, status, tools, duration, root prefix."""
     config = ctx.config
 
     async def body() -> Any:
         async with ledger_conn(config) as conn:
-            return await introspection.recent(conn, agent_id=agent_id, tier=tier, status=status, limit=limit)
+            return await introspection.recent(conn, agent_id=agent_id, tier=tier, status=status, trigger=trigger, limit=limit)
 
     rows = run_async(body)
     click.echo(render.to_json([r.columns() for r in rows]) if as_json else render.ledger(rows))
@@ -266,7 +269,7 @@ def verify_cmd(ctx: Context, wake_id: str | None, live: bool, check_chain: bool,
             async with s.stores.pg_conn() as conn:
                 row = await introspection.get(conn, await resolve_wake(conn, wake_id))
                 assert row is not None
-                stored = await introspection.contents(conn, [b["hash"] for b in row.blocks.values()] + list(row.tool_hashes.values()))
+                stored = await introspection.contents(conn, manifest.stored_hashes(row.columns()))
                 said = await transcripts.read(conn, row.wake_id)
             now = None
             if live:
@@ -277,14 +280,8 @@ def verify_cmd(ctx: Context, wake_id: str | None, live: bool, check_chain: bool,
     if row.manifest_root is None:
         click.echo(f"wake {row.wake_id} has no manifest (status {row.status})")
         sys.exit(1)
-    legacy = row.chain_seq is None and not row.arrival_order  # recorded before block texts and tools were stored
-    recomputed, differences = manifest.audit(
-        row.agent_id, row.tier, {n: b["hash"] for n, b in row.blocks.items()}, row.tool_hashes, row.manifest_root,
-        list(row.active_tool_names), None if legacy else stored,
-    )
-    if row.active_tools_count != len(row.tool_hashes):
-        counted = f"the row counts {row.active_tools_count}; it has {len(row.tool_hashes)} tool hashes"
-        differences.append(manifest.Difference("tool count", counted))
+    checked = manifest.verify_row(row.columns(), stored)
+    recomputed, differences, legacy = checked.recomputed, checked.differences, checked.legacy
     differences += [manifest.Difference(part, detail) for part, detail in transcripts.audit(said, row.columns())]
     click.echo("\n".join(render.verify_lines(row, recomputed, differences)))
     click.echo(render.transcript_line(said, row.columns()))
@@ -569,4 +566,5 @@ def daemon_cmd(ctx: Context) -> None:
 
     config = ctx.config
     logs.configure(config.log.format, config.log.level, stream=sys.stdout)
-    sys.exit(run_async(lambda: daemon.Daemon(config=config).run()))
+    served = console.companion(config)  # `[console] listen`
+    sys.exit(run_async(lambda: daemon.Daemon(config=config, companions=[served] if served else []).run()))

@@ -20,7 +20,8 @@ from ledgers import rows as ledger_rows
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers
-from wake.cli import doctor, remote
+from wake.cli import doctor
+from wake.daemon import remote
 from wake.run.cycle import WakeOutcome
 from wake.witness import manifest
 

@@ -20,6 +20,7 @@ from wake.config.sections import (
     BUILTIN_SOURCES,
     OPERATOR_SOURCES,
     AgentConfig,
+    ConsoleConfig,
     DaemonConfig,
     DeliveryRoute,
     EnginesConfig,
@@ -52,6 +53,7 @@ class Config(ConfigViews, _Model):
     tools: ToolsConfig = ToolsConfig()
     daemon: DaemonConfig = DaemonConfig()
     metrics: MetricsConfig = MetricsConfig()
+    console: ConsoleConfig = ConsoleConfig()
     models: dict[str, ModelRoute] = {}
     probes: ProbesConfig = ProbesConfig()
     retractions: RetractionsConfig = RetractionsConfig()

@@ -224,6 +224,29 @@ class MetricsConfig(_Model):
         return value
 
 
+class ConsoleConfig(_Model):
+    """The operator console (docs/console.md): `wake console`, and the daemon when `listen` is set."""
+
+    # "HOST:PORT". `wake console` serves on 127.0.0.1:8087 when unset; the daemon only when set.
+    # An address other than loopback needs the token (below) for every page.
+    listen: str | None = None
+    # Read-only: no action (ack, revert, accept, pause, resume, trigger) is offered or accepted.
+    read_only: bool = False
+    # The token's systemd credential (`$CREDENTIALS_DIRECTORY/<name>`, LoadCredential=), else the
+    # environment variable of that name in capitals (WAKE_CONSOLE_TOKEN). Without one, the console
+    # serves loopback only, read-only.
+    token_credential: str = "wake_console_token"
+    # How often the live timeline asks the ledger for new and settled wakes.
+    live_poll_s: float = Field(2.0, gt=0)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listen(value)
+        return value
+
+
 class EnginesConfig(_Model):
     """The embedded PostgreSQL and Redis (no DSN configured; docs/performance.md)."""
 

@@ -35,9 +35,9 @@ import heapq
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -113,6 +113,15 @@ class Timing(claim.Timing):
     due: dt.datetime | None = None  # when it was due to be handed over: the slot plus its jitter
 
 
+class Companion(Protocol):
+    """A side task that a layer above runs inside the daemon (the console, `[console] listen`):
+    started with the other side tasks once the stores are open, it returns once `daemon.stop` is set."""
+
+    name: str
+
+    async def __call__(self, daemon: Daemon) -> None: ...
+
+
 @dataclass(kw_only=True)
 class Daemon:
     config: Config
@@ -121,6 +130,7 @@ class Daemon:
     timings: list[Timing] | None = None
     # Off in tests that run several daemons in one process.
     handle_signals: bool = True
+    companions: Sequence[Companion] = ()
 
     replica_id: str = field(default_factory=control.new_replica_id)
     owner: str = field(default_factory=claim.owner)
@@ -178,6 +188,7 @@ class Daemon:
                 asyncio.create_task(self._trigger_loop(), name="triggers"),
                 *self._operator_tasks(),
                 asyncio.create_task(self.spool_loop(), name="spool"),
+                *(asyncio.create_task(c(self), name=c.name) for c in self.companions),
             ]
             if self.metrics is not None:
                 side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
