@@ -127,7 +127,13 @@ class ListenError(WakeError):
 
 
 class DeliveryFailed(Exception):
-    """One delivery attempt did not deliver; the message says why (a status, a transport error)."""
+    """One delivery attempt did not deliver; the message says why (a status, a transport error).
+    `permanent`: sending it again cannot help (a 4xx other than 408/425/429, a refused login, a
+    URL that does not parse), so the outbox dead-letters it at once instead of backing off."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class PrecheckFailed(Exception):

@@ -22,6 +22,7 @@ from ledgers.vocab import Tier
 from wake import clock
 from wake.cli import app, render
 from wake.config import Config, parse_duration_s
+from wake.daemon import channels
 from wake.errors import InvalidInput, NotFound, WakeError
 
 TIER_CHOICE = click.Choice([t.value for t in Tier])
@@ -209,7 +210,7 @@ def outbox_cmd(ctx: app.Context, dead_only: bool, retry_id: int | None, limit: i
         async with app.ledger_conn(config) as conn:
             return await outbox.listing(conn, dead_only=dead_only, limit=limit)
 
-    rows = app.run_async(body)
+    rows = [{**r, "target": channels.route_target(config, r["route"])} for r in app.run_async(body)]  # redacted: never a secret
     click.echo(render.to_json(rows) if as_json else "\n".join(render.outbox(rows)))
 
 

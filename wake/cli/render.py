@@ -270,10 +270,10 @@ def outbox(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not rows:
         return ["the outbox is empty: every delivery was sent"]
     return table(
-        ("ID", "STATE", "ROUTE", "AGENT", "TIER", "WAKE", "ATTEMPTS", "QUEUED (UTC)", "LAST ERROR"),
-        [(r["id"], r["state"], r["route"], r["agent_id"], r["tier"], str(r["wake_id"])[:8], r["attempts"], _utc(r["created_at"]), r["last_error"])
-         for r in rows],
-        indent="", right=frozenset({0, 6}),
+        ("ID", "STATE", "ROUTE", "TARGET", "AGENT", "TIER", "WAKE", "ATTEMPTS", "QUEUED (UTC)", "LAST ERROR"),
+        [(r["id"], r["state"], r["route"], r.get("target", "-"), r["agent_id"], r["tier"], str(r["wake_id"])[:8], r["attempts"],
+          _utc(r["created_at"]), r["last_error"]) for r in rows],
+        indent="", right=frozenset({0, 7}),
     )
 
 

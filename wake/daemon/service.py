@@ -47,7 +47,7 @@ from wake import __version__, clock, logs, stores
 from wake.arrival import code_check
 from wake.config import Config, load_config_file
 from wake.context import WakeRequest
-from wake.daemon import control, notify, outbox, schedule
+from wake.daemon import channels, control, notify, outbox, schedule
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable, WakeError
 from wake.observe import metrics
 from wake.run import claim, cycle, session
@@ -160,6 +160,7 @@ class Daemon:
         async with session.open_session(self.config) as s:
             self.session = s
             st = s.stores
+            channels.check_routes(self.config)  # every Apprise route's credentials, before anything is scheduled
             await self._close_abandoned_at_start()
             self._warm_workspaces()
             if self.handle_signals:
@@ -581,6 +582,7 @@ class Daemon:
         try:
             new = load_config_file(path)
             registry = session.build_registry(new)
+            channels.check_routes(new)
         except WakeError as exc:
             log.error("daemon.reload_failed", path=str(path), error=str(exc), kept=self.config.config_hash()[:12])
             self.notifier.status(f"reload failed, old config kept: {exc}; " + self.status_text())
