@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,9 +141,11 @@ def _instantiate(url: str) -> Any:
 
 def _register_masked(url: str, private: str) -> None:
     """Every part of `url` that Apprise's privacy form hides is a secret from now on."""
-    for token in _TOKEN.findall(url):
-        if token not in private:
+    for match in _TOKEN.finditer(url.split("://", 1)[-1]):
+        token, after = match.group(), url.split("://", 1)[-1][match.end():match.end() + 1]
+        if after != "=" and urllib.parse.unquote(token) not in urllib.parse.unquote(private):  # a query key is no secret
             logs.register_secret(token)
+            logs.register_secret(urllib.parse.unquote(token))
 
 
 @dataclass(frozen=True, kw_only=True)
