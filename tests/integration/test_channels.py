@@ -60,7 +60,8 @@ deliver_to = {json.dumps(deliver_to)}
 
 
 def _route(name: str, url: str, *, attempts: int = 3, more: str = "") -> str:
-    return f'[delivery.{name}]\nkind = "apprise"\nurl = "{url}"\ntimeout_s = 10\nmax_attempts = {attempts}\nbackoff_s = 0.01\nbackoff_max_s = 0.05\n{more}'
+    return (f'[delivery.{name}]\nkind = "apprise"\nurl = "{url}"\ntimeout_s = 10\nmax_attempts = {attempts}\n'
+            f"backoff_s = 0.01\nbackoff_max_s = 0.05\n{more}")
 
 
 async def _wake(config: Config) -> Any:
@@ -80,7 +81,8 @@ async def _send_due(config: Config) -> int:
 
 async def _rows(config: Config) -> list[dict[str, Any]]:
     async with stores.connected(config) as st, st.pg_conn() as conn:
-        return [dict(r) for r in await conn.fetch("SELECT route, state, attempts, last_error, payload::text AS payload FROM wake_outbox ORDER BY route")]
+        sql = "SELECT route, state, attempts, last_error, payload::text AS payload FROM wake_outbox ORDER BY route"
+        return [dict(r) for r in await conn.fetch(sql)]
 
 
 @pytest.fixture
