@@ -136,6 +136,16 @@ class DeliveryFailed(Exception):
         self.permanent = permanent
 
 
+class InboxRefused(Exception):
+    """A request to the daemon's inbox that is not stored: its HTTP status (a 4xx) and the reason
+    the answer gives."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
 class PrecheckFailed(Exception):
     """A tier's pre-check neither passed nor said "nothing to do"; the message says what happened."""
 

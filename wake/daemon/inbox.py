@@ -46,6 +46,7 @@ from starlette.routing import Route
 from ledgers import inbox as ledger
 from wake import clock, logs, secrets
 from wake.config import Config, clip, parse_listen
+from wake.errors import InboxRefused as Refused  # short: every check below raises it
 from wake.errors import ListenError
 from wake.stores import Stores
 
@@ -56,13 +57,6 @@ TIMESTAMP_HEADER = "X-Wake-Timestamp"
 MAX_KEY_CHARS = 200
 MAX_FIELD_CHARS = 200  # author and channel
 SHUTDOWN_S = 5
-
-
-class Refused(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
