@@ -15,10 +15,12 @@ from typing import Any
 import click
 
 from ledgers import controls, outbox
+from ledgers import rows as ledger_rows
 from ledgers.vocab import Tier
 from wake import clock
 from wake.cli import app, render
 from wake.config import Config
+from wake.daemon import channels
 from wake.daemon.operator import TIME_HELP, operator, parse_when
 from wake.errors import InvalidInput, NotFound, WakeError
 
@@ -173,8 +175,12 @@ def outbox_cmd(ctx: app.Context, dead_only: bool, retry_id: int | None, limit: i
         async with app.ledger_conn(config) as conn:
             return await outbox.listing(conn, dead_only=dead_only, limit=limit)
 
-    rows = app.run_async(body)
-    click.echo(render.to_json(rows) if as_json else "\n".join(render.outbox(rows)))
+    found = app.run_async(body)
+    targets = {r.id: channels.route_target(config, r.route) for r in found}  # redacted: never a secret
+    if as_json:
+        click.echo(render.to_json([{**dict(ledger_rows.fields(r)), "target": targets[r.id]} for r in found]))
+    else:
+        click.echo("\n".join(render.outbox(found, targets)))
 
 
 async def _retry(config: Config, row_id: int) -> None:

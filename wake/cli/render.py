@@ -274,15 +274,16 @@ def oneshots(shots: Sequence[controls.OneShot]) -> list[str]:
     )
 
 
-def outbox(deliveries: Sequence[outbox_ledger.Delivery]) -> list[str]:
-    """`wake outbox`: deliveries not sent yet, the newest first."""
+def outbox(deliveries: Sequence[outbox_ledger.Delivery], targets: Mapping[int, str]) -> list[str]:
+    """`wake outbox`: deliveries not sent yet, the newest first, each with its route's target
+    (redacted: `wake.daemon.channels.route_target`)."""
     if not deliveries:
         return ["the outbox is empty: every delivery was sent"]
     return table(
-        ("ID", "STATE", "ROUTE", "AGENT", "TIER", "WAKE", "ATTEMPTS", "QUEUED (UTC)", "LAST ERROR"),
-        [(r.id, r.state, r.route, r.agent_id, r.tier, str(r.wake_id)[:8], r.attempts, _utc(r.created_at), r.last_error)
+        ("ID", "STATE", "ROUTE", "TARGET", "AGENT", "TIER", "WAKE", "ATTEMPTS", "QUEUED (UTC)", "LAST ERROR"),
+        [(r.id, r.state, r.route, targets.get(r.id, "-"), r.agent_id, r.tier, str(r.wake_id)[:8], r.attempts, _utc(r.created_at), r.last_error)
          for r in deliveries],
-        indent="", right=frozenset({0, 6}),
+        indent="", right=frozenset({0, 7}),
     )
 
 

@@ -5,6 +5,7 @@ The package holds the config's parts, one concern a module:
 - `values`: the value checks the models share (durations, addresses, agent ids, URLs, the bound
   on every duration, `clip` for echoed values);
 - `sections`: one frozen model per table of the file;
+- `channels`: the chat and mail channels' checks (Apprise URLs, templates), `[console]`, `[inbox]`;
 - `root`: `Config`, the checks that span sections;
 - `environment`: the variables a config was loaded under, as data;
 - `views`: what is derived from a config (paths, schedules, the tools' settings);
@@ -16,6 +17,7 @@ Importers use this package's names (`from wake.config import Config, load_config
 
 from __future__ import annotations
 
+from wake.config.channels import DEDUPLICATING_SCHEMES, TEMPLATE_FIELDS, InboxConfig
 from wake.config.environment import Environment
 from wake.config.loader import (
     EMBEDDED_DEFAULT,
@@ -78,6 +80,7 @@ __all__ = [
     "DeliveryRoute", "EnginesConfig", "Environment", "EscalationRule", "GateConfig", "LogConfig", "MemoryAgentConfig",
     "ConsoleConfig", "MetricsConfig", "ModelRoute", "Neo4jConfig", "PostgresConfig", "ProbesConfig", "RecallConfig", "RedisConfig",
     "RetractionsConfig", "SeverityName", "SqlSourceConfig", "ThinkConfig", "TierConfig", "ToolChoice", "TOOL_CHOICES", "ToolsConfig", "VerifyConfig",
+    "DEDUPLICATING_SCHEMES", "InboxConfig", "TEMPLATE_FIELDS",
     "candidate_paths", "check_agent_id", "check_http_url", "clip", "find_config", "load_config", "load_config_file",
     "log_settings", "parse_duration_s", "parse_listen", "read_environment", "resolve_state_dir",
 ]

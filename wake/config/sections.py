@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from ledgers.vocab import Tier
 from memory import config as memory_config
 from surfaces.context import RecallSettings, ToolSettings
+from wake.config import channels
 from wake.config.mcp import SERVER_NAME, McpServerConfig
 from wake.config.values import _Model, check_http_url, clip, parse_duration_s, parse_listen
 from wake.errors import KeyProblem
@@ -238,6 +239,17 @@ class ConsoleConfig(_Model):
     token_credential: str = "wake_console_token"
     # How often the live timeline asks the ledger for new and settled wakes.
     live_poll_s: float = Field(2.0, gt=0)
+    # Where the console is reached from outside, e.g. "https://wake.example.org": a delivered
+    # message's {link} is <url>/wakes/<wake id> (docs/channels.md).
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else check_http_url(value)
+
+    def wake_link(self, wake_id: str) -> str:
+        return f"{self.url.rstrip('/')}/wakes/{wake_id}" if self.url else ""
 
     @field_validator("listen")
     @classmethod
@@ -416,10 +428,15 @@ class ContextConfig(_Model):
             return tuple(sorted(self.remind_at))
         return (0.85,) if self.policy == "sovereign" else (0.80, 0.88)
 class DeliveryRoute(_Model):
-    """`[delivery.<name>]`: where a completed wake's final text is delivered (docs/daemon.md, "Delivery")."""
+    """`[delivery.<name>]`: where a completed wake's final text is delivered (docs/daemon.md, "Delivery";
+    the chat and mail channels, kind = "apprise": docs/channels.md)."""
 
-    kind: Literal["webhook", "file", "stdout"]
-    url: str | None = None  # webhook: POSTed JSON
+    kind: Literal["webhook", "file", "stdout", "apprise"]
+    # webhook: the URL the JSON is POSTed to; apprise: the Apprise URL (tgram://, mailto://, ...),
+    # every secret part as a {credential} placeholder
+    url: str | None = None
+    # apprise: the credential holding the whole Apprise URL, instead of url
+    url_credential: str | None = None
     # webhook: the credential whose value signs the body (X-Wake-Signature: sha256=<HMAC-SHA256>)
     secret_credential: str | None = None
     timeout_s: float = Field(10.0, gt=0)
@@ -427,6 +444,16 @@ class DeliveryRoute(_Model):
     max_attempts: int = Field(8, ge=1)  # then the delivery is `dead` (`wake outbox --failed`)
     backoff_s: float = Field(1.0, ge=0)  # the first wait between attempts; doubles each time
     backoff_max_s: float = Field(300.0, ge=0)
+    # apprise: the message (str.format over text, agent, tier, wake_id, trigger, status,
+    # settled_at, link) and its title; cut to max_chars, else to the channel's own limit
+    template: str = channels.DEFAULT_TEMPLATE
+    title: str = channels.DEFAULT_TITLE
+    max_chars: int | None = Field(None, ge=100)
+
+    @field_validator("template", "title")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        return channels.check_template(value)
 
     @model_validator(mode="after")
     def _target(self) -> DeliveryRoute:
@@ -437,6 +464,10 @@ class DeliveryRoute(_Model):
                 raise ValueError(f"a webhook route needs url = an http:// or https:// URL with a host, got {clip(self.url)}") from None
         if self.kind == "file" and not self.path:
             raise ValueError("a file route needs path = a file to append JSON lines to")
+        if self.kind == "apprise":
+            channels.check_apprise_route(self.url, self.url_credential)
+        elif self.url_credential is not None:
+            raise ValueError(f"url_credential is for apprise routes; this one is kind = {self.kind!r}")
         return self
 
 

@@ -1,7 +1,7 @@
 """`wake daemon`: the process around the wake cycle (docs/design.md, steps 1-3 and the life around them).
 
 The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer, the
-outbox sender, the one-shot poller).
+outbox sender, the one-shot poller, and with `[inbox] listen` the inbox endpoint).
 APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier); a job
 only names its slot and hands it to a tracked task, so every wake in flight is one task the
 daemon can drain or cancel.
@@ -47,7 +47,7 @@ from wake import __version__, clock, logs, stores
 from wake.arrival import code_check
 from wake.config import Config, load_config_file
 from wake.context import WakeRequest
-from wake.daemon import control, notify, outbox, schedule
+from wake.daemon import channels, control, inbox, notify, outbox, schedule
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable, WakeError
 from wake.observe import metrics
 from wake.run import claim, cycle, session
@@ -170,6 +170,7 @@ class Daemon:
         async with session.open_session(self.config, keep_alive=True) as s:
             self.session = s
             st = s.stores
+            channels.check_routes(self.config)  # every Apprise route's credentials, before anything is scheduled
             await self._close_abandoned_at_start()
             self._warm_workspaces()
             if self.handle_signals:
@@ -179,6 +180,7 @@ class Daemon:
             self._schedule_all()
             self._catch_up()
             self.sender = outbox.Sender(lambda: self.config, st, owner=self.owner, now=self.now)
+            endpoint = inbox.Endpoint.open(lambda: self.config, st, now=self.now) if self.config.inbox.listen else None
             exposition = self._serve_metrics()
             self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
             settle_heap()
@@ -189,6 +191,7 @@ class Daemon:
                 *self._operator_tasks(),
                 asyncio.create_task(self.spool_loop(), name="spool"),
                 *(asyncio.create_task(c(self), name=c.name) for c in self.companions),
+                *([asyncio.create_task(endpoint.serve(self.stop), name="inbox")] if endpoint is not None else []),
             ]
             if self.metrics is not None:
                 side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
@@ -592,6 +595,7 @@ class Daemon:
         try:
             new = load_config_file(path)
             registry = session.build_registry(new)
+            channels.check_routes(new)
         except WakeError as exc:
             log.error("daemon.reload_failed", path=str(path), error=str(exc), kept=self.config.config_hash()[:12])
             self.notifier.status(f"reload failed, old config kept: {exc}; " + self.status_text())
