@@ -42,6 +42,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from codecheck.errors import AnchorError as AnchorError  # noqa: F401  (defined in codecheck/errors.py, imported from here too)
+
 PROVENANCE_TYPES: tuple[str, ...] = ("message", "wake", "url")
 CODE_TYPES: tuple[str, ...] = ("file", "import", "symbol", "env", "package")
 ABSENT = "absent"
@@ -56,10 +58,6 @@ MAX_TEXT = 500     # characters in one ref or where
 # PEP 508 distribution names, and npm's (optionally @scope/name)
 _PEP508_NAME = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$")
 _NPM_NAME = re.compile(r"^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$")
-
-
-class AnchorError(ValueError):
-    """An anchor is malformed; the message names it and says why."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -27,12 +27,9 @@ import asyncpg
 from codecheck import anchors as anchors_mod
 from codecheck import verify
 from ledgers import queries, retractions
+from ledgers.errors import FactCheckError as FactCheckError  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
 
 _TEXT_MAX = 2000  # evidence and retraction fields are clipped to this many characters
-
-
-class FactCheckError(ValueError):
-    """A check cannot be recorded as asked; nothing was written."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,13 +21,10 @@ import asyncpg
 
 from codecheck import anchors as anchors_mod
 from ledgers import attestation, contact, queries
+from ledgers.errors import FactError as FactError  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
 
 ORIGINS = ("did", "saw")
 ANCHOR_TYPES = ("file", "message", "wake", "url")  # the {type, ref} anchors; codecheck.anchors has the code ones
-
-
-class FactError(ValueError):
-    """A fact cannot be written as asked; the message says why and nothing was written."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,6 +22,7 @@ from typing import Any
 import asyncpg
 
 from ledgers import ids, queries
+from ledgers.errors import RetractionInputError as RetractionInputError  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
 
 SETTLED_VERDICTS: tuple[str, ...] = ("upheld", "overturned", "unresolvable")
 CAUGHT_BY: tuple[str, ...] = ("self", "human", "together", "reality")
@@ -33,10 +34,6 @@ VERDICT_MEANING: dict[str, str] = {
     "upheld": "the original claim is restored (the overturn condition appeared)",
     "unresolvable": "the falsifier can no longer be checked",
 }
-
-
-class RetractionInputError(ValueError):
-    """A retraction or a verdict was refused; the message says which field and why."""
 
 
 def normalize_observation(text: str) -> str:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import asyncpg
 
+from ledgers.errors import SchemaMismatch as SchemaMismatch  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 LOCK_KEY = 0x77616B65  # "wake"
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -29,10 +31,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )
 """
-
-
-class SchemaMismatch(Exception):
-    """The database's migrations disagree with the files this code ships."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,13 +21,10 @@ import asyncpg
 from ledgers import facts, probes, retractions
 from surfaces import probe
 from surfaces.context import ToolContext, ToolSettings
+from surfaces.errors import ToolInputError as ToolInputError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
 from surfaces.registry import Tool, tool
 
 Writer = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
-
-
-class ToolInputError(ValueError):
-    """A tool call was refused for its input; nothing was written."""
 
 
 def instrument(settings: ToolSettings, evaluate_fn: probe.Evaluate = probe.evaluate) -> probe.Instrument:

@@ -28,19 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from surfaces.errors import McpToolError as McpToolError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
+from surfaces.errors import McpUnavailable as McpUnavailable
 from surfaces.registry import DeclarationError, Tool
 
 SEPARATOR = "__"
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
 SERVER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")  # no "_": the separator stays unambiguous
-
-
-class McpUnavailable(Exception):
-    """The server is not answering: the call is not made."""
-
-
-class McpToolError(Exception):
-    """The server answered the call with `isError: true`; the message is its text."""
 
 
 @dataclass(frozen=True, kw_only=True)

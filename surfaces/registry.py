@@ -22,15 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from surfaces import names, schema_patterns
+from surfaces.errors import DeclarationError as DeclarationError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
 
 ENTRY_POINT_GROUP = "wake.tools"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the OpenAI function-name rule
 
 Handler = Callable[..., Awaitable[Any]]
-
-
-class DeclarationError(Exception):
-    """A tool declaration is malformed; startup stops. The message names the tool."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,6 @@ def wake_record(**columns: Any) -> WakeRecord:
         "pid": 0, "version": "0", "config_hash": "", "diff": None, "note": None, "error": None, "model": None, "prompt_tokens": 0,
         "completion_tokens": 0, "cached_tokens": 0, "cost_usd": Decimal(0), "turns": 0, "tool_calls": 0, "refusals": 0,
         "stop_reason": None, "final_text": None, "escalation_cause": None, "unchecked_absence_claims": 0, "chain_seq": None,
-        "chain": None, "arrival_order": [], "peak_pressure": None,
+        "chain": None, "arrival_order": [], "peak_pressure": None, "transcript_root": None,
     }
     return WakeRecord.from_row({**row, **columns})
