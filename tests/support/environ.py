@@ -22,7 +22,9 @@ from pathlib import Path
 # The suite's own variables: read by tests/conftest.py and tests/support, never by `wake`.
 KEPT = re.compile(r"^WAKE_(TEST|REQUIRE|CI|EXT)_[A-Z0-9_]+$|^WAKE_[A-Z0-9]+_CACHE$")
 # What the loader, the stores and the daemon read.
-READ_BY_WAKE = re.compile(r"^(WAKE_|PG|NEO4J_|XDG_)|^(REDIS_URL|DATABASE_URL|STATE_DIRECTORY|CREDENTIALS_DIRECTORY|NOTIFY_SOCKET|WATCHDOG_USEC|WATCHDOG_PID)$")
+READ_BY_WAKE = re.compile(
+    r"^(WAKE_|PG|NEO4J_|XDG_)|^(REDIS_URL|DATABASE_URL|STATE_DIRECTORY|CREDENTIALS_DIRECTORY|NOTIFY_SOCKET|WATCHDOG_USEC|WATCHDOG_PID)$"
+)
 
 
 def kept(name: str) -> bool:
