@@ -185,8 +185,38 @@ async def run(config: Config) -> list[Check]:
         detail=f"{config.path} ({len(config.agents)} agent{'s' if len(config.agents) != 1 else ''}, sha256 {config.config_hash()[:12]})",
     )
     pg, rd, neo = await asyncio.gather(_postgres(config), _redis(config), _neo4j(config))
-    state = Check(check="state_dir", status="info", detail=str(config.state_dir_path()), required=False)
+    state = state_dir_check(config.state_dir_path())
     return [config_check, state, *pg, rd, *neo, *operator_checks(config), *_versions()]
+
+
+_STATE_SCAN = 20_000  # entries looked at under the state directory, at most
+
+
+def state_dir_check(state_dir: Path) -> Check:
+    """Warn when anything under the state directory (this user's own) is readable by group or
+    others: the ledgers' engines, the memory repositories and the logs are the agents' private state."""
+    if not state_dir.exists():
+        return Check(check="state_dir", status="info", detail=f"{state_dir} (not created yet)", required=False)
+    readable: list[Path] = []
+    seen = 0
+    uid = os.geteuid()
+    for root, dirs, files in os.walk(state_dir):
+        for path in [Path(root), *(Path(root) / f for f in files)]:
+            seen += 1
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if st.st_uid == uid and st.st_mode & 0o044 and not path.is_symlink():
+                readable.append(path)
+        dirs[:] = [d for d in dirs if os.access(Path(root) / d, os.R_OK | os.X_OK)]  # another user's (pgserver's) data stays theirs
+        if seen >= _STATE_SCAN:
+            break
+    if readable:
+        more = f" and {len(readable) - 1} more" if len(readable) > 1 else ""
+        return Check(check="state_dir", status="warn", required=False,
+                     detail=f"{state_dir}: {readable[0]}{more} readable by other users; chmod -R go-rwx {state_dir}")
+    return Check(check="state_dir", status="ok", detail=f"{state_dir} (owner only)", required=False)
 
 
 def healthy(checks: list[Check]) -> bool:

@@ -4,6 +4,7 @@ the helpers every command shares are in `wake.cli.app`; the ledger commands in `
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from typing import Any
@@ -104,6 +105,9 @@ def migrate_cmd(ctx: Context, show_status: bool, as_json: bool) -> None:
 
 
 def main() -> None:
+    # Owner-only state: every file wake, its engines (which inherit it) and git create is 0600, every
+    # directory 0700 (docs/isolation.md, "Owner-only state").
+    os.umask(0o077)
     cli(prog_name="wake")
 
 

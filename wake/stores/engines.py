@@ -55,16 +55,72 @@ def _pgserver() -> Any:
     return pgserver
 
 
+# Who may read the state directory: its owner. Running as root, pgserver runs PostgreSQL as its own
+# `pgserver` user and opens the directories above its data to group and others (read and
+# traverse); wake takes reading back and leaves traversal, so that user reaches its data
+# directory (0700, its own) and nobody else can list what the directory holds.
+OWNER_ONLY = 0o700
+OWNER_ONLY_ROOT = 0o711
+
+
+def secure_state_dir(state_dir: Path) -> None:
+    """Create the state directory owner-only, and take group and other access back from one this
+    user owns (an older wake made it 0755). Files under it are 0600 by the CLI's umask (077)."""
+    state_dir.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        st = state_dir.stat()
+        wanted = OWNER_ONLY_ROOT if os.geteuid() == 0 else OWNER_ONLY
+        if st.st_uid == os.geteuid() and st.st_mode & 0o777 != wanted:
+            state_dir.chmod(wanted)
+
+
+# The embedded server's client authentication: local (unix socket) connections only, by peer: the
+# connecting process's OS user must be the one wake runs as (pgserver's initdb writes `trust` for
+# every local user). The map lets that user log in as any database role (the owner, the tool role).
+PG_HBA = "# written by wake: only {user} connects, over the unix socket (peer)\nlocal all all peer map=wake\n"
+PG_IDENT = "# written by wake\nwake {user} all\n"
+
+
+def _restrict_hba(data: Path) -> bool:
+    """Replace pgserver's `trust` lines with peer authentication for this OS user; returns
+    whether the files changed (the server must then reload them)."""
+    import pwd
+
+    hba, ident = data / "pg_hba.conf", data / "pg_ident.conf"
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    wanted_hba, wanted_ident = PG_HBA.format(user=user), PG_IDENT.format(user=user)
+    try:
+        if hba.read_text() == wanted_hba and ident.read_text() == wanted_ident:
+            return False
+        owner = data.stat()
+    except OSError:
+        return False
+    for path, text in ((ident, wanted_ident), (hba, wanted_hba)):  # the map first: the hba line names it
+        tmp = path.with_suffix(".wake-tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o600)
+        if os.geteuid() == 0:
+            os.chown(tmp, owner.st_uid, owner.st_gid)  # the server (pgserver's user) reads it
+        tmp.replace(path)
+    return True
+
+
 def start_postgres(state_dir: Path, *, idle_s: float = 0.0) -> str:
     """Start (or join) the embedded PostgreSQL; returns its DSN (unix socket). With `idle_s` > 0
     it outlives this process (the reaper stops it after `idle_s` unused)."""
     pgserver = _pgserver()
     data = state_dir / "postgres"
-    data.parent.mkdir(parents=True, exist_ok=True)
+    secure_state_dir(state_dir)
     try:
         server = pgserver.get_server(data, cleanup_mode="stop" if idle_s <= 0 else None)
     except Exception as exc:  # pgserver raises bare subprocess / assertion errors
         raise StoreUnavailable("postgres (embedded)", str(data), f"{type(exc).__name__}: {exc}") from exc
+    secure_state_dir(state_dir)  # pgserver, as root, opened it to group and others
+    if _restrict_hba(data):
+        try:
+            server.psql("SELECT pg_reload_conf();")  # still under the old rules: this connection is allowed
+        except Exception as exc:  # noqa: BLE001 - psql's CalledProcessError, or the shell's
+            raise StoreUnavailable("postgres (embedded)", str(data), f"could not reload its client authentication: {exc}") from exc
     if idle_s > 0:
         linger(state_dir, idle_s)
     return str(server.get_uri())
