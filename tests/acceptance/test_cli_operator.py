@@ -77,9 +77,9 @@ def test_trigger_validates_agent_and_tier_before_asking(wake_cli: CLI, write_con
     config = write_config(SOLO)
     env = {"REDIS_URL": redis_url}
     ghost = wake_cli("--config", str(config), "trigger", "--agent", "ghost", extra_env=env)
-    assert ghost.returncode == 2 and "no agent 'ghost'; configured: solo" in ghost.stderr
+    assert ghost.returncode == 65 and "no agent 'ghost' is configured; known: solo" in ghost.stderr
     full = wake_cli("--config", str(config), "trigger", "--agent", "solo", "--tier", "full", extra_env=env)
-    assert full.returncode == 2 and "agent 'solo' has no full tier; configured: whisper" in full.stderr
+    assert full.returncode == 65 and "agent 'solo' has no full tier; configured: whisper" in full.stderr
 
 
 async def test_trigger_prints_the_wake_id_and_waits_for_the_outcome(

@@ -113,6 +113,16 @@ class ScriptedServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
+            def do_GET(self) -> None:
+                """`GET /models`, as an OpenAI-compatible server lists its models (`wake doctor` asks)."""
+                found = self.path.endswith("/models")
+                data = json.dumps({"object": "list", "data": [{"id": "scripted-1", "object": "model"}]} if found else {}).encode()
+                self.send_response(200 if found else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
                 if not self.path.endswith("/chat/completions"):

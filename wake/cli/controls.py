@@ -31,6 +31,11 @@ TIME_HELP = (
 )
 
 
+# `wake at` takes a time typed within this much of now as now (the minute being typed); anything
+# earlier has passed and is refused, as `wake pause --until` refuses it.
+AT_PAST_GRACE = dt.timedelta(seconds=60)
+
+
 def parse_when(text: str, now: dt.datetime, zone: str) -> dt.datetime:
     """A time an operator typed, as an aware UTC datetime. Raises InvalidInput (one line)."""
     value = text.strip().removeprefix("+").removeprefix("in ").strip()
@@ -39,8 +44,8 @@ def parse_when(text: str, now: dt.datetime, zone: str) -> dt.datetime:
     if with_duration:
         try:
             return now + dt.timedelta(seconds=parse_duration_s(value))
-        except ValueError as exc:
-            raise InvalidInput(f"cannot read the time {text!r}: {exc}") from None
+        except (ValueError, OverflowError) as exc:
+            raise InvalidInput(f"cannot read the time {app.clip(text)}: {exc}") from None
     hhmm = _HHMM.match(value)
     if hhmm:
         today = now.astimezone(local).replace(hour=int(hhmm.group(1)), minute=int(hhmm.group(2)), second=0, microsecond=0)
@@ -48,7 +53,7 @@ def parse_when(text: str, now: dt.datetime, zone: str) -> dt.datetime:
     try:
         parsed = dt.datetime.fromisoformat(value)
     except ValueError:
-        raise InvalidInput(f"cannot read the time {text!r}: expected {TIME_HELP}") from None
+        raise InvalidInput(f"cannot read the time {app.clip(text)}: expected {TIME_HELP}") from None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=local)).astimezone(dt.UTC)
 
 
@@ -161,6 +166,8 @@ def at_cmd(
     now = clock.now()
     agent = _checked(lambda: _agent(config, agent_id, tier))
     fire_at = _checked(lambda: parse_when(when, now, config.agents[agent].timezone))
+    if fire_at < now - AT_PAST_GRACE:
+        app.fail(InvalidInput(f"{app.clip(when)} is {fire_at.isoformat()}, which has passed; give a time to come"))
     shot_id = app.run_async(lambda: _add(config, agent, tier, fire_at, note, now))
     click.echo(f"one-shot {shot_id} for {agent}/{tier} at {fire_at.isoformat()}" + (" (now: it is due)" if fire_at <= now else ""))
 

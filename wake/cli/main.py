@@ -13,7 +13,7 @@ import click
 
 from ledgers import introspection, retractions, schema
 from ledgers import probes as probes_ledger
-from ledgers.vocab import Tier
+from ledgers.vocab import Status, Tier
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
@@ -108,7 +108,30 @@ def main() -> None:
     # Owner-only state: every file wake, its engines (which inherit it) and git create is 0600, every
     # directory 0700 (docs/isolation.md, "Owner-only state").
     os.umask(0o077)
-    cli(prog_name="wake")
+    cli(args=hoist_config(sys.argv[1:]), prog_name="wake")
+
+
+def hoist_config(args: list[str]) -> list[str]:
+    """`--config F` is the group's option; accept it after the subcommand too (`wake ledger
+    --config F`) by moving it to the front. Nothing after a `--` is an option."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg == "--config" and i + 1 < len(args):
+            front += args[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 WORKSPACE_WARM_S = 30.0  # `wake up` waits this long for the agent's workspace fingerprint before the wake
@@ -179,7 +202,7 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool) -> None:
 @cli.command("ledger")
 @agent_option()
 @click.option("--tier", type=click.Choice(["whisper", "surface", "full"]), help="Only this tier.")
-@click.option("--status", help="Only this status (completed, quiet, failed, aborted, halted, abandoned, skipped, missed, started).")
+@click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
