@@ -96,6 +96,12 @@ def _with_usage(step: Response, raw: bytes, previous: bytes, per: int) -> Any:
     return {**body, "usage": usage}
 
 
+def _models_reply(path: str) -> tuple[int, bytes]:
+    if not path.endswith("/models"):
+        return 404, b"{}"
+    return 200, json.dumps({"object": "list", "data": [{"id": "scripted-1", "object": "model"}]}).encode()
+
+
 class ScriptedServer:
     def __init__(self, default: Callable[[dict[str, Any]], Response] | None = None) -> None:
         """`default(request_json)` answers when the script is empty (else "Nothing to do.")."""
@@ -115,9 +121,8 @@ class ScriptedServer:
 
             def do_GET(self) -> None:
                 """`GET /models`, as an OpenAI-compatible server lists its models (`wake doctor` asks)."""
-                found = self.path.endswith("/models")
-                data = json.dumps({"object": "list", "data": [{"id": "scripted-1", "object": "model"}]} if found else {}).encode()
-                self.send_response(200 if found else 404)
+                status, data = _models_reply(self.path)
+                self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
