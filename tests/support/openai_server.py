@@ -96,10 +96,15 @@ def _with_usage(step: Response, raw: bytes, previous: bytes, per: int) -> Any:
     return {**body, "usage": usage}
 
 
-def _models_reply(path: str) -> tuple[int, bytes]:
-    if not path.endswith("/models"):
-        return 404, b"{}"
-    return 200, json.dumps({"object": "list", "data": [{"id": "scripted-1", "object": "model"}]}).encode()
+def _serve_models(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """`GET /models`, as an OpenAI-compatible server lists its models (`wake doctor` asks)."""
+    found = handler.path.endswith("/models")
+    data = json.dumps({"object": "list", "data": [{"id": "scripted-1", "object": "model"}]} if found else {}).encode()
+    handler.send_response(200 if found else 404)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 class ScriptedServer:
@@ -119,14 +124,7 @@ class ScriptedServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
-            def do_GET(self) -> None:
-                """`GET /models`, as an OpenAI-compatible server lists its models (`wake doctor` asks)."""
-                status, data = _models_reply(self.path)
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+            do_GET = _serve_models
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
