@@ -25,3 +25,15 @@ SELECT c.relname
 -- name: bound
 -- The agent backend $1 is bound to (what `wake_scoped_agent()` returns on that backend).
 SELECT agent_id FROM wake_scope WHERE pid = $1
+
+-- name: started_by_host
+-- The agent's rows left `started`, with the process that wrote each: a daemon starting on the same
+-- host closes those whose process is dead (`abandon_dead`) without waiting for the lease's TTL.
+SELECT agent_id, wake_id, host, pid FROM wake_introspection_ledger WHERE status = 'started' AND host = $1
+
+-- name: abandon_started_pids
+-- Close the agent's `started` rows written on host $3 by the (dead) processes $4.
+UPDATE wake_introspection_ledger
+   SET status = 'abandoned', finished_at = now(), error = $2
+ WHERE agent_id = $1 AND status = 'started' AND host = $3 AND pid = ANY($4::integer[])
+RETURNING wake_id, tier, host, pid, fence

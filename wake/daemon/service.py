@@ -41,7 +41,7 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from ledgers import controls, introspection, slots
+from ledgers import controls, dead_processes, introspection, slots
 from ledgers.vocab import NO_WAIT_TIERS, Tier, Trigger
 from wake import __version__, clock, logs, stores
 from wake.arrival import code_check
@@ -52,7 +52,7 @@ from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable, WakeE
 from wake.observe import metrics
 from wake.run import claim, cycle, session
 from wake.run.claim import BUSY_HINT
-from wake.stores import lease
+from wake.stores import engines, lease
 
 log = logs.get("wake.daemon")
 
@@ -84,6 +84,9 @@ async def _cancelled(tasks: list[asyncio.Task[Any]]) -> None:
 # dropped, and logged, past this many); and how often an unreachable PostgreSQL is asked again.
 SPOOL_MAX = 1000
 SPOOL_RETRY_S = 1.0
+
+
+DEAD_ON_HOST = "abandoned: its process died on this host before settling (closed at the daemon's start)"
 
 
 def settle_heap() -> None:
@@ -332,10 +335,17 @@ class Daemon:
             self._spawn(self.run_slot(sched, missed, Trigger.catch_up), name=f"catch-up:{sched.agent_id}/{sched.tier}")
 
     async def _close_abandoned_at_start(self) -> None:
-        """Rows left `started` by a dead process are closed once their lease has expired: take each
-        such agent's lease (if free) and close them under the new fence."""
+        """Rows left `started` by a process that is dead on this host are closed at once
+        (`ledgers.dead_processes`); the others once their lease has expired: take each such agent's
+        lease (if free) and close them under the new fence."""
         assert self.stores is not None
+        host = socket.gethostname()
         async with self.stores.pg_conn() as conn:
+            for agent_id, pids in (await dead_processes.dead_on_host(conn, host, engines.alive)).items():
+                for row in await dead_processes.abandon_dead(conn, agent_id, host, pids, DEAD_ON_HOST):
+                    metrics.observe_abandoned(agent_id, row["tier"])
+                    log.warning("wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=host, pid=row["pid"], fence=row["fence"],
+                                closed_by="start-up: its process is dead on this host")
             agents = await introspection.agents_with_started(conn)
         for agent_id in agents:
             with contextlib.suppress(LeaseBusy):

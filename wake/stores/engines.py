@@ -126,6 +126,11 @@ def start_postgres(state_dir: Path, *, idle_s: float = 0.0) -> str:
     return str(server.get_uri())
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (someone else's counts)."""
+    return _alive(pid)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
