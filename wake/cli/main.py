@@ -19,7 +19,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import controls, doctor, ledger, memory, migrate, remote, render, workspace
+from wake.cli import controls, doctor, health, ledger, memory, migrate, remote, render, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     Context,
@@ -35,7 +35,7 @@ from wake.cli.app import (
     run_async,
 )
 from wake.context import WakeRequest
-from wake.errors import NotFound, WakeError
+from wake.errors import NotFound, StoreUnavailable, WakeError
 from wake.observe import logread, watch
 from wake.run import claim, cycle, session
 from wake.witness import diff, manifest
@@ -378,9 +378,10 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
     if watching and as_json:
         raise click.UsageError("--watch draws a terminal view; it does not go with --json")
     if not watching:
-        result = run_async(lambda: remote.status(config))
-        result.update(run_async(lambda: controls.snapshot(config, clock.now())))
+        result = run_async(lambda: health.status_with_stores(config))
         click.echo(render.to_json(result) if as_json else "\n".join(render.status_lines(result)))
+        if not all(s["ok"] for s in result["stores"]):
+            sys.exit(StoreUnavailable.exit_code)
         return
 
     async def body() -> None:

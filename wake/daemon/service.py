@@ -86,6 +86,7 @@ SPOOL_MAX = 1000
 SPOOL_RETRY_S = 1.0
 
 
+ENGINE_CHECK_S = 1.0  # how often the daemon looks at its embedded engines' pids (a file read each)
 DEAD_ON_HOST = "abandoned: its process died on this host before settling (closed at the daemon's start)"
 
 
@@ -184,6 +185,8 @@ class Daemon:
             ]
             if self.metrics is not None:
                 side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
+            if st.embedded:
+                side.append(asyncio.create_task(self._engine_loop(st.embedded), name="engines"))
             log.info("daemon.ready", replica=self.replica_id, jobs=len(self.schedules), embedded=list(st.embedded), status=self.status_text())
             failed = asyncio.create_task(self._first_failure(side), name="side-task-watch")
             await self.stop.wait()
@@ -333,6 +336,24 @@ class Daemon:
                 continue
             log.info("wake.catch_up", agent=sched.agent_id, tier=sched.tier, slot=missed.isoformat(), last=last.isoformat() if last else None)
             self._spawn(self.run_slot(sched, missed, Trigger.catch_up), name=f"catch-up:{sched.agent_id}/{sched.tier}")
+
+    async def _engine_loop(self, embedded: tuple[str, ...]) -> None:
+        """Supervise the embedded engines: every ENGINE_CHECK_S, one that is not running is started
+        again (`engine.restarted`, `wake_engine_restarts_total`); the slots that fired while it was
+        away have their rows (`failed`: the lease could not be taken; `missed`: PostgreSQL was
+        away), and the clients reconnect on their next call."""
+        state_dir = self.config.state_dir_path()
+        start = {"postgres": engines.start_postgres, "redis": engines.start_redis}
+        while True:
+            await asyncio.sleep(ENGINE_CHECK_S)
+            running = await asyncio.to_thread(engines.engine_pids, state_dir)
+            for name in embedded:
+                if name in running:
+                    continue
+                try:
+                    await asyncio.to_thread(start[name], state_dir, idle_s=self.config.engines.idle_s)
+                except Exception as exc:  # noqa: BLE001 - tried again on the next round; never the daemon's end
+                    log.error("engine.restart_failed", engine=name, error=f"{type(exc).__name__}: {exc}")
 
     async def _close_abandoned_at_start(self) -> None:
         """Rows left `started` by a process that is dead on this host are closed at once

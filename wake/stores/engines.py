@@ -36,7 +36,11 @@ from typing import Any
 import fasteners
 import redis
 
+from wake import logs
 from wake.errors import EnginesBusy, StoreUnavailable
+from wake.observe import metrics
+
+log = logs.get("wake.stores")
 
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
 _START_TIMEOUT_S = 15.0
@@ -111,11 +115,16 @@ def start_postgres(state_dir: Path, *, idle_s: float = 0.0) -> str:
     pgserver = _pgserver()
     data = state_dir / "postgres"
     secure_state_dir(state_dir)
+    was_running = "postgres" in engine_pids(state_dir)
+    users = _live(data / ".handle_pids.json")
     try:
         server = pgserver.get_server(data, cleanup_mode="stop" if idle_s <= 0 else None)
     except Exception as exc:  # pgserver raises bare subprocess / assertion errors
         raise StoreUnavailable("postgres (embedded)", str(data), f"{type(exc).__name__}: {exc}") from exc
     secure_state_dir(state_dir)  # pgserver, as root, opened it to group and others
+    if not was_running and (users or data in _pg_joined):
+        restarted("postgres", len(users) + (data in _pg_joined))
+    _pg_joined.add(data)
     if _restrict_hba(data):
         try:
             server.psql("SELECT pg_reload_conf();")  # still under the old rules: this connection is allowed
@@ -129,6 +138,17 @@ def start_postgres(state_dir: Path, *, idle_s: float = 0.0) -> str:
 def alive(pid: int) -> bool:
     """Whether process `pid` exists on this host (someone else's counts)."""
     return _alive(pid)
+
+
+_pg_joined: set[Path] = set()  # the data directories this process has used
+
+
+def restarted(engine: str, users: int) -> None:
+    """An embedded engine was found dead while `users` processes (this one included, when it had
+    joined) used it, and was started again: logged (`engine.restarted`, a warning on stderr for a
+    command) and counted (`wake_engine_restarts_total`)."""
+    log.warning("engine.restarted", engine=engine, reason=f"not running while {users} process{'es' if users != 1 else ''} used it")
+    metrics.engine_restarted(engine)
 
 
 def _alive(pid: int) -> bool:
@@ -226,10 +246,15 @@ class EmbeddedRedis:
             time.sleep(0.02)
 
     def join(self) -> str:
-        """Start the server if nobody runs it, register this process; returns the URL."""
+        """Start the server if nobody runs it, register this process; returns the URL. A server
+        found dead while live processes had joined it is started again, and that is said
+        (`engine.restarted`)."""
         with self._lock:
             if not self._running():
+                users = [p for p in self._pids() if p != os.getpid()]
                 self._start_server()
+                if users or self._joined:
+                    restarted("redis", len(users) + self._joined)
             pids = self._pids()
             pids.append(os.getpid())
             self._write_pids(pids)
@@ -370,6 +395,7 @@ def stop(state_dir: Path, *, force: bool = False) -> list[str]:
             raise EnginesBusy(live)
         running = engine_pids(state_dir)
         kill_engines(running)
+        _pg_joined.discard(state_dir / "postgres")  # stopped on purpose: starting it again is no restart
         for path in (state_dir / "postgres" / ".handle_pids.json", state_dir / "redis" / ".handle_pids.json"):
             if path.exists():
                 path.write_text("[]")  # nobody uses a stopped engine; dead pids must not count later
