@@ -205,7 +205,9 @@ async def test_status_lists_replicas_running_wakes_leases_and_next_fires(
         await control.forget(redis, "r2")
         alone = wake_cli("status", extra_env=env)
         assert alone.returncode == 0
-        assert alone.stdout.splitlines()[0].startswith("no daemon alive (no replica heartbeat in redis at ")
+        head = alone.stdout.splitlines()
+        assert head[:2] == ["postgres: ok (reachable)", f"redis: ok ({head[1][len('redis: ok ('):-1]})"] and head[2] == ""
+        assert head[3].startswith("no daemon alive (no replica heartbeat in redis at ")
         assert "next fires: unknown (no daemon alive to schedule them)" in alone.stdout
         assert held.token in alone.stdout  # leases are still shown
         assert json.loads(wake_cli("status", "--json", extra_env=env).stdout)["next_fires"] == []

@@ -21,13 +21,11 @@ from typing import TYPE_CHECKING, Any, cast
 import asyncpg
 
 from ledgers import scope
-from wake import logs
 from wake.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from wake.stores import Stores
 
-log = logs.get("wake.stores")
 
 
 class ToolPool:
@@ -64,7 +62,6 @@ class ToolPool:
                 raise StoreUnavailable("postgres (tool role)", stores.pg_address, _reason(exc)) from exc
             assert self.pool is not None
             self.role = role
-            log.debug("scope.tool_pool_opened", role=role)
             return self.pool
 
     @contextlib.asynccontextmanager
