@@ -1,5 +1,5 @@
-"""The daemon supervises its embedded engines: SIGTERM the embedded redis-server under a running
-daemon and it is started again (`engine.restarted`), and wakes complete again after it; `wake
+"""The daemon supervises its embedded engines: SIGTERM the embedded redis-server (or stop the
+embedded PostgreSQL) under a running daemon and it is started again (`engine.restarted`), and wakes complete again after it; `wake
 status` reports each store's health and exits 69 while one is down, without starting it."""
 
 from __future__ import annotations
@@ -35,6 +35,15 @@ def test_a_killed_embedded_redis_is_restarted_by_the_daemon_and_wakes_go_on(tmp_
         assert restarted["engine"] == "redis" and "used it" in restarted["reason"]
         new = int((state / "redis" / "redis.pid").read_text().split()[0])
         assert new != old and psutil.pid_exists(new)
+        after = len(replica.events("wake.settled"))
+        replica.wait_event("wake.settled", timeout_s=120, where=lambda e: len(replica.events("wake.settled")) > after + 1)
+
+        # the embedded PostgreSQL, stopped under the daemon, is started again too
+        postmaster = int((state / "postgres" / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGINT)  # a fast shutdown
+        psutil.Process(postmaster).wait(timeout=60)
+        pg = replica.wait_event("engine.restarted", timeout_s=120, where=lambda e: e["engine"] == "postgres")
+        assert "used it" in pg["reason"] and len(replica.events("engine.restarted")) == 2  # once each, no repeats
         after = len(replica.events("wake.settled"))
         replica.wait_event("wake.settled", timeout_s=120, where=lambda e: len(replica.events("wake.settled")) > after + 1)
 

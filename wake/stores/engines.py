@@ -117,12 +117,21 @@ def start_postgres(state_dir: Path, *, idle_s: float = 0.0) -> str:
     secure_state_dir(state_dir)
     was_running = "postgres" in engine_pids(state_dir)
     users = _live(data / ".handle_pids.json")
+    cached = data.resolve() in pgserver.postgres_server.PostgresServer._instances
     try:
         server = pgserver.get_server(data, cleanup_mode="stop" if idle_s <= 0 else None)
+        started = not was_running and not cached  # the handle's constructor started it (or found it started)
+        if cached and "postgres" not in engine_pids(state_dir):
+            # pgserver hands back this process's handle as it was: a server that died under it
+            # must be started again here, under pgserver's lock, as its constructor does
+            with server._lock:
+                if "postgres" not in engine_pids(state_dir):
+                    server.ensure_postgres_running()
+                    started = True
     except Exception as exc:  # pgserver raises bare subprocess / assertion errors
         raise StoreUnavailable("postgres (embedded)", str(data), f"{type(exc).__name__}: {exc}") from exc
     secure_state_dir(state_dir)  # pgserver, as root, opened it to group and others
-    if not was_running and (users or data in _pg_joined):
+    if started and (users or data in _pg_joined):
         restarted("postgres", len(users) + (data in _pg_joined))
     _pg_joined.add(data)
     if _restrict_hba(data):
