@@ -148,7 +148,13 @@ async def migrate(conn: asyncpg.Connection) -> list[Migration]:
                 )
             done.append(migration)
         # every agent table, those of the files just applied included, gets its row-level policy
-        await scope.setup(conn)
+        try:
+            await scope.setup(conn)
+        except asyncpg.InsufficientPrivilegeError as exc:
+            raise SchemaMismatch(
+                f"cannot set up the tool role and the agent tables' row-level policies: {exc}; "
+                "the configured login must own the tables and may create roles (CREATEROLE)"
+            ) from exc
         return done
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)

@@ -106,3 +106,27 @@ async def test_every_agent_table_has_its_policy_and_no_other_table_is_granted(co
             granted = {r["table_name"] for r in await conn.fetch(
                 "SELECT DISTINCT table_name FROM information_schema.role_table_grants WHERE grantee = $1", role)}
         assert len(agent_tables) > 20 and granted == agent_tables
+
+
+async def test_a_login_that_may_not_create_roles_is_refused_by_migrate_in_one_line(pg_server_dsn: str) -> None:
+    import urllib.parse
+    import uuid
+
+    from ledgers import schema
+
+    name = f"wake_nocreaterole_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(pg_server_dsn)
+    try:
+        await admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'x' NOCREATEROLE NOSUPERUSER")
+        await admin.execute(f"CREATE DATABASE {name} OWNER {name}")
+        parts = urllib.parse.urlsplit(pg_server_dsn)
+        conn = await asyncpg.connect(urllib.parse.urlunsplit(parts._replace(path=f"/{name}")), user=name, password="x")
+        try:
+            with pytest.raises(schema.SchemaMismatch, match=r"may create roles \(CREATEROLE\)$"):
+                await schema.migrate(conn)
+        finally:
+            await conn.close()
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.execute(f"DROP ROLE IF EXISTS {name}")
+        await admin.close()
