@@ -16,6 +16,10 @@ class CommitmentError(LedgerError, ValueError):
     """A commitment cannot be changed as asked; nothing was written."""
 
 
+class MessageRefused(LedgerError, ValueError):
+    """A message that cannot be stored as it is: empty, too long, or holding a NUL."""
+
+
 class FactCheckError(LedgerError, ValueError):
     """A check cannot be recorded as asked; nothing was written."""
 

@@ -430,13 +430,14 @@ async def get(conn: asyncpg.Connection, wake_id: uuid.UUID) -> WakeRecord | None
 
 
 async def resolve_id(conn: asyncpg.Connection, text: str) -> uuid.UUID | None:
-    """A full wake id, or the one wake a prefix names; None when no wake has the prefix. Raises
+    """A full wake id, or the one wake a prefix names; None when no wake has the id or the prefix. Raises
     `ids.BadPrefix` for a prefix too short or not hex, `ids.AmbiguousPrefix` when several match."""
     try:
-        return uuid.UUID(text)
+        full = uuid.UUID(text)
     except ValueError:
-        pass
-    low, high = ids.prefix_range(text)
+        low, high = ids.prefix_range(text)
+    else:  # a full id names a wake only when one has it
+        low = high = full
     rows = await conn.fetch(_sql("find_by_prefix"), low, high, ids.LISTED_MATCHES)
     return ids.unique(rows, what="wake", prefix=text, column="wake_id")
 

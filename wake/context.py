@@ -135,10 +135,12 @@ class WakeContext:
         return self.memory_state.repo
 
     def read(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
-        return self.stores.pg_conn(trusted=False)  # tool code: its connection gets the pool's full reset
+        """A connection that sees only this agent's rows (the tool role, docs/isolation.md)."""
+        return self.stores.scoped_conn(self.agent_id)
 
     def write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """`async with ctx.write() as conn:` — a transaction that writes only while this wake's
         fence is the agent's newest (raises `ledgers.fences.StaleFence` otherwise). Every write a
-        wake, a source or a tool makes to PostgreSQL goes through here."""
-        return lease.fenced(self.stores, self.agent_id, self.fence, trusted=False)
+        wake, a source or a tool makes to PostgreSQL goes through here. Its connection, like
+        `read()`'s, sees and writes only this agent's rows."""
+        return lease.fenced(self.stores, self.agent_id, self.fence, scoped=True)

@@ -6,6 +6,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import os
+import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -142,6 +146,35 @@ async def test_rows_of_a_dead_holder_are_abandoned_by_the_next_lease_holder(open
         row = await introspection.get(conn, dead.wake_id)
     assert row is not None and row.status == "abandoned" and "lost the agent's lease" in row.error
     assert row.finished_at is not None
+
+
+async def test_rows_of_a_pid_dead_on_this_host_are_abandoned_at_start_while_its_lease_is_still_held(
+    opened: Callable[..., daemon.Daemon],
+) -> None:
+    d = opened()
+    assert d.stores is not None
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that was alive on this host and is dead now
+    mine = socket.gethostname()
+    rows = {
+        name: introspection.WakeRow(
+            wake_id=uuid.uuid4(), agent_id="demo", tier="full", trigger="manual", scheduled_for=None, started_at=clock.now(),
+            manifest_root="0" * 64, host=host, pid=pid, version="0", config_hash="x", fence=1,
+        )
+        for name, host, pid in (("dead_here", mine, gone.pid), ("alive_here", mine, os.getpid()), ("elsewhere", "another-host", gone.pid))
+    }
+    async with d.stores.pg_conn() as conn:
+        for row in rows.values():
+            await introspection.insert(conn, row)
+    # the dead process's lease is still held (its TTL has not run out): no lease can be taken
+    held = await lease.acquire(d.stores, "demo", ttl_ms=600_000, owner="the-dead-process")
+    assert held.fence is not None
+    await d._close_abandoned_at_start()
+    async with d.stores.pg_conn() as conn:
+        got = {name: await introspection.get(conn, row.wake_id) for name, row in rows.items()}
+    assert got["dead_here"] is not None and got["dead_here"]["status"] == "abandoned" and "died on this host" in got["dead_here"]["error"]
+    assert got["alive_here"] is not None and got["alive_here"]["status"] == "started"
+    assert got["elsewhere"] is not None and got["elsewhere"]["status"] == "started"
 
 
 async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_never_whisper(opened: Callable[..., daemon.Daemon]) -> None:

@@ -355,8 +355,12 @@ async def test_a_wake_cancelled_mid_loop_keeps_what_it_spent_on_the_row(make_con
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
         task = asyncio.create_task(wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface"))
-        while len(server.requests) < 2:
-            await asyncio.sleep(0.02)
+
+        async def second_request() -> None:
+            while len(server.requests) < 2:
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(second_request(), 120)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

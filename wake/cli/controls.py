@@ -25,6 +25,11 @@ from wake.daemon.operator import TIME_HELP, operator, parse_when
 from wake.errors import InvalidInput, NotFound, WakeError
 
 TIER_CHOICE = click.Choice([t.value for t in Tier])
+# `wake at` takes a time typed within this much of now as now (the minute being typed); anything
+# earlier has passed and is refused, as `wake pause --until` refuses it.
+AT_PAST_GRACE = dt.timedelta(seconds=60)
+
+
 def _agent(config: Config, agent_id: str | None, tier: str | None = None) -> str:
     if agent_id is None:
         if len(config.agents) != 1:
@@ -127,6 +132,8 @@ def at_cmd(
     now = clock.now()
     agent = _checked(lambda: _agent(config, agent_id, tier))
     fire_at = _checked(lambda: parse_when(when, now, config.agents[agent].timezone))
+    if fire_at < now - AT_PAST_GRACE:
+        app.fail(InvalidInput(f"{app.clip(when)} is {fire_at.isoformat()}, which has passed; give a time to come"))
     shot_id = app.run_async(lambda: _add(config, agent, tier, fire_at, note, now))
     click.echo(f"one-shot {shot_id} for {agent}/{tier} at {fire_at.isoformat()}" + (" (now: it is due)" if fire_at <= now else ""))
 

@@ -4,6 +4,7 @@ the helpers every command shares are in `wake.cli.app`; the ledger commands in `
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from typing import Any
@@ -18,7 +19,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import actions, console, controls, doctor, ledger, mcp_serve, memory, migrate, render, tools, workspace
+from wake.cli import actions, console, controls, doctor, health, ledger, mcp_serve, memory, migrate, render, tools, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     AGENT_ID,
@@ -36,7 +37,7 @@ from wake.cli.app import (
 )
 from wake.context import WakeRequest
 from wake.daemon import remote
-from wake.errors import NotFound, WakeError
+from wake.errors import NotFound, StoreUnavailable, WakeError
 from wake.observe import logread, watch
 from wake.run import claim, cycle, session
 from wake.witness import diff, manifest
@@ -110,7 +111,33 @@ def migrate_cmd(ctx: Context, show_status: bool, as_json: bool) -> None:
 
 
 def main() -> None:
-    cli(prog_name="wake")
+    # Owner-only state: every file wake, its engines (which inherit it) and git create is 0600, every
+    # directory 0700 (docs/isolation.md, "Owner-only state").
+    os.umask(0o077)
+    cli(args=hoist_config(sys.argv[1:]), prog_name="wake")
+
+
+def hoist_config(args: list[str]) -> list[str]:
+    """`--config F` is the group's option; accept it after the subcommand too (`wake ledger
+    --config F`) by moving it to the front. Nothing after a `--` is an option."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg == "--config" and i + 1 < len(args):
+            front += args[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 WORKSPACE_WARM_S = 30.0  # `wake up` waits this long for the agent's workspace fingerprint before the wake
@@ -371,9 +398,10 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
     if watching and as_json:
         raise click.UsageError("--watch draws a terminal view; it does not go with --json")
     if not watching:
-        result = run_async(lambda: remote.status(config))
-        result.update(run_async(lambda: controls.snapshot(config, clock.now())))
+        result = run_async(lambda: health.status_with_stores(config))
         click.echo(render.to_json(result) if as_json else "\n".join(render.status_lines(result)))
+        if not all(s["ok"] for s in result["stores"]):
+            sys.exit(StoreUnavailable.exit_code)
         return
 
     async def body() -> None:

@@ -189,7 +189,9 @@ def _in(now: dt.datetime, at: str) -> str:
 
 def status_lines(s: dict[str, Any]) -> list[str]:
     now = dt.datetime.fromisoformat(s["at"])
-    lines: list[str] = []
+    lines: list[str] = [f"{h['store']}: {'ok' if h['ok'] else 'DOWN'} ({h['detail']})" for h in s.get("stores", [])]
+    if lines:
+        lines.append("")
     if s["replicas"]:
         lines.append(f"replicas ({len(s['replicas'])} live)")
         lines += table(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from memory.errors import MemoryRefused
 from memory.repo import MemoryRepo
-from wake.config import Config, parse_duration_s
+from wake.config import Config, clip, parse_duration_s
 from wake.errors import InvalidInput, NotFound
 
 _HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
@@ -38,8 +38,8 @@ def parse_when(text: str, now: dt.datetime, zone: str) -> dt.datetime:
     if with_duration:
         try:
             return now + dt.timedelta(seconds=parse_duration_s(value))
-        except ValueError as exc:
-            raise InvalidInput(f"cannot read the time {text!r}: {exc}") from None
+        except (ValueError, OverflowError) as exc:
+            raise InvalidInput(f"cannot read the time {clip(text)}: {exc}") from None
     hhmm = _HHMM.match(value)
     if hhmm:
         today = now.astimezone(local).replace(hour=int(hhmm.group(1)), minute=int(hhmm.group(2)), second=0, microsecond=0)
@@ -47,7 +47,7 @@ def parse_when(text: str, now: dt.datetime, zone: str) -> dt.datetime:
     try:
         parsed = dt.datetime.fromisoformat(value)
     except ValueError:
-        raise InvalidInput(f"cannot read the time {text!r}: expected {TIME_HELP}") from None
+        raise InvalidInput(f"cannot read the time {clip(text)}: expected {TIME_HELP}") from None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=local)).astimezone(dt.UTC)
 
 

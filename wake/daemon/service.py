@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from ledgers import controls, introspection, slots
+from ledgers import controls, dead_processes, introspection, slots
 from ledgers.vocab import NO_WAIT_TIERS, Tier, Trigger
 from wake import __version__, clock, logs, stores
 from wake.arrival import code_check
@@ -52,7 +52,7 @@ from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable, WakeE
 from wake.observe import metrics
 from wake.run import claim, cycle, session
 from wake.run.claim import BUSY_HINT
-from wake.stores import lease
+from wake.stores import engines, lease
 
 log = logs.get("wake.daemon")
 
@@ -84,6 +84,10 @@ async def _cancelled(tasks: list[asyncio.Task[Any]]) -> None:
 # dropped, and logged, past this many); and how often an unreachable PostgreSQL is asked again.
 SPOOL_MAX = 1000
 SPOOL_RETRY_S = 1.0
+
+
+ENGINE_CHECK_S = 1.0  # how often the daemon looks at its embedded engines' pids (a file read each)
+DEAD_ON_HOST = "abandoned: its process died on this host before settling (closed at the daemon's start)"
 
 
 def settle_heap() -> None:
@@ -195,6 +199,8 @@ class Daemon:
             ]
             if self.metrics is not None:
                 side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
+            if st.embedded:
+                side.append(asyncio.create_task(self._engine_loop(st.embedded), name="engines"))
             log.info("daemon.ready", replica=self.replica_id, jobs=len(self.schedules), embedded=list(st.embedded), status=self.status_text())
             failed = asyncio.create_task(self._first_failure(side), name="side-task-watch")
             await self.stop.wait()
@@ -345,11 +351,36 @@ class Daemon:
             log.info("wake.catch_up", agent=sched.agent_id, tier=sched.tier, slot=missed.isoformat(), last=last.isoformat() if last else None)
             self._spawn(self.run_slot(sched, missed, Trigger.catch_up), name=f"catch-up:{sched.agent_id}/{sched.tier}")
 
+    async def _engine_loop(self, embedded: tuple[str, ...]) -> None:
+        """Supervise the embedded engines: every ENGINE_CHECK_S, one that is not running is started
+        again (`engine.restarted`, `wake_engine_restarts_total`); the slots that fired while it was
+        away have their rows (`failed`: the lease could not be taken; `missed`: PostgreSQL was
+        away), and the clients reconnect on their next call."""
+        state_dir = self.config.state_dir_path()
+        start = {"postgres": engines.start_postgres, "redis": engines.start_redis}
+        while True:
+            await asyncio.sleep(ENGINE_CHECK_S)
+            running = await asyncio.to_thread(engines.engine_pids, state_dir)
+            for name in embedded:
+                if name in running:
+                    continue
+                try:
+                    await asyncio.to_thread(start[name], state_dir, idle_s=self.config.engines.idle_s)
+                except Exception as exc:  # noqa: BLE001 - tried again on the next round; never the daemon's end
+                    log.error("engine.restart_failed", engine=name, error=f"{type(exc).__name__}: {exc}")
+
     async def _close_abandoned_at_start(self) -> None:
-        """Rows left `started` by a dead process are closed once their lease has expired: take each
-        such agent's lease (if free) and close them under the new fence."""
+        """Rows left `started` by a process that is dead on this host are closed at once
+        (`ledgers.dead_processes`); the others once their lease has expired: take each such agent's
+        lease (if free) and close them under the new fence."""
         assert self.stores is not None
+        host = socket.gethostname()
         async with self.stores.pg_conn() as conn:
+            for agent_id, pids in (await dead_processes.dead_on_host(conn, host, engines.alive)).items():
+                for row in await dead_processes.abandon_dead(conn, agent_id, host, pids, DEAD_ON_HOST):
+                    metrics.observe_abandoned(agent_id, row["tier"])
+                    log.warning("wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=host, pid=row["pid"], fence=row["fence"],
+                                closed_by="start-up: its process is dead on this host")
             agents = await introspection.agents_with_started(conn)
         for agent_id in agents:
             with contextlib.suppress(LeaseBusy):
