@@ -144,3 +144,9 @@ class WakeContext:
         wake, a source or a tool makes to PostgreSQL goes through here. Its connection, like
         `read()`'s, sees and writes only this agent's rows."""
         return lease.fenced(self.stores, self.agent_id, self.fence, scoped=True)
+
+    def harness_write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        """The harness's own fenced transaction on the owner's login, for a write into a table no
+        agent owns (the transcript's texts go to the shared, content-addressed `manifest_contents`,
+        which the tool role may not write). Not for tool code: a tool writes through `write()`."""
+        return lease.fenced(self.stores, self.agent_id, self.fence)

@@ -244,7 +244,7 @@ class Loop:
         if room < MIN_ROOM_TOKENS:
             return None
         body["max_tokens"] = self.pressure.narrow(min(max_tokens, room), room) if with_tools else min(max_tokens, room)
-        async with self.ctx.write() as conn:
+        async with self.ctx.harness_write() as conn:  # the transcript's texts: the shared content store
             await self.transcript.flush(conn, self.budget.turns)
             await context_events.record_turn(
                 conn, wake_id=self.ctx.wake_id, turn=turn, agent_id=self.ctx.agent_id, prompt_tokens=tokens,

@@ -164,7 +164,7 @@ class Recorder:
         try:
             self.observe(turn)
             if self._flushed != (len(self.messages), len(self.calls)) and not self.failed:
-                async with self.ctx.write() as conn:
+                async with self.ctx.harness_write() as conn:  # the shared content store: the owner's login
                     await self.flush(conn, turn)
         except StaleFence:
             self.failed = True  # a newer holder: this wake writes nothing more
