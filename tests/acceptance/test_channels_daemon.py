@@ -45,7 +45,8 @@ def model() -> Iterator[ScriptedServer]:
 
 
 def _extra(model: ScriptedServer, receiver: Receiver, smtp: SmtpServer, inbox_listen: str = "") -> str:
-    hook = receiver.url.replace("http://", "json://") + "?token={hook_token}"
+    # rto: Apprise's own read timeout (4 s by default) must outlast the held reply too
+    hook = receiver.url.replace("http://", "json://") + "?token={hook_token}&rto=30"
     return f"""
 [models.scripted]
 base_url = "{model.url}"
@@ -56,7 +57,9 @@ max_retries = 0
 [delivery.hook]
 kind = "apprise"
 url = "{hook}"
-timeout_s = 3
+# long enough that the held first attempt is still waiting when the test kills the daemon, on a
+# loaded machine too (a shorter one times out and the second attempt delivers before the kill)
+timeout_s = 20
 max_attempts = 5
 backoff_s = 0.2
 backoff_max_s = 1
