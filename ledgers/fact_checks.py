@@ -26,7 +26,7 @@ import asyncpg
 
 from codecheck import anchors as anchors_mod
 from codecheck import verify
-from ledgers import queries, retractions
+from ledgers import queries, retractions, rows
 from ledgers.errors import FactCheckError as FactCheckError  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
 
 _TEXT_MAX = 2000  # evidence and retraction fields are clipped to this many characters
@@ -37,7 +37,35 @@ class Recorded:
     check_id: int
     retraction_id: uuid.UUID | None
     new_retraction: bool
-    settled: list[dict[str, Any]] = field(default_factory=list)
+    settled: list[retractions.Settled] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckedFact(rows.Row):
+    """The fact a check is about: what its retraction quotes."""
+
+    json_columns = ("anchors",)
+
+    fact_id: uuid.UUID
+    fact_key: str
+    fact_value: str
+    anchors: list[dict[str, Any]]
+    recorded_at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check(rows.Row):
+    """A row of `fact_checks`."""
+
+    check_id: int
+    fact_id: uuid.UUID
+    agent_id: str
+    status: str
+    evidence: str
+    head: str | None
+    checked_at: dt.datetime
+    wake_id: uuid.UUID | None
+    retraction_id: uuid.UUID | None
 
 
 def _sql(name: str) -> str:
@@ -63,22 +91,22 @@ def retraction_id(agent_id: str, fact_id: uuid.UUID, verdict: verify.Verdict) ->
     return uuid.uuid5(uuid.NAMESPACE_URL, f"wake:fact-check:{agent_id}:{fact_id}:{cause(verdict)}")
 
 
-def _retraction(agent_id: str, fact: asyncpg.Record, verdict: verify.Verdict, checked_at: dt.datetime) -> retractions.NewRetraction:
+def _retraction(agent_id: str, fact: CheckedFact, verdict: verify.Verdict, checked_at: dt.datetime) -> retractions.NewRetraction:
     assert verdict.head is not None  # a refuted verdict is always made at a HEAD
     head = verdict.head[:12]
-    stored = queries.decoded([fact], ("anchors",))[0]["anchors"]
+    stored = fact.anchors
     read = verify.stored_anchors(stored)
     described = ("; ".join(a.describe() for a in read if a.is_code) if not isinstance(read, str) else "") or "its anchors"
     failed = [f for f in verdict.findings if f.outcome == verify.FAILS]
     first = failed[0].anchor.describe() if failed else described
     return retractions.NewRetraction(
-        id=retraction_id(agent_id, fact["fact_id"], verdict),
+        id=retraction_id(agent_id, fact.fact_id, verdict),
         agent_id=agent_id,
-        claim_verbatim=_clip(f"{fact['fact_key']}: {fact['fact_value']}"),
-        stood_on=_clip(f"fact {fact['fact_id']} (recorded {fact['recorded_at']:%Y-%m-%d}), anchored on: {described}"),
+        claim_verbatim=_clip(f"{fact.fact_key}: {fact.fact_value}"),
+        stood_on=_clip(f"fact {fact.fact_id} (recorded {fact.recorded_at:%Y-%m-%d}), anchored on: {described}"),
         why_wrong=_clip(f"checked against the workspace at HEAD {head}: {verdict.evidence}"),
         corrected_claim=_clip(
-            f"at HEAD {head} the code does not bear out {fact['fact_key']!r}: {'; '.join(f.evidence for f in failed)}"
+            f"at HEAD {head} the code does not bear out {fact.fact_key!r}: {'; '.join(f.evidence for f in failed)}"
             if failed else verdict.evidence),
         caught_by="reality",
         row_class="claim",
@@ -102,7 +130,7 @@ async def record(
         raise FactCheckError(f"a {verdict.status} check names the HEAD it was made at")
     if checked_at.tzinfo is None:
         raise FactCheckError("checked_at must be timezone-aware")
-    fact = await conn.fetchrow(_sql("fact"), fact_id, agent_id)
+    fact = rows.one_of(CheckedFact, await conn.fetchrow(_sql("fact"), fact_id, agent_id))
     if fact is None:
         raise FactCheckError(f"no fact {fact_id} for agent {agent_id!r}")
     rid: uuid.UUID | None = None
@@ -122,7 +150,7 @@ async def record(
 
 
 async def _settle(conn: asyncpg.Connection, agent_id: str, fact_id: uuid.UUID, verdict: verify.Verdict,
-                  checked_at: dt.datetime) -> list[dict[str, Any]]:
+                  checked_at: dt.datetime) -> list[retractions.Settled]:
     assert verdict.head is not None
     due = await conn.fetch(_sql("matured_reality_retractions"), fact_id, agent_id, checked_at, verdict.head)
     settled = []
@@ -144,11 +172,11 @@ async def refuted_at(conn: asyncpg.Connection, agent_id: str, head: str, fact_id
     return {r["fact_id"] for r in await conn.fetch(_window("refuted_at_head"), agent_id, head, list(fact_ids))}
 
 
-async def latest(conn: asyncpg.Connection, agent_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+async def latest(conn: asyncpg.Connection, agent_id: str, limit: int) -> tuple[list[Check], int]:
     """The newest check of each fact, newest first, and how many facts have been checked."""
-    return queries.counted(await conn.fetch(_sql("latest"), agent_id, limit), limit)
+    return rows.counted(Check, await conn.fetch(_sql("latest"), agent_id, limit), limit)
 
 
-async def history(conn: asyncpg.Connection, agent_id: str, fact_id: uuid.UUID, limit: int) -> tuple[list[dict[str, Any]], int]:
+async def history(conn: asyncpg.Connection, agent_id: str, fact_id: uuid.UUID, limit: int) -> tuple[list[Check], int]:
     """One fact's checks, newest first, and the exact total."""
-    return queries.counted(await conn.fetch(_sql("history"), fact_id, agent_id, limit), limit)
+    return rows.counted(Check, await conn.fetch(_sql("history"), fact_id, agent_id, limit), limit)

@@ -161,7 +161,8 @@ def audit(stored: Stored, row: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def as_dict(stored: Stored, row: Mapping[str, Any]) -> dict[str, Any]:
     """The transcript as data (`wake show --transcript --json`, the MCP server): each message with
-    its stored body decoded, each call with its arguments and its answer's text."""
+    its stored body decoded, each call with its arguments and its answer's text. A serialiser of
+    JSON whose message keys vary with the role (tool calls, a call id), so a dict, not a record."""
     messages: list[dict[str, Any]] = []
     texts: dict[int, str | None] = {}
     for m, _, body in stored.messages:

@@ -54,11 +54,11 @@ async def test_a_refuted_check_writes_one_retraction_per_fact_and_cause(conn: as
     assert one.retraction_id is not None
     row = await retractions.get(conn, one.retraction_id)
     assert row is not None
-    assert row["caught_by"] == "reality" and row["claim_verbatim"] == "cache_backend: The cache keeps entries in Redis."
-    assert row["why_wrong"].startswith(f"checked against the workspace at HEAD {first_head[:12]}: import redis in app/cache.py: no import")
-    assert "check the fact's anchors again at a HEAD later than" in row["test_procedure"]
-    assert row["expected_retraction_pass_obs"] != row["overturn_retraction_condition"]
-    assert row["verdict"] == "unchecked"
+    assert row.caught_by == "reality" and row.claim_verbatim == "cache_backend: The cache keeps entries in Redis."
+    assert row.why_wrong.startswith(f"checked against the workspace at HEAD {first_head[:12]}: import redis in app/cache.py: no import")
+    assert "check the fact's anchors again at a HEAD later than" in row.test_procedure
+    assert row.expected_retraction_pass_obs != row.overturn_retraction_condition
+    assert row.verdict == "unchecked"
 
     second_head = gitrepo.commit(root, {"README.md": "unrelated\n"})
     again = _verdict(root, REDIS)
@@ -66,7 +66,7 @@ async def test_a_refuted_check_writes_one_retraction_per_fact_and_cause(conn: as
     three = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=again, checked_at=NOW + dt.timedelta(hours=1))
     assert not three.new_retraction and three.retraction_id == one.retraction_id  # the same cause at a new HEAD
     history, total = await fact_checks.history(conn, "demo", fact_id, 10)
-    assert total == 3 and [h["head"] for h in history] == [second_head, first_head, first_head]
+    assert total == 3 and [h.head for h in history] == [second_head, first_head, first_head]
     assert await conn.fetchval("SELECT count(*) FROM retraction_ledger WHERE agent_id = 'demo'") == 1
     both = REDIS + [{"type": "symbol", "ref": "app.cache.Memcached"}]  # a second anchor fails: another cause
     other = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=_verdict(root, both),
@@ -95,13 +95,13 @@ async def test_a_check_at_a_later_head_settles_the_matured_falsifier(conn: async
                                      checked_at=NOW + dt.timedelta(hours=2))).settled == []
     upheld = await fact_checks.record(conn, agent_id="demo", fact_id=comes_true, verdict=_verdict(root, REDIS),
                                       checked_at=NOW + dt.timedelta(hours=3))
-    assert [s["verdict"] for s in upheld.settled] == ["upheld"]
-    assert upheld.settled[0]["falsifier_outcome"].startswith(f"checked again at HEAD {later[:12]}")
+    assert [s.verdict for s in upheld.settled] == ["upheld"]
+    assert upheld.settled[0].falsifier_outcome.startswith(f"checked again at HEAD {later[:12]}")
     overturned = await fact_checks.record(conn, agent_id="demo", fact_id=stays_false, verdict=_verdict(root, celery),
                                           checked_at=NOW + dt.timedelta(hours=3))
-    assert [s["verdict"] for s in overturned.settled] == ["overturned"]
+    assert [s.verdict for s in overturned.settled] == ["overturned"]
     # the same cause at the new HEAD: the same retraction, which now stands settled; no second one is written
-    assert not overturned.new_retraction and overturned.retraction_id == overturned.settled[0]["id"]
+    assert not overturned.new_retraction and overturned.retraction_id == overturned.settled[0].id
 
 
 async def test_checks_read_back_newest_per_fact_with_the_exact_total(conn: asyncpg.Connection, tmp_path: Path) -> None:
@@ -120,10 +120,10 @@ async def test_checks_read_back_newest_per_fact_with_the_exact_total(conn: async
                              checked_at=NOW + dt.timedelta(minutes=2))
     rows, total = await fact_checks.latest(conn, "demo", 1)
     assert total == 2 and len(rows) == 1
-    assert rows[0]["fact_id"] == a and rows[0]["status"] == "inconclusive" and rows[0]["head"] is None
+    assert rows[0].fact_id == a and rows[0].status == "inconclusive" and rows[0].head is None
     history, _ = await fact_checks.history(conn, "demo", a, 10)
-    assert [(h["status"], h["wake_id"]) for h in history] == [("inconclusive", None), ("verified", wake_id)]
-    assert history[1]["evidence"].startswith("import sqlite3 at app/cache.py:1") and history[1]["retraction_id"] is None
+    assert [(h.status, h.wake_id) for h in history] == [("inconclusive", None), ("verified", wake_id)]
+    assert history[1].evidence.startswith("import sqlite3 at app/cache.py:1") and history[1].retraction_id is None
 
 
 async def test_record_refuses_what_it_cannot_stand_behind(conn: asyncpg.Connection, tmp_path: Path) -> None:
@@ -199,13 +199,13 @@ async def test_the_arrival_rows_verify_as_stored(conn: asyncpg.Connection, tmp_p
     bad = await _fact(conn, "cache_backend", "The cache keeps entries in Redis.", REDIS)
     prose = await _fact(conn, "prose", "the cache does `import sqlite3`", [])
     rows, active, _ = await facts.for_arrival(conn, "demo", "UTC", limit=10, chain_depth=0)
-    assert active == 3 and {a.get("check") for r in rows for a in r["anchors"]} == {"unchecked", "found"}
-    checked = await verify.check(Workspace(root, runner="thread"), [(r["anchors"], r["fact_value"]) for r in rows], 5000)
-    by_fact = {r["fact_id"]: v for r, v in zip(rows, checked.verdicts, strict=True)}
+    assert active == 3 and {a.get("check") for r in rows for a in r.anchors} == {"unchecked", "found"}
+    checked = await verify.check(Workspace(root, runner="thread"), [(r.anchors, r.fact_value) for r in rows], 5000)
+    by_fact = {r.fact_id: v for r, v in zip(rows, checked.verdicts, strict=True)}
     assert by_fact[good].status == verify.VERIFIED
     assert by_fact[bad].status == verify.REFUTED
     assert by_fact[prose].status == verify.INCONCLUSIVE and "inferred from prose" in by_fact[prose].evidence
     for fact_id, verdict in by_fact.items():
         await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=verdict, checked_at=NOW)
     latest, total = await fact_checks.latest(conn, "demo", 10)
-    assert total == 3 and sorted(r["status"] for r in latest) == ["inconclusive", "refuted", "verified"]
+    assert total == 3 and sorted(r.status for r in latest) == ["inconclusive", "refuted", "verified"]

@@ -135,8 +135,8 @@ async def test_a_rewritten_description_is_unbound_under_strict_until_accepted(st
     async with stores.connected(config) as st, st.pg_conn() as conn:
         rows = await tool_pins.findings(conn, include_closed=True, limit=10)
     assert len(rows) == 1
-    assert rows[0]["state"] == "accepted" and rows[0]["accepted_by"] == "alice" and rows[0]["accepted_at"] is not None
-    assert rows[0]["pinned_hash"] != rows[0]["seen_hash"] and "evil.example" in rows[0]["diff"]
+    assert rows[0].state == "accepted" and rows[0].accepted_by == "alice" and rows[0].accepted_at is not None
+    assert rows[0].pinned_hash != rows[0].seen_hash and "evil.example" in rows[0].diff
     again = _wake_cli(config, "tools", "accept", "t/echo", "--by", "alice")
     assert again.returncode == 1 and "no open finding" in again.stderr
 
@@ -151,7 +151,7 @@ async def test_warn_binds_a_changed_tool_and_raises_the_finding(store_config: Ca
     assert "t__echo" in [t.name for t in second.binding]
     assert "bound anyway" in _block(second).text
     async with stores.connected(config) as st, st.pg_conn() as conn:
-        assert [f["tool"] for f in await tool_pins.open_findings(conn)] == ["echo"]
+        assert [f.tool for f in await tool_pins.open_findings(conn)] == ["echo"]
 
 
 async def test_a_server_that_cannot_start_leaves_a_failed_block_naming_its_tools(store_config: Callable[..., Config], tmp_path: Path) -> None:

@@ -20,15 +20,19 @@ from ledgers import (
     context_events,
     controls,
     daybook,
+    fact_checks,
+    facts,
     memory_ledger,
     outbox,
     probes,
     queries,
     recall,
+    retractions,
     rows,
     settled,
     slots,
     summaries,
+    tool_pins,
 )
 
 # (ledger.query, the record read from it, the columns the reader takes off before the record)
@@ -63,6 +67,20 @@ READS: list[tuple[str, type[rows.Row], tuple[str, ...]]] = [
     ("context_events.recent", context_events.Event, ()),
     ("probes.recent", probes.ProbeRecord, ()),
     ("recall.search", recall.Hit, ()),
+    ("facts.for_arrival", facts.ArrivalFact, ()),
+    ("facts.listing", facts.Fact, ("total",)),
+    ("fact_checks.fact", fact_checks.CheckedFact, ()),
+    ("fact_checks.latest", fact_checks.Check, ("total",)),
+    ("fact_checks.history", fact_checks.Check, ("total",)),
+    ("retractions.get", retractions.Retraction, ()),
+    ("retractions.due", retractions.Retraction, ("total",)),
+    ("retractions.list", retractions.Retraction, ("total",)),
+    ("retractions.settle", retractions.Settled, ()),
+    ("retractions.newest", retractions.Newest, ("total",)),
+    ("tool_pins.pins_of", tool_pins.Pin, ()),
+    ("tool_pins.open_findings", tool_pins.OpenFinding, ()),
+    ("tool_pins.findings", tool_pins.Finding, ()),
+    ("tool_pins.accept", tool_pins.Accepted, ()),
 ]
 
 # Fields a record has that its query may leave out (they have defaults), by query.

@@ -66,7 +66,7 @@ class Checked:
     """The facts block's rows after the check (the window: the newest live facts that survive it,
     with their chains), the verdict of each live fact read, and the counts the header gives."""
 
-    rows: list[dict[str, Any]]
+    rows: list[facts.ArrivalFact]
     verdicts: dict[uuid.UUID, verify.Verdict] = field(default_factory=dict)
     head: str | None = None
     elapsed_ms: float = 0.0
@@ -92,15 +92,15 @@ class Checked:
                 + (f" ({bare} with no code anchor)" if bare else "") + reached)
 
 
-def window(rows: Sequence[dict[str, Any]], verdicts: dict[uuid.UUID, verify.Verdict], shown: int) -> list[dict[str, Any]]:
+def window(rows: Sequence[facts.ArrivalFact], verdicts: dict[uuid.UUID, verify.Verdict], shown: int) -> list[facts.ArrivalFact]:
     """The newest `shown` live facts that are not refuted, each with its supersession chain: a
     refuted fact takes no place, so an older one that survives the check takes it."""
-    kept: list[dict[str, Any]] = []
+    kept: list[facts.ArrivalFact] = []
     heads = 0
     keeping = False
     for r in rows:
-        if r["depth"] == 0:
-            verdict = verdicts.get(r["fact_id"])
+        if r.depth == 0:
+            verdict = verdicts.get(r.fact_id)
             keeping = heads < shown and not (verdict is not None and verdict.status == verify.REFUTED)
             heads += keeping
         if keeping:
@@ -108,7 +108,7 @@ def window(rows: Sequence[dict[str, Any]], verdicts: dict[uuid.UUID, verify.Verd
     return kept
 
 
-def without_refuted(rows: Sequence[dict[str, Any]], verdicts: dict[uuid.UUID, verify.Verdict]) -> list[dict[str, Any]]:
+def without_refuted(rows: Sequence[facts.ArrivalFact], verdicts: dict[uuid.UUID, verify.Verdict]) -> list[facts.ArrivalFact]:
     """The rows with every refuted live fact and its supersession chain left out."""
     return window(rows, verdicts, len(rows))
 
@@ -124,7 +124,7 @@ async def _refuted_before(ctx: WakeContext, head: str, ids: Sequence[uuid.UUID])
         return await fact_checks.refuted_at(conn, ctx.agent_id, head, ids)
 
 
-async def check(ctx: WakeContext, rows: list[dict[str, Any]], shown: int) -> Checked:
+async def check(ctx: WakeContext, rows: list[facts.ArrivalFact], shown: int) -> Checked:
     """Check the live facts' code anchors within the agent's budget and choose the window after
     it; leave the recording for the wake's row (`WakeContext.with_row`: `fact_checks` names the
     wake, so it is written in the transaction that inserts the wake's row; a dry run inserts none
@@ -134,25 +134,25 @@ async def check(ctx: WakeContext, rows: list[dict[str, Any]], shown: int) -> Che
     ws = workspace_of(ctx.config, ctx.agent_id)
     if ws is None:  # verify-on-read is the agent's when it has a workspace
         return Checked(rows=window(rows, {}, shown))
-    heads = [r for r in rows if r["depth"] == 0]
-    anchored = [r for r in heads if has_code_anchors(r["anchors"])]
+    heads = [r for r in rows if r.depth == 0]
+    anchored = [r for r in heads if has_code_anchors(r.anchors)]
 
     async def known(head: str) -> dict[int, verify.Verdict]:
-        before = await _refuted_before(ctx, head, [r["fact_id"] for r in anchored])
-        return {i: _refuted_before_verdict(head) for i, r in enumerate(anchored) if r["fact_id"] in before}
+        before = await _refuted_before(ctx, head, [r.fact_id for r in anchored])
+        return {i: _refuted_before_verdict(head) for i, r in enumerate(anchored) if r.fact_id in before}
 
-    result = await verify.check(ws, [(r["anchors"], r["fact_value"]) for r in anchored], budget_ms=ctx.agent.verify.budget_ms,
+    result = await verify.check(ws, [(r.anchors, r.fact_value) for r in anchored], budget_ms=ctx.agent.verify.budget_ms,
                                 known=known)
-    verdicts = {r["fact_id"]: v for r, v in zip(anchored, result.verdicts, strict=True)}
+    verdicts = {r.fact_id: v for r, v in zip(anchored, result.verdicts, strict=True)}
     bare = verify.Verdict(status=verify.INCONCLUSIVE, evidence=verify.NO_CODE_ANCHOR, head=result.head)
-    verdicts |= {r["fact_id"]: bare for r in heads if r["fact_id"] not in verdicts}
+    verdicts |= {r.fact_id: bare for r in heads if r.fact_id not in verdicts}
     kept = window(rows, verdicts, shown)
-    made = {r["fact_id"]: v for i, (r, v) in enumerate(zip(anchored, result.verdicts, strict=True))
+    made = {r.fact_id: v for i, (r, v) in enumerate(zip(anchored, result.verdicts, strict=True))
             if i not in result.known and not v.evidence.startswith("not reached within")}
     checked = Checked(rows=kept, verdicts=verdicts, head=result.head, elapsed_ms=result.elapsed_ms,
                       refuted=sum(1 for v in verdicts.values() if v.status == verify.REFUTED),
-                      not_reached=sum(1 for r in kept if r["depth"] == 0 and verdicts[r["fact_id"]].evidence.startswith("not reached")),
-                      shown=frozenset(r["fact_id"] for r in kept if r["depth"] == 0))
+                      not_reached=sum(1 for r in kept if r.depth == 0 and verdicts[r.fact_id].evidence.startswith("not reached")),
+                      shown=frozenset(r.fact_id for r in kept if r.depth == 0))
 
     async def write(conn: asyncpg.Connection) -> None:
         await record(ctx, made, conn)
@@ -180,15 +180,15 @@ async def record(ctx: WakeContext, verdicts: dict[uuid.UUID, verify.Verdict], co
     return new
 
 
-def label(row: dict[str, Any], checked: Checked) -> str:
+def label(row: facts.ArrivalFact, checked: Checked) -> str:
     """What a live fact's line carries after its passport: ` {verified @1a2b3c4d}`,
     ` {inconclusive (no code anchor)}`, or nothing for a predecessor in a chain or an agent with
     no workspace."""
-    verdict = checked.verdicts.get(row["fact_id"]) if row["depth"] == 0 else None
+    verdict = checked.verdicts.get(row.fact_id) if row.depth == 0 else None
     return f" {{{clip(verdict.label(), LABEL_CHARS)}}}" if verdict is not None else ""
 
 
-def line(row: dict[str, Any], checked: Checked) -> str:
+def line(row: facts.ArrivalFact, checked: Checked) -> str:
     """A fact's line in the block, clipped to `LINE_CHARS` (a stored value or anchor list can be
     any size), then its verdict."""
     text = facts.render_line(row)

@@ -43,7 +43,7 @@ async def provenance_facts(ctx: WakeContext) -> Found:
     if not rows:
         return Found(text=f"No active facts are recorded.{held_back}", rows=0)
     checked = await code_check.check(ctx, rows, FACTS_SHOWN)
-    heads = sum(1 for r in checked.rows if r["depth"] == 0)
+    heads = sum(1 for r in checked.rows if r.depth == 0)
     summary = checked.summary()
     head = (f"Facts ({heads} of {queries.count_text(total)} active, newest first; did = your own action or lookup, saw = told or observed"
             f"{'; ' + summary if summary else ''}):")

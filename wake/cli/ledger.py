@@ -62,16 +62,16 @@ async def check_facts(config: Config, agent: str, limit: int, record: bool) -> d
         async with st.pg_conn() as conn:
             rows, _ = await facts.listing(conn, agent, include_all=False, limit=limit)
             active = await facts.active_count(conn, agent)
-        read = [r for r in rows if r["status"] == "active"]
-        heads = [r for r in read if code_check.has_code_anchors(r["anchors"])]
-        checked = await verify.check(ws, [(r["anchors"], r["fact_value"]) for r in heads], budget_ms=workspace_cli.CLI_BUDGET_S * 1000)
+        read = [r for r in rows if r.status == "active"]
+        heads = [r for r in read if code_check.has_code_anchors(r.anchors)]
+        checked = await verify.check(ws, [(r.anchors, r.fact_value) for r in heads], budget_ms=workspace_cli.CLI_BUDGET_S * 1000)
         now = clock.now()
         if record and heads:
             async with st.pg_conn() as conn, conn.transaction():
                 for r, v in zip(heads, checked.verdicts, strict=True):
-                    await fact_checks.record(conn, agent_id=agent, fact_id=r["fact_id"], verdict=v, checked_at=now,
+                    await fact_checks.record(conn, agent_id=agent, fact_id=r.fact_id, verdict=v, checked_at=now,
                                              maturity_days=config.retractions.falsifier_maturity_days)
-    checks = [{"fact_id": r["fact_id"], "fact_key": r["fact_key"], "fact_value": r["fact_value"], **v.as_dict(), "recorded": record}
+    checks = [{"fact_id": r.fact_id, "fact_key": r.fact_key, "fact_value": r.fact_value, **v.as_dict(), "recorded": record}
               for r, v in zip(heads, checked.verdicts, strict=True)]
     return {"agent": agent, "checked": len(checks), "active": active,
             "not_checked": {"beyond_limit": max(0, active - len(read)), "no_code_anchor": len(read) - len(heads)},
@@ -98,7 +98,7 @@ def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: 
                    else render.fact_checks(report))
         return
 
-    async def body() -> tuple[list[dict[str, Any]], int]:
+    async def body() -> tuple[list[facts.Fact], int]:
         async with app.ledger_conn(config) as conn:
             return await facts.listing(conn, agent, include_all=include_all, limit=limit)
 
@@ -108,13 +108,13 @@ def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: 
         return
     for r in rows:
         refs = ", ".join(
-            f"{label} {str(r[k])[:8]}" for label, k in (("attested by", "attested_ref"), ("cites", "source_ref"),
-                                                       ("supersedes", "supersedes_id"), ("wake", "wake_id")) if r[k]
+            f"{label} {str(getattr(r, k))[:8]}" for label, k in (("attested by", "attested_ref"), ("cites", "source_ref"),
+                                                       ("supersedes", "supersedes_id"), ("wake", "wake_id")) if getattr(r, k)
         )
-        when = f"recorded {r['recorded_at']:%Y-%m-%d %H:%M}" + (f", superseded {r['superseded_at']:%Y-%m-%d %H:%M}" if r["superseded_at"] else "")
-        anchors = "".join(facts.anchor_text(a) for a in r["anchors"])
-        click.echo(f"{str(r['fact_id'])[:8]}  {r['status']:<10} ({r['origin']}, {when}) {r['category']}/{r['fact_key']}: {r['fact_value']}{anchors}"
-                   + (f"  <{refs}>" if refs else "") + f"  [{r['agent_id']}]")
+        when = f"recorded {r.recorded_at:%Y-%m-%d %H:%M}" + (f", superseded {r.superseded_at:%Y-%m-%d %H:%M}" if r.superseded_at else "")
+        anchors = "".join(facts.anchor_text(a) for a in r.anchors)
+        click.echo(f"{str(r.fact_id)[:8]}  {r.status:<10} ({r.origin}, {when}) {r.category}/{r.fact_key}: {r.fact_value}{anchors}"
+                   + (f"  <{refs}>" if refs else "") + f"  [{r.agent_id}]")
     click.echo(f"{len(rows)} of {total} facts")
 
 

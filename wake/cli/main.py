@@ -484,7 +484,7 @@ def retract_cmd(
         click.echo(render.to_json(row))
     else:
         refuted = f"; fact {fact_id} is marked refuted" if fact_id else ""
-        click.echo(f"retraction {row['id']} recorded; its falsifier is due from {row['matures_at']:%Y-%m-%d %H:%M %Z}{refuted}")
+        click.echo(f"retraction {row.id} recorded; its falsifier is due from {row.matures_at:%Y-%m-%d %H:%M %Z}{refuted}")
 
 
 @cli.command("retractions")

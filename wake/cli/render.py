@@ -16,6 +16,7 @@ from ledgers import actions as actions_ledger
 from ledgers import controls, introspection, memory_ledger, queries, transcripts
 from ledgers import outbox as outbox_ledger
 from ledgers import probes as probes_ledger
+from ledgers import retractions as ledger_retractions
 from ledgers import rows as ledger_rows
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
@@ -317,24 +318,24 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
     return "\n".join(lines)
 
 
-def retractions(rows: list[dict[str, Any]], total: int, zone: str = "UTC") -> str:
+def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str = "UTC") -> str:
     if not rows:
         return f"no retractions (0 of {total})"
     out = []
     for r in rows:
         spec = epistemic_tools.spec_of(r)
-        checked_text = f" on {falsifiers.local_date(r['falsifier_checked_at'], zone)}: {r['falsifier_outcome']}" if r["falsifier_checked_at"] else ""
+        checked_text = f" on {falsifiers.local_date(r.falsifier_checked_at, zone)}: {r.falsifier_outcome}" if r.falsifier_checked_at else ""
         out += [
-            f"{r['id']}  {r['agent_id']}  corrected {falsifiers.local_date(r['corrected_at'], zone)}"
-            f"  matures {falsifiers.local_date(r['matures_at'], zone)}"
-            f"  {r['verdict']}{checked_text}  [{r['row_class']}, caught by {r['caught_by']}]",
-            f"  retracted: {r['claim_verbatim']}",
-            f"  stood on:  {r['stood_on']}",
-            f"  why wrong: {r['why_wrong']}",
-            f"  held now:  {r['corrected_claim']}",
-            f"  test:      {r['test_procedure']}",
-            f"  stands if: {r['expected_retraction_pass_obs']}",
-            f"  restored if: {r['overturn_retraction_condition']}",
+            f"{r.id}  {r.agent_id}  corrected {falsifiers.local_date(r.corrected_at, zone)}"
+            f"  matures {falsifiers.local_date(r.matures_at, zone)}"
+            f"  {r.verdict}{checked_text}  [{r.row_class}, caught by {r.caught_by}]",
+            f"  retracted: {r.claim_verbatim}",
+            f"  stood on:  {r.stood_on}",
+            f"  why wrong: {r.why_wrong}",
+            f"  held now:  {r.corrected_claim}",
+            f"  test:      {r.test_procedure}",
+            f"  stands if: {r.expected_retraction_pass_obs}",
+            f"  restored if: {r.overturn_retraction_condition}",
         ]
         if spec is not None:
             out.append(f"  probe:     {spec.describe()}")

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ledgers import rows as ledger_rows
 from ledgers import tool_pins
 from surfaces import capability, mcp
 from wake import clock
@@ -77,7 +78,7 @@ def findings_cmd(ctx: Context, include_closed: bool, limit: int, as_json: bool) 
     """Every open finding (an MCP tool whose declaration differs from its pin), newest first."""
     config = ctx.config
 
-    async def body() -> list[dict[str, Any]]:
+    async def body() -> list[tool_pins.Finding]:
         async with ledger_conn(config) as conn:
             return await tool_pins.findings(conn, include_closed=include_closed, limit=limit)
 
@@ -89,11 +90,11 @@ def findings_cmd(ctx: Context, include_closed: bool, limit: int, as_json: bool) 
         click.echo("no open findings" if not include_closed else "no findings")
         return
     for r in rows:
-        who = f"accepted by {r['accepted_by']} at {r['accepted_at']:%Y-%m-%d %H:%M:%S %Z}" if r["state"] == "accepted" else r["state"]
-        raised = f"{r['raised_at']:%Y-%m-%d %H:%M:%S %Z}"
-        click.echo(f"finding {r['id']}  {r['server']}/{r['tool']} ({r['name']})  policy {r['policy']}  raised {raised}  {who}")
-        click.echo(f"  pinned {r['pinned_hash'][:16]}  seen {r['seen_hash'][:16]}")
-        click.echo("\n".join(f"  {line}" for line in r["diff"].splitlines()))
+        who = f"accepted by {r.accepted_by} at {r.accepted_at:%Y-%m-%d %H:%M:%S %Z}" if r.state == "accepted" else r.state
+        raised = f"{r.raised_at:%Y-%m-%d %H:%M:%S %Z}"
+        click.echo(f"finding {r.id}  {r.server}/{r.tool} ({r.name})  policy {r.policy}  raised {raised}  {who}")
+        click.echo(f"  pinned {r.pinned_hash[:16]}  seen {r.seen_hash[:16]}")
+        click.echo("\n".join(f"  {line}" for line in r.diff.splitlines()))
 
 
 def _usage(message: str) -> None:
@@ -123,7 +124,7 @@ def accept_cmd(ctx: Context, target: str, by: str, as_json: bool) -> None:
     config = ctx.config
     at: dt.datetime = clock.now()
 
-    async def body() -> dict[str, Any]:
+    async def body() -> tool_pins.Accepted:
         async with ledger_conn(config) as conn:
             done = await tool_pins.accept(conn, server, tool, by=by.strip(), at=at)
         if done is None:
@@ -132,10 +133,10 @@ def accept_cmd(ctx: Context, target: str, by: str, as_json: bool) -> None:
 
     done = run_async(body)
     if as_json:
-        click.echo(render.to_json({"server": server, "tool": tool, "by": by.strip(), "at": at, **done}))
+        click.echo(render.to_json({"server": server, "tool": tool, "by": by.strip(), "at": at, **dict(ledger_rows.fields(done))}))
     else:
-        was = done["pinned_hash"][:16]
-        click.echo(f"accepted finding {done['id']}: {server}/{tool} pinned {done['seen_hash'][:16]} (was {was}), by {by.strip()}")
+        was = done.pinned_hash[:16]
+        click.echo(f"accepted finding {done.id}: {server}/{tool} pinned {done.seen_hash[:16]} (was {was}), by {by.strip()}")
     sys.exit(0)
 
 

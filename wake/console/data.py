@@ -229,7 +229,7 @@ class AgentPage:
     pins: list[Any]
     facts: Sequence[Any]
     facts_total: int
-    checks: dict[uuid.UUID, Mapping[str, Any]]
+    checks: dict[uuid.UUID, fact_checks.Check]
     commitments: Sequence[Any]
     commitments_total: int
     writes: Sequence[Any]
@@ -273,7 +273,7 @@ async def agent_page(conn: asyncpg.Connection, config: Config, agent_id: str, no
         oneshots=[o for o in await controls.oneshots(conn) if o.agent_id == agent_id],
         live=await live(config, agent_id, now), halted=await memory_ledger.has_open_halt(conn, agent_id),
         findings=found, findings_total=found_total, pins=await pins(conn, agent_id),
-        facts=fact_rows, facts_total=fact_total, checks={c["fact_id"]: c for c in checked},
+        facts=fact_rows, facts_total=fact_total, checks={c.fact_id: c for c in checked},
         commitments=open_commitments, commitments_total=commitments_total, writes=writes, writes_total=writes_total,
         wakes=[r.columns() for r in await introspection.recent(conn, agent_id=agent_id, limit=AGENT_LISTED)],
     )

@@ -141,7 +141,7 @@ async def vet(
         with contextlib.suppress(Exception):  # the names are a courtesy; the block fails the server either way
             async with stores.pg_conn() as conn:
                 for (server, _), pin in sorted((await tool_pins.pins_of(conn, [s["server"] for s in down])).items()):
-                    pinned.setdefault(server, []).append(pin["name"])
+                    pinned.setdefault(server, []).append(pin.name)
     unbound = {s["server"]: _would_hold(s, hub, binds, pinned.get(s["server"], [])) for s in down}
     return Vetted(
         binding=[t for t in binding if t.name not in held_back], verdicts=verdicts, servers=servers,
@@ -216,7 +216,7 @@ async def pin_states(stores: Stores | None, registry: Registry) -> dict[str, str
         if t.pin_policy == "off" or pin is None:
             out[t.name] = "unpinned"
         else:
-            out[t.name] = "pinned" if pin["hash"] == manifest.tool_hash(t) else "changed"
+            out[t.name] = "pinned" if pin.hash == manifest.tool_hash(t) else "changed"
     return out
 
 
