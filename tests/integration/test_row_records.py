@@ -19,6 +19,7 @@ from ledgers import (
     contact,
     context_events,
     controls,
+    costs,
     daybook,
     fact_checks,
     facts,
@@ -81,6 +82,8 @@ READS: list[tuple[str, type[rows.Row], tuple[str, ...]]] = [
     ("tool_pins.open_findings", tool_pins.OpenFinding, ()),
     ("tool_pins.findings", tool_pins.Finding, ()),
     ("tool_pins.accept", tool_pins.Accepted, ()),
+    ("costs.totals", costs.Group, ()),
+    ("costs.spent_today", costs.Spent, ()),
 ]
 
 # Fields a record has that its query may leave out (they have defaults), by query.
