@@ -55,13 +55,13 @@ async def test_nul_invalid_utf8_a_huge_file_and_a_symlink_out_are_findings_and_a
 
     result = await ledger.canary(conn, repo, AGENT, at=NOW)
     rows, _ = await ledger.findings(conn, AGENT, state=None, limit=100)
-    by_path = {r["path"] for r in rows}
+    by_path = {r.path for r in rows}
     assert {"system/persona/persona.md", "reference/latin1.md", "reference/big.md", "reference/passwd.md"} <= by_path
     for row in rows:
-        assert "\x00" not in row["excerpt"] and len(row["excerpt"]) <= config.excerpt_max_chars
-    assert any("\\x00" in r["excerpt"] for r in rows if r["path"] == "system/persona/persona.md")
-    assert any(r["rule"] == "file.too_large" and r["path"] == "reference/big.md" for r in rows)
-    assert "root:" not in "".join(r["excerpt"] for r in rows)  # the link's target is named, never read
+        assert "\x00" not in row.excerpt and len(row.excerpt) <= config.excerpt_max_chars
+    assert any("\\x00" in r.excerpt for r in rows if r.path == "system/persona/persona.md")
+    assert any(r.rule == "file.too_large" and r.path == "reference/big.md" for r in rows)
+    assert "root:" not in "".join(r.excerpt for r in rows)  # the link's target is named, never read
     assert result.has_open_halt and await ledger.halt_reason(conn, AGENT) is not None
 
     # the operator reverts the NUL commit; the HALT is cleared and the next audit runs clean of it

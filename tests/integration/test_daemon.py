@@ -172,9 +172,9 @@ async def test_rows_of_a_pid_dead_on_this_host_are_abandoned_at_start_while_its_
     await d._close_abandoned_at_start()
     async with d.stores.pg_conn() as conn:
         got = {name: await introspection.get(conn, row.wake_id) for name, row in rows.items()}
-    assert got["dead_here"] is not None and got["dead_here"]["status"] == "abandoned" and "died on this host" in got["dead_here"]["error"]
-    assert got["alive_here"] is not None and got["alive_here"]["status"] == "started"
-    assert got["elsewhere"] is not None and got["elsewhere"]["status"] == "started"
+    assert got["dead_here"] is not None and got["dead_here"].status == "abandoned" and "died on this host" in got["dead_here"].error
+    assert got["alive_here"] is not None and got["alive_here"].status == "started"
+    assert got["elsewhere"] is not None and got["elsewhere"].status == "started"
 
 
 async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_never_whisper(opened: Callable[..., daemon.Daemon]) -> None:
