@@ -5,6 +5,7 @@ surfaces meet."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -41,7 +42,9 @@ async def test_the_guide_example_module_loads_binds_and_writes(store_config: Cal
     tool = registry.get("note_for_operator")
     assert tool.mutates and tool.origin == f"module {guide_module}"
     async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+        async with st.pg_conn() as conn:  # the operator's table, as the guide says: created by the owner before wake starts
+            await conn.execute(importlib.import_module(guide_module).SCHEMA)
+        await session.prepare_schema(st)  # which gives it its policy and the tool role its grant
         whisper = await wakes.run(config, st, registry, agent_id="demo", tier="whisper")
         full = await wakes.run(config, st, registry, agent_id="demo", tier="full")
         assert "note_for_operator" not in [t.name for t in whisper.binding]  # wake.surface and wake.full only
