@@ -15,6 +15,7 @@ from tests.support import think_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import logs, stores
 from wake.config import Config
+from wake.console import data as console_data
 from wake.run import cycle, session
 from wake.think import transcript as recorder
 
@@ -93,6 +94,15 @@ async def test_two_calls_are_recorded_with_arguments_answers_outcomes_and_the_ro
     assert walked.why is None and walked.rows == 1
     assert row["chain"] == introspection.chain_of(introspection.GENESIS, row["manifest_root"], row["transcript_root"])
     assert row["chain"] != introspection.chain_of(introspection.GENESIS, row["manifest_root"])
+    # the console's wake page reads the same records: each assistant turn with the calls it made
+    async with stores.connected(config) as st, st.pg_conn() as conn:
+        turns = await console_data.transcript(conn, o.wake_id, row)
+    shown = [(t["role"], [(c["name"], c["arguments"], c["outcome"]) for c in t["calls"]]) for t in turns]
+    assert shown == [
+        ("system", []), ("user", []), ("assistant", [("local_time", {}, "ok"), ("note_write", {"text": "all calm"}, "ok")]),
+        ("tool", []), ("tool", []), ("assistant", [("not_bound", {"x": 1}, "refused")]), ("tool", []), ("assistant", []),
+    ]
+    assert turns[2]["calls"][1]["answer"] is not None and "all calm" in turns[2]["calls"][1]["answer"]
 
 
 async def test_bodies_are_capped_with_the_cap_stated_and_redacted_by_the_log_rules(config: Config, server: ScriptedServer) -> None:

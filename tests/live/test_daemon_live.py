@@ -98,4 +98,9 @@ catch_up = "one"
     assert shown.returncode == 0, shown.stderr
     record = json.loads(shown.stdout)
     assert record["status"] == "completed" and record["tool_calls"] == 1
+    said = _cli(config, "show", str(wake_id), "--transcript", "--json", tmp_path=tmp_path)
+    assert said.returncode == 0, said.stderr
+    transcript = json.loads(said.stdout)
+    assert [(c["tool"], c["outcome"]) for c in transcript["calls"]] == [("pin_note", "ok")]  # the call, as the witness kept it
+    assert json.loads(transcript["calls"][0]["arguments"]) == acted[0]["arguments"]
     print(f"\ndaemon wake {wake_id}: turns={row['turns']} tool_calls={row['tool_calls']} pin_note arguments={acted[0]['arguments']}")

@@ -6,6 +6,7 @@ reads `row.status` whether a row is a dict or a record."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from urllib.parse import urlencode
 
 import asyncpg
 
-from ledgers import commitments, console_reads, context_events, controls, fact_checks, facts, ids, introspection, outbox
+from ledgers import commitments, console_reads, context_events, controls, fact_checks, facts, ids, introspection, outbox, transcripts
 from ledgers import memory_ledger as memory_ledger
 from ledgers.vocab import Status, Tier, Trigger
 from wake.config import Config
@@ -151,10 +152,25 @@ class WakePage:
     transcript: list[Any] = field(default_factory=list)
 
 
-async def transcript(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[Any]:
-    """The wake's turns, each with its tool calls and their answers. No ledger records a
-    transcript yet: the page says so; a reader of one plugs in here."""
-    return []
+async def transcript(conn: asyncpg.Connection, wake_id: uuid.UUID, row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The wake's conversation as the model saw it (`wake show --transcript`'s reader): each
+    message, an assistant turn with the tool calls it made and each call's answer; empty for a
+    wake that sent nothing to a model."""
+    said = transcripts.as_dict(await transcripts.read(conn, wake_id), row)
+    turns: list[dict[str, Any]] = [{"role": m["role"], "text": m["content"] or "", "calls": []} for m in said["messages"]]
+    assistants = [(i, m["turn"]) for i, m in enumerate(said["messages"]) if m["role"] == "assistant"]
+    for c in said["calls"]:
+        at = [i for i, turn in assistants if turn <= c["turn"]]
+        if not at:
+            continue
+        try:
+            arguments = json.loads(c["arguments"]) if isinstance(c["arguments"], str) else c["arguments"]
+        except ValueError:
+            arguments = c["arguments"]
+        turns[at[-1]]["calls"].append(
+            {"name": c["tool"], "arguments": arguments, "answer": c["answer"], "refused": c["outcome"] == "refused", "outcome": c["outcome"]}
+        )
+    return turns
 
 
 async def resolve(conn: asyncpg.Connection, text: str) -> uuid.UUID:
@@ -188,7 +204,7 @@ async def wake_page(conn: asyncpg.Connection, wake_id: uuid.UUID, now: dt.dateti
         other_problems=[d for d in (verification.differences if verification else []) if d.part not in named],
         deliveries=await outbox.of_wake(conn, wake_id), pressure=await context_events.turns(conn, wake_id),
         actions=await console_reads.wake_actions(conn, row["agent_id"], wake_id, row["started_at"], row["finished_at"] or now),
-        transcript=await transcript(conn, wake_id),
+        transcript=await transcript(conn, wake_id, row),
     )
 
 
