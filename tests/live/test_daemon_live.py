@@ -102,5 +102,6 @@ catch_up = "one"
     assert said.returncode == 0, said.stderr
     transcript = json.loads(said.stdout)
     assert [(c["tool"], c["outcome"]) for c in transcript["calls"]] == [("pin_note", "ok")]  # the call, as the witness kept it
-    assert json.loads(transcript["calls"][0]["arguments"]) == acted[0]["arguments"]
+    written = acted[0]["arguments"]  # jsonb, as asyncpg returns it without a codec: text
+    assert json.loads(transcript["calls"][0]["arguments"]) == (json.loads(written) if isinstance(written, str) else written)
     print(f"\ndaemon wake {wake_id}: turns={row['turns']} tool_calls={row['tool_calls']} pin_note arguments={acted[0]['arguments']}")
