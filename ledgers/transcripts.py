@@ -116,8 +116,18 @@ def _body_problem(what: str, sha: str, kind: str | None, body: str | None, expec
     return None
 
 
+# How a route that calls tools through a JSON schema sends a call's answer back: a user message
+# that names the tool (`wake.think.structured.tool_result_message`), there being no native call
+# for a `tool` message to answer.
+STRUCTURED_ANSWER = "The tool {tool} answered:\n"
+
+
 def _answer_problem(call: Call, answers: Mapping[int, tuple[str, Any]]) -> str | None:
     role, message = answers.get(call.answer_seq, (None, None))
+    if role == "user" and isinstance(message, dict) and str(message.get("content") or "").startswith(
+        STRUCTURED_ANSWER.format(tool=call.tool or "(none)")
+    ):
+        return None  # a JSON-schema call's answer
     if role != "tool":
         return f"names message {call.answer_seq} as its answer, which is {'missing' if role is None else 'a ' + role + ' message'}"
     if isinstance(message, dict) and message.get("tool_call_id") != call.call_id:

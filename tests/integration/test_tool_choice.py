@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ledgers import actions, introspection
+from ledgers import actions, introspection, transcripts
 from tests.support import think_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import stores
@@ -143,6 +143,12 @@ async def test_a_json_answer_is_a_call_through_the_same_loop(make_config: Callab
     async with stores.connected(config) as st, st.pg_conn() as conn:
         done, total = await actions.since(conn, "demo", T0 - dt.timedelta(days=3650), limit=5)
     assert total == 1 and done[0].tool == "note_write" and done[0].wake_id == o.wake_id  # fenced, as a native call's
+    # the witness keeps the call with the message that answered it, and its audit finds nothing
+    async with stores.connected(config) as st, st.pg_conn() as conn:
+        said = await transcripts.read(conn, o.wake_id)
+    assert [(c.tool, c.outcome) for c, _, _ in said.calls] == [("note_write", "ok")]
+    answer = [m for m, _, _ in said.messages][said.calls[0][0].answer_seq]
+    assert answer.role == "user" and transcripts.audit(said, row.columns()) == []
 
 
 async def test_a_json_call_outside_the_binding_or_its_schema_is_refused_and_counted(

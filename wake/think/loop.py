@@ -360,7 +360,7 @@ class Loop:
                 self.messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
             self.transcript.call(
                 turn=self.budget.turns, call_id=call_id, tool=name, arguments=fn.get("arguments"), answer=answer,
-                latency_ms=clock.monotonic_ms() - started,
+                latency_ms=clock.monotonic_ms() - started, answered_by=self.messages[-1],
             )
         return stop
 

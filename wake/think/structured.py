@@ -38,6 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ledgers import transcripts
+
 FINAL = "final"
 SCHEMA_NAME = "wake_action"
 ToolCalls = Literal["native", "json_schema"]
@@ -184,4 +186,4 @@ def as_tool_call(answer: Answer, call_id: str) -> dict[str, Any]:
 def tool_result_message(name: str, content: str) -> dict[str, Any]:
     """A tool's answer, sent back as a user message: a server asked for JSON answers has no native
     call for a `tool` message to answer."""
-    return {"role": "user", "content": f"The tool {name} answered:\n{content}"}
+    return {"role": "user", "content": transcripts.STRUCTURED_ANSWER.format(tool=name) + content}

@@ -120,10 +120,17 @@ class Recorder:
                 seq=seq, turn=turn, role=str(message.get("role")), sha256=sha, chars=chars, cut=cut,
             ))
 
-    def call(self, *, turn: int, call_id: str, tool: str, arguments: Any, answer: str, latency_ms: float) -> None:
-        """Record one call of the assistant's turn, once its answer is in the conversation."""
+    def call(
+        self, *, turn: int, call_id: str, tool: str, arguments: Any, answer: str, latency_ms: float, answered_by: dict[str, Any] | None = None,
+    ) -> None:
+        """Record one call of the assistant's turn, once its answer is in the conversation:
+        `answered_by`, the message that carries it (a JSON-schema route answers in a user message),
+        else the `tool` message naming the call's id."""
         self.observe(turn)
-        answered = next((seq for m, seq in reversed(self._seen.values()) if m.get("tool_call_id") == call_id and m.get("role") == "tool"), None)
+        seen = self._seen.get(id(answered_by)) if answered_by is not None else None
+        answered = seen[1] if seen is not None else next(
+            (seq for m, seq in reversed(self._seen.values()) if m.get("tool_call_id") == call_id and m.get("role") == "tool"), None
+        )
         if answered is None:
             self.log.warning("transcript.unanswered", tool=tool, call_id=call_id)
             return
