@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from ledgers import controls
+from ledgers import controls, tool_pins
 from ledgers import memory_ledger as ledger
 from ledgers.vocab import Tier
 from wake import logs
@@ -139,10 +139,24 @@ def register_acceptor(kind: str, acceptor: Acceptor) -> None:
     ACCEPTORS[kind] = acceptor
 
 
+async def _accept_tool_pin(
+    conn: asyncpg.Connection, config: Config, agent_id: str, finding: str, by: str, why: str | None, at: dt.datetime,
+) -> str:
+    """`wake tools accept SERVER/TOOL --by NAME`, from the console: the same ledger call."""
+    server, _, tool = finding.partition("/")
+    if not server or not tool:
+        raise InvalidInput(f"expected SERVER/TOOL, got {finding[:80]!r}")
+    done = await tool_pins.accept(conn, server, tool, by=by, at=at)
+    if done is None:
+        raise NotFound(f"no open finding for {finding[:80]} (see `wake tools findings`)")
+    log.info("console.tool_pin_accepted", server=server, tool=tool, by=by, finding_id=done.id)
+    return f"accepted finding {done.id}: {server}/{tool} pinned {done.seen_hash[:16]} (was {done.pinned_hash[:16]}), by {by}"
+
+
 async def accept(
     conn: asyncpg.Connection, config: Config, agent_id: str, kind: str, finding: str, *, by: str, why: str | None, at: dt.datetime,
 ) -> Done:
-    acceptor = ACCEPTORS.get(kind)
+    acceptor = {"tool_pin": _accept_tool_pin, **ACCEPTORS}.get(kind)
     if acceptor is None:
-        raise NotFound(f"nothing of kind {kind[:40]!r} can be accepted here (known: {', '.join(sorted(ACCEPTORS)) or 'none'})")
+        raise NotFound(f"nothing of kind {kind[:40]!r} can be accepted here (known: {', '.join(sorted({'tool_pin', *ACCEPTORS}))})")
     return Done(await acceptor(conn, config, agent_id, finding, by, why, at))

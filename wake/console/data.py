@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import asyncpg
 
-from ledgers import commitments, console_reads, context_events, controls, fact_checks, facts, ids, introspection, outbox, transcripts
+from ledgers import commitments, console_reads, context_events, controls, fact_checks, facts, ids, introspection, outbox, tool_pins, transcripts
 from ledgers import memory_ledger as memory_ledger
 from ledgers.vocab import Status, Tier, Trigger
 from wake.config import Config
@@ -264,10 +264,16 @@ async def live(config: Config, agent_id: str, now: dt.datetime) -> Live:
     )
 
 
-async def pins(conn: asyncpg.Connection, agent_id: str) -> list[Any]:
-    """The agent's open tool-pin findings (a pinned tool whose declaration changed), each accepted
-    on the page through `actions.accept`. No ledger records pins yet; a reader plugs in here."""
-    return []
+async def pins(conn: asyncpg.Connection, agent_id: str) -> list[dict[str, Any]]:
+    """The open tool-pin findings (an MCP tool whose declaration changed from its pin: not bound
+    under `strict` until accepted), as `wake tools findings` reads them; pins are the process's,
+    not one agent's, so every agent's page shows them. Each is accepted on the page through
+    `actions.accept` (kind `tool_pin`), as `wake tools accept` does."""
+    return [
+        {"id": f"{f.server}/{f.tool}", "tool": f.name,
+         "why": f"declaration changed ({f.policy}): pinned {f.pinned_hash[:12]}, seen {f.seen_hash[:12]}"}
+        for f in await tool_pins.open_findings(conn)
+    ]
 
 
 async def agent_page(conn: asyncpg.Connection, config: Config, agent_id: str, now: dt.datetime) -> AgentPage:
