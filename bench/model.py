@@ -150,16 +150,17 @@ async def run(root: str, wakes: int, tiers: list[str], count: bool, state_dir: P
                         later_cached += row.cached_tokens
                 k = len(rows)
                 quiet = sum(r.status == "quiet" for r in rows)
-                per = {c: statistics.mean(r[c] for r in rows) for c in ("prompt_tokens", "cached_tokens", "completion_tokens")}
+                stopped = sorted({f"{r.status}/{r.stop_reason}" for r in rows})
+                per = {c: statistics.mean(getattr(r, c) for r in rows) for c in ("prompt_tokens", "cached_tokens", "completion_tokens")}
                 share = f"{later_cached / later_prompt:.3f}" if later_prompt else "-"
                 print(
                     f"{tier:<8} {k:>5} {quiet:>5} {(len(proxy.completions()) - sent_before) / k:>8.2f} {per['prompt_tokens']:>7.0f}"
                     f" {per['cached_tokens']:>7.0f} {per['completion_tokens']:>6.0f} {statistics.mean(prompt_ms):>9.0f}"
-                    f" {statistics.mean(gen_ms):>7.0f} {statistics.mean(walls):>8.0f} {share:>12}"
+                    f" {statistics.mean(gen_ms):>7.0f} {statistics.mean(walls):>8.0f} {share:>12}  {', '.join(stopped)}"
                 )
             print("\none forced tool call (agent bench, JSON-schema route), beside the same wake answering at once:")
-            print(f"{'wake':<26} {'req':>4} {'calls':>5} {'prompt':>7} {'cached':>7} {'compl':>6} {'wall ms':>8}")
-            for tier, label in (("full", "answers at once"), ("surface", "one forced pin_note call")):
+            print(f"{'wake':<30} {'req':>4} {'calls':>5} {'prompt':>7} {'cached':>7} {'share':>6} {'compl':>6} {'wall ms':>8}")
+            for tier, label in (("full", "answers at once"), ("full", "the same wake again"), ("surface", "one forced pin_note call")):
                 n = len(proxy.completions())
                 started = time.monotonic()
                 o = await one_wake.run(config, s.stores, s.registry, agent_id="bench", tier=tier, now=lambda: START, models=s.models)
@@ -167,10 +168,13 @@ async def run(root: str, wakes: int, tiers: list[str], count: bool, state_dir: P
                 async with s.stores.pg_conn() as conn:
                     row = await introspection.get(conn, o.wake_id)
                 assert row is not None
-                print(f"{label:<26} {len(proxy.completions()) - n:>4} {row['tool_calls']:>5} {row['prompt_tokens']:>7} {row['cached_tokens']:>7}"
-                      f" {row['completion_tokens']:>6} {wall:>8.0f}")
+                share = f"{row.cached_tokens / row.prompt_tokens:.3f}" if row.prompt_tokens else "-"
+                print(f"{label:<30} {len(proxy.completions()) - n:>4} {row.tool_calls:>5} {row.prompt_tokens:>7} {row.cached_tokens:>7}"
+                      f" {share:>6} {row.completion_tokens:>6} {wall:>8.0f}")
     print("per wake, means; prompt/gen ms are the server's own timings; cached share over each tier's wakes after its first.")
-    print("quiet whispers made no request (the gate).")
+    print("quiet whispers made no request (the gate); a tier whose binding cannot fit the model's window stops before any call")
+    print("(stop context_window): the demo's surface and full tiers bind more declarations than SmolLM2's 8,192 tokens hold.")
+    print("'the same wake again' is an identical second wake: its share is what llama.cpp's slot cache served of its prompt.")
 
 
 def main() -> None:
