@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import os
 import re
 import shutil
 import urllib.parse
@@ -64,8 +65,13 @@ class Running:
 
 @pytest.fixture
 def chromium() -> Path:
-    # CI installs it (.ci/run); a machine without it fails here rather than skipping the browser tests
-    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: `apt-get install chromium` (.ci/run does)"
+    # CI installs it and sets WAKE_REQUIRE_CHROMIUM=1 (.ci/run): there a missing browser fails; on a
+    # machine without it the browser tests skip and say how to get it, as the Neo4j and llama.cpp ones do
+    if not CHROMIUM.exists():
+        why = f"{CHROMIUM} is missing: `apt-get install chromium` runs the console's browser tests"
+        if os.environ.get("WAKE_REQUIRE_CHROMIUM") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
     return CHROMIUM
 
 
