@@ -26,8 +26,21 @@ def _spec(state: Path, **kw: object) -> mcp.ServerSpec:
     return mcp.ServerSpec(**base)  # type: ignore[arg-type]
 
 
+def _running_children(needle: str) -> list[psutil.Process]:
+    """This process's live children whose command line holds `needle`. A zombie (a child an
+    earlier test of the session started and nobody has reaped yet) is not running: skipped."""
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and needle in " ".join(p.cmdline()):
+                found.append(p)
+        except (psutil.ZombieProcess, psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
 def _children() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if "mcp_server" in " ".join(p.cmdline())]
+    return _running_children("mcp_server")
 
 
 async def test_tool_error_crash_hang_big_and_list_changed(tmp_path: Path) -> None:
@@ -83,4 +96,4 @@ async def test_a_malformed_frame_fails_the_start_within_its_timeout(tmp_path: Pa
     assert server.state == "failed"
     assert server.reason is not None
     await hub.close()
-    assert not [p for p in psutil.Process().children(recursive=True) if "not json-rpc" in " ".join(p.cmdline())]
+    assert not _running_children("not json-rpc")
