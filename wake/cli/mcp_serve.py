@@ -233,6 +233,7 @@ async def serve(config: Config, agent_id: str, listen: str | None) -> None:
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(128)  # listening before the line names the URL: a client that reads it cannot connect too early
         bound = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         app = server.streamable_http_app(host=host)
