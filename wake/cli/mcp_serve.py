@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from wake import logs
 from wake.cli import render
 from wake.cli.app import Context, agent_option, default_agent, ledger_stores, pass_ctx, run_async
 from wake.config import Config, parse_listen
+from wake.daemon import listen as listen_socket
 from wake.stores import Stores
 
 if TYPE_CHECKING:  # the SDK is imported by `wake mcp serve` alone (docs/performance.md: commands import what they use)
@@ -229,16 +229,11 @@ async def serve(config: Config, agent_id: str, listen: str | None) -> None:
             return
         import uvicorn
 
-        host, port = parse_listen(listen)
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)  # listening before the line names the URL: a client that reads it cannot connect too early
-        bound = sock.getsockname()[1]
-        shown = f"[{host}]" if ":" in host else host
+        host, _ = parse_listen(listen)
+        sock = listen_socket.bind(listen, "MCP server")  # listening before the line names the URL
         app = server.streamable_http_app(host=host)
         web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        log.info("mcp.listening", transport="streamable-http", url=f"http://{shown}:{bound}/mcp")
+        log.info("mcp.listening", transport="streamable-http", url=f"{listen_socket.url_of(sock)}/mcp")
         await web.serve(sockets=[sock])
 
 

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator
 import uvicorn
 
 from wake import logs
-from wake.config import Config, parse_listen
+from wake.config import Config
 from wake.console import app, guard
+from wake.daemon import listen as listen_socket
 from wake.daemon import service
 from wake.errors import ListenError
 from wake.stores import Stores
@@ -30,22 +31,8 @@ class _Server(uvicorn.Server):
 
 
 def bind(listen: str) -> socket.socket:
-    """The listening socket for `listen`; port 0 picks a free one. Raises ListenError (exit 78)."""
-    try:
-        host, port = parse_listen(listen)
-    except ValueError as exc:
-        raise ListenError(f"bad console listen address: {exc}") from None
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise ListenError(f"cannot serve the console on {listen}: {exc.strerror or exc}") from exc
-    sock.setblocking(False)
-    return sock
+    """The listening socket (`wake.daemon.listen.bind`). Raises ListenError (exit 78)."""
+    return listen_socket.bind(listen, "console")
 
 
 def guard_for(config: Config, listen: str, *, read_only: bool) -> guard.Guard:
@@ -77,8 +64,7 @@ class Runner:
     async def run(self, stores: Stores, stop: asyncio.Event) -> None:
         console = app.Console(config=self.config, stores=stores, guard=self.guard)
         sock = bind(self.listen)
-        host, port = sock.getsockname()[:2]
-        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self.url = listen_socket.url_of(sock)
         server = _Server(uvicorn.Config(
             app.build(console), log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=int(SHUTDOWN_S),
         ))

@@ -45,7 +45,8 @@ from starlette.routing import Route
 
 from ledgers import inbox as ledger
 from wake import clock, logs, secrets
-from wake.config import Config, clip, parse_listen
+from wake.config import Config, clip
+from wake.daemon import listen as listen_socket
 from wake.errors import InboxRefused as Refused  # short: every check below raises it
 from wake.errors import ListenError
 from wake.stores import Stores
@@ -182,21 +183,8 @@ class _Server(uvicorn.Server):
 
 
 def bind(listen: str) -> socket.socket:
-    """The listening socket; port 0 picks a free one. Raises ListenError (exit 78)."""
-    try:
-        host, port = parse_listen(listen)
-    except ValueError as exc:
-        raise ListenError(f"bad inbox listen address: {exc}") from None
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise ListenError(f"cannot serve the inbox on {listen}: {exc.strerror or exc}") from exc
-    sock.setblocking(False)
-    return sock
+    """The listening socket (`wake.daemon.listen.bind`). Raises ListenError (exit 78)."""
+    return listen_socket.bind(listen, "inbox")
 
 
 class Endpoint:
@@ -206,8 +194,7 @@ class Endpoint:
     def __init__(self, inbox: Inbox, sock: socket.socket) -> None:
         self.inbox = inbox
         self.sock = sock
-        host, port = sock.getsockname()[:2]
-        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self.url = listen_socket.url_of(sock)
 
     @classmethod
     def open(cls, config: Callable[[], Config], stores: Stores, *, now: Callable[[], dt.datetime] = clock.now) -> Endpoint:
