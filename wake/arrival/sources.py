@@ -61,8 +61,8 @@ async def recent_wakes(ctx: WakeContext) -> Found:
     today = ctx.now.astimezone(zone).date()
     held = len(ctx.binding)
     lines = [
-        f"- {_local_time(r['started_at'], zone, today)} {r['tier']} ({r['trigger']}): {r['status']}"
-        + (f", {r['active_tools_count']} tools" if r["active_tools_count"] != held else "") + (f" — {r['error']}" if r["error"] else "")
+        f"- {_local_time(r.started_at, zone, today)} {r.tier} ({r.trigger}): {r.status}"
+        + (f", {r.active_tools_count} tools" if r.active_tools_count != held else "") + (f" — {r.error}" if r.error else "")
         for r in rows
     ]
     # The header carries no count (the lines are the count), so it stays byte-identical as the list fills.
@@ -70,7 +70,9 @@ async def recent_wakes(ctx: WakeContext) -> Found:
 
 
 async def binding_diff(ctx: WakeContext) -> Found:
-    return Found(text=diff.render(ctx.diff["agent"], ctx.diff["tier"], ctx.tier, ctx.timezone, ctx.now), rows=0 if ctx.diff["agent"]["first"] else 1)
+    if ctx.diff is None:
+        raise RuntimeError("the binding diff runs after the diff is computed (a derived source)")
+    return Found(text=diff.render(ctx.diff, ctx.tier, ctx.timezone, ctx.now), rows=0 if ctx.diff.agent.first else 1)
 
 
 BUILTIN: dict[str, Source] = {

@@ -52,7 +52,7 @@ from wake.context import WakeRequest
 from wake.daemon import control, schedule
 from wake.errors import StoreUnavailable
 from wake.observe import metrics
-from wake.run import cycle
+from wake.run import settle
 from wake.run.session import Session
 
 log = logs.get("wake.ownership")
@@ -261,7 +261,7 @@ async def record_missed(session: Session, sched: schedule.Schedule, slot: dt.dat
             return False
         row = introspection.WakeRow(
             wake_id=request.wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=slot,
-            started_at=now, manifest_root=None, **cycle.provenance(session.config), note=f"missed: {reason}", error=None,
+            started_at=now, manifest_root=None, **settle.provenance(session.config), note=f"missed: {reason}", error=None,
         )
         chain = await introspection.insert(conn, row, status=Status.missed)
     metrics.observe_skipped(request.agent_id, request.tier, "missed")
