@@ -19,8 +19,10 @@ import redis.asyncio as aioredis
 import structlog
 
 from ledgers import introspection, slots
+from ledgers.vocab import Tier, Trigger
 from wake import clock, stores
 from wake.config import Config
+from wake.context import WakeRequest
 from wake.daemon import control, notify, schedule
 from wake.daemon import service as daemon
 from wake.run import session
@@ -281,3 +283,23 @@ async def test_a_running_daemon_fires_heartbeats_and_drains(store_config: Callab
 async def _rows_of(st: stores.Stores) -> list[introspection.WakeSummary]:
     async with st.pg_conn() as conn:
         return await introspection.recent(conn, limit=1000)
+
+
+async def test_a_spooled_slot_whose_connection_dies_under_its_write_stays_spooled_until_written(opened: Callable[..., daemon.Daemon]) -> None:
+    """PostgreSQL cutting the connection in the middle of the spool's write (a restart) is an
+    outage, not a bad row: the slot stays spooled and gets its one row once PostgreSQL answers."""
+    d = opened()
+    assert d.stores is not None
+    slot = dt.datetime(2026, 11, 29, 9, 15, tzinfo=dt.UTC)
+    d.keep_missed(WakeRequest(agent_id="demo", tier=Tier.whisper, trigger=Trigger.schedule, scheduled_for=slot), "postgres unreachable")
+    async with d.stores.pg_conn() as conn:  # the claim's insert kills its own backend, as a restart would
+        await conn.execute("CREATE FUNCTION test_cut() RETURNS trigger LANGUAGE plpgsql AS "
+                           "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(30); RETURN NEW; END $$")
+        await conn.execute("CREATE TRIGGER test_cut BEFORE INSERT ON wake_slots FOR EACH ROW EXECUTE FUNCTION test_cut()")
+    assert await d.flush_spool() == 1
+    assert [m.request.scheduled_for for m in d.spool] == [slot]
+    async with d.stores.pg_conn() as conn:
+        await conn.execute("DROP TRIGGER test_cut ON wake_slots")
+    assert await d.flush_spool() == 0
+    [row] = await _rows(d)
+    assert (row.status, row.scheduled_for) == ("missed", slot)

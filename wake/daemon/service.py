@@ -536,7 +536,7 @@ class Daemon:
             missed = self.spool[0]
             try:
                 await claim.record_missed(self.session, missed, by=self.replica_id, now=self.now())
-            except StoreUnavailable:
+            except stores.PG_OUTAGE:  # PostgreSQL still away, or failing under the write: kept, tried again
                 return len(self.spool)
             except Exception as exc:  # a row that cannot be written for another reason is logged, not retried forever
                 log.error("daemon.spool_failed", wake_id=str(missed.request.wake_id), error=logs.redact_text(f"{type(exc).__name__}: {exc}"))

@@ -33,6 +33,12 @@ log = logs.get("wake.stores")
 # What asyncpg raises when PostgreSQL is away: it cannot connect (a unix socket that is gone
 # raises FileNotFoundError), or a connection dropped under the caller, or the server is stopping.
 PG_UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError)
+# What a caller of `pg_conn` meets when PostgreSQL fails under it or does not answer in time: the
+# store is away, and what it was writing is to be tried again, never dropped. An error outside
+# these (a constraint, a bug) is not an outage.
+PG_OUTAGE: tuple[type[BaseException], ...] = (
+    StoreUnavailable, TimeoutError, *PG_UNREACHABLE, asyncpg.InterfaceError, asyncpg.exceptions.OperatorInterventionError,
+)
 
 
 def neo4j_errors() -> tuple[type[BaseException], ...]:
@@ -77,6 +83,11 @@ class Stores:
             yield cast(asyncpg.Connection, conn)  # the pool's proxy forwards every Connection method
             clean = trusted
         except (asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError) as exc:
+            raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
+        except asyncpg.InterfaceError as exc:
+            if not conn.is_closed():
+                raise
+            # the connection died under the body (PostgreSQL restarted or cut it): the store is away
             raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
         finally:
             if clean:
