@@ -224,6 +224,7 @@ class Replicas:
         self.root, self.config, self.n = root, config, 0
         self.live: list[subprocess.Popen[bytes]] = []
         self.all: list[subprocess.Popen[bytes]] = []
+        self.exited: list[int] = []  # replicas that exited on their own (and were started again)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NOTIFY_SOCKET", "WATCHDOG_"))}
         self.env = {**env, "PYTHONPATH": str(REPO), "WAKE_LOG_FORMAT": "json", "WAKE_STATE_DIR": str(root / "state"), "WAKE_CHAOS_THINK_S": "0.5"}
 
@@ -235,6 +236,19 @@ class Replicas:
         self.live.append(proc)
         self.all.append(proc)
         return proc
+
+    def revive(self) -> list[str]:
+        """Do what systemd's `Restart=on-failure` does: a replica that exited on its own is started
+        again. Exit 69 (a store unreachable at start, while a fault holds it) is expected; any other
+        is returned as a violation."""
+        found = []
+        for p in [p for p in self.live if p.poll() is not None]:
+            self.live.remove(p)
+            self.exited.append(p.returncode)
+            if p.returncode != 69:
+                found.append(f"replica pid {p.pid} exited {p.returncode} on its own")
+            self.start()
+        return found
 
     def stop_all(self) -> list[int | None]:
         for p in self.live:
@@ -498,14 +512,18 @@ def run(args: argparse.Namespace, root: Path) -> int:
         window_start = dt.datetime.now(dt.UTC)
         t0 = time.monotonic()
         print("chaos: faults as run:")
+        crashed: list[str] = []
         for f in faults:
             delay = f.at_s - (time.monotonic() - t0)
             if delay > 0:
                 time.sleep(delay)
+            crashed += replicas.revive()
             did = apply(f, pg=pg, rds=rds, toxi=toxi, replicas=replicas, direct=direct, agents=agents, rng=rng)
             print(f"  +{time.monotonic() - t0:6.1f}s  {did}", flush=True)
         window_end = dt.datetime.now(dt.UTC)
-        time.sleep(COOLDOWN_S)
+        for _ in range(int(COOLDOWN_S)):
+            time.sleep(1)
+            crashed += replicas.revive()
         codes = replicas.stop_all()
         print(f"chaos: replicas stopped, exit statuses {codes}")
         counts, violations = asyncio.run(check(pg.dsn(), agents, args.every, window_start, window_end, receiver))
@@ -513,9 +531,10 @@ def run(args: argparse.Namespace, root: Path) -> int:
         check_config.write_text(config_text(pg.dsn(), f"redis://127.0.0.1:{rds.port}/0", hook, args.agents, args.every))
         if (broken := verify_chains(check_config, replicas.env)) is not None:
             violations.append(broken)
-        violations += [f"a replica exited {c} on SIGTERM" for c in codes if c != 0]
+        violations += [f"a replica exited {c} on SIGTERM" for c in codes if c != 0] + crashed
         counts["handovers_gained"] = dict(logged_handovers(root))
         counts["replicas_started"] = replicas.n
+        counts["replicas_exited_on_their_own"] = dict(Counter(replicas.exited))
         print("chaos: counts " + json.dumps(counts, sort_keys=True, default=str))
         for v in violations[:50]:
             print(f"chaos: VIOLATION {v}")

@@ -15,3 +15,7 @@ TRIGGER_EVENTS = "wake:trigger:{request_id}:events"
 COST = "wake:cost:{agent}:{date}"
 # A replica that stopped on purpose leaves this mark a while (its agents' handover says `stopped`): wake.daemon.ownership.
 REPLICA_LEFT = "wake:left:{replica_id}"
+# The member that published the newest heartbeat (its id; expires an hour after): a replica that
+# finds no other member at its first read, but this mark, takes its agents over rather than
+# starting the cluster: wake.daemon.ownership.
+CLUSTER = "wake:cluster"

@@ -303,3 +303,32 @@ async def test_a_spooled_slot_whose_connection_dies_under_its_write_stays_spoole
     assert await d.flush_spool() == 0
     [row] = await _rows(d)
     assert (row.status, row.scheduled_for) == ("missed", slot)
+
+
+async def test_a_replica_alone_at_its_first_read_after_a_redis_outage_records_the_slots_nobody_ran(
+    opened: Callable[..., daemon.Daemon], redis_url: str,
+) -> None:
+    """The others' heartbeats expired while Redis was away and this new replica beat first: it reads
+    itself alone, but the cluster's mark names a replica that was a member, so it takes the agents
+    over (each slot since the last claim gets its row) instead of starting the cluster (whose
+    catch-up skips a whisper's missed slots and records none)."""
+    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
+    if now > clock.now():
+        now -= dt.timedelta(hours=1)
+    hour = now.replace(minute=0)
+    d = opened(now=lambda: now)
+    assert d.stores is not None and d.shared
+    async with d.stores.pg_conn() as conn:
+        await slots.claim(conn, agent_id="demo", tier="whisper", scheduled_for=hour - dt.timedelta(hours=1), trigger="schedule",
+                          claimed_by="vm:1:gone", claimed_at=hour - dt.timedelta(hours=1), wake_id=uuid.uuid4())
+    await d.stores.redis.set("wake:cluster", "vm:1:gone")
+    with structlog.testing.capture_logs() as logs:
+        await d._beat()
+        while d.tasks:
+            await asyncio.wait_for(asyncio.gather(*list(d.tasks)), timeout=120)
+    assert [e["why"] for e in logs if e["event"] == "wake.handover"] == ["resumed"]
+    assert not [e for e in logs if e["event"] == "wake.catch_up_skipped"]
+    rows = {(r.tier, r.scheduled_for): r.status for r in await _rows(d)}
+    assert {k: v for k, v in rows.items() if v == "missed"} == {("whisper", hour - dt.timedelta(minutes=m)): "missed" for m in (45, 30, 15, 0)}
+    assert set(rows) == {("whisper", hour - dt.timedelta(minutes=m)) for m in (45, 30, 15, 0)} | {("whisper", hour + dt.timedelta(minutes=15))}
+    assert await d.stores.redis.get("wake:cluster") in (d.replica_id, d.replica_id.encode())

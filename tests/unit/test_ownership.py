@@ -97,6 +97,16 @@ def test_a_replica_alone_at_its_first_read_starts_the_cluster() -> None:
     assert {(h.why, h.from_replica) for h in first.gained} == {("start", None)} and a.owned == set(AGENTS)
 
 
+def test_a_replica_alone_at_its_first_read_while_the_cluster_mark_names_another_takes_over() -> None:
+    """The others' heartbeats expired (a Redis outage they are still coming back from), so this
+    replica reads itself alone: the agents are taken over, their missed slots recorded, not started."""
+    a = view("r-a", Clock())
+    a.resumed = True
+    first = a.update(["r-a"], AGENTS, {})
+    assert {(h.why, h.from_replica) for h in first.gained} == {("resumed", None)} and a.owned == set(AGENTS)
+    assert first.gained_agents(but="start") == sorted(AGENTS)
+
+
 def test_a_stale_heartbeat_drops_everything_and_the_next_beat_takes_the_share_back() -> None:
     clock = Clock()
     a = view("r-a", clock)

@@ -12,6 +12,12 @@ Handover, by why (the `why` of `wake.handover`):
 
 - `start`: a replica whose first membership read finds no other replica takes every agent, with
   the start's catch-up rules (the cluster is starting, perhaps after a gap);
+- `resumed`: a replica whose first read finds no other member, but the cluster's mark
+  (`wake:cluster`, the newest member's id, kept an hour) naming another replica, takes every
+  agent as a takeover: the cluster was running a moment ago (the others' heartbeats expired in a
+  Redis outage they are still coming back from, or the only replica crashed), so the slots since
+  each agent's last claim are its to record, not the start's to skip. The last member to stop on
+  purpose removes the mark, so a cluster stopped on purpose starts again with the start's rules;
 - `joined`: a replica that appears beside others takes its share from them at once (they drop it
   at their next heartbeat), and catches up as a takeover does: its owner may just have died;
 - `stopped`: a replica that stops (SIGTERM) publishes itself `leaving` and drops out of the
@@ -64,6 +70,9 @@ NAMED_AGENTS = 50
 MAX_MISSED_PER_TIER = 1000
 # The replicas' heartbeat key lives this many heartbeats (`wake.daemon.service`).
 TTL_BEATS = 3
+CLUSTER_KEY = keys.CLUSTER
+# How long the cluster's mark outlives the last heartbeat of a member that did not stop on purpose.
+CLUSTER_MEMORY_S = 3600.0
 
 
 def weight(replica_id: str, agent_id: str) -> int:
@@ -146,6 +155,7 @@ class Ownership:
     agents: frozenset[str] = frozenset()  # the configured agents the owners were computed for
     beat_at: float | None = None
     assigned: bool = False  # a first share was taken
+    resumed: bool = False  # before the first share: the cluster's mark names another replica
     lapsed: bool = False  # dropped everything for a stale heartbeat
 
     def fresh(self) -> bool:
@@ -181,7 +191,7 @@ class Ownership:
         for agent in sorted(mine - self.owned):
             src = old_owners.get(agent) or before.get(agent)
             if not self.assigned:
-                why = "joined" if others else "start"
+                why = "joined" if others else "resumed" if self.resumed else "start"
             elif self.lapsed:
                 why = "heartbeat_restored"
             elif src is None:
@@ -220,6 +230,28 @@ async def read_membership(redis: aioredis.Redis, previous: Sequence[str]) -> tup
         marks = await redis.mget([LEFT_KEY.format(replica_id=m) for m in gone])
         left = {m: m in leaving or mark is not None for m, mark in zip(gone, marks, strict=True)}
     return members, left
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+async def cluster_resumed(redis: aioredis.Redis, replica_id: str) -> bool:
+    """True when the cluster's mark names another replica: a member beat within `CLUSTER_MEMORY_S`
+    and did not stop on purpose as the last one."""
+    mark = _text(await redis.get(CLUSTER_KEY))
+    return mark is not None and mark != replica_id
+
+
+async def mark_member(redis: aioredis.Redis, replica_id: str) -> None:
+    """This replica is a member now: the cluster's mark names it."""
+    await redis.set(CLUSTER_KEY, replica_id, px=int(CLUSTER_MEMORY_S * 1000))
+
+
+async def forget_cluster(redis: aioredis.Redis, replica_id: str) -> None:
+    """The last member stops on purpose: the mark goes (if this replica wrote the newest)."""
+    if _text(await redis.get(CLUSTER_KEY)) == replica_id:
+        await redis.delete(CLUSTER_KEY)
 
 
 async def mark_left(redis: aioredis.Redis, replica_id: str, ttl_s: float) -> None:

@@ -715,6 +715,8 @@ class Daemon:
             return
         try:
             members, left = await ownership.read_membership(self.stores.redis, self.ownership.members)
+            if not self.ownership.assigned:  # read before this replica's own mark could be there
+                self.ownership.resumed = await ownership.cluster_resumed(self.stores.redis, self.replica_id)
         except Exception as exc:  # keep the share it has; the heartbeat's TTL bounds how long
             log.warning("ownership.read_failed", error=logs.redact_text(str(exc)))
             return
@@ -722,6 +724,10 @@ class Daemon:
         self._apply(self.ownership.update(members, self.config.agents, left))
         if self.ownership.members != before:
             log.info("ownership.members", members=list(self.ownership.members), owned=len(self.ownership.owned))
+        try:
+            await ownership.mark_member(self.stores.redis, self.replica_id)
+        except Exception as exc:  # the next beat writes it again
+            log.warning("ownership.mark_failed", error=logs.redact_text(str(exc)))
 
     async def _leave(self) -> None:
         """Stopping: say so in the heartbeat (the others drop this replica from the membership at
@@ -736,6 +742,8 @@ class Daemon:
     async def _leaving_beat(self) -> None:
         assert self.stores is not None
         await ownership.mark_left(self.stores.redis, self.replica_id, 2 * self.ownership.ttl_s)
+        if not [m for m in self.ownership.members if m != self.replica_id]:  # the last member: the cluster stops on purpose
+            await ownership.forget_cluster(self.stores.redis, self.replica_id)
         await control.heartbeat(self.stores.redis, self.state(), ttl_s=self.ownership.ttl_s)
 
     async def reload(self) -> bool:
