@@ -60,8 +60,11 @@ from wake.stores import engines  # noqa: E402
 TOXIPROXY_CACHE = Path.home() / ".cache" / "wake" / "toxiproxy" / "server"
 BEAT_S = 1.0
 LEASE_TTL_S = 3.0
-WARMUP_S = 12.0  # replicas started and settled before the first fault
-COOLDOWN_S = 20.0  # after the last fault: takeovers, spools and the outbox catch up
+WARMUP_S = 12.0  # replicas started and settled before the first fault (at least; until every agent has a completed wake)
+COOLDOWN_S = 20.0  # after the last fault: takeovers, spools and the outbox catch up (at least; until the ledger is whole)
+# How long the warm-up and the cool-down may wait for the ledger on a slow machine before the
+# checker runs anyway: a slow machine makes a run longer, never a violation.
+SETTLE_BOUND_S = 240.0
 FAULTS = ("kill9", "sigstop", "redis_restart", "pg_restart", "latency", "timeout", "cut")
 
 
@@ -455,6 +458,59 @@ async def check(
     return counts, violations
 
 
+async def _read(dsn: str) -> tuple[list[Row], list[Row]]:
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        rows = [dict(r) for r in await conn.fetch("SELECT wake_id, agent_id, scheduled_for, status FROM wake_introspection_ledger")]
+        outbox = [dict(r) for r in await conn.fetch("SELECT wake_id FROM wake_outbox")]
+    finally:
+        await conn.close()
+    return rows, outbox
+
+
+def warmed_up(dsn: str, agents: list[str]) -> bool:
+    """Every agent has a completed wake (the replicas are up, scheduling and writing)."""
+    try:
+        rows, _ = asyncio.run(_read(dsn))
+    except (OSError, asyncpg.PostgresError, TimeoutError):
+        return False
+    return set(agents) <= {r["agent_id"] for r in rows if r["status"] == "completed"}
+
+
+def whole(dsn: str, agents: list[str], every_s: int, first: dt.datetime, last: dt.datetime, receiver: Receiver) -> str | None:
+    """None once every due slot of the window has a terminal row and every completed wake's
+    delivery reached the receiver; else what is still outstanding."""
+    try:
+        rows, outbox = asyncio.run(_read(dsn))
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        return f"ledger unreadable: {type(exc).__name__}"
+    _, _, found = check_slots(rows, agents, every_s, first, last)
+    violations = [v for v in found if v.startswith("slot ")]  # a wake running now is `started`, and settles before the stop
+    queued = {str(o["wake_id"]) for o in outbox}
+    undelivered = [w for r in rows if r["status"] == "completed" and (w := str(r["wake_id"])) in queued and w not in receiver.acted]
+    if violations or undelivered:
+        return f"{len(violations)} slot(s) without their one row, {len(undelivered)} delivery(ies) not acted on"
+    return None
+
+
+def wait_for(what: str, ready: Any, *, at_least_s: float, revive: Any) -> list[str]:
+    """Wait at least `at_least_s`, then until `ready()` is true (None or True), at most
+    `SETTLE_BOUND_S`; replicas that exit meanwhile are started again. Returns what `revive` found."""
+    found: list[str] = []
+    began = time.monotonic()
+    while True:
+        time.sleep(1)
+        found += revive()
+        if time.monotonic() - began < at_least_s:
+            continue
+        state = ready()
+        if state is True or state is None:
+            return found
+        if time.monotonic() - began > SETTLE_BOUND_S:
+            print(f"chaos: {what}: still not settled after {SETTLE_BOUND_S:g}s ({state}); checking anyway", flush=True)
+            return found
+
+
 def verify_chains(config: Path, env: dict[str, str]) -> str | None:
     result = subprocess.run([sys.executable, "-m", "wake", "--config", str(config), "verify", "--chain"], capture_output=True, text=True,
                             cwd=REPO, env=env, timeout=300)
@@ -508,11 +564,10 @@ def run(args: argparse.Namespace, root: Path) -> int:
     try:
         for _ in range(args.replicas):
             replicas.start()
-        time.sleep(WARMUP_S)
+        crashed = wait_for("warm-up", lambda: warmed_up(pg.dsn(), agents), at_least_s=WARMUP_S, revive=replicas.revive)
         window_start = dt.datetime.now(dt.UTC)
         t0 = time.monotonic()
         print("chaos: faults as run:")
-        crashed: list[str] = []
         for f in faults:
             delay = f.at_s - (time.monotonic() - t0)
             if delay > 0:
@@ -521,9 +576,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
             did = apply(f, pg=pg, rds=rds, toxi=toxi, replicas=replicas, direct=direct, agents=agents, rng=rng)
             print(f"  +{time.monotonic() - t0:6.1f}s  {did}", flush=True)
         window_end = dt.datetime.now(dt.UTC)
-        for _ in range(int(COOLDOWN_S)):
-            time.sleep(1)
-            crashed += replicas.revive()
+        crashed += wait_for("cool-down", lambda: whole(pg.dsn(), agents, args.every, window_start, window_end, receiver),
+                            at_least_s=COOLDOWN_S, revive=replicas.revive)
         codes = replicas.stop_all()
         print(f"chaos: replicas stopped, exit statuses {codes}")
         counts, violations = asyncio.run(check(pg.dsn(), agents, args.every, window_start, window_end, receiver))
