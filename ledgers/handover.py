@@ -25,3 +25,19 @@ async def last_claimed(conn: asyncpg.Connection, agents: list[str]) -> dict[tupl
     """The newest claimed or recorded scheduled slot of every (agent, tier) of `agents` that has one."""
     return {(r["agent_id"], r["tier"]): r["scheduled_for"] for r in await conn.fetch(_sql("last_claimed"), agents) if r["scheduled_for"]}
 
+
+
+async def claimed_since(conn: asyncpg.Connection, since: dict[tuple[str, str], dt.datetime]) -> dict[tuple[str, str], set[dt.datetime]]:
+    """Every slot of each (agent, tier) claimed after its `since`."""
+    keys = sorted(since)
+    found: dict[tuple[str, str], set[dt.datetime]] = {}
+    for r in await conn.fetch(_sql("claimed_since"), [a for a, _ in keys], [t for _, t in keys], [since[k] for k in keys]):
+        found.setdefault((r["agent_id"], r["tier"]), set()).add(r["scheduled_for"])
+    return found
+
+
+async def claimed_by_then(conn: asyncpg.Connection, since: dict[tuple[str, str], dt.datetime]) -> set[tuple[str, str]]:
+    """The (agent, tier) pairs that had a slot claimed at or before their `since`."""
+    keys = sorted(since)
+    rows = await conn.fetch(_sql("claimed_by_then"), [a for a, _ in keys], [t for _, t in keys], [since[k] for k in keys])
+    return {(r["agent_id"], r["tier"]) for r in rows}

@@ -16,3 +16,15 @@ SELECT agent_id, tier, max(scheduled_for) AS scheduled_for FROM (
      WHERE agent_id = ANY($1::text[]) AND trigger IN ('schedule', 'catch_up') GROUP BY agent_id, tier
 ) AS both_sources
 GROUP BY agent_id, tier
+
+-- name: claimed_since
+-- The slots claimed after each (agent, tier)'s own look back ($1, $2, $3 side by side): a
+-- takeover looks in them for slots nobody claimed before a later one was (a replica that died
+-- holding them).
+SELECT s.agent_id, s.tier, s.scheduled_for FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS p(agent_id, tier, since)
+  JOIN wake_slots s ON s.agent_id = p.agent_id AND s.tier = p.tier AND s.scheduled_for > p.since
+
+-- name: claimed_by_then
+-- Which of those (agent, tier) pairs had a slot claimed at or before its look back.
+SELECT p.agent_id, p.tier FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS p(agent_id, tier, since)
+ WHERE EXISTS (SELECT 1 FROM wake_slots s WHERE s.agent_id = p.agent_id AND s.tier = p.tier AND s.scheduled_for <= p.since)

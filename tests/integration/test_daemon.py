@@ -23,7 +23,7 @@ from ledgers.vocab import Tier, Trigger
 from wake import clock, stores
 from wake.config import Config
 from wake.context import WakeRequest
-from wake.daemon import control, notify, schedule
+from wake.daemon import control, notify, ownership, schedule
 from wake.daemon import service as daemon
 from wake.run import session
 from wake.stores import lease
@@ -332,3 +332,27 @@ async def test_a_replica_alone_at_its_first_read_after_a_redis_outage_records_th
     assert {k: v for k, v in rows.items() if v == "missed"} == {("whisper", hour - dt.timedelta(minutes=m)): "missed" for m in (45, 30, 15, 0)}
     assert set(rows) == {("whisper", hour - dt.timedelta(minutes=m)) for m in (45, 30, 15, 0)} | {("whisper", hour + dt.timedelta(minutes=15))}
     assert await d.stores.redis.get("wake:cluster") in (d.replica_id, d.replica_id.encode())
+
+
+async def test_a_takeover_records_a_slot_its_dead_owner_held_after_claiming_a_later_one(opened: Callable[..., daemon.Daemon]) -> None:
+    """The owner spooled a slot (PostgreSQL away), claimed the next ones once it answered, and died
+    (kill -9) before its spool was written: the newest claim is no watermark, the takeover finds
+    the slot nobody claimed and records it, beside the slots since the last claim."""
+    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
+    if now > clock.now():
+        now -= dt.timedelta(hours=1)
+    hour = now.replace(minute=0)
+    d = opened(now=lambda: now)
+    assert d.stores is not None
+    async with d.stores.pg_conn() as conn:
+        for m in (60, 30, 15):  # 45 minutes before the hour: in the dead owner's spool
+            at = hour - dt.timedelta(minutes=m)
+            await slots.claim(conn, agent_id="demo", tier="whisper", scheduled_for=at, trigger="schedule", claimed_by="vm:1:gone",
+                              claimed_at=at, wake_id=uuid.uuid4())
+    gone = ownership.Handover(agents=("demo",), from_replica="vm:1:gone", to_replica=d.replica_id, why="expired")
+    d._apply(ownership.Change(gained=[gone]))
+    while d.tasks:
+        await asyncio.wait_for(asyncio.gather(*list(d.tasks)), timeout=120)
+    rows = {(r.tier, r.scheduled_for): r.status for r in await _rows(d)}
+    assert {k for k, v in rows.items() if v == "missed"} == {("whisper", hour - dt.timedelta(minutes=45)), ("whisper", hour)}
+    assert set(rows) == {("whisper", hour - dt.timedelta(minutes=45)), ("whisper", hour), ("whisper", hour + dt.timedelta(minutes=15))}

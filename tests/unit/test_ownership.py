@@ -144,6 +144,28 @@ def test_a_takeover_plans_every_slot_since_the_last_claim_once() -> None:
     assert ownership.plan(s, now, now) == ([], None)
 
 
+def test_a_takeover_also_records_the_slots_nobody_claimed_before_the_last_claim() -> None:
+    """A replica died holding a slot (in its spool) after it had claimed a later one: the newest
+    claim is no watermark, the look back finds the slot; not before the tier's first claim."""
+    s = schedule.Schedule(agent_id="x", tier="whisper", timezone="UTC", every_s=10)
+    t0 = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
+    claimed = {t0 + dt.timedelta(seconds=10 * i) for i in (0, 1, 3, 4, 6)}  # 20 s and 50 s nobody claimed
+    last, since = t0 + dt.timedelta(seconds=60), t0 - dt.timedelta(seconds=30)
+    key = ("x", "whisper")
+    old = ownership.Claims(last={key: last}, since={key: since}, recent={key: claimed}, by_then=frozenset({key}))
+    assert old.gaps(s) == [t0 - dt.timedelta(seconds=20), t0 - dt.timedelta(seconds=10), t0 + dt.timedelta(seconds=20), t0 + dt.timedelta(seconds=50)]
+    new = ownership.Claims(last={key: last}, since={key: since}, recent={key: claimed})  # its first claim is t0
+    assert new.gaps(s) == [t0 + dt.timedelta(seconds=20), t0 + dt.timedelta(seconds=50)]
+    older, newest = ownership.plan(s, last, last + dt.timedelta(seconds=25), new.gaps(s))
+    assert older == [t0 + dt.timedelta(seconds=20), t0 + dt.timedelta(seconds=50), last + dt.timedelta(seconds=10)]
+    assert newest == last + dt.timedelta(seconds=20)
+    assert ownership.plan(s, last, last, new.gaps(s)) == ([t0 + dt.timedelta(seconds=20), t0 + dt.timedelta(seconds=50)], None)
+    assert ownership.Claims(last={}).gaps(s) == []
+    # the look back: a time, or the tier's last slots if they reach further
+    assert ownership.look_back(s, last, 30.0) == last - dt.timedelta(seconds=100)
+    assert ownership.look_back(s, last, 500.0) == last - dt.timedelta(seconds=500)
+
+
 def test_an_unchanged_membership_moves_nothing_and_is_not_hashed_again() -> None:
     a = view("r-a", Clock())
     a.update(["r-a", "r-b"], AGENTS, {})

@@ -33,7 +33,11 @@ Handover, by why (the `why` of `wake.handover`):
 An agent taken over after the start (every why but `start`) has its slots since the last claimed
 one caught up (`take_over`): each older one is recorded `missed` (through the slot claim, so a
 slot the old owner did claim keeps its own row), and the newest runs as a late scheduled slot, so
-the tier's `misfire_grace_s` decides whether it still runs or is recorded `missed`.
+the tier's `misfire_grace_s` decides whether it still runs or is recorded `missed`. It also looks
+`LOOK_BACK_TTLS` heartbeat TTLs or `LOOK_BACK_FIRES` slots back for slots nobody claimed before a later one was, and records
+those `missed` too: the newest claim is not a watermark, since a replica that died (kill -9)
+may have held an older slot in its spool, or been between a takeover's newest slot and its
+older ones, when it went.
 """
 
 from __future__ import annotations
@@ -70,6 +74,9 @@ NAMED_AGENTS = 50
 MAX_MISSED_PER_TIER = 1000
 # The replicas' heartbeat key lives this many heartbeats (`wake.daemon.service`).
 TTL_BEATS = 3
+# A takeover also looks this many heartbeat TTLs back for slots nobody claimed before a later one was.
+LOOK_BACK_TTLS = 10
+LOOK_BACK_FIRES = 10
 CLUSTER_KEY = keys.CLUSTER
 # How long the cluster's mark outlives the last heartbeat of a member that did not stop on purpose.
 CLUSTER_MEMORY_S = 3600.0
@@ -266,16 +273,40 @@ Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 Spool = Callable[[WakeRequest, str], None]
 
 
-def plan(sched: schedule.Schedule, last: dt.datetime | None, now: dt.datetime) -> tuple[list[dt.datetime], dt.datetime | None]:
+@dataclass(frozen=True, kw_only=True)
+class Claims:
+    """What a takeover reads of its tiers' claims: the newest claimed slot of each, the slots
+    claimed since `since` (the look back), and which tiers had a claim by then."""
+
+    last: Mapping[tuple[str, str], dt.datetime]
+    since: Mapping[tuple[str, str], dt.datetime] = field(default_factory=dict)
+    recent: Mapping[tuple[str, str], set[dt.datetime]] = field(default_factory=dict)
+    by_then: frozenset[tuple[str, str]] = frozenset()
+
+    def gaps(self, sched: schedule.Schedule) -> list[dt.datetime]:
+        """The slots of the look back, before the tier's newest claim, that nobody claimed: a
+        replica that died holding them (in its spool, or between a takeover's newest slot and its
+        older ones). Not before the tier's first claim: an agent added lately missed nothing."""
+        key = (sched.agent_id, sched.tier)
+        last, recent, look_back = self.last.get(key), self.recent.get(key, set()), self.since.get(key)
+        if last is None or look_back is None:
+            return []
+        since = look_back if key in self.by_then else min(recent, default=last)
+        return [s for s in schedule.fires_between(sched, since, last) if s not in recent and s != last]
+
+
+def plan(
+    sched: schedule.Schedule, last: dt.datetime | None, now: dt.datetime, gaps: Sequence[dt.datetime] = (),
+) -> tuple[list[dt.datetime], dt.datetime | None]:
     """The slots of a taken-over tier since its last claimed one: the older ones (to record
-    `missed`, at most `MAX_MISSED_PER_TIER`, newest kept) and the newest (to run late), if any.
-    A tier that never ran has missed nothing."""
+    `missed`, at most `MAX_MISSED_PER_TIER`, newest kept), with the `gaps` before it nobody
+    claimed, and the newest (to run late), if any. A tier that never ran has missed nothing."""
     if last is None:
         return [], None
     fires = list(schedule.fires_between(sched, last, now))
     if not fires:
-        return [], None
-    older = fires[:-1]
+        return list(gaps)[-MAX_MISSED_PER_TIER:], None
+    older = [*gaps, *fires[:-1]]
     if len(older) > MAX_MISSED_PER_TIER:
         log.warning("handover.missed_clipped", agent=sched.agent_id, tier=sched.tier, slots=len(older), kept=MAX_MISSED_PER_TIER)
         older = older[-MAX_MISSED_PER_TIER:]
@@ -308,11 +339,27 @@ PG_FAILURES: tuple[type[BaseException], ...] = (StoreUnavailable, TimeoutError, 
 LAST_CLAIMED_TRIES = 30
 
 
-async def _last_claimed(session: Session, agents: list[str]) -> dict[tuple[str, str], dt.datetime] | None:
+def look_back(sched: schedule.Schedule, at: dt.datetime, look_back_s: float) -> dt.datetime:
+    """How far back a takeover looks for a tier's unclaimed slots: `look_back_s`, or its last
+    `LOOK_BACK_FIRES` slots, whichever reaches further (a slow tier's gap is a few slots old)."""
+    t = at - dt.timedelta(seconds=look_back_s)
+    slot: dt.datetime | None = at
+    for _ in range(LOOK_BACK_FIRES):
+        slot = schedule.fire_at_or_before(sched, slot - dt.timedelta(microseconds=1)) if slot is not None else None
+    return min(t, slot) if slot is not None else t
+
+
+async def _claims(session: Session, scheds: Sequence[schedule.Schedule], since: dict[tuple[str, str], dt.datetime]) -> Claims | None:
+    agents = sorted({s.agent_id for s in scheds})
     for attempt in range(LAST_CLAIMED_TRIES):
         try:
             async with session.stores.pg_conn() as conn:
-                return await ledger.last_claimed(conn, agents)
+                last = await ledger.last_claimed(conn, agents)
+                if not since:
+                    return Claims(last=last)
+                recent = await ledger.claimed_since(conn, since)
+                by_then = await ledger.claimed_by_then(conn, since)
+                return Claims(last=last, since=since, recent=recent, by_then=frozenset(by_then))
         except PG_FAILURES as exc:
             log.warning("handover.read_failed", agents=len(agents), attempt=attempt + 1, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
             await asyncio.sleep(1.0)
@@ -321,7 +368,7 @@ async def _last_claimed(session: Session, agents: list[str]) -> dict[tuple[str, 
 
 async def take_over(
     session: Session, scheds: Sequence[schedule.Schedule], handovers: Mapping[str, Handover], *, by: str,
-    now: Callable[[], dt.datetime], run_slot: RunSlot, spawn: Spawn, spool: Spool,
+    now: Callable[[], dt.datetime], run_slot: RunSlot, spawn: Spawn, spool: Spool, look_back_s: float = 0.0,
 ) -> int:
     """Catch up the slots of tiers this replica just took over: the newest of each handed to
     `spawn` to run late (waiting out its jitter first, if it is still ahead), then the older ones
@@ -329,12 +376,14 @@ async def take_over(
     goes to `spool`, which records it once PostgreSQL answers. Returns how many rows this wrote."""
     if not scheds:
         return 0
-    lasts = await _last_claimed(session, sorted({s.agent_id for s in scheds}))
-    if lasts is None:
+    at = now()
+    since = {(s.agent_id, s.tier): look_back(s, at, look_back_s) for s in scheds} if look_back_s > 0 else {}
+    claims = await _claims(session, scheds, since)
+    if claims is None:
         log.error("handover.catch_up_lost", agents=len({s.agent_id for s in scheds}))
         return 0
     at = now()
-    plans = [(sched, *plan(sched, lasts.get((sched.agent_id, sched.tier)), at)) for sched in scheds]
+    plans = [(sched, *plan(sched, claims.last.get((sched.agent_id, sched.tier)), at, claims.gaps(sched))) for sched in scheds]
     for sched, _, newest in plans:
         if newest is not None:
             spawn(_late(sched, newest, now, run_slot), f"taken-over:{sched.agent_id}/{sched.tier}:{newest.isoformat()}")

@@ -354,7 +354,7 @@ class Daemon:
             scheds = [s for s in self.schedules.values() if s.agent_id in taken]
             self._spawn(ownership.take_over(
                 self.session, scheds, taken, by=self.replica_id, now=self.now, spawn=lambda coro, name: self._spawn(coro, name=name),
-                spool=self.keep_missed,
+                spool=self.keep_missed, look_back_s=ownership.LOOK_BACK_TTLS * self.ownership.ttl_s,
                 run_slot=lambda sched, slot, delay: self.run_slot(sched, slot, Trigger.schedule, jitter_s=delay),
             ), name=f"take-over:{len(taken)}")
 
