@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 
 from wake import clock, stores
 from wake.config import Config
-from wake.daemon import control, ownership
+from wake.daemon import control, rendezvous
 from wake.stores import lease
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
@@ -188,9 +188,9 @@ async def test_status_lists_replicas_running_wakes_leases_and_next_fires(
         assert leases["demo"]["held"] is True and leases["demo"]["holder"] == held.token and leases["demo"]["fence"] == held.fence
         assert 0 < leases["demo"]["ttl_s"] <= 30
         # each agent's owner: the one every replica computes from the same two heartbeats
-        other_owner = ownership.owner_of("other", ["r1", "r2"])
+        other_owner = rendezvous.owner_of("other", ["r1", "r2"])
         assert leases["other"] == {"agent": "other", "held": False, "holder": None, "ttl_s": None, "fence": None, "owner": other_owner}
-        assert leases["demo"]["owner"] == ownership.owner_of("demo", ["r1", "r2"]) and other_owner in {"r1", "r2"}
+        assert leases["demo"]["owner"] == rendezvous.owner_of("demo", ["r1", "r2"]) and other_owner in {"r1", "r2"}
         fires = {(f["agent"], f["tier"]): f["at"] for f in s["next_fires"]}
         assert fires == {
             ("demo", "whisper"): soon.isoformat(),  # the earliest across replicas

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from wake.daemon import ownership, schedule
+from wake.daemon import ownership, rendezvous, schedule
 from wake.daemon.control import ReplicaState
 
 AGENTS = [f"agent-{i}" for i in range(2000)]
@@ -13,30 +13,30 @@ AGENTS = [f"agent-{i}" for i in range(2000)]
 
 def test_the_owner_is_the_same_whatever_order_the_membership_is_read_in() -> None:
     members = ["r-a", "r-b", "r-c"]
-    first = ownership.assign(AGENTS, members)
-    assert ownership.assign(AGENTS, list(reversed(members))) == first
+    first = rendezvous.assign(AGENTS, members)
+    assert rendezvous.assign(AGENTS, list(reversed(members))) == first
     assert set(first.values()) == set(members)
 
 
 def test_shares_are_near_even() -> None:
     members = [f"r-{i}" for i in range(4)]
-    owners = ownership.assign(AGENTS, members)
+    owners = rendezvous.assign(AGENTS, members)
     counts = [sum(1 for o in owners.values() if o == m) for m in members]
     assert all(abs(c - len(AGENTS) / 4) < 0.1 * len(AGENTS) / 4 for c in counts), counts
 
 
 def test_a_replica_leaving_moves_only_its_own_agents_and_spreads_them() -> None:
     members = ["r-a", "r-b", "r-c", "r-d"]
-    before = ownership.assign(AGENTS, members)
-    after = ownership.assign(AGENTS, [m for m in members if m != "r-b"])
+    before = rendezvous.assign(AGENTS, members)
+    after = rendezvous.assign(AGENTS, [m for m in members if m != "r-b"])
     moved = {a for a in AGENTS if before[a] != after[a]}
     assert moved == {a for a in AGENTS if before[a] == "r-b"}
     assert {after[a] for a in moved} == {"r-a", "r-c", "r-d"}
 
 
 def test_a_replica_joining_takes_only_from_the_others_what_it_now_owns() -> None:
-    before = ownership.assign(AGENTS, ["r-a", "r-b"])
-    after = ownership.assign(AGENTS, ["r-a", "r-b", "r-new"])
+    before = rendezvous.assign(AGENTS, ["r-a", "r-b"])
+    after = rendezvous.assign(AGENTS, ["r-a", "r-b", "r-new"])
     moved = {a for a in AGENTS if before[a] != after[a]}
     assert moved == {a for a in AGENTS if after[a] == "r-new"}
     assert 0.25 * len(AGENTS) < len(moved) < 0.42 * len(AGENTS)
@@ -48,7 +48,7 @@ def test_leaving_replicas_are_not_members() -> None:
         ReplicaState(replica_id=r, host="h", pid=1, version="v", started_at=t, heartbeat_at=t, leaving=r == "r-b")
         for r in ("r-c", "r-b", "r-a")
     ]
-    assert ownership.members_of(states) == ("r-a", "r-c")
+    assert rendezvous.members_of(states) == ("r-a", "r-c")
 
 
 class Clock:
@@ -75,7 +75,7 @@ def test_a_view_says_why_it_gained_and_lost_agents() -> None:
     a = view("r-a", clock)
     first = a.update(["r-a", "r-b"], AGENTS, {})  # beside a live replica: a takeover from it
     assert {(h.why, h.from_replica) for h in first.gained} == {("joined", "r-b")} and not first.lost
-    assert a.owned == {x for x, r in ownership.assign(AGENTS, ["r-a", "r-b"]).items() if r == "r-a"}
+    assert a.owned == {x for x, r in rendezvous.assign(AGENTS, ["r-a", "r-b"]).items() if r == "r-a"}
     # r-b's heartbeat expires: r-a takes all of r-b's agents, from r-b, because it expired
     expired = a.update(["r-a"], AGENTS, {"r-b": False})
     assert whys(expired) == {"expired": {"r-b"}} and a.owned == set(AGENTS)
@@ -128,7 +128,7 @@ def test_leaving_hands_each_agent_to_its_next_owner() -> None:
     a.update(["r-a", "r-b", "r-c"], AGENTS, {})
     mine = set(a.owned)
     left = a.leave()
-    rest = ownership.assign(mine, ["r-b", "r-c"])
+    rest = rendezvous.assign(mine, ["r-b", "r-c"])
     assert {(x, h.to_replica) for h in left.lost for x in h.agents} == set(rest.items())
     assert all(h.why == "stopped" for h in left.lost) and a.owned == frozenset()
 

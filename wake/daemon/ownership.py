@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import hashlib
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -60,6 +59,7 @@ from ledgers.vocab import Status, Tier, Trigger
 from wake import keys, logs
 from wake.context import WakeRequest
 from wake.daemon import control, schedule
+from wake.daemon.rendezvous import assign, members_of
 from wake.errors import StoreUnavailable
 from wake.observe import metrics
 from wake.run import settle
@@ -80,28 +80,6 @@ LOOK_BACK_FIRES = 10
 CLUSTER_KEY = keys.CLUSTER
 # How long the cluster's mark outlives the last heartbeat of a member that did not stop on purpose.
 CLUSTER_MEMORY_S = 3600.0
-
-
-def weight(replica_id: str, agent_id: str) -> int:
-    """The rendezvous weight of (replica, agent): the same on every replica, for all time."""
-    return int.from_bytes(hashlib.blake2b(f"{replica_id}\0{agent_id}".encode(), digest_size=8).digest(), "big")
-
-
-def owner_of(agent_id: str, members: Sequence[str]) -> str | None:
-    """The member with the highest weight for `agent_id` (None with no member)."""
-    return max(members, key=lambda r: (weight(r, agent_id), r)) if members else None
-
-
-def assign(agents: Iterable[str], members: Sequence[str]) -> dict[str, str]:
-    """Every agent's owner among `members` (empty with no member)."""
-    if not members:
-        return {}
-    return {a: owner_of(a, members) or "" for a in agents}
-
-
-def members_of(replicas: Iterable[control.ReplicaState]) -> tuple[str, ...]:
-    """The membership the hashing runs over: live replicas that are not leaving, by id."""
-    return tuple(sorted(r.replica_id for r in replicas if not r.leaving))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from ledgers.vocab import GOOD
 from wake import clock, stores
 from wake.config import Config
-from wake.daemon import control, ownership
+from wake.daemon import control, rendezvous
 from wake.errors import NoDaemon
 from wake.stores import lease
 
@@ -165,9 +165,9 @@ async def status(config: Config, now: dt.datetime | None = None) -> dict[str, An
         replicas = await control.live_replicas(redis)
         leases = await _leases(redis, list(config.agents))
         pending = await control.pending_requests(redis)
-    # Every replica computes the same owners from the same heartbeats (wake.daemon.ownership): so does status.
+    # Every replica computes the same owners from the same heartbeats (wake.daemon.rendezvous): so does status.
     shared = config.daemon.ownership == "rendezvous"
-    owners = ownership.assign(config.agents, ownership.members_of(replicas)) if shared else {}
+    owners = rendezvous.assign(config.agents, rendezvous.members_of(replicas)) if shared else {}
     for row in leases:
         row["owner"] = owners.get(row["agent"]) if shared else ("every replica" if replicas else None)
     return {
