@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -27,13 +28,29 @@ async def last_claimed(conn: asyncpg.Connection, agents: list[str]) -> dict[tupl
 
 
 
-async def claimed_since(conn: asyncpg.Connection, since: dict[tuple[str, str], dt.datetime]) -> dict[tuple[str, str], set[dt.datetime]]:
-    """Every slot of each (agent, tier) claimed after its `since`."""
+@dataclass(frozen=True, kw_only=True)
+class Rowless:
+    """A claimed slot whose wake has no row: its claimer died between the claim and the row."""
+
+    scheduled_for: dt.datetime
+    wake_id: uuid.UUID
+    claimed_by: str
+    claimed_at: dt.datetime
+
+
+async def claimed_since(
+    conn: asyncpg.Connection, since: dict[tuple[str, str], dt.datetime],
+) -> tuple[dict[tuple[str, str], set[dt.datetime]], dict[tuple[str, str], list[Rowless]]]:
+    """Every slot of each (agent, tier) claimed after its `since`, and those of them without a row."""
     keys = sorted(since)
     found: dict[tuple[str, str], set[dt.datetime]] = {}
+    rowless: dict[tuple[str, str], list[Rowless]] = {}
     for r in await conn.fetch(_sql("claimed_since"), [a for a, _ in keys], [t for _, t in keys], [since[k] for k in keys]):
         found.setdefault((r["agent_id"], r["tier"]), set()).add(r["scheduled_for"])
-    return found
+        if r["rowless"]:
+            rowless.setdefault((r["agent_id"], r["tier"]), []).append(
+                Rowless(scheduled_for=r["scheduled_for"], wake_id=r["wake_id"], claimed_by=r["claimed_by"], claimed_at=r["claimed_at"]))
+    return found, rowless
 
 
 async def claimed_by_then(conn: asyncpg.Connection, since: dict[tuple[str, str], dt.datetime]) -> set[tuple[str, str]]:

@@ -21,8 +21,12 @@ GROUP BY agent_id, tier
 -- The slots claimed after each (agent, tier)'s own look back ($1, $2, $3 side by side): a
 -- takeover looks in them for slots nobody claimed before a later one was (a replica that died
 -- holding them).
-SELECT s.agent_id, s.tier, s.scheduled_for FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS p(agent_id, tier, since)
+-- Each with who claimed it, when, and whether its wake has a row (a claim without one is a replica
+-- that died between the claim and the wake's first write).
+SELECT s.agent_id, s.tier, s.scheduled_for, s.wake_id, s.claimed_by, s.claimed_at, l.wake_id IS NULL AS rowless
+  FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS p(agent_id, tier, since)
   JOIN wake_slots s ON s.agent_id = p.agent_id AND s.tier = p.tier AND s.scheduled_for > p.since
+  LEFT JOIN wake_introspection_ledger l ON l.wake_id = s.wake_id
 
 -- name: claimed_by_then
 -- Which of those (agent, tier) pairs had a slot claimed at or before its look back.

@@ -330,7 +330,8 @@ async def test_a_replica_alone_at_its_first_read_after_a_redis_outage_records_th
     assert not [e for e in logs if e["event"] == "wake.catch_up_skipped"]
     rows = {(r.tier, r.scheduled_for): r.status for r in await _rows(d)}
     assert {k: v for k, v in rows.items() if v == "missed"} == {("whisper", hour - dt.timedelta(minutes=m)): "missed" for m in (45, 30, 15, 0)}
-    assert set(rows) == {("whisper", hour - dt.timedelta(minutes=m)) for m in (45, 30, 15, 0)} | {("whisper", hour + dt.timedelta(minutes=15))}
+    assert rows[("whisper", hour - dt.timedelta(hours=1))] == "failed"  # claimed, never written: its claimer is gone
+    assert set(rows) == {("whisper", hour - dt.timedelta(minutes=m)) for m in (60, 45, 30, 15, 0)} | {("whisper", hour + dt.timedelta(minutes=15))}
     assert await d.stores.redis.get("wake:cluster") in (d.replica_id, d.replica_id.encode())
 
 
@@ -355,4 +356,32 @@ async def test_a_takeover_records_a_slot_its_dead_owner_held_after_claiming_a_la
         await asyncio.wait_for(asyncio.gather(*list(d.tasks)), timeout=120)
     rows = {(r.tier, r.scheduled_for): r.status for r in await _rows(d)}
     assert {k for k, v in rows.items() if v == "missed"} == {("whisper", hour - dt.timedelta(minutes=45)), ("whisper", hour)}
-    assert set(rows) == {("whisper", hour - dt.timedelta(minutes=45)), ("whisper", hour), ("whisper", hour + dt.timedelta(minutes=15))}
+    # the claims it made (rows never written here: the test seeds claims only) get theirs, failed
+    assert {k for k, v in rows.items() if v == "failed"} == {("whisper", hour - dt.timedelta(minutes=m)) for m in (60, 30, 15)}
+    assert ("whisper", hour + dt.timedelta(minutes=15)) in rows and len(rows) == 6
+
+
+async def test_a_takeover_writes_the_row_of_a_slot_its_dead_owner_claimed_and_died_before_writing(opened: Callable[..., daemon.Daemon]) -> None:
+    """kill -9 between a slot's claim (with the lease's fence, one commit) and the wake's first row:
+    the slot is spent and nobody would ever write its row. The takeover finds the claim without a
+    row, its claimer gone from the membership, and writes the slot's one row under its wake id."""
+    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
+    if now > clock.now():
+        now -= dt.timedelta(hours=1)
+    hour = now.replace(minute=0)
+    d = opened(now=lambda: now)
+    assert d.stores is not None
+    orphan = uuid.uuid4()
+    async with d.stores.pg_conn() as conn:
+        await slots.claim(conn, agent_id="demo", tier="whisper", scheduled_for=hour, trigger="schedule", claimed_by="vm:1:gone",
+                          claimed_at=hour, wake_id=orphan)
+        await slots.claim(conn, agent_id="demo", tier="whisper", scheduled_for=hour + dt.timedelta(minutes=15), trigger="schedule",
+                          claimed_by=d.replica_id, claimed_at=now, wake_id=uuid.uuid4())  # this replica's own, its wake running: left alone
+    gone = ownership.Handover(agents=("demo",), from_replica="vm:1:gone", to_replica=d.replica_id, why="expired")
+    d.ownership.members = (d.replica_id,)
+    d._apply(ownership.Change(gained=[gone]))
+    while d.tasks:
+        await asyncio.wait_for(asyncio.gather(*list(d.tasks)), timeout=120)
+    [row] = await _rows(d)
+    assert (row.wake_id, row.scheduled_for, row.status) == (orphan, hour, "failed")
+    assert row.error.startswith("claimed by vm:1:gone, which died between the claim and the wake's row")

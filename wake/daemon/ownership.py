@@ -37,7 +37,8 @@ the tier's `misfire_grace_s` decides whether it still runs or is recorded `misse
 `LOOK_BACK_TTLS` heartbeat TTLs or `LOOK_BACK_FIRES` slots back for slots nobody claimed before a later one was, and records
 those `missed` too: the newest claim is not a watermark, since a replica that died (kill -9)
 may have held an older slot in its spool, or been between a takeover's newest slot and its
-older ones, when it went.
+older ones, when it went. A claim there with no row (its claimer killed between the claim and
+the wake's first row) gets its row, `failed`, once its claimer's lease has had time to expire.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import asyncio
 import datetime as dt
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,7 @@ from wake.daemon import control, schedule
 from wake.daemon.rendezvous import assign, members_of
 from wake.errors import StoreUnavailable
 from wake.observe import metrics
+from wake.run import claim as claim_ledger
 from wake.run import settle
 from wake.run.session import Session
 
@@ -259,6 +261,7 @@ class Claims:
     last: Mapping[tuple[str, str], dt.datetime]
     since: Mapping[tuple[str, str], dt.datetime] = field(default_factory=dict)
     recent: Mapping[tuple[str, str], set[dt.datetime]] = field(default_factory=dict)
+    rowless: Mapping[tuple[str, str], list[ledger.Rowless]] = field(default_factory=dict)
     by_then: frozenset[tuple[str, str]] = frozenset()
 
     def gaps(self, sched: schedule.Schedule) -> list[dt.datetime]:
@@ -335,9 +338,9 @@ async def _claims(session: Session, scheds: Sequence[schedule.Schedule], since: 
                 last = await ledger.last_claimed(conn, agents)
                 if not since:
                     return Claims(last=last)
-                recent = await ledger.claimed_since(conn, since)
+                recent, rowless = await ledger.claimed_since(conn, since)
                 by_then = await ledger.claimed_by_then(conn, since)
-                return Claims(last=last, since=since, recent=recent, by_then=frozenset(by_then))
+                return Claims(last=last, since=since, recent=recent, rowless=rowless, by_then=frozenset(by_then))
         except PG_FAILURES as exc:
             log.warning("handover.read_failed", agents=len(agents), attempt=attempt + 1, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
             await asyncio.sleep(1.0)
@@ -347,11 +350,13 @@ async def _claims(session: Session, scheds: Sequence[schedule.Schedule], since: 
 async def take_over(
     session: Session, scheds: Sequence[schedule.Schedule], handovers: Mapping[str, Handover], *, by: str,
     now: Callable[[], dt.datetime], run_slot: RunSlot, spawn: Spawn, spool: Spool, look_back_s: float = 0.0,
+    members: Collection[str] = (),
 ) -> int:
     """Catch up the slots of tiers this replica just took over: the newest of each handed to
     `spawn` to run late (waiting out its jitter first, if it is still ahead), then the older ones
     recorded `missed`; one PostgreSQL refuses or holds up (a suspended replica's open claim of it)
-    goes to `spool`, which records it once PostgreSQL answers. Returns how many rows this wrote."""
+    goes to `spool`, which records it once PostgreSQL answers; then the claims without a row whose
+    claimer is gone (`_close_rowless`). Returns how many rows this wrote."""
     if not scheds:
         return 0
     at = now()
@@ -375,7 +380,37 @@ async def take_over(
             except PG_FAILURES as exc:
                 request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=Trigger.schedule, scheduled_for=slot)
                 spool(request, f"{reason}; {type(exc).__name__}: {exc}")
-    return recorded
+    return recorded + await _close_rowless(session, scheds, claims, by=by, members=set(members) | {by}, at=at, now=now)
+
+
+ROWLESS = "claimed by {claimed_by}, which died between the claim and the wake's row (found by {by}); the slot was not run"
+
+
+async def _close_rowless(
+    session: Session, scheds: Sequence[schedule.Schedule], claims: Claims, *, by: str, members: set[str], at: dt.datetime,
+    now: Callable[[], dt.datetime],
+) -> int:
+    """The one row of each claimed slot of the look back whose claimer is gone from the membership
+    and whose lease has had time to expire, and that has no row: `failed`, under the claim's wake
+    id (a claimer that was only suspended finds it there when it wakes: its own row is refused by
+    the newer fence, and `record_lost` finds the slot has its row)."""
+    settle = dt.timedelta(seconds=session.config.daemon.lease_ttl_s)
+    written = 0
+    for sched in scheds:
+        for lost in claims.rowless.get((sched.agent_id, sched.tier), []):
+            if lost.claimed_by in members:
+                continue  # a live claimer is about to write it
+            wait_s = (lost.claimed_at + settle - at).total_seconds()
+            if wait_s > 0:  # one just gone may still hold its lease: wait it out first
+                await asyncio.sleep(wait_s)
+            request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=Trigger.schedule, scheduled_for=lost.scheduled_for,
+                                  wake_id=lost.wake_id)
+            try:
+                written += await claim_ledger.record_lost(session, request, now=now(), reason=ROWLESS.format(claimed_by=lost.claimed_by, by=by))
+            except PG_FAILURES as exc:  # the next takeover of the agent finds it again, within its look back
+                log.warning("handover.rowless_failed", agent=sched.agent_id, wake_id=str(lost.wake_id),
+                            error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+    return written
 
 
 async def _late(sched: schedule.Schedule, slot: dt.datetime, now: Callable[[], dt.datetime], run_slot: RunSlot) -> None:

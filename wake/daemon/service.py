@@ -354,7 +354,7 @@ class Daemon:
             scheds = [s for s in self.schedules.values() if s.agent_id in taken]
             self._spawn(ownership.take_over(
                 self.session, scheds, taken, by=self.replica_id, now=self.now, spawn=lambda coro, name: self._spawn(coro, name=name),
-                spool=self.keep_missed, look_back_s=ownership.LOOK_BACK_TTLS * self.ownership.ttl_s,
+                spool=self.keep_missed, look_back_s=ownership.LOOK_BACK_TTLS * self.ownership.ttl_s, members=self.ownership.members,
                 run_slot=lambda sched, slot, delay: self.run_slot(sched, slot, Trigger.schedule, jitter_s=delay),
             ), name=f"take-over:{len(taken)}")
 
@@ -502,7 +502,7 @@ class Daemon:
                 return
             except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # PostgreSQL failing mid-claim, or a row
                 # that waited past the command timeout on a suspended process's lock: the spool records it once
-                self.keep_missed(request, f"{type(exc).__name__}: {exc}")
+                self.keep_missed(request, self._unreachable(exc))
                 return
             if outcome is not None and not outcome.recorded and outcome.unreachable == "postgres":
                 self.keep_missed(request, outcome.error or "")
@@ -510,9 +510,17 @@ class Daemon:
                 try:  # lost its lease before its row: the slot's row says so
                     await claim.record_lost(self.session, request, now=self.now())
                 except (StoreUnavailable, TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                    self.keep_missed(request, f"{type(exc).__name__}: {exc}")
+                    self.keep_missed(request, self._unreachable(exc))
 
     # -- slots PostgreSQL was away for --------------------------------------------------------------
+
+    def _unreachable(self, exc: BaseException) -> str:
+        """What PostgreSQL failing under a slot is called in its spooled entry and its row, whatever
+        asyncpg raised: `postgres unreachable at <address>: <why>`."""
+        if isinstance(exc, StoreUnavailable):
+            return str(exc)
+        address = self.stores.pg_address if self.stores is not None else "postgres"
+        return str(StoreUnavailable("postgres", address, f"{type(exc).__name__}: {exc}"))
 
     def keep_missed(self, request: WakeRequest, error: str) -> None:
         """Keep a slot that got no row because PostgreSQL was unreachable, for `spool_loop`."""

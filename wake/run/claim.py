@@ -129,7 +129,7 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
 LOST_BEFORE_ROW = "lease lost before the row: a newer holder's fence refused this wake's row; the slot was not run"
 
 
-async def record_lost(session: Session, request: WakeRequest, *, now: dt.datetime) -> bool:
+async def record_lost(session: Session, request: WakeRequest, *, now: dt.datetime, reason: str = LOST_BEFORE_ROW) -> bool:
     """The row of a claimed slot whose wake lost its lease before it could write its own (its
     process was suspended between the claim and the row, and a newer holder's fence refused the
     row): `failed` (nothing ran, so there is no manifest to close `abandoned`), unfenced, as
@@ -138,7 +138,7 @@ async def record_lost(session: Session, request: WakeRequest, *, now: dt.datetim
     async with session.stores.pg_conn() as conn:
         if await introspection.get(conn, request.wake_id) is not None:
             return False
-    await record_not_run(session, request, LOST_BEFORE_ROW, status=Status.failed, now=now)
+    await record_not_run(session, request, reason, status=Status.failed, now=now)
     return True
 
 
