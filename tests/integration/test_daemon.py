@@ -385,3 +385,22 @@ async def test_a_takeover_writes_the_row_of_a_slot_its_dead_owner_claimed_and_di
     [row] = await _rows(d)
     assert (row.wake_id, row.scheduled_for, row.status) == (orphan, hour, "failed")
     assert row.error.startswith("claimed by vm:1:gone, which died between the claim and the wake's row")
+
+
+async def test_a_slot_whose_claim_fails_in_an_unforeseen_way_still_gets_its_one_row(opened: Callable[..., daemon.Daemon]) -> None:
+    """asyncpg raised what nobody listed (a connection left mid-operation by a cut link): the fired
+    slot is spooled, not dropped with the task, and gets its one row through the claim."""
+    import asyncpg
+
+    d = opened()
+    slot = dt.datetime(2026, 11, 29, 9, 15, tzinfo=dt.UTC)
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+
+    d._leased = broken  # type: ignore[method-assign]  # the exact fault, at the claim
+    await d.run_slot(d.schedules[("demo", "whisper")], slot, Trigger.schedule)
+    assert [m.request.scheduled_for for m in d.spool] == [slot]
+    assert await d.flush_spool() == 0
+    [row] = await _rows(d)
+    assert (row.status, row.scheduled_for) == ("missed", slot)

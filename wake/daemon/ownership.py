@@ -315,7 +315,8 @@ async def record_missed(session: Session, sched: schedule.Schedule, slot: dt.dat
 
 
 # What a PostgreSQL that fails or does not answer in time raises through the pool.
-PG_FAILURES: tuple[type[BaseException], ...] = (StoreUnavailable, TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+PG_FAILURES: tuple[type[BaseException], ...] = (StoreUnavailable, TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                                               asyncpg.InternalClientError)
 # How often a takeover asks again for the last claimed slots when PostgreSQL does not answer.
 LAST_CLAIMED_TRIES = 30
 

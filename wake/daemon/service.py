@@ -87,6 +87,8 @@ async def _cancelled(tasks: list[asyncio.Task[Any]]) -> None:
 # Slots that got no row while PostgreSQL was away, kept in memory until it answers (oldest
 # dropped, and logged, past this many); and how often an unreachable PostgreSQL is asked again.
 SPOOL_MAX = 1000
+# PostgreSQL failing under a slot, however asyncpg says it: the slot is spooled, and recorded once it answers.
+PG_SLOT_FAILURES: tuple[type[BaseException], ...] = (*stores.PG_OUTAGE, asyncpg.PostgresError)
 SPOOL_RETRY_S = 1.0
 
 
@@ -495,21 +497,21 @@ class Daemon:
             wait_s = 0.0 if request.tier in NO_WAIT_TIERS else self.config.daemon.busy_wait_s
             try:
                 outcome = await self._leased(request, slot_claim=claim.Claim(by=self.replica_id), wait_s=wait_s, timing=timing)
-            except StoreUnavailable as exc:
-                if exc.store != "postgres":
-                    raise
-                self.keep_missed(request, str(exc))
-                return
-            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # PostgreSQL failing mid-claim, or a row
-                # that waited past the command timeout on a suspended process's lock: the spool records it once
+            except PG_SLOT_FAILURES as exc:  # PostgreSQL failing mid-claim, or a row that waited past
+                # the command timeout on a suspended process's lock: the spool records it once
                 self.keep_missed(request, self._unreachable(exc))
+                return
+            except Exception as exc:  # anything else: the slot this replica fired still gets its one row (the claim decides)
+                log.error("slot.failed", agent=sched.agent_id, tier=sched.tier, scheduled_for=slot.isoformat(),
+                          error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+                self.keep_missed(request, logs.redact_text(f"{type(exc).__name__}: {exc}"))
                 return
             if outcome is not None and not outcome.recorded and outcome.unreachable == "postgres":
                 self.keep_missed(request, outcome.error or "")
             elif (outcome is None and not timing.outcome) or (outcome is not None and not outcome.recorded and outcome.unreachable is None):
                 try:  # lost its lease before its row: the slot's row says so
                     await claim.record_lost(self.session, request, now=self.now())
-                except (StoreUnavailable, TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                except PG_SLOT_FAILURES as exc:
                     self.keep_missed(request, self._unreachable(exc))
 
     # -- slots PostgreSQL was away for --------------------------------------------------------------
@@ -517,7 +519,7 @@ class Daemon:
     def _unreachable(self, exc: BaseException) -> str:
         """What PostgreSQL failing under a slot is called in its spooled entry and its row, whatever
         asyncpg raised: `postgres unreachable at <address>: <why>`."""
-        if isinstance(exc, StoreUnavailable):
+        if isinstance(exc, StoreUnavailable) and exc.store == "postgres":
             return str(exc)
         address = self.stores.pg_address if self.stores is not None else "postgres"
         return str(StoreUnavailable("postgres", address, f"{type(exc).__name__}: {exc}"))

@@ -37,8 +37,17 @@ PG_UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnec
 # store is away, and what it was writing is to be tried again, never dropped. An error outside
 # these (a constraint, a bug) is not an outage.
 PG_OUTAGE: tuple[type[BaseException], ...] = (
-    StoreUnavailable, TimeoutError, *PG_UNREACHABLE, asyncpg.InterfaceError, asyncpg.exceptions.OperatorInterventionError,
+    StoreUnavailable, TimeoutError, *PG_UNREACHABLE, asyncpg.InterfaceError, asyncpg.InternalClientError,
+    asyncpg.exceptions.OperatorInterventionError,
 )
+
+
+def _closed(conn: Any) -> bool:
+    """True when a pooled connection's own connection is gone (the pool may have detached it)."""
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:  # released back to the pool under the body: it was closed
+        return True
 
 
 def neo4j_errors() -> tuple[type[BaseException], ...]:
@@ -85,7 +94,7 @@ class Stores:
         except (asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError) as exc:
             raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
         except asyncpg.InterfaceError as exc:
-            if not conn.is_closed():
+            if not _closed(conn):
                 raise
             # the connection died under the body (PostgreSQL restarted or cut it): the store is away
             raise StoreUnavailable("postgres", self.pg_address, _reason(exc)) from exc
