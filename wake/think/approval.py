@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+import asyncpg
+
 from ledgers import actions, approvals
 from ledgers.fences import StaleFence
 from surfaces.registry import Registry, Tool
@@ -108,13 +110,17 @@ async def _run_one(ctx: WakeContext, tool: Tool, claimed: approvals.Claimed) -> 
         return "error", f"the tool timed out after {timeout}s"
     except Exception as exc:  # a handler may fail in any way; the row and the arrival say how
         return "error", f"the tool failed: {logs.redact_text(f'{type(exc).__name__}: {exc}')}"
-    if tool.mutates:
-        async with ctx.write() as conn:
+    if tool.mutates:  # `last_actions` names the wake's row, which does not exist yet: written with it
+        acted_at = clock.now()
+        summary = f"{tool.name} {json.dumps(claimed.arguments, sort_keys=True, default=str)} (approval {claimed.id})"
+
+        async def record(conn: asyncpg.Connection) -> None:
             await actions.record(
-                conn, agent_id=ctx.agent_id, surface=f"wake.{ctx.tier}", tool=tool.name,
-                summary=_clip(f"{tool.name} {json.dumps(claimed.arguments, sort_keys=True, default=str)} (approval {claimed.id})", 200)[:200],
-                arguments=claimed.arguments, wake_id=ctx.wake_id, fence=ctx.fence, acted_at=clock.now(),
+                conn, agent_id=ctx.agent_id, surface=f"wake.{ctx.tier}", tool=tool.name, summary=_clip(summary, 180)[:200],
+                arguments=claimed.arguments, wake_id=ctx.wake_id, fence=ctx.fence, acted_at=acted_at,
             )
+
+        ctx.with_row.append(record)
     return "ok", _clip(_as_text(result), ctx.config.think.tool_result_max_chars)
 
 
