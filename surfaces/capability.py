@@ -52,7 +52,8 @@ def build(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> Capabi
             surfaces[s] = surfaces.get(s, 0) + 1
     inert = _inert(registry, tier_binds)
     tools = [
-        {"name": t.name, "surfaces": sorted(t.surfaces), "mutates": t.mutates, "version": t.version, "origin": t.origin, "bound_by": bound_by[t.name]}
+        {"name": t.name, "surfaces": sorted(t.surfaces), "mutates": t.mutates, "version": t.version, "origin": t.origin, "bound_by": bound_by[t.name],
+         "requires_approval": t.requires_approval}
         for t in registry
     ]
     return CapabilityMap(tools=tools, tiers=tiers, surfaces=dict(sorted(surfaces.items())), registry_size=len(registry), inert=inert)
