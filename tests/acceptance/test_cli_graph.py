@@ -48,7 +48,7 @@ def test_migrate_covers_the_graph_and_a_wake_shows_the_graph_block(wake_cli: CLI
     out = json.loads(woke.stdout)
     blocks = {b["name"]: b for b in out["blocks"]}
     graph = blocks["graph"]
-    assert (graph["retrieval"], graph["result"], graph["cache_tier"]) == ("ok", "empty", "stable"), json.dumps({k: graph[k] for k in graph if k != "hash"})
+    assert (graph["retrieval"], graph["result"], graph["cache_tier"]) == ("ok", "empty", "stable"), json.dumps(graph)
     assert "graph_neighbors" in out["tools"] and "graph_link" not in out["tools"]  # whisper reads, surface writes
 
     woke = wake_cli("up", "--tier", "whisper", "--json", extra_env={"DATABASE_URL": pg_dsn, "REDIS_URL": redis_url})
