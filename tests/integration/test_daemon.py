@@ -179,6 +179,41 @@ async def test_rows_of_a_pid_dead_on_this_host_are_abandoned_at_start_while_its_
     assert got["elsewhere"] is not None and got["elsewhere"].status == "started"
 
 
+async def test_a_slot_whose_claimer_died_before_its_row_gets_one_failed_row_at_start(opened: Callable[..., daemon.Daemon]) -> None:
+    """A replica killed after its claim committed and before the slot's row (a surface wake waiting
+    for a busy lease) leaves a claim that no other replica may run and nothing else would record.
+    A daemon starting on that host writes the slot's one row; a live claimer's claim (it may be
+    suspended) and another host's are left to their owners."""
+    d, again = opened(), opened()
+    assert d.stores is not None
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that was alive on this host and is dead now
+    mine = socket.gethostname()
+    slot = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) - dt.timedelta(hours=1)
+    claims = {
+        name: (tier, uuid.uuid4(), f"{host}:{pid}:0badc0de")
+        for name, tier, host, pid in (
+            ("dead_here", "surface", mine, gone.pid), ("alive_here", "full", mine, os.getpid()), ("elsewhere", "whisper", "another-host", gone.pid),
+        )
+    }
+    async with d.stores.pg_conn() as conn:
+        for tier, wake_id, by in claims.values():
+            assert await slots.claim(conn, agent_id="demo", tier=tier, scheduled_for=slot, trigger="schedule", claimed_by=by,
+                                     claimed_at=slot, wake_id=wake_id)
+    with structlog.testing.capture_logs() as logs:
+        await asyncio.gather(d._close_abandoned_at_start(), again._close_abandoned_at_start())  # two daemons starting on one host
+    async with d.stores.pg_conn() as conn:
+        got = {name: await introspection.get(conn, wake_id) for name, (_, wake_id, _) in claims.items()}
+        checked = introspection.walk("demo", await introspection.chain_rows(conn, "demo"), await introspection.chain_head(conn, "demo"))
+    dead = got["dead_here"]
+    assert dead is not None and (dead.status, dead.tier, dead.scheduled_for) == ("failed", "surface", slot)
+    assert dead.error is not None and claims["dead_here"][2] in dead.error and "died after claiming the slot" in dead.error
+    assert got["alive_here"] is None and got["elsewhere"] is None
+    assert [r.wake_id for r in await _rows(d)] == [claims["dead_here"][1]]  # one row, though two daemons started
+    assert checked.broken is None and checked.why is None and checked.rows == 1
+    assert [e["wake_id"] for e in logs if e["event"] == "wake.failed"] == [str(claims["dead_here"][1])]
+
+
 async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_never_whisper(opened: Callable[..., daemon.Daemon]) -> None:
     now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
     if now > clock.now():

@@ -13,7 +13,8 @@ lease is gone (it died, or lost the lease and can no longer write past the fence
 
 Every claimed slot leaves exactly one row: the wake's own, or a `skipped` one (busy, shutting
 down, paused), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
-(the lease could not be taken after the claim). A one-shot (`wake at`, trigger `at`) is claimed
+(the lease could not be taken after the claim; or its claimer died before writing the row, found
+by the next daemon starting on its host: `record_dead_claims`). A one-shot (`wake at`, trigger `at`) is claimed
 on its own `wake_oneshots` row instead of a slot, and then follows the same path.
 """
 
@@ -30,8 +31,8 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from ledgers import controls, introspection, slots
-from ledgers.vocab import Status, Trigger
+from ledgers import controls, dead_processes, introspection, slots
+from ledgers.vocab import Status, Tier, Trigger
 from wake import clock, logs
 from wake.config import Config
 from wake.context import WakeRequest
@@ -45,6 +46,8 @@ log = logs.get("wake.claim")
 
 ABANDONED = "abandoned: its process died or lost the agent's lease before settling"
 SHUTTING_DOWN = "shutting down"
+DIED_AFTER_CLAIM = "claimed, never run: its process {claimer} died after claiming the slot, before the slot's row was written"
+DEAD_CLAIM_LOOKBACK = dt.timedelta(days=7)  # how far back a starting daemon looks for its host's dead claims
 BUSY_HINT = "; try again when it has settled"
 
 
@@ -123,6 +126,31 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
         log.info("wake.skipped", reason=reason, **where)
     else:
         log.error("wake.failed", error=reason, **where)
+
+
+async def record_dead_claims(session: Session, *, host: str, alive: Callable[[int], bool], now: dt.datetime) -> int:
+    """At a daemon's start: the slots claimed (in the last `DEAD_CLAIM_LOOKBACK`) by a process on
+    this host that is dead and that have no row get their one row, `failed`, with the claim's wake
+    id, linked into the chain; returns how many were written. Only a dead claimer's: a live one
+    (even a suspended one) writes its own row."""
+    config = session.config
+    tiers = [(a, str(t)) for a, agent in config.agents.items() for t in agent.tiers]
+    written = 0
+    async with session.stores.pg_conn() as conn:
+        for dead in await dead_processes.dead_claims(conn, host, tiers, now - DEAD_CLAIM_LOOKBACK, alive):
+            reason = DIED_AFTER_CLAIM.format(claimer=dead.claimed_by)
+            row = introspection.WakeRow(
+                wake_id=dead.wake_id, agent_id=dead.agent_id, tier=Tier(dead.tier), trigger=Trigger(dead.trigger),
+                scheduled_for=dead.scheduled_for, started_at=dead.claimed_at, manifest_root=None, **settle.provenance(config), error=reason,
+            )
+            chain = await dead_processes.record_dead_claim(conn, dead, row, Status.failed)
+            if chain is None:
+                continue
+            written += 1
+            metrics.observe_skipped(dead.agent_id, dead.tier, "died_after_claim")
+            log.error("wake.failed", error=reason, agent=dead.agent_id, tier=dead.tier, wake_id=str(dead.wake_id),
+                      scheduled_for=dead.scheduled_for.isoformat(), chain=chain, closed_by="start-up: its claimer is dead on this host")
+    return written
 
 
 @dataclass(frozen=True, kw_only=True)
