@@ -6,7 +6,7 @@ abandon_started`), but a daemon starting again on the same host can tell sooner:
 this host by a pid that is no longer alive belongs to a process that can never write again, so it
 is closed `abandoned` at once, each linked into its agent's chain.
 
-A process can also die after it claimed a slot and before the slot's row exists (a surface wake
+A process can also die after it claimed a slot (or a one-shot) and before the slot's row exists (a surface wake
 waiting for a busy agent's lease, say): the claim is spent, so no other replica runs the slot,
 and nothing else would ever write its row. A daemon starting on the claimer's host finds such
 claims (`dead_claims`) and writes each its one row (`record_dead_claim`).
@@ -49,11 +49,11 @@ async def abandon_dead(conn: asyncpg.Connection, agent_id: str, host: str, pids:
 
 @dataclass(frozen=True, kw_only=True)
 class DeadClaim:
-    """A slot claimed by a process that is dead on this host, with no row."""
+    """A slot or one-shot claimed by a process that is dead on this host, with no row."""
 
     agent_id: str
     tier: str
-    scheduled_for: dt.datetime
+    scheduled_for: dt.datetime | None  # None: a one-shot (trigger `at`)
     trigger: str
     claimed_by: str  # host:pid:random, the claimer's replica id
     claimed_at: dt.datetime
@@ -69,9 +69,12 @@ def claimer_pid(claimed_by: str, host: str) -> int | None:
 async def dead_claims(
     conn: asyncpg.Connection, host: str, tiers: Sequence[tuple[str, str]], since: dt.datetime, alive: Callable[[int], bool],
 ) -> list[DeadClaim]:
-    """The slots of `tiers` ((agent, tier) pairs) claimed after `since` on `host` by a process
-    that is not `alive`, and that have no row."""
-    found = await conn.fetch(_claims_sql("claims_without_row"), [a for a, _ in tiers], [t for _, t in tiers], since, f"{host}:%")
+    """The slots of `tiers` ((agent, tier) pairs) and the one-shots claimed after `since` on `host`
+    by a process that is not `alive`, and that have no row."""
+    found = [
+        *await conn.fetch(_claims_sql("claims_without_row"), [a for a, _ in tiers], [t for _, t in tiers], since, f"{host}:%"),
+        *await conn.fetch(_claims_sql("oneshots_without_row"), since, f"{host}:%"),
+    ]
     dead = []
     for row in found:
         pid = claimer_pid(str(row["claimed_by"]), host)
@@ -84,7 +87,10 @@ async def record_dead_claim(conn: asyncpg.Connection, claim: DeadClaim, row: int
     """Write the slot's one row (`row`, with the claim's wake id) under a lock on its claim, unless
     it has a row by then; returns the row's chain link, or None when nothing was written."""
     async with conn.transaction():
-        await conn.fetchval(_claims_sql("lock_claim"), claim.agent_id, claim.tier, claim.scheduled_for)
+        if claim.scheduled_for is None:
+            await conn.fetchval(_claims_sql("lock_oneshot"), claim.wake_id)
+        else:
+            await conn.fetchval(_claims_sql("lock_claim"), claim.agent_id, claim.tier, claim.scheduled_for)
         if await conn.fetchval(_claims_sql("slot_has_row"), claim.agent_id, claim.tier, claim.scheduled_for, claim.wake_id):
             return None
         return await introspection.insert(conn, row, status=status)

@@ -19,3 +19,15 @@ SELECT wake_id FROM wake_slots WHERE agent_id = $1 AND tier = $2 AND scheduled_f
 -- name: slot_has_row
 SELECT EXISTS (SELECT 1 FROM wake_introspection_ledger
                 WHERE wake_id = $4 OR (agent_id = $1 AND tier = $2 AND scheduled_for = $3))
+
+-- name: oneshots_without_row
+-- One-shots (`wake at`) claimed after $1 by a process on one host (claimed_by LIKE $2) that have no
+-- row: their claimer died between the claim and the row, as for a slot.
+SELECT o.agent_id, o.tier, NULL::timestamptz AS scheduled_for, 'at' AS trigger, o.claimed_by, o.claimed_at, o.wake_id
+  FROM wake_oneshots o
+ WHERE o.claimed_at > $1 AND o.claimed_by LIKE $2
+   AND NOT EXISTS (SELECT 1 FROM wake_introspection_ledger l WHERE l.wake_id = o.wake_id)
+ ORDER BY o.claimed_at
+
+-- name: lock_oneshot
+SELECT wake_id FROM wake_oneshots WHERE wake_id = $1 FOR UPDATE

@@ -47,6 +47,7 @@ log = logs.get("wake.claim")
 ABANDONED = "abandoned: its process died or lost the agent's lease before settling"
 SHUTTING_DOWN = "shutting down"
 DIED_AFTER_CLAIM = "claimed, never run: its process {claimer} died after claiming the slot, before the slot's row was written"
+DIED_AFTER_ONESHOT = "claimed, never run: its process {claimer} died after claiming the one-shot, before its row was written"
 DEAD_CLAIM_LOOKBACK = dt.timedelta(days=7)  # how far back a starting daemon looks for its host's dead claims
 BUSY_HINT = "; try again when it has settled"
 
@@ -129,16 +130,16 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
 
 
 async def record_dead_claims(session: Session, *, host: str, alive: Callable[[int], bool], now: dt.datetime) -> int:
-    """At a daemon's start: the slots claimed (in the last `DEAD_CLAIM_LOOKBACK`) by a process on
-    this host that is dead and that have no row get their one row, `failed`, with the claim's wake
-    id, linked into the chain; returns how many were written. Only a dead claimer's: a live one
+    """At a daemon's start: the slots and one-shots claimed (in the last `DEAD_CLAIM_LOOKBACK`) by
+    a process on this host that is dead and that have no row get their one row, `failed`, with the
+    claim's wake id, linked into the chain; returns how many were written. Only a dead claimer's: a live one
     (even a suspended one) writes its own row."""
     config = session.config
     tiers = [(a, str(t)) for a, agent in config.agents.items() for t in agent.tiers]
     written = 0
     async with session.stores.pg_conn() as conn:
         for dead in await dead_processes.dead_claims(conn, host, tiers, now - DEAD_CLAIM_LOOKBACK, alive):
-            reason = DIED_AFTER_CLAIM.format(claimer=dead.claimed_by)
+            reason = (DIED_AFTER_CLAIM if dead.scheduled_for is not None else DIED_AFTER_ONESHOT).format(claimer=dead.claimed_by)
             row = introspection.WakeRow(
                 wake_id=dead.wake_id, agent_id=dead.agent_id, tier=Tier(dead.tier), trigger=Trigger(dead.trigger),
                 scheduled_for=dead.scheduled_for, started_at=dead.claimed_at, manifest_root=None, **settle.provenance(config), error=reason,
@@ -149,7 +150,8 @@ async def record_dead_claims(session: Session, *, host: str, alive: Callable[[in
             written += 1
             metrics.observe_skipped(dead.agent_id, dead.tier, "died_after_claim")
             log.error("wake.failed", error=reason, agent=dead.agent_id, tier=dead.tier, wake_id=str(dead.wake_id),
-                      scheduled_for=dead.scheduled_for.isoformat(), chain=chain, closed_by="start-up: its claimer is dead on this host")
+                      scheduled_for=dead.scheduled_for.isoformat() if dead.scheduled_for else None, chain=chain,
+                      closed_by="start-up: its claimer is dead on this host")
     return written
 
 
