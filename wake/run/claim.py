@@ -48,7 +48,7 @@ ABANDONED = "abandoned: its process died or lost the agent's lease before settli
 SHUTTING_DOWN = "shutting down"
 DIED_AFTER_CLAIM = "claimed, never run: its process {claimer} died after claiming the slot, before the slot's row was written"
 DIED_AFTER_ONESHOT = "claimed, never run: its process {claimer} died after claiming the one-shot, before its row was written"
-DEAD_CLAIM_LOOKBACK = dt.timedelta(days=7)  # how far back a starting daemon looks for its host's dead claims
+DEAD_CLAIM_LOOKBACK = dt.timedelta(days=1)  # how far back a starting daemon looks for its host's dead claims (one range scan per tier)
 BUSY_HINT = "; try again when it has settled"
 
 
