@@ -9,7 +9,7 @@ is closed `abandoned` at once, each linked into its agent's chain.
 A process can also die after it claimed a slot (or a one-shot) and before the slot's row exists (a surface wake
 waiting for a busy agent's lease, say): the claim is spent, so no other replica runs the slot,
 and nothing else would ever write its row. A daemon starting on the claimer's host finds such
-claims (`dead_claims`) and writes each its one row (`record_dead_claim`).
+claims (`dead_claims`) and writes each its one row (`record_claim_row`).
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ async def abandon_dead(conn: asyncpg.Connection, agent_id: str, host: str, pids:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeadClaim:
-    """A slot or one-shot claimed by a process that is dead on this host, with no row."""
+class ClaimWithoutRow:
+    """A slot or one-shot claimed with no row: by a process dead on this host (`dead_claims`), or
+    by this one when its wake wrote none (its fence went stale first)."""
 
     agent_id: str
     tier: str
@@ -68,7 +69,7 @@ def claimer_pid(claimed_by: str, host: str) -> int | None:
 
 async def dead_claims(
     conn: asyncpg.Connection, host: str, tiers: Sequence[tuple[str, str]], since: dt.datetime, alive: Callable[[int], bool],
-) -> list[DeadClaim]:
+) -> list[ClaimWithoutRow]:
     """The slots of `tiers` ((agent, tier) pairs) and the one-shots claimed after `since` on `host`
     by a process that is not `alive`, and that have no row."""
     found = [
@@ -79,11 +80,11 @@ async def dead_claims(
     for row in found:
         pid = claimer_pid(str(row["claimed_by"]), host)
         if pid is not None and not alive(pid):
-            dead.append(DeadClaim(**dict(row)))
+            dead.append(ClaimWithoutRow(**dict(row)))
     return dead
 
 
-async def record_dead_claim(conn: asyncpg.Connection, claim: DeadClaim, row: introspection.WakeRow, status: str) -> str | None:
+async def record_claim_row(conn: asyncpg.Connection, claim: ClaimWithoutRow, row: introspection.WakeRow, status: str) -> str | None:
     """Write the slot's one row (`row`, with the claim's wake id) under a lock on its claim, unless
     it has a row by then; returns the row's chain link, or None when nothing was written."""
     async with conn.transaction():

@@ -19,11 +19,13 @@ import redis.asyncio as aioredis
 import structlog
 
 from ledgers import controls, introspection, slots
+from ledgers.vocab import Tier, Trigger
 from wake import clock, stores
 from wake.config import Config
+from wake.context import WakeRequest
 from wake.daemon import control, notify, schedule
 from wake.daemon import service as daemon
-from wake.run import session
+from wake.run import claim, session
 from wake.stores import lease
 
 AGENTS = """
@@ -223,6 +225,35 @@ async def test_a_slot_or_oneshot_whose_claimer_died_before_its_row_gets_one_fail
     assert sorted(r.wake_id for r in await _rows(d)) == sorted(written)  # one row each, though two daemons started
     assert checked.broken is None and checked.why is None and checked.rows == 2
     assert sorted(e["wake_id"] for e in logs if e["event"] == "wake.failed") == sorted(map(str, written))
+
+
+async def test_a_slot_whose_fence_went_stale_before_its_row_still_gets_one_row(opened: Callable[..., daemon.Daemon]) -> None:
+    """A replica suspended after its claim took the lease and before the wake's row, past the
+    TTL, resumes with a stale fence: every fenced write of the wake is refused, so the wake writes
+    no row. The slot still gets its one row, `aborted`, unfenced, and the chain holds."""
+    d = opened()
+    assert d.session is not None and d.stores is not None
+    whisper = d.schedules[("demo", "whisper")]
+    slot = schedule.fire_at_or_before(whisper, clock.now())
+    assert slot is not None
+    request = WakeRequest(agent_id="demo", tier=Tier.whisper, trigger=Trigger.schedule, scheduled_for=slot)
+    st = d.stores
+
+    async def newer_holder(running: WakeRequest, held: lease.Lease) -> None:  # another replica takes a newer fence meanwhile
+        async with st.pg_conn() as conn:
+            await conn.execute("UPDATE agent_fences SET fence = fence + 1 WHERE agent_id = 'demo'")
+
+    with structlog.testing.capture_logs() as logs:
+        outcome = await claim.run(d.session, request, owner="suspended-replica", claim=claim.Claim(by="vm:1:suspended"), on_running=newer_holder)
+    assert outcome is not None and not outcome.recorded
+    async with st.pg_conn() as conn:
+        row = await introspection.get(conn, request.wake_id)
+        checked = introspection.walk("demo", await introspection.chain_rows(conn, "demo"), await introspection.chain_head(conn, "demo"))
+    assert row is not None and (row.status, row.scheduled_for, row.fence) == ("aborted", slot, None)
+    assert row.error is not None and "claimed, never recorded" in row.error
+    assert [(r.scheduled_for, r.status) for r in await _rows(d)] == [(slot, "aborted")]
+    assert checked.broken is None and checked.why is None and checked.rows == 1
+    assert any(e["event"] == "fence.stale" for e in logs) and [e["wake_id"] for e in logs if e["event"] == "wake.aborted"] == [str(request.wake_id)]
 
 
 async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_never_whisper(opened: Callable[..., daemon.Daemon]) -> None:
