@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from surfaces import loader
+from surfaces.checked_schemas import CheckedSchemas
 from surfaces.registry import DeclarationError, Registry
 from wake import stores
 from wake.config import Config
@@ -14,13 +15,16 @@ from wake.errors import ConfigError, RegistryError
 from wake.stores.prepared import prepare_schema as prepare_schema  # the commands over the ledgers prepare it alone
 from wake.think import client as model
 
+CHECKED_SCHEMAS = "cache/checked-schemas"  # under the state directory: the tool schemas that passed the metaschema check
+
 
 def build_registry(config: Config) -> Registry:
     """Load every tool; a malformed declaration stops startup with a message naming the tool, and
     so does a tier whose `tool_choice` names a tool its binding does not hold."""
     try:
         registry = loader.build(
-            config.tools.modules, config.tools.surfaces, entry_points=config.tools.entry_points, graph=config.neo4j.uri is not None
+            config.tools.modules, config.tools.surfaces, entry_points=config.tools.entry_points, graph=config.neo4j.uri is not None,
+            checked=CheckedSchemas(config.state_dir_path() / CHECKED_SCHEMAS),
         )
     except DeclarationError as exc:
         raise RegistryError(f"tool registry: {exc}") from exc
