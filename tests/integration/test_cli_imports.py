@@ -26,7 +26,7 @@ main()
 
 NEVER_FOR_A_LEDGER_READ = (
     "neo4j", "mcp", "starlette", "uvicorn", "apprise", "httpx", "jinja2", "pygit2", "apscheduler",
-    "surfaces.registry", "surfaces.loader", "wake.run", "wake.think", "wake.arrival", "wake.daemon", "wake.console", "memory.repo",
+    "ledgers.graph", "surfaces.registry", "surfaces.loader", "wake.run", "wake.think", "wake.arrival", "wake.daemon", "wake.console", "memory.repo",
 )
 NEVER_FOR_THE_VERSION = (*NEVER_FOR_A_LEDGER_READ, "asyncpg", "redis", "pydantic", "structlog", "wake.config", "wake.stores", "wake.logs")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledgers import graph, schema
+from ledgers import schema
 from wake import logs
 from wake.errors import SchemaError
 
@@ -28,6 +28,8 @@ async def prepare_schema(st: Stores) -> None:
             raise SchemaError(str(exc)) from exc
     g = st.graph
     if g is not None and st.config.postgres.auto_migrate:
+        from ledgers import graph  # with a graph configured: a command without one never loads the graph ledger
+
         try:
             for name in await graph.ensure_schema(g):
                 log.info("schema.graph_created", name=name)
