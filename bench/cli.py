@@ -104,7 +104,7 @@ def _trees(before_ref: str) -> Iterator[list[Tree]]:
         base = Path(tmp)
         exported = base / "before"
         exported.mkdir()
-        archive = subprocess.run(["git", "archive", before_ref, *PACKAGES], cwd=ROOT, check=True, capture_output=True)
+        archive = subprocess.run(["git", "archive", before_ref], cwd=ROOT, check=True, capture_output=True)  # the embedded default is config/
         subprocess.run(["tar", "-x", "-C", str(exported)], input=archive.stdout, check=True)
         trees = [Tree("before", exported, base / "pycache-before", base / "state-before"),
                  Tree("after", ROOT, base / "pycache-after", base / "state-after")]
