@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from surfaces import names, schema_patterns
+from surfaces.checked_schemas import CheckedSchemas
 from surfaces.errors import DeclarationError as DeclarationError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
 
 ENTRY_POINT_GROUP = "wake.tools"
@@ -64,8 +65,10 @@ def surface_meets(bind: str, surface: str) -> bool:
 
 
 class Registry:
-    def __init__(self, known_surfaces: Iterable[str] = names.BUILTIN_SURFACES) -> None:
+    def __init__(self, known_surfaces: Iterable[str] = names.BUILTIN_SURFACES, *, checked: CheckedSchemas | None = None) -> None:
+        """`checked`: the schemas that passed the metaschema check before (not checked again)."""
         self.known_surfaces = frozenset(known_surfaces)
+        self.checked = checked
         self._tools: dict[str, Tool] = {}
         self.attached: list[Any] = []  # sources whose tools come and go (surfaces.mcp.Hub): `tools()`
         self.approval_rules: tuple[str, ...] = ()  # globs over tool names the operator marked `requires_approval`
@@ -132,18 +135,25 @@ class Registry:
             raise DeclarationError(f"{where}: handler must be an async function")
         if not isinstance(tool.parameters, Mapping) or tool.parameters.get("type") != "object":
             raise DeclarationError(f"{where}: parameters must be a JSON schema of type 'object'")
-        import jsonschema  # loaded with the first tool, not by every command that imports the registry
-
-        try:
-            jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
-        except jsonschema.SchemaError as exc:
-            raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
+        self._check_schema(where, tool.parameters)
         self._validate_patterns(where, tool.parameters)
         if surfaced and not tool.surfaces:
             raise DeclarationError(f"{where}: declares no surface")
         unknown = sorted(set(tool.surfaces) - self.known_surfaces)
         if unknown:
             raise DeclarationError(f"{where}: unknown surface {unknown[0]!r}; known: {', '.join(sorted(self.known_surfaces))}")
+
+    def _check_schema(self, where: str, parameters: Mapping[str, Any]) -> None:
+        if self.checked is not None and self.checked.passed(parameters):
+            return
+        import jsonschema  # loaded with the first schema to check, not by every command that imports the registry
+
+        try:
+            jsonschema.Draft202012Validator.check_schema(dict(parameters))
+        except jsonschema.SchemaError as exc:
+            raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
+        if self.checked is not None:
+            self.checked.remember(parameters)
 
     @staticmethod
     def _validate_patterns(where: str, parameters: Mapping[str, Any]) -> None:

@@ -156,6 +156,3 @@ def reject_cmd(ctx: Context, approval_id: str, by: str, why: str | None, as_json
     """Reject a pending call: it never runs; the agent's next arrival says who rejected it and why."""
     _decide(ctx, "rejected", approval_id, by, why, as_json)
 
-
-def register(group: click.Group) -> None:
-    group.add_command(approvals_group)

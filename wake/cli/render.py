@@ -9,22 +9,23 @@ import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from codecheck import workspace
-from ledgers import actions as actions_ledger
-from ledgers import controls, introspection, memory_ledger, queries, transcripts
-from ledgers import outbox as outbox_ledger
-from ledgers import probes as probes_ledger
-from ledgers import retractions as ledger_retractions
+from ledgers import introspection, queries
 from ledgers import rows as ledger_rows
-from surfaces import capability, probe
-from surfaces import epistemic as epistemic_tools
-from wake.arrival import falsifiers
-from wake.cli import doctor
-from wake.daemon import remote
-from wake.run.cycle import WakeOutcome
-from wake.witness import manifest
+
+if TYPE_CHECKING:  # what is rendered, not imported to render it: a command imports the steps it runs
+    from codecheck import workspace
+    from ledgers import actions as actions_ledger
+    from ledgers import controls, memory_ledger, transcripts
+    from ledgers import outbox as outbox_ledger
+    from ledgers import probes as probes_ledger
+    from ledgers import retractions as ledger_retractions
+    from surfaces import capability, probe
+    from wake.cli import doctor
+    from wake.daemon import remote
+    from wake.run.cycle import WakeOutcome
+    from wake.witness import manifest
 
 
 def _default(value: Any) -> Any:
@@ -321,6 +322,9 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
 
 
 def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str = "UTC") -> str:
+    from surfaces import epistemic as epistemic_tools
+    from wake.arrival import falsifiers
+
     if not rows:
         return f"no retractions (0 of {total})"
     out = []
@@ -346,6 +350,8 @@ def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str
 
 
 def probe_result(result: probe.ProbeResult) -> str:
+    from surfaces import probe
+
     return f"{result.verdict}  {result.spec.describe()}\n{probe.note(result)}\nresolved: {result.resolved_path or '-'}"
 
 

@@ -11,7 +11,6 @@ import string
 import zoneinfo
 from typing import Any, Literal
 
-from apscheduler.triggers.cron import CronTrigger
 from pydantic import Field, field_validator, model_validator
 
 from ledgers.vocab import Tier
@@ -346,6 +345,8 @@ class TierConfig(_Model):
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
         if value is not None:
+            from apscheduler.triggers.cron import CronTrigger  # the scheduler's parser, loaded by a config with a cron
+
             try:
                 CronTrigger.from_crontab(value)
             except ValueError as exc:
