@@ -19,6 +19,7 @@ from ledgers import (
     contact,
     context_events,
     controls,
+    costs,
     daybook,
     memory_ledger,
     outbox,
@@ -63,6 +64,8 @@ READS: list[tuple[str, type[rows.Row], tuple[str, ...]]] = [
     ("context_events.recent", context_events.Event, ()),
     ("probes.recent", probes.ProbeRecord, ()),
     ("recall.search", recall.Hit, ()),
+    ("costs.totals", costs.Group, ()),
+    ("costs.spent_today", costs.Spent, ()),
 ]
 
 # Fields a record has that its query may leave out (they have defaults), by query.

@@ -18,7 +18,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import controls, doctor, ledger, memory, migrate, remote, render, workspace
+from wake.cli import controls, costs, doctor, ledger, memory, migrate, remote, render, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     AGENT_ID,
@@ -45,6 +45,7 @@ engines_cli.register(cli)
 controls.register(cli)
 workspace.register(cli)
 memory.register(cli)
+costs.register(cli)
 cli.add_command(logread.logs_command)
 
 
