@@ -216,10 +216,10 @@ def status_lines(s: dict[str, Any]) -> list[str]:
     if s["daemon_alive"]:
         lines.append("next fires")
         lines += table(
-            ("AGENT", "TIER", "AT (UTC)", "WHEN"),
+            ("AGENT", "TIER", "AT (UTC)", "WHEN", "NEXT ACTIVE (UTC)"),
             [(f["agent"], f["tier"],
               f"{dt.datetime.fromisoformat(f['at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if f["at"] else "not scheduled",
-              _in(now, f["at"]) if f["at"] else None)
+              _in(now, f["at"]) if f["at"] else None, _next_active(f))
              for f in s["next_fires"]],
         )
     else:
@@ -227,6 +227,16 @@ def status_lines(s: dict[str, Any]) -> list[str]:
     lines.append("")
     lines.append(f"trigger requests waiting: {s['pending_requests']}")
     return lines + controls_lines(s)
+
+
+def _next_active(fire: Mapping[str, Any]) -> str | None:
+    """The next fire inside the tier's active hours: `same` when it is the next fire itself."""
+    if "next_active" not in fire:  # a snapshot from before active hours
+        return None
+    active = fire["next_active"]
+    if active is None:
+        return "none within reach" if fire.get("at") else None
+    return "same" if active == fire["at"] else f"{dt.datetime.fromisoformat(active).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}"
 
 
 def _utc(value: dt.datetime | None) -> str | None:

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from ledgers.vocab import Tier
 from memory import config as memory_config
 from surfaces.context import RecallSettings, ToolSettings
+from wake.config import hours
 from wake.config.values import _Model, check_http_url, clip, parse_duration_s, parse_listen
 from wake.errors import KeyProblem
 
@@ -256,6 +257,19 @@ class TierConfig(_Model):
     precheck: tuple[str, ...] | None = Field(None, min_length=1)
     precheck_timeout_s: float = Field(10.0, gt=0)
     precheck_max_chars: int = Field(4000, ge=100)
+    # When the tier's slots may run (`wake.config.hours`): a slot outside every window is claimed
+    # and recorded `skipped` (inactive_hours), like a paused one. Empty: always.
+    active_hours: tuple[str, ...] = ()
+
+    @field_validator("active_hours")
+    @classmethod
+    def _active_hours(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            try:
+                hours.parse_window(text)
+            except ValueError as exc:
+                raise ValueError(f"{clip(text)}: {exc}") from None
+        return value
 
     @field_validator("cron")
     @classmethod

@@ -12,7 +12,7 @@ lease is gone (it died, or lost the lease and can no longer write past the fence
 `abandoned` under the new fence.
 
 Every claimed slot leaves exactly one row: the wake's own, or a `skipped` one (busy, shutting
-down, paused), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
+down, paused, outside the tier's active hours), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
 (the lease could not be taken after the claim). A one-shot (`wake at`, trigger `at`) is claimed
 on its own `wake_oneshots` row instead of a slot, and then follows the same path.
 """
@@ -24,6 +24,7 @@ import contextlib
 import datetime as dt
 import os
 import socket
+import zoneinfo
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,7 @@ from redis.exceptions import RedisError
 from ledgers import controls, introspection, slots
 from ledgers.vocab import Status, Trigger
 from wake import clock, logs
-from wake.config import Config
+from wake.config import Config, hours
 from wake.context import WakeRequest
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable
 from wake.observe import metrics
@@ -280,12 +281,28 @@ def lateness_s(request: WakeRequest, now: dt.datetime, jitter_s: float) -> float
     return (now - request.scheduled_for).total_seconds() - jitter_s
 
 
+def inactive_hours(config: Config, request: WakeRequest, now: dt.datetime) -> str | None:
+    """Why a slot does not run in its tier's `active_hours`, or None. A scheduled slot is judged at
+    its own instant, a catch-up when it would run (now); a one-shot, a manual wake and an
+    escalation were asked for at their time and are not held back."""
+    texts = config.tier(request.agent_id, request.tier).active_hours
+    if not texts or request.trigger not in (Trigger.schedule, Trigger.catch_up):
+        return None
+    zone = config.agents[request.agent_id].timezone
+    at = request.scheduled_for if request.trigger == Trigger.schedule and request.scheduled_for else now
+    if hours.active(hours.parse(texts), zone, at):
+        return None
+    local = at.astimezone(zoneinfo.ZoneInfo(zone))
+    return f"inactive_hours: {local:%a %H:%M} {zone} is outside the tier's active hours ({hours.describe(texts)})"
+
+
 async def held_back(
     session: Session, request: WakeRequest, now: dt.datetime, jitter_s: float = 0.0, pause: controls.Pause | None = _NOT_READ,
 ) -> tuple[Status, str] | None:
     """After the claim, before the lease: why a claimed slot or one-shot does not run, or None.
     A pause (`wake pause`, read from PostgreSQL, so every replica sees it at once; a slot's claim
-    has read it already, else it is read here) records it `skipped`; a scheduled slot found later
+    has read it already, else it is read here) records it `skipped`, and so does a slot outside
+    its tier's `active_hours` (`inactive_hours`); a scheduled slot found later
     than its tier's `misfire_grace_s` records it `missed`."""
     if pause is _NOT_READ:
         try:
@@ -298,6 +315,9 @@ async def held_back(
         until = f" until {pause.until.isoformat()}" if pause.until else ""
         why = f" ({pause.reason})" if pause.reason else ""
         return Status.skipped, f"paused: by {pause.paused_by}{until}{why}"
+    inactive = inactive_hours(session.config, request, now)
+    if inactive is not None:
+        return Status.skipped, inactive
     grace = session.config.tier(request.agent_id, request.tier).misfire_grace_s
     if grace is not None and request.trigger == Trigger.schedule:
         late = lateness_s(request, now, jitter_s)
