@@ -328,8 +328,10 @@ async def recent(
     return [dict(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit)]
 
 
-async def last_two(conn: asyncpg.Connection, agent_id: str) -> list[uuid.UUID]:
-    return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id)]
+async def last_two(conn: asyncpg.Connection, agent_id: str, tier: str | None = None, *, across_tiers: bool = False) -> list[uuid.UUID]:
+    """The agent's last two settled wakes, newest first: of `tier` (None: the tier of its newest
+    wake), or of any tier with `across_tiers`."""
+    return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id, tier, across_tiers)]
 
 
 async def abandon_started(conn: asyncpg.Connection, agent_id: str, reason: str) -> list[dict[str, Any]]:

@@ -50,8 +50,17 @@ def test_wake_up_then_inspect_it(wake_cli: CLI, tmp_path: Path) -> None:
     shown = json.loads(wake_cli("show", wake_id[:8], "--json").stdout)
     assert shown["wake_id"] == wake_id and shown["status"] == "completed" and shown["active_tools_count"] == len(whisper)
 
-    diffed = wake_cli("diff")
+    within = wake_cli("diff")  # within the newest wake's tier: one surface wake is not two
+    assert within.returncode == 1 and "has fewer than two recorded wakes of its newest wake's tier" in within.stderr
+    diffed = wake_cli("diff", "--across-tiers")
     assert diffed.returncode == 0 and f"added={','.join(surface_added)}" in diffed.stdout
+    assert wake_cli("up", "--tier", "whisper").returncode == 0
+    whispers = wake_cli("diff")  # whisper against whisper, the surface wake between them aside
+    assert whispers.returncode == 0 and "tools +0 -0 ~0" in whispers.stdout and whispers.stdout.count("(whisper)") == 2, whispers.stdout
+    against = wake_cli("diff", wake_id[:8], "--json")  # one id: against the newest of its own tier
+    assert json.loads(against.stdout)["tools"]["added"] == []
+    one_surface = wake_cli("diff", "--tier", "surface")
+    assert one_surface.returncode == 1 and "fewer than two recorded wakes of tier surface" in one_surface.stderr
 
     verified = wake_cli("verify", wake_id, "--live")
     assert verified.returncode == 0, verified.stderr
