@@ -334,6 +334,12 @@ async def last_two(conn: asyncpg.Connection, agent_id: str, tier: str | None = N
     return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id, tier, across_tiers)]
 
 
+async def running(conn: asyncpg.Connection, agent_id: str) -> dict[str, Any] | None:
+    """The agent's wake in progress (wake_id, tier, trigger, started_at, host, pid), or None."""
+    row = await conn.fetchrow(_sql("running"), agent_id)
+    return dict(row) if row is not None else None
+
+
 async def abandon_started(conn: asyncpg.Connection, agent_id: str, reason: str) -> list[dict[str, Any]]:
     """Close every row of the agent still `started` as `abandoned`, each linked into the chain;
     call only under the agent's lease (its previous holder is gone). Returns the rows closed."""

@@ -168,6 +168,13 @@ SELECT wake_id FROM settled
  ORDER BY started_at DESC
  LIMIT 2
 
+-- name: running
+-- The agent's wake in progress (its newest row still `started`): whom a busy slot names.
+SELECT wake_id, tier, trigger, started_at, host, pid FROM wake_introspection_ledger
+ WHERE agent_id = $1 AND status = 'started'
+ ORDER BY started_at DESC
+ LIMIT 1
+
 -- name: abandon_started
 -- Close the agent's rows left `started` by a holder whose lease is gone (run under the new
 -- holder's fence, so only the lease holder ever does it).

@@ -247,6 +247,22 @@ async def _take_lease(session: Session, request: WakeRequest, won: _Won, *, owne
         won.failed = exc
 
 
+async def busy_reason(session: Session, agent_id: str, busy: LeaseBusy) -> str:
+    """`busy: …` naming the wake that holds the agent's lease (its id, tier and trigger, from its
+    `started` row), or, before that wake has its row, the process holding the lease (host:pid, the
+    lease token's random part left out)."""
+    holder: dict[str, Any] | None = None
+    with contextlib.suppress(Exception):  # PostgreSQL away: the row cannot be written either; say what is known
+        async with session.stores.pg_conn() as conn:
+            holder = await introspection.running(conn, agent_id)
+    head = "busy: another wake of the agent holds its lease"
+    if holder is not None:
+        started = holder["started_at"].astimezone(dt.UTC)
+        return f"{head} (wake {holder['wake_id']}, {holder['tier']} {holder['trigger']}, started {started:%Y-%m-%dT%H:%M:%SZ})"
+    process = busy.holder.rsplit(":", 1)[0] if busy.holder and busy.holder.count(":") >= 2 else busy.holder
+    return f"{head} (a wake not recorded yet, held by {process or 'a holder unknown'})"
+
+
 def _first_try(won: _Won, wait_s: float) -> None:
     """Raise what the claim transaction's try at the lease met, unless a busy lease is to be waited for."""
     if won.failed is not None:
@@ -392,8 +408,7 @@ async def run(
         t.outcome = "busy"
         if claim is None:
             raise AgentBusy(f"{busy}{BUSY_HINT}") from None
-        reason = f"busy: another wake of the agent holds its lease ({busy.holder or 'holder unknown'})"
-        await record_not_run(session, request, reason, now=now())
+        await record_not_run(session, request, await busy_reason(session, request.agent_id, busy), now=now())
         return None
     except (asyncio.CancelledError, LeaseLost):
         raise
