@@ -215,8 +215,9 @@ def diff_cmd(ctx: Context, older: str | None, newer: str | None, agent_id: str |
                 a, b = await resolve_wake(conn, older), await resolve_wake(conn, newer)
             elif older:
                 a = await resolve_wake(conn, older)
-                if tier is None and not across_tiers:  # against the newest wake of its own tier
-                    latest = await introspection.last_two(conn, agent, (await introspection.get(conn, a))["tier"])
+                own = await introspection.get(conn, a)
+                if own is not None and tier is None and not across_tiers:  # against the newest wake of its own tier
+                    latest = await introspection.last_two(conn, agent, own["tier"])
                 b = latest[0] if latest else None
             elif len(latest) == 2:
                 b, a = latest
