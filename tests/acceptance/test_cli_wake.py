@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from surfaces import loader
+from wake.think import prompt
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -16,6 +17,9 @@ def test_wake_up_then_inspect_it(wake_cli: CLI, tmp_path: Path) -> None:
     dry = wake_cli("up", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "=== arrival prompt ===" in dry.stdout and "## identity" in dry.stdout and "=== manifest ===" in dry.stdout
+    # the prompt as sent: the system message with the harness's preamble, the user message ending in the instruction
+    sent = dry.stdout.split("=== arrival prompt ===\n", 1)[1].split("\n\n=== manifest ===", 1)[0]
+    assert sent.startswith(f"--- system ---\n{prompt.PREAMBLE}") and "\n--- user ---\n" in sent and sent.endswith(prompt.INSTRUCTION)
     assert dry.stdout.rstrip().endswith("\ndry run: nothing recorded")  # and says so
     assert json.loads(wake_cli("ledger", "--json").stdout) == []  # a dry run records nothing
 

@@ -376,6 +376,12 @@ def probe_records(records: list[probes_ledger.ProbeRecord]) -> str:
     return "\n".join(out)
 
 
+def messages(sent: Sequence[Mapping[str, Any]]) -> str:
+    """The messages of a request as the model gets them, each under its role: the harness's
+    preamble, the blocks and the closing instruction, nothing left out (`wake up --dry-run`)."""
+    return "\n\n".join(f"--- {m['role']} ---\n{m.get('content') or ''}" for m in sent)
+
+
 def arrival(blocks: Sequence[tuple[str, str | None]]) -> str:
     """`wake show --arrival`: the blocks as the prompt had them (`## name`, then the text)."""
     if not blocks:
