@@ -114,17 +114,38 @@ def thinking_json(o: WakeOutcome) -> dict[str, Any]:
     }
 
 
+def _text(value: Any) -> str:
+    """A column's value on a text line, never a Python repr: `-` for none, lists joined, mappings
+    as compact JSON, times in ISO 8601, money in fixed notation."""
+    if value is None:
+        return "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(_text(v) for v in value) or "(none)"
+    if isinstance(value, Mapping):
+        return json.dumps(value, default=_default, separators=(", ", ": "))
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return str(_plain(value))
+
+
+def in_arrival_order(blocks: Mapping[str, Any], order: Sequence[str] | None) -> list[tuple[str, Any]]:
+    """The blocks in the order the prompt had them (`arrival_order`), any it does not name after."""
+    named = [n for n in (order or ()) if n in blocks]
+    return [(n, blocks[n]) for n in named] + [(n, b) for n, b in blocks.items() if n not in named]
+
+
 def row(r: Mapping[str, Any]) -> str:
-    lines = [f"{k}: {_plain(v)}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
+    lines = [f"{k}: {_text(v)}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
     lines.append(f"active_tool_names: {', '.join(r['active_tool_names']) or '(none)'}")
     lines.append("tool_hashes:")
     lines += [f"  {name:<24} {h}" for name, h in sorted(r["tool_hashes"].items())]
-    lines.append("blocks:")
-    for name, b in r["blocks"].items():
+    lines.append("blocks (in arrival order):")
+    for name, b in in_arrival_order(r["blocks"], r.get("arrival_order")):
         reason = f"  ({b['reason']})" if b.get("reason") else ""
+        latency = f"{b['latency_ms']:8.2f} ms" if b.get("latency_ms") is not None else "       - ms"
         lines.append(
-            f"  {name:<16} {b['cache_tier']:<9} {b['retrieval']:<8} {b['result']:<8} {b['latency_ms']:8.2f} ms"
-            f"  rows {b['rows']}  {b['hash'][:16]}{reason}"
+            f"  {name:<16} {_text(b.get('cache_tier')):<9} {_text(b.get('retrieval')):<8} {_text(b.get('result')):<8} {latency}"
+            f"  rows {_text(b.get('rows'))}  {_text(b.get('hash'))[:16]}{reason}"
         )
     lines += diff_lines(r.get("diff"))
     return "\n".join(lines)
