@@ -338,6 +338,8 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
         lines.extend(f"  ! {i}" for i in cmap.inert)
     else:
         lines.append("inert declarations: none")
+    if cmap.unbound_builtins:
+        lines.append(f"built-in tools no tier binds (the tiers' choice): {', '.join(cmap.unbound_builtins)}")
     return "\n".join(lines)
 
 
