@@ -24,7 +24,7 @@ def test_wake_up_thinks_and_show_reads_every_thinking_column(wake_cli: CLI, tmp_
         )
         up = wake_cli("--config", str(config), "up", "--tier", "surface")
     assert up.returncode == 0, up.stderr
-    assert "model scripted-1: 2 turns, 1 tool calls (0 refused)" in up.stdout and "$0.000420, stopped: done" in up.stdout
+    assert "model scripted-1: 2 turns, 1 tool call (0 refused)" in up.stdout and "$0.000420, stopped: done" in up.stdout
     assert "daybook entry:\n  Daybook: checked the time, all calm." in up.stdout
     events = [json.loads(line)["event"] for line in up.stderr.splitlines() if line.startswith("{")]
     assert events.count("model.turn") == 2 and "tool.call" in events

@@ -13,6 +13,7 @@ from typing import Any
 
 from ledgers import memory_ledger, queries
 from memory.repo import Entry
+from wake import clock
 
 MEMORY_MAX_CHARS = 4000
 CLOISTER_MAX_CHARS = 3000
@@ -80,7 +81,7 @@ def memory_block(entries: Sequence[Entry], *, head: str | None, max_chars: int =
 
 def _when(value: Any) -> str:
     if isinstance(value, dt.datetime):
-        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return f"{clock.stamp(value, 'UTC')} UTC"  # the renderer knows no agent zone: the one format, in UTC, said so
     return str(value)
 
 

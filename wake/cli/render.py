@@ -20,6 +20,7 @@ from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers
 from wake.cli import doctor, remote
+from wake.config import plural
 from wake.run.cycle import WakeOutcome
 from wake.witness import manifest
 
@@ -91,7 +92,7 @@ def thinking_lines(o: WakeOutcome) -> list[str]:
     t = o.thinking
     if t is not None and t.model is not None:
         lines.append(
-            f"model {t.model}: {t.turns} turns, {t.tool_calls} tool calls ({t.refusals} refused), tokens {t.prompt_tokens} in"
+            f"model {t.model}: {plural(t.turns, 'turn')}, {plural(t.tool_calls, 'tool call')} ({t.refusals} refused), tokens {t.prompt_tokens} in"
             f" ({t.cached_tokens} cached) + {t.completion_tokens} out, ${t.cost_usd:.6f}, stopped: {t.stop_reason}"
         )
     if o.final_text:
