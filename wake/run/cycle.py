@@ -175,9 +175,18 @@ async def run_wake(
     source_list: Sequence[Source] | None = None,
 ) -> WakeOutcome:
     """Run one wake: arrive, bind, manifest, record, gate, think, settle (then any escalation).
+    Every log line the wake's code emits, in its own tasks too (the sources, the model client,
+    the tools), carries its `agent`, `tier` and `wake_id`.
 
     The model calls go through the session's client; a session without one (a test's) opens its
     own for this wake and closes it."""
+    with logs.wake_fields(agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id)):
+        return await _run_wake(session, request, now=now, dry_run=dry_run, source_list=source_list)
+
+
+async def _run_wake(
+    session: Session, request: WakeRequest, *, now: Callable[[], dt.datetime], dry_run: bool, source_list: Sequence[Source] | None,
+) -> WakeOutcome:
     config, stores, registry = session.config, session.stores, session.registry
     agent_id, tier, trigger, scheduled_for = request.agent_id, request.tier, request.trigger, request.scheduled_for
     fence, wake_id = request.fence, request.wake_id
