@@ -547,8 +547,9 @@ class Daemon:
             except AgentBusy as busy:
                 await self._report(request.request_id, {"event": "refused", "reason": str(busy).removesuffix(BUSY_HINT)})
                 return
-            except asyncio.CancelledError:
-                await asyncio.shield(self._report(request.request_id, {**settled, "status": "aborted", "note": None, "error": "cancelled"}))
+            except asyncio.CancelledError as exc:  # the canceller's reason, as the row has it (the drain timeout names itself)
+                why = str(exc.args[0]) if exc.args and exc.args[0] else "cancelled"
+                await asyncio.shield(self._report(request.request_id, {**settled, "status": "aborted", "note": None, "error": why}))
                 raise
         if outcome is None:
             await self._report(request.request_id, {**settled, "status": "aborted", "note": None, "error": "lease lost"})
