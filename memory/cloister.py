@@ -25,7 +25,9 @@ And it holds every change, the tool's own included, to its domain's schema:
 - `file.deleted`: a file was removed (the tool never removes one);
 - `journal.rewritten` / `journal.deleted` (WARN): a journal file changed other than at its end,
   or was removed; `journal.undated` (LOG): a journal file whose name holds no date;
-- `layout.unknown` (WARN): a path outside the layout.
+- `layout.unknown` (WARN): a path outside the layout;
+- `injection.invisible`, `injection.instruction`, `injection.trigger`, `injection.tool_order`: the
+  lines a change added read as orders to the model, or hide characters (`memory.injection`).
 
 A finding's severity is its domain's unless said otherwise above; outside any domain it is WARN.
 """
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 import pygit2
 from pygit2.enums import DeltaStatus, SortMode
 
-from memory import frontmatter
+from memory import frontmatter, injection
 from memory.config import Domain, MemoryConfig, Mode, Severity
 from memory.errors import FrontmatterRefused, NotFound
 from memory.repo import DATED, MemoryRepo, unified
@@ -231,6 +233,8 @@ class _Auditor:
                 frontmatter.validate(new)
             except FrontmatterRefused as exc:
                 self.add(domain.severity, domain, path, sha, "frontmatter.invalid", f"{exc}\n{diff}")
+            for hit in injection.scan(injection.added_lines(old, new)):
+                self.add(domain.severity, domain, path, sha, hit.rule, f"{path}: {hit.excerpt}")
 
     def _fields(self, domain: Domain, parent: pygit2.Commit | None, commit: pygit2.Commit) -> None:
         sha = str(commit.id)
