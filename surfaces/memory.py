@@ -195,6 +195,11 @@ _LAYOUT = (
 )
 
 
+# The tools that write memory: a tier whose memory is read-only (`memory.writable = false`, a
+# whisper's default) does not bind them; `memory_read` stays.
+WRITING_TOOLS = frozenset({"memory"})
+
+
 @tool(
     name="memory",
     description="Your long-term memory: markdown files with a frontmatter description, in git. Commands: write PATH CONTENT "

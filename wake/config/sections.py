@@ -234,6 +234,13 @@ class DaemonConfig(_Model):
     poll_s: float = Field(1.0, gt=0)
 
 
+class TierMemoryConfig(_Model):
+    """`agents.<id>.tiers.<tier>.memory`: whether the tier may write the agent's memory. None:
+    a whisper may not (it reads), the deeper tiers may."""
+
+    writable: bool | None = None
+
+
 class TierConfig(_Model):
     cron: str | None = None
     every: str | None = None
@@ -260,6 +267,11 @@ class TierConfig(_Model):
     # When the tier's slots may run (`wake.config.hours`): a slot outside every window is claimed
     # and recorded `skipped` (inactive_hours), like a paused one. Empty: always.
     active_hours: tuple[str, ...] = ()
+    memory: TierMemoryConfig = TierMemoryConfig()
+
+    def memory_writable(self, tier: str) -> bool:
+        """Whether a wake of `tier` (this tier's name) binds the tools that write memory."""
+        return self.memory.writable if self.memory.writable is not None else tier != Tier.whisper
 
     @field_validator("active_hours")
     @classmethod

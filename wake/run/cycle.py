@@ -28,6 +28,7 @@ from ledgers import daybook, introspection, memory_ledger
 from ledgers.fences import StaleFence
 from ledgers.vocab import Result, Status, StopReason, Tier, Trigger
 from memory.repo import MemoryRepo
+from surfaces import memory as memory_tools
 from surfaces.registry import Registry, Tool
 from wake import __version__, clock, logs
 from wake.arrival import absence, sources
@@ -121,8 +122,12 @@ async def with_row(ctx: WakeContext, conn: asyncpg.Connection) -> None:
 
 def bind(registry: Registry, config: Config, agent_id: str, tier: str, *, halted: bool = False) -> list[Tool]:
     """Step 5: the binding comes from the registry's surface declarations and nothing else; a wake
-    the Cloister canary halted binds no tool that mutates."""
-    tools = registry.binding(config.tier(agent_id, tier).binds)
+    the Cloister canary halted binds no tool that mutates, and a tier whose memory is read-only
+    (`memory.writable`, false for a whisper unless set) none that writes memory."""
+    conf = config.tier(agent_id, tier)
+    tools = registry.binding(conf.binds)
+    if not conf.memory_writable(tier):
+        tools = [t for t in tools if t.name not in memory_tools.WRITING_TOOLS]
     return [t for t in tools if not t.mutates] if halted else tools
 
 
