@@ -1,11 +1,21 @@
-"""Memory contamination on a codebase nobody here wrote: add-only, retraction, verify-on-read.
+"""Memory contamination on codebases nobody here wrote: add-only, retraction, verify-on-read.
 
     python bench/contamination.py [--runs 200] [--budget-ms 50] [--json]
 
-The workspace is the installed source of httpx (a dependency of this project) at the version
-installed, copied into a temporary git repository and committed, with a pyproject.toml rebuilt
-from the distribution's own metadata (Requires-Dist and Provides-Extra), so the verifier reads
-real blobs of a real git HEAD.
+Two workspaces of different shapes, each the installed source of a distribution from PyPI at the
+version installed, copied into a temporary git repository and committed, with a pyproject.toml
+rebuilt from the distribution's own metadata (Requires-Dist, Provides-Extra, console scripts), so
+the verifier reads real blobs of a real git HEAD: httpx (a dependency of this project: an HTTP
+client with a CLI) and jsonschema (a validation library whose format checkers are optional extras,
+with a console script). A second commit adds what the anchor classes need: a symlinked module
+inside the package and one pointing out of the workspace, a `scripts/` directory that is not a
+package, and a submodule (a gitlink, whose content is never there).
+
+Besides the base set below, each codebase carries facts of the classes verify-on-read must get
+right: unanchored (no code anchor: never shown as settled), scoped package (a required dependency
+versus an optional extra), symlink, directory, submodule; and a starved budget: one stored fact
+with 4,000 anchors put first in a retrieval after the others were checked once, which must keep
+every fact refuted before out of the arrival.
 
 The fact set (written by hand against httpx 0.28.1, every anchor checked): 25 TRUE, 22 CONTRADICT
 (the code shows something else), 3 SILENT (the code is mute: nothing there), and 7 PRESENT-TRAPS
@@ -32,6 +42,7 @@ import argparse
 import asyncio
 import importlib.metadata
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -45,10 +56,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pygit2
 from packaging.requirements import Requirement
+from pygit2.enums import FileMode
 
 from codecheck import anchors, build_worker, verify, workspace
 
 TRUE, CONTRADICT, SILENT, TRAP = "TRUE", "CONTRADICT", "SILENT", "PRESENT-TRAP"
+BASE = "base"
+CLASSES = ("unanchored", "scoped package", "symlink", "directory", "submodule")
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class Fact:
     value: str
     label: str
     anchors: list[dict[str, Any]]
+    cls: str = BASE
 
     @property
     def false(self) -> bool:
@@ -75,8 +90,8 @@ def env(ref: str, where: str | None = None) -> dict[str, Any]:
     return {"type": "env", "ref": ref, **({"where": where} if where else {})}
 
 
-def pkg(ref: str) -> dict[str, Any]:
-    return {"type": "package", "ref": ref}
+def pkg(ref: str, scope: str | None = None) -> dict[str, Any]:
+    return {"type": "package", "ref": ref, **({"scope": scope} if scope else {})}
 
 
 def file(ref: str) -> dict[str, Any]:
@@ -87,7 +102,7 @@ def absent(anchor: dict[str, Any]) -> dict[str, Any]:
     return {"type": "absent", "anchor": anchor}
 
 
-FACTS: list[Fact] = [
+HTTPX_FACTS: list[Fact] = [
     # -- TRUE (25) ------------------------------------------------------------------------------
     Fact("client_class", "The sync client is httpx._client.Client, exported as httpx.Client.", TRUE,
          [sym("httpx._client.Client"), sym("httpx.Client")]),
@@ -198,6 +213,111 @@ FACTS: list[Fact] = [
 ]
 
 
+JSONSCHEMA_FACTS: list[Fact] = [
+    # -- TRUE (20) ------------------------------------------------------------------------------
+    Fact("validation_error", "Validation errors are jsonschema.exceptions.ValidationError.", TRUE,
+         [sym("jsonschema.exceptions.ValidationError")]),
+    Fact("draft2020", "The 2020-12 validator is made by create() in validators.py.", TRUE,
+         [sym("jsonschema.validators.Draft202012Validator"), sym("jsonschema.validators.create")]),
+    Fact("format_checks", "FormatChecker registers checkers with its checks decorator.", TRUE,
+         [sym("jsonschema._format.FormatChecker.checks")]),
+    Fact("legacy_refs", "Legacy $recursiveRef lookups come from referencing.jsonschema.", TRUE,
+         [imp("referencing.jsonschema", "jsonschema/_legacy_keywords.py")]),
+    Fact("rpds_types", "The type checker keeps its checkers in an rpds HashTrieMap.", TRUE,
+         [imp("rpds", "jsonschema/_types.py"), pkg("rpds-py", "required")]),
+    Fact("attrs_errors", "Errors are attrs classes.", TRUE, [imp("attrs", "jsonschema/exceptions.py"), pkg("attrs", "required")]),
+    Fact("idna_format", "Hostname formats use idna, from the format extra.", TRUE,
+         [imp("idna", "jsonschema._format"), pkg("idna", "extra:format")]),
+    Fact("webcolors_optional", "CSS colours are checked with webcolors, an optional dependency.", TRUE,
+         [imp("webcolors", "jsonschema/_format.py"), pkg("webcolors", "optional")]),
+    Fact("cli_argparse", "The command line parses its arguments with argparse.", TRUE, [imp("argparse", "jsonschema/cli.py")]),
+    Fact("cli_entry", "The jsonschema command runs jsonschema.cli.main; python -m jsonschema too.", TRUE,
+         [sym("jsonschema.cli.main"), file("jsonschema/__main__.py")]),
+    Fact("ipv4_ipaddress", "ipv4 is checked with ipaddress.", TRUE, [imp("ipaddress", "jsonschema._format.is_ipv4")]),
+    Fact("cli_json", "The command line reads instances with json.", TRUE, [imp("json", "jsonschema/cli.py")]),
+    Fact("remote_requests", "The legacy resolver fetches remote refs with requests when it is installed.", TRUE,
+         [imp("requests", "jsonschema.validators._RefResolver.resolve_remote"), absent(pkg("requests"))]),
+    Fact("specifications", "The metaschemas come from jsonschema-specifications.", TRUE,
+         [imp("jsonschema_specifications", "jsonschema/validators.py"), pkg("jsonschema-specifications", "required")]),
+    Fact("fractions_multiple", "multipleOf is computed with fractions.", TRUE, [imp("fractions", "jsonschema/_keywords.py")]),
+    Fact("type_checker", "TypeChecker.is_type decides a JSON type.", TRUE, [sym("jsonschema._types.TypeChecker.is_type")]),
+    Fact("utils_urlsplit", "_utils.py splits URLs with urllib.parse.", TRUE, [imp("urllib.parse", "jsonschema/_utils.py")]),
+    Fact("validator_protocol", "The Validator protocol is in protocols.py.", TRUE, [sym("jsonschema.protocols.Validator")]),
+    Fact("best_match_heapq", "Error relevance uses heapq.", TRUE, [imp("heapq", "jsonschema/exceptions.py")]),
+    Fact("referencing_required", "referencing is a required dependency.", TRUE, [pkg("referencing", "required")]),
+    # -- CONTRADICT (11) ------------------------------------------------------------------------
+    Fact("cli_click", "The command line is built on click.", CONTRADICT, [imp("click", "jsonschema/cli.py")]),
+    Fact("pointer_in_validators", "validators.py resolves pointers with jsonpointer.", CONTRADICT,
+         [imp("jsonpointer", "jsonschema/validators.py")]),
+    Fact("cli_parser", "The command line is a Parser class.", CONTRADICT, [sym("jsonschema.cli.Parser")]),
+    Fact("private_cli", "The command line lives in jsonschema/_cli.py.", CONTRADICT, [file("jsonschema/_cli.py")]),
+    Fact("pydantic_models", "Schemas are pydantic models.", CONTRADICT, [pkg("pydantic")]),
+    Fact("dataclass_errors", "Errors are dataclasses.", CONTRADICT, [imp("dataclasses", "jsonschema/exceptions.py")]),
+    Fact("cli_no_argparse", "The command line does not use argparse.", CONTRADICT, [absent(imp("argparse", "jsonschema/cli.py"))]),
+    Fact("type_validate", "TypeChecker.validate validates a schema.", CONTRADICT, [sym("jsonschema._types.TypeChecker.validate")]),
+    Fact("no_cli", "jsonschema ships no cli module.", CONTRADICT, [absent(file("jsonschema/cli.py"))]),
+    Fact("ipv4_socket", "ipv4 is checked with socket.inet_aton.", CONTRADICT, [imp("socket", "jsonschema._format.is_ipv4")]),
+    Fact("no_requests", "jsonschema never imports requests.", CONTRADICT, [absent(imp("requests", "jsonschema/"))]),
+    # -- SILENT (3) -----------------------------------------------------------------------------
+    Fact("redis_cache", "Compiled schemas are cached in Redis.", SILENT, [imp("redis"), pkg("redis")]),
+    Fact("celery_batch", "Batch validation runs as Celery tasks.", SILENT, [imp("celery"), pkg("celery")]),
+    Fact("s3_schemas", "Remote schemas are fetched from S3 with boto3.", SILENT, [imp("boto3"), pkg("boto3")]),
+    # -- PRESENT-TRAPS (3) ----------------------------------------------------------------------
+    Fact("email_fqdn", "Email addresses are checked with fqdn.", TRAP,
+         [imp("fqdn", "jsonschema._format.is_email")]),      # fqdn is imported in that file, for hostnames
+    Fact("types_collections", "_types.py uses collections.abc at run time.", TRAP,
+         [imp("collections.abc", "jsonschema/_types.py")]),  # only under TYPE_CHECKING
+    Fact("idna_required", "idna is a required dependency.", TRAP, [pkg("idna", "required")]),  # only in the extras
+]
+
+
+@dataclass(frozen=True)
+class Codebase:
+    """One installed distribution as a workspace, and what its class facts need to know of it."""
+
+    package: str
+    facts: list[Fact]
+    alias_of: str        # a module file the in-tree symlink points at
+    alias_import: str    # an import that file makes at module level
+    alias_def: str       # a definition in it
+    required: str        # a required dependency
+    extra: tuple[str, str]  # an optional dependency and its extra
+    edit: str            # the file edited when HEAD moves
+
+
+def class_facts(cb: Codebase) -> list[Fact]:
+    """The anchor classes, the same for every codebase (named from what it holds)."""
+    p = cb.package
+    dep, extra = cb.extra
+    return [
+        Fact("u_celery", "Background jobs run on Celery.", SILENT, [], "unanchored"),
+        Fact("u_redis", "Results are cached in Redis.", SILENT, [], "unanchored"),
+        Fact("u_library", f"{p} is a library.", TRUE, [], "unanchored"),
+        Fact("s_required", f"{cb.required} is a required dependency.", TRUE, [pkg(cb.required, "required")], "scoped package"),
+        Fact("s_extra", f"{dep} is the optional {extra} extra.", TRUE, [pkg(dep, f"extra:{extra}")], "scoped package"),
+        Fact("s_extra_required", f"{dep} is a required dependency.", CONTRADICT, [pkg(dep, "required")], "scoped package"),
+        Fact("s_required_optional", f"{cb.required} is only an optional extra.", CONTRADICT,
+             [pkg(cb.required, "optional")], "scoped package"),
+        Fact("l_import", f"{p}/_alias.py imports {cb.alias_import}.", TRUE, [imp(cb.alias_import, f"{p}/_alias.py")], "symlink"),
+        Fact("l_symbol", f"{p}._alias defines {cb.alias_def}.", TRUE, [sym(f"{p}._alias.{cb.alias_def}")], "symlink"),
+        Fact("l_false", f"{p}/_alias.py uses requests.", CONTRADICT, [imp("requests", f"{p}/_alias.py")], "symlink"),
+        Fact("l_outside", f"{p}/_outside.py never imports json.", SILENT, [absent(imp("json", f"{p}/_outside.py"))], "symlink"),
+        Fact("d_slash", "The release script runs git through subprocess.", TRUE, [imp("subprocess", "scripts/")], "directory"),
+        Fact("d_dot", "The scripts use subprocess.", TRUE, [imp("subprocess", "./scripts")], "directory"),
+        Fact("d_false", "The scripts use requests.", CONTRADICT, [imp("requests", "scripts/")], "directory"),
+        Fact("m_absent", "The vendored legacy code never uses requests.", SILENT,
+             [absent(imp("requests", "vendor/legacy"))], "submodule"),
+        Fact("m_inside", "vendor/legacy/client.py uses urllib3.", SILENT, [imp("urllib3", "vendor/legacy/client.py")], "submodule"),
+    ]
+
+
+CODEBASES = [
+    Codebase("httpx", HTTPX_FACTS, "_decoders.py", "zlib", "GZipDecoder", "httpcore", ("h2", "http2"), "_utils.py"),
+    Codebase("jsonschema", JSONSCHEMA_FACTS, "_utils.py", "itertools", "format_as_index", "attrs", ("webcolors", "format"),
+             "_utils.py"),
+]
+
+
 # -- the workspace ------------------------------------------------------------------------------
 
 
@@ -215,24 +335,38 @@ def _pyproject(dist: importlib.metadata.Distribution) -> str:
         (optional[extra] if extra else runtime).append(spec)
     lines = ["[project]", f'name = "{dist.metadata["Name"]}"', f'version = "{dist.version}"',
              f"dependencies = {json.dumps(runtime)}", "", "[project.optional-dependencies]"]
-    lines += [f"{extra} = {json.dumps(specs)}" for extra, specs in optional.items()]
+    lines += [f"{json.dumps(extra)} = {json.dumps(specs)}" for extra, specs in optional.items()]
+    scripts = [e for e in dist.entry_points if e.group == "console_scripts"]
+    if scripts:
+        lines += ["", "[project.scripts]", *(f"{json.dumps(e.name)} = {json.dumps(e.value)}" for e in scripts)]
     return "\n".join(lines) + "\n"
 
 
-def make_workspace(base: Path, package: str = "httpx") -> tuple[Path, str]:
-    """A git repository holding the installed source of `package` and its rebuilt pyproject.toml."""
+def make_workspace(base: Path, cb: Codebase) -> tuple[Path, str]:
+    """A git repository holding the installed source of the package and its rebuilt pyproject.toml,
+    then a commit adding what the class facts stand on: `_alias.py` (a symlink to a module of the
+    package), `_outside.py` (a symlink out of the workspace), `scripts/` and a submodule."""
+    package = cb.package
     dist = importlib.metadata.distribution(package)
     source = Path(str(dist.locate_file(package)))
     root = base / f"{package}-{dist.version}"
     shutil.copytree(source, root / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (root / "pyproject.toml").write_text(_pyproject(dist), encoding="utf-8")
     commit(root, f"{package} {dist.version} as installed")
+    (root / package / "_alias.py").symlink_to(cb.alias_of)
+    (root / package / "_outside.py").symlink_to("../../outside.py")
+    (root / "scripts").mkdir()
+    (root / "scripts" / "release.py").write_text("import subprocess\n\nsubprocess.run(['git', 'tag'], check=True)\n")
+    commit(root, "the anchor classes", gitlinks={"vendor/legacy": "1" * 40})
     return root, dist.version
 
 
-def commit(root: Path, message: str) -> str:
+def commit(root: Path, message: str, gitlinks: dict[str, str] | None = None) -> str:
     repo = pygit2.init_repository(str(root)) if not (root / ".git").exists() else pygit2.Repository(str(root))
+    repo.index.read()
     repo.index.add_all()
+    for path, oid in (gitlinks or {}).items():  # a submodule: a commit of another repository, never fetched
+        repo.index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=oid), FileMode.COMMIT))
     repo.index.write()
     tree = repo.index.write_tree()
     sig = pygit2.Signature("bench", "bench@localhost", 1_700_000_000, 0)
@@ -244,7 +378,7 @@ def commit(root: Path, message: str) -> str:
 
 
 def _text_search(fact: Fact, blobs: dict[str, str]) -> str:
-    """The untyped baseline: each anchor's token anywhere in the text at HEAD."""
+    """The untyped baseline: each anchor's token anywhere in the text at HEAD (no anchor: shown as written)."""
     corpus = "\n".join(blobs.values())
     for raw in fact.anchors:
         negated = raw["type"] == "absent"
@@ -253,7 +387,7 @@ def _text_search(fact: Fact, blobs: dict[str, str]) -> str:
         present = inner["ref"] in blobs if inner["type"] == "file" else token in corpus
         if present == negated:
             return verify.REFUTED
-    return verify.VERIFIED
+    return verify.VERIFIED if fact.anchors else ""
 
 
 def _block(shown: list[tuple[Fact, str]]) -> str:
@@ -261,19 +395,21 @@ def _block(shown: list[tuple[Fact, str]]) -> str:
     return "Facts:\n" + "\n".join(lines) + "\n"
 
 
-def arm_row(name: str, statuses: list[str]) -> dict[str, Any]:
+def arm_row(name: str, facts: list[Fact], statuses: list[str]) -> dict[str, Any]:
     """Figures for one arm from each fact's status at arrival ('' = shown unchecked, 'retracted')."""
-    false = [f for f in FACTS if f.false]
-    adopted = [f for f, s in zip(FACTS, statuses, strict=True) if f.false and s in ("", verify.VERIFIED)]
-    persistent = [f for f, s in zip(FACTS, statuses, strict=True) if f.false and s not in (verify.REFUTED, "retracted")]
-    shown = [(f, s) for f, s in zip(FACTS, statuses, strict=True) if s not in (verify.REFUTED, "retracted")]
-    wrongly = [f for f, s in zip(FACTS, statuses, strict=True) if not f.false and s in (verify.REFUTED, "retracted")]
-    traps = [f for f, s in zip(FACTS, statuses, strict=True) if f.label == TRAP and s in ("", verify.VERIFIED)]
+    pairs = list(zip(facts, statuses, strict=True))
+    false = [f for f in facts if f.false]
+    adopted = [f for f, s in pairs if f.false and s in ("", verify.VERIFIED)]
+    persistent = [f for f, s in pairs if f.false and s not in (verify.REFUTED, "retracted")]
+    shown = [(f, s) for f, s in pairs if s not in (verify.REFUTED, "retracted")]
+    wrongly = [f for f, s in pairs if not f.false and s in (verify.REFUTED, "retracted")]
+    traps = [f for f, s in pairs if f.label == TRAP and s in ("", verify.VERIFIED)]
+    by_class = {c: [f.key for f, s in pairs if f.cls == c and f.false and s in ("", verify.VERIFIED)] for c in CLASSES}
     return {
         "arm": name, "adoption": len(adopted) / len(false), "adopted": [f.key for f in adopted],
         "traps_adopted": len(traps), "persistent_false": len(persistent),
         "block_tokens": len(_block(shown).encode()) // 4, "true_refuted": [f.key for f in wrongly],
-        "true_verified": sum(1 for f, s in zip(FACTS, statuses, strict=True) if not f.false and s == verify.VERIFIED),
+        "true_verified": sum(1 for f, s in pairs if not f.false and s == verify.VERIFIED), "class_adopted": by_class,
     }
 
 
@@ -281,60 +417,81 @@ def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-async def run(runs: int, budget_ms: float) -> dict[str, Any]:
-    pairs = [(f.anchors, f.value) for f in FACTS]
-    for f in FACTS:
+HUGE = [imp("zlib", "nowhere/at_all.py")] * 4000  # a stored fact written before the anchor cap
+
+
+async def _starved(ws: workspace.Workspace, pairs: list[tuple[Any, str]], refuted: set[int], budget_ms: float) -> dict[str, Any]:
+    """One fact with 4,000 anchors put first, after the others were checked once at this HEAD: the
+    facts refuted then are known (not checked again) and must stay refuted, whatever the budget does."""
+    async def known(head: str) -> dict[int, verify.Verdict]:
+        return {i + 1: verify.Verdict(status=verify.REFUTED, evidence="refuted at this HEAD before", head=head) for i in refuted}
+
+    started = time.perf_counter()
+    checked = await verify.check(ws, [(HUGE, "a fact with 4,000 anchors"), *pairs], budget_ms, known=known)
+    elapsed = (time.perf_counter() - started) * 1000
+    after = checked.verdicts[1:]
+    return {"refuted_before": len(refuted), "kept_out": sum(1 for i in refuted if after[i].status == verify.REFUTED),
+            "huge": checked.verdicts[0].status, "huge_evidence": checked.verdicts[0].evidence[:120],
+            "elapsed_ms": round(elapsed, 2),
+            "not_reached": sum(1 for v in after if v.evidence.startswith("not reached"))}
+
+
+async def run_codebase(cb: Codebase, base: Path, runs: int, budget_ms: float) -> dict[str, Any]:
+    facts = cb.facts + class_facts(cb)
+    pairs = [(f.anchors, f.value) for f in facts]
+    for f in facts:
         anchors.parse(f.anchors)  # every anchor is well formed, or this stops here naming it
-    with tempfile.TemporaryDirectory(prefix="wake-contamination-") as tmp:
-        root, version = make_workspace(Path(tmp))
-        # the text-search baseline reads the same files (the working tree is HEAD: just committed)
-        blobs = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
-                 for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.relative_to(root).parts}
+    root, version = make_workspace(base, cb)
+    # the text-search baseline reads the same files (the working tree is HEAD: just committed)
+    blobs = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
+             for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.relative_to(root).parts}
 
-        # cold: a new workspace and a new build worker, nothing cached anywhere
-        build_worker.WORKER.close()
-        now = [0.0]  # the workspace clock: moved by hand below, so the TTL expires when this says
-        ws = workspace.Workspace(root, clock=lambda: now[0])
+    # cold: a new workspace and a new build worker, nothing cached anywhere
+    build_worker.WORKER.close()
+    now = [0.0]  # the workspace clock: moved by hand below, so the TTL expires when this says
+    ws = workspace.Workspace(root, clock=lambda: now[0])
+    started = time.perf_counter()
+    cold_budgeted = await verify.check(ws, pairs, budget_ms)
+    cold_budgeted_ms = (time.perf_counter() - started) * 1000
+    await asyncio.to_thread(ws.fingerprint, 120)
+    cold_ready_ms = (time.perf_counter() - started) * 1000
+    checked = await verify.check(ws, pairs, budget_ms)
+    build_ms = ws.fingerprint().build_ms
+
+    # steady: HEAD within its TTL, the fingerprint cached
+    steady = []
+    for _ in range(runs):
         started = time.perf_counter()
-        cold_budgeted = await verify.check(ws, pairs, budget_ms)
-        cold_budgeted_ms = (time.perf_counter() - started) * 1000
-        await asyncio.to_thread(ws.fingerprint, 120)
-        cold_ready_ms = (time.perf_counter() - started) * 1000
-        checked = await verify.check(ws, pairs, budget_ms)
-        build_ms = ws.fingerprint().build_ms
-
-        # steady: HEAD within its TTL, the fingerprint cached
-        steady = []
-        for _ in range(runs):
-            started = time.perf_counter()
-            await verify.check(ws, pairs, budget_ms)
-            steady.append(time.perf_counter() - started)
-        text_search = []
-        for _ in range(max(1, runs // 10)):
-            started = time.perf_counter()
-            baseline = [_text_search(f, blobs) for f in FACTS]
-            text_search.append(time.perf_counter() - started)
-
-        # HEAD moves (one file edited): the incremental build re-parses one blob
-        (root / "httpx" / "_utils.py").write_text((root / "httpx" / "_utils.py").read_text() + "\n# edited\n")
-        commit(root, "edit one file")
-        now[0] += ws.head_ttl_s + 1
+        await verify.check(ws, pairs, budget_ms)
+        steady.append(time.perf_counter() - started)
+    text_search = []
+    for _ in range(max(1, runs // 10)):
         started = time.perf_counter()
-        fp_moved = await ws.fingerprint_within(60)
-        incremental_ms = (time.perf_counter() - started) * 1000
+        baseline = [_text_search(f, blobs) for f in facts]
+        text_search.append(time.perf_counter() - started)
+    starved = await _starved(ws, pairs, {i for i, v in enumerate(checked.verdicts) if v.status == verify.REFUTED}, budget_ms)
+
+    # HEAD moves (one file edited): the incremental build re-parses one blob
+    edited = root / cb.package / cb.edit
+    edited.write_text(edited.read_text() + "\n# edited\n")
+    commit(root, "edit one file")
+    now[0] += ws.head_ttl_s + 1
+    started = time.perf_counter()
+    fp_moved = await ws.fingerprint_within(60)
+    incremental_ms = (time.perf_counter() - started) * 1000
 
     rows = [
-        arm_row("add-only", [""] * len(FACTS)),
-        arm_row("retraction", ["retracted" if f.label == CONTRADICT else "" for f in FACTS]),
-        arm_row("verify (text search)", baseline),
-        arm_row("verify-on-read", [v.status for v in checked.verdicts]),
+        arm_row("add-only", facts, [""] * len(facts)),
+        arm_row("retraction", facts, ["retracted" if f.label == CONTRADICT else "" for f in facts]),
+        arm_row("verify (text search)", facts, baseline),
+        arm_row("verify-on-read", facts, [v.status for v in checked.verdicts]),
     ]
-    per_fact = _median_ms(steady) / len(FACTS)
     return {
-        "httpx": version, "head": checked.head, "facts": {label: sum(1 for f in FACTS if f.label == label)
-                                                          for label in (TRUE, CONTRADICT, SILENT, TRAP)},
-        "arms": rows,
-        "verdicts": [{"key": f.key, "label": f.label, **v.as_dict()} for f, v in zip(FACTS, checked.verdicts, strict=True)],
+        "package": cb.package, "version": version, "head": checked.head, "n": len(facts),
+        "facts": {label: sum(1 for f in facts if f.label == label) for label in (TRUE, CONTRADICT, SILENT, TRAP)},
+        "classes": {c: sum(1 for f in facts if f.cls == c) for c in CLASSES},
+        "arms": rows, "starved": starved,
+        "verdicts": [{"key": f.key, "label": f.label, "class": f.cls, **v.as_dict()} for f, v in zip(facts, checked.verdicts, strict=True)],
         "latency": {
             "budget_ms": budget_ms,
             "cold_budgeted_retrieval_ms": round(cold_budgeted_ms, 2),
@@ -342,7 +499,7 @@ async def run(runs: int, budget_ms: float) -> dict[str, Any]:
             "cold_fingerprint_build_ms": round(build_ms, 2),
             "cold_until_ready_ms": round(cold_ready_ms, 2),
             "steady_retrieval_ms": round(_median_ms(steady), 3),
-            "steady_per_fact_ms": round(per_fact, 4),
+            "steady_per_fact_ms": round(_median_ms(steady) / len(facts), 4),
             "steady_retrieval_p99_ms": round(sorted(steady)[int(len(steady) * 0.99) - 1] * 1000, 3),
             "text_search_retrieval_ms": round(_median_ms(text_search), 3),
             "head_moved_incremental_build_ms": round(incremental_ms, 2),
@@ -351,40 +508,56 @@ async def run(runs: int, budget_ms: float) -> dict[str, Any]:
     }
 
 
-def _print(result: dict[str, Any]) -> None:
-    counts = ", ".join(f"{n} {label}" for label, n in result["facts"].items())
-    print(f"httpx {result['httpx']} at HEAD {result['head'][:12]}: {len(FACTS)} facts ({counts})\n")
-    arms = result["arms"]
-    width = 24
-    print(f"{'':<30}" + "".join(f"{r['arm']:>{width}}" for r in arms))
-    false_total = sum(1 for f in FACTS if f.false)
-    table = [
-        ("false facts adopted", [f"{r['adoption']:.0%} ({len(r['adopted'])}/{false_total})" for r in arms]),
-        ("present-traps adopted", [f"{r['traps_adopted']}/{result['facts'][TRAP]}" for r in arms]),
-        ("persistent false facts", [str(r["persistent_false"]) for r in arms]),
-        ("facts block (bytes/4)", [str(r["block_tokens"]) for r in arms]),
-        ("true facts refuted", [str(len(r["true_refuted"])) for r in arms]),
-        ("true facts verified", [str(r["true_verified"]) if r["arm"].startswith("verify") else "-" for r in arms]),
+async def run(runs: int, budget_ms: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="wake-contamination-") as tmp:
+        results = [await run_codebase(cb, Path(tmp), runs, budget_ms) for cb in CODEBASES]
+    return {"load_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(), "codebases": results}
+
+
+def _rows(r: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    arms = r["arms"]
+    false_total = sum(n for label, n in r["facts"].items() if label != TRUE)
+    rows = [
+        ("false facts adopted", [f"{a['adoption']:.0%} ({len(a['adopted'])}/{false_total})" for a in arms]),
+        ("present-traps adopted", [f"{a['traps_adopted']}/{r['facts'][TRAP]}" for a in arms]),
+        *((f"  {c} adopted", [str(len(a["class_adopted"][c])) for a in arms]) for c in CLASSES),
+        ("persistent false facts", [str(a["persistent_false"]) for a in arms]),
+        ("facts block (bytes/4)", [str(a["block_tokens"]) for a in arms]),
+        ("true facts refuted", [str(len(a["true_refuted"])) for a in arms]),
+        ("true facts verified", [str(a["true_verified"]) if a["arm"].startswith("verify") else "-" for a in arms]),
     ]
-    for name, cells in table:
-        print(f"{name:<30}" + "".join(f"{c:>{width}}" for c in cells))
-    lat = result["latency"]
-    print(f"\nlatency (budget {lat['budget_ms']:.0f} ms per retrieval, {len(FACTS)} facts a retrieval)")
-    print(f"  cold, budgeted retrieval:        {lat['cold_budgeted_retrieval_ms']:8.2f} ms "
-          f"({lat['cold_budgeted_inconclusive']} of {len(FACTS)} inconclusive: the fingerprint was still building)")
-    print(f"  cold fingerprint build:          {lat['cold_fingerprint_build_ms']:8.2f} ms (in the worker, from nothing)")
-    print(f"  cold, until the fingerprint was ready: {lat['cold_until_ready_ms']:8.2f} ms (worker start included)")
-    print(f"  HEAD moved, incremental build:   {lat['head_moved_incremental_build_ms']:8.2f} ms "
-          f"({lat['head_moved_parsed_blobs']} blob parsed, {lat['head_moved_reused_blobs']} reused)")
-    print(f"  steady retrieval (cache hit):    {lat['steady_retrieval_ms']:8.3f} ms median, "
-          f"{lat['steady_retrieval_p99_ms']:.3f} ms p99")
-    print(f"  steady per fact:                 {lat['steady_per_fact_ms']:8.4f} ms")
-    print(f"  baseline text search retrieval:  {lat['text_search_retrieval_ms']:8.3f} ms (same run)")
-    fooled = next(r for r in arms if r["arm"] == "verify (text search)")["adopted"]
-    print(f"\ntext search adopted: {', '.join(fooled) or 'none'}")
-    for v in result["verdicts"]:
-        if v["label"] != TRUE and v["status"] != verify.REFUTED or v["label"] == TRUE and v["status"] != verify.VERIFIED:
-            print(f"  note {v['key']} ({v['label']}): {v['status']}: {v['evidence'][:160]}")
+    st = r["starved"]
+    rows.append(("starved: refuted kept out", ["-", "-", "-", f"{st['kept_out']}/{st['refuted_before']}"]))
+    lat = r["latency"]
+    rows += [
+        ("cold retrieval (ms)", ["-", "-", "-", f"{lat['cold_budgeted_retrieval_ms']:.1f}"]),
+        ("steady retrieval (ms)", ["-", "-", f"{lat['text_search_retrieval_ms']:.2f}", f"{lat['steady_retrieval_ms']:.2f}"]),
+        ("steady per fact (ms)", ["-", "-", "-", f"{lat['steady_per_fact_ms']:.4f}"]),
+    ]
+    return rows
+
+
+def _print(result: dict[str, Any]) -> None:
+    width = 24
+    arms = [a["arm"] for a in result["codebases"][0]["arms"]]
+    print(f"load {result['load_1m']} on {result['cpus']} CPUs; budget {result['codebases'][0]['latency']['budget_ms']:.0f} ms "
+          "a retrieval; the baseline is the text-search arm, measured in the same run\n")
+    print(f"{'':<34}" + "".join(f"{a:>{width}}" for a in arms))
+    for r in result["codebases"]:
+        counts = ", ".join(f"{n} {label}" for label, n in r["facts"].items())
+        print(f"{r['package']} {r['version']} @{r['head'][:8]} ({r['n']} facts: {counts})")
+        for name, cells in _rows(r):
+            print(f"  {name:<32}" + "".join(f"{c:>{width}}" for c in cells))
+    for r in result["codebases"]:
+        lat, st = r["latency"], r["starved"]
+        print(f"\n{r['package']}: cold build {lat['cold_fingerprint_build_ms']:.0f} ms in the worker "
+              f"({lat['cold_until_ready_ms']:.0f} ms with its start); {lat['cold_budgeted_inconclusive']} of {r['n']} inconclusive "
+              f"while it built; HEAD moved: {lat['head_moved_incremental_build_ms']:.1f} ms ({lat['head_moved_parsed_blobs']} parsed, "
+              f"{lat['head_moved_reused_blobs']} reused); steady p99 {lat['steady_retrieval_p99_ms']:.2f} ms; "
+              f"starved retrieval {st['elapsed_ms']:.1f} ms, the 4,000-anchor fact {st['huge']}, {st['not_reached']} not reached")
+        for v in r["verdicts"]:
+            if v["label"] != TRUE and v["status"] != verify.REFUTED or v["label"] == TRUE and v["status"] != verify.VERIFIED:
+                print(f"  note {v['key']} ({v['label']}, {v['class']}): {v['status']}: {v['evidence'][:150]}")
 
 
 def main() -> None:

@@ -8,6 +8,11 @@ agent, its built-in sources and tools) with every tier routed to the server thro
 proxy; budgets of 2 turns and 32 output tokens (and 32 for a summary) keep it short. `--count` sets `tokenizer_url` (every
 prompt counted with /apply-template and /tokenize) instead of the estimate.
 
+A second agent, `bench`, measures a wake with one forced tool call against the same wake made to
+answer at once, both through a JSON-schema route (`tool_calls = "json_schema"`): its `surface`
+tier's first turn must call `pin_note` (`tool_choice = { first = "pin_note", later = "none" }`),
+its `full` tier may only answer (`tool_choice = "none"`); same binding, same arrival.
+
 For each tier, `--wakes` consecutive wakes, the clock moving by the tier's interval: per wake the
 requests, prompt / cached / completion tokens (the rows, which are the server's usage), the server's
 prompt and generation time (its `timings`), and the wall time of the wake. The cached share is
@@ -46,6 +51,37 @@ from wake.run import (
 STEP = {"whisper": dt.timedelta(minutes=15), "surface": dt.timedelta(hours=1), "full": dt.timedelta(days=1)}
 START = dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.UTC)
 BUDGET = "budget = { max_turns = 2, max_tool_calls = 4, max_output_tokens = 32, max_cost_usd = 1.0 }"
+FORCED = """
+[tools]
+surfaces = ["live", "live_write"]
+modules = ["tests.support.live_tools"]
+
+[models.llama_json]
+base_url = "{url}"
+model = "smollm2-135m"
+context_window = 8192
+timeout_s = 600
+max_retries = 0
+tool_calls = "json_schema"
+extra_body = {{ temperature = 0 }}
+
+[agents.bench]
+timezone = "UTC"
+
+[agents.bench.tiers.surface]
+every = "1h"
+binds = ["live_write"]
+model = "llama_json"
+tool_choice = {{ first = "pin_note", later = "none" }}
+budget = {{ max_turns = 2, max_tool_calls = 1, max_output_tokens = 200, max_cost_usd = 1.0 }}
+
+[agents.bench.tiers.full]
+every = "1d"
+binds = ["live_write"]
+model = "llama_json"
+tool_choice = "none"
+budget = {{ max_turns = 2, max_tool_calls = 1, max_output_tokens = 200, max_cost_usd = 1.0 }}
+"""
 BASELINE_TEXT = "The lease ledger is honest and every wake is witnessed. " * 180  # about 2,000 tokens
 
 
@@ -76,7 +112,8 @@ def _config(state_dir: Path, proxy: RecordingProxy, count: bool) -> wake_config.
         + (f'tokenizer_url = "{proxy.root_url}"\n' if count else "")
         + "[think]\nsummary_max_tokens = 32\n"
     )
-    text = re.sub(r"^budget = \{.*\}$", BUDGET, text, flags=re.MULTILINE)
+    text = re.sub(r"^budget = \{.*\}$", BUDGET, text, flags=re.MULTILINE)  # the demo's tiers; the bench agent keeps its own
+    text += FORCED.format(url=proxy.url)
     path = state_dir / "wake.toml"
     path.write_text(text)
     return wake_config.load_config_file(path, environ={})
@@ -109,19 +146,35 @@ async def run(root: str, wakes: int, tiers: list[str], count: bool, state_dir: P
                     assert row is not None
                     rows.append(row)
                     if i > 0:
-                        later_prompt += row["prompt_tokens"]
-                        later_cached += row["cached_tokens"]
+                        later_prompt += row.prompt_tokens
+                        later_cached += row.cached_tokens
                 k = len(rows)
-                quiet = sum(r["status"] == "quiet" for r in rows)
-                per = {c: statistics.mean(r[c] for r in rows) for c in ("prompt_tokens", "cached_tokens", "completion_tokens")}
+                quiet = sum(r.status == "quiet" for r in rows)
+                stopped = sorted({f"{r.status}/{r.stop_reason}" for r in rows})
+                per = {c: statistics.mean(getattr(r, c) for r in rows) for c in ("prompt_tokens", "cached_tokens", "completion_tokens")}
                 share = f"{later_cached / later_prompt:.3f}" if later_prompt else "-"
                 print(
                     f"{tier:<8} {k:>5} {quiet:>5} {(len(proxy.completions()) - sent_before) / k:>8.2f} {per['prompt_tokens']:>7.0f}"
                     f" {per['cached_tokens']:>7.0f} {per['completion_tokens']:>6.0f} {statistics.mean(prompt_ms):>9.0f}"
-                    f" {statistics.mean(gen_ms):>7.0f} {statistics.mean(walls):>8.0f} {share:>12}"
+                    f" {statistics.mean(gen_ms):>7.0f} {statistics.mean(walls):>8.0f} {share:>12}  {', '.join(stopped)}"
                 )
+            print("\none forced tool call (agent bench, JSON-schema route), beside the same wake answering at once:")
+            print(f"{'wake':<30} {'req':>4} {'calls':>5} {'prompt':>7} {'cached':>7} {'share':>6} {'compl':>6} {'wall ms':>8}")
+            for tier, label in (("full", "answers at once"), ("full", "the same wake again"), ("surface", "one forced pin_note call")):
+                n = len(proxy.completions())
+                started = time.monotonic()
+                o = await one_wake.run(config, s.stores, s.registry, agent_id="bench", tier=tier, now=lambda: START, models=s.models)
+                wall = (time.monotonic() - started) * 1000
+                async with s.stores.pg_conn() as conn:
+                    row = await introspection.get(conn, o.wake_id)
+                assert row is not None
+                share = f"{row.cached_tokens / row.prompt_tokens:.3f}" if row.prompt_tokens else "-"
+                print(f"{label:<30} {len(proxy.completions()) - n:>4} {row.tool_calls:>5} {row.prompt_tokens:>7} {row.cached_tokens:>7}"
+                      f" {share:>6} {row.completion_tokens:>6} {wall:>8.0f}")
     print("per wake, means; prompt/gen ms are the server's own timings; cached share over each tier's wakes after its first.")
-    print("quiet whispers made no request (the gate).")
+    print("quiet whispers made no request (the gate); a tier whose binding cannot fit the model's window stops before any call")
+    print("(stop context_window): the demo's surface and full tiers bind more declarations than SmolLM2's 8,192 tokens hold.")
+    print("'the same wake again' is an identical second wake: its share is what llama.cpp's slot cache served of its prompt.")
 
 
 def main() -> None:

@@ -86,7 +86,7 @@ async def main(wakes: int, state_dir: Path) -> None:
             )
             for tier in ("whisper", "surface", "full"):
                 shares: list[float] = []
-                rows: list[dict[str, Any]] = []
+                rows: list[introspection.WakeRecord] = []
                 previous: bytes | None = None
                 requests_before = len(server.requests)
                 for i in range(wakes):
@@ -104,8 +104,8 @@ async def main(wakes: int, state_dir: Path) -> None:
                     assert row is not None
                     rows.append(row)
                 n = len(rows)
-                quiet = sum(r["status"] == "quiet" for r in rows)
-                per = {k: sum(float(r[k]) for r in rows) / n for k in ("prompt_tokens", "cached_tokens", "completion_tokens", "cost_usd")}
+                quiet = sum(r.status == "quiet" for r in rows)
+                per = {k: sum(float(getattr(r, k)) for r in rows) / n for k in ("prompt_tokens", "cached_tokens", "completion_tokens", "cost_usd")}
                 share = f"{statistics.mean(shares):.3f} (min {min(shares):.3f})" if shares else "-"
                 print(
                     f"{tier:<8} {n:>5} {quiet:>5} {share:>19} {(len(server.requests) - requests_before) / n:>8.2f} {per['prompt_tokens']:>7.0f}"

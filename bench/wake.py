@@ -13,6 +13,11 @@ nothing new does in production. Figures:
    `INFO commandstats`. Counts, not times: stable on a noisy machine.
 2. One whisper at a time: p50 and p99.
 3. Wakes per second on one event loop: `--agents` whispers at once, over and over.
+
+Figures 1 and 2 are printed twice, in the same run: with the tool connections scoped to their agent
+(the tool role's pool, row-level security: docs/isolation.md), and with `ctx.read()`/`ctx.write()`
+served from the harness's own pool as before that change (`unscoped`, the baseline). The one-at-a-
+time whispers alternate between the two, so a drift of the machine's load falls on both alike.
 """
 
 from __future__ import annotations
@@ -38,7 +43,19 @@ from wake import config as wake_config  # noqa: E402
 from wake import logs  # noqa: E402
 from wake.context import WakeRequest  # noqa: E402
 from wake.run import claim, session  # noqa: E402
-from wake.stores import engines  # noqa: E402
+from wake.stores import Stores, engines  # noqa: E402
+
+_SCOPED = Stores.scoped_conn
+
+
+@contextlib.contextmanager
+def _unscoped() -> Any:
+    """Tool connections from the harness's own pool: what `ctx.read()`/`ctx.write()` were before."""
+    Stores.scoped_conn = lambda self, agent_id: self.pg_conn(trusted=False)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Stores.scoped_conn = _SCOPED  # type: ignore[method-assign]
 
 
 def _config(state_dir: Path, agents: int, url: str) -> wake_config.Config:
@@ -87,18 +104,27 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
             for agent in agents:  # warm: statement caches, the fence rows, a previous wake per agent
                 await _one(s, agent)
                 await _one(s, agent)
-            before = CountingConnection.totals()
-            redis_before = await _redis_calls(s)
-            await _one(s, agents[0])
-            redis_after = await _redis_calls(s)
-            after = CountingConnection.totals()
-            trips, commits = after[0] - before[0], after[1] - before[1]
-            redis_trips = redis_after - redis_before - 1  # the INFO itself
-            print(f"one quiet whisper (the default sources): PostgreSQL round trips {trips}, commits {commits}, Redis round trips {redis_trips}")
+            for label, mode in (("unscoped (baseline)", _unscoped), ("scoped", contextlib.nullcontext)):
+                with mode():
+                    await _one(s, agents[0])  # warm this mode's pool
+                    before = CountingConnection.totals()
+                    redis_before = await _redis_calls(s)
+                    await _one(s, agents[0])
+                    redis_after = await _redis_calls(s)
+                    after = CountingConnection.totals()
+                trips, commits = after[0] - before[0], after[1] - before[1]
+                redis_trips = redis_after - redis_before - 1  # the INFO itself
+                print(f"one quiet whisper (the default sources), {label}: PostgreSQL round trips {trips}, commits {commits}, "
+                      f"Redis round trips {redis_trips}")
 
-            durations = [await _one(s, agents[i % len(agents)]) for i in range(args.wakes)]
-            p50, p99 = statistics.median(durations), _pct(durations, 0.99)
-            print(f"daemon-path whisper, one at a time, {args.wakes} wakes: p50 {p50:.2f} ms  p99 {p99:.2f} ms")
+            durations: dict[bool, list[float]] = {False: [], True: []}
+            for i in range(args.wakes * 2):
+                scoped = i % 2 == 1
+                with contextlib.nullcontext() if scoped else _unscoped():
+                    durations[scoped].append(await _one(s, agents[(i // 2) % len(agents)]))
+            for scoped, label in ((False, "unscoped (baseline)"), (True, "scoped")):
+                p50, p99 = statistics.median(durations[scoped]), _pct(durations[scoped], 0.99)
+                print(f"daemon-path whisper, one at a time, {args.wakes} wakes, {label}: p50 {p50:.2f} ms  p99 {p99:.2f} ms")
 
             rounds = max(1, args.wakes // len(agents))
             started = time.perf_counter()

@@ -13,12 +13,17 @@ share the list:
   | `import` | an absolute dotted module name | `where` | an import statement of that module (see `codecheck.fingerprint`) |
   | `symbol` | a qualified definition, `pkg.mod.Class.method` | | a definition, or a name re-exported from one |
   | `env` | an environment variable name | `where` | a read of it through `os.environ` / `os.getenv` |
-  | `package` | a distribution name | `ecosystem` (`python` or `npm`) | a declared dependency (PEP 503 names for Python) |
+  | `package` | a distribution name | `ecosystem` (`python` or `npm`), `scope` | a declared dependency (PEP 503 names for Python), in that scope |
   | `absent` | — | `anchor`: one of the five above | the wrapped anchor does NOT match: what the fact says is not used |
 
   `where` places the anchor: a path (contains `/` or ends in `.py`: that file, or every file under
   that directory) or a dotted name (a module: its file or package; a definition: inside it, which
   for an import means the import statement is in it or a name it binds is used in it).
+
+A package's `scope` says how it is depended on: `required` (a runtime dependency), `optional` (any
+extra), `extra:NAME` (that extra), `dev` or `test` (a group the manifest names so); without one,
+declared anywhere. A fact holds at most `MAX_ANCHORS` anchors, and a `ref` or `where` at most
+`MAX_TEXT` characters, at every write path (this parser, the tool schema, a CHECK in the schema).
 
 Any anchor may carry `"inferred": true`: it was read from the fact's prose (`infer`), not given
 at write time. The verifier never lets an inferred anchor decide a verdict.
@@ -37,20 +42,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from codecheck.errors import AnchorError as AnchorError  # noqa: F401  (defined in codecheck/errors.py, imported from here too)
+
 PROVENANCE_TYPES: tuple[str, ...] = ("message", "wake", "url")
 CODE_TYPES: tuple[str, ...] = ("file", "import", "symbol", "env", "package")
 ABSENT = "absent"
 TYPES: tuple[str, ...] = (*CODE_TYPES, ABSENT, *PROVENANCE_TYPES)
 ECOSYSTEMS: tuple[str, ...] = ("python", "npm")
 PLACED_TYPES: tuple[str, ...] = ("import", "env")  # the types that take `where`
+SCOPES: tuple[str, ...] = ("required", "optional", "dev", "test")  # and extra:NAME
+EXTRA_PREFIX = "extra:"
+MAX_ANCHORS = 16   # anchors on one fact (the tool schema's maxItems, and a CHECK on facts.anchors)
+MAX_TEXT = 500     # characters in one ref or where
 
 # PEP 508 distribution names, and npm's (optionally @scope/name)
 _PEP508_NAME = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$")
 _NPM_NAME = re.compile(r"^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$")
-
-
-class AnchorError(ValueError):
-    """An anchor is malformed; the message names it and says why."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,6 +68,7 @@ class Anchor:
     ref: str
     where: str | None = None
     ecosystem: str | None = None
+    scope: str | None = None
     negated: bool = False
     inferred: bool = False
 
@@ -74,6 +82,8 @@ class Anchor:
             out["where"] = self.where
         if self.ecosystem is not None:
             out["ecosystem"] = self.ecosystem
+        if self.scope is not None:
+            out["scope"] = self.scope
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -90,6 +100,8 @@ class Anchor:
             text += f" in {self.where}"
         if self.ecosystem is not None:
             text += f" ({self.ecosystem})"
+        if self.scope is not None:
+            text += f" as {self.scope}"
         return ("absent " if self.negated else "") + text + (" (inferred)" if self.inferred else "")
 
 
@@ -127,10 +139,35 @@ def _dotted(value: Any, what: str, *, min_parts: int = 1) -> str:
 
 
 def _where(value: Any) -> str:
+    """A dotted name as given; a path normalized, a directory written `name/` when its normal form
+    would read as a dotted name (`./scripts`, `scripts/` -> `scripts/`), so it stays a path."""
     if not isinstance(value, str) or not value.strip():
         raise AnchorError("where must be a non-empty path or dotted name")
     value = value.strip()
-    return value if is_dotted(value) else workspace_path(value.rstrip("/") or value, "where")
+    if is_dotted(value):
+        return str(value)
+    normal = workspace_path(value.rstrip("/") or value, "where")
+    return normal + "/" if is_dotted(normal) else normal
+
+
+def _scope(value: Any) -> str:
+    if isinstance(value, str) and value.startswith(EXTRA_PREFIX):
+        extra = value[len(EXTRA_PREFIX):]
+        if _PEP508_NAME.match(extra):
+            return EXTRA_PREFIX + re.sub(r"[-_.]+", "-", extra).lower()  # PEP 685 extra names
+    if value in SCOPES:
+        return str(value)
+    raise AnchorError(f"scope must be one of {', '.join(SCOPES)} or extra:NAME, got {_clipped(value)}")
+
+
+def _clipped(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _bounded(value: Any, what: str) -> None:
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        raise AnchorError(f"{what} must be at most {MAX_TEXT} characters, got {len(value)}")
 
 
 def _package(value: Any, ecosystem: str | None) -> str:
@@ -149,7 +186,7 @@ _ALLOWED_KEYS: dict[str, set[str]] = {
     "import": {"type", "ref", "where"},
     "symbol": {"type", "ref"},
     "env": {"type", "ref", "where"},
-    "package": {"type", "ref", "ecosystem"},
+    "package": {"type", "ref", "ecosystem", "scope"},
     "message": {"type", "ref"},
     "wake": {"type", "ref"},
     "url": {"type", "ref"},
@@ -173,8 +210,11 @@ def _one(raw: Any, *, negated: bool, inferred: bool) -> Anchor:
         raise AnchorError(f"a {kind} anchor needs a non-empty string ref")
     where = raw.get("where")
     ecosystem = raw.get("ecosystem")
+    scope = raw.get("scope")
+    _bounded(ref, "ref")
+    _bounded(where, "where")
     return Anchor(type=kind, ref=_ref(kind, ref, ecosystem), where=_where(where) if where is not None else None,
-                  ecosystem=ecosystem, negated=negated, inferred=inferred)
+                  ecosystem=ecosystem, scope=_scope(scope) if scope is not None else None, negated=negated, inferred=inferred)
 
 
 def _absent(raw: dict[str, Any], *, negated: bool, inferred: bool) -> Anchor:
@@ -214,7 +254,7 @@ def _label(raw: Any) -> str:
         inner: dict[str, Any] = wrapped if isinstance(wrapped, dict) else raw
         label = f"{raw.get('type')}" if inner is raw else f"absent {inner.get('type')}"
         ref = inner.get("ref")
-        return f"{label} {ref!r}" if isinstance(ref, str) else label
+        return f"{label} {_clipped(ref)}" if isinstance(ref, str) else label
     return type(raw).__name__
 
 
@@ -228,6 +268,8 @@ def parse(value: Any) -> list[Anchor]:
             raise AnchorError(f"anchors are not valid JSON: {exc.msg} at offset {exc.pos}") from None
     if not isinstance(value, list):
         raise AnchorError(f"anchors must be a JSON list of anchor objects, got {type(value).__name__}")
+    if len(value) > MAX_ANCHORS:
+        raise AnchorError(f"a fact takes at most {MAX_ANCHORS} anchors, got {len(value)}: anchor what the fact says, not everything near it")
     out = []
     for i, raw in enumerate(value):
         inferred = raw.get("inferred", False) if isinstance(raw, dict) else False
@@ -253,7 +295,10 @@ def _object(kind: str, description: str, ref: dict[str, Any], extra: dict[str, A
     return {"type": "object", "properties": properties, "required": ["type", "ref"], "additionalProperties": False}
 
 
-_TEXT = {"type": "string", "minLength": 1, "maxLength": 500}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
+_SCOPE = {"type": "string", "minLength": 1, "maxLength": 120,
+          "description": "how it is depended on: required (a runtime dependency), optional (any extra), extra:NAME, dev, test; "
+                         "leave it out for declared anywhere"}
 _WHERE = {**_TEXT, "description": "where it must be: a path (a file, or a directory for every file under it) or a "
                                    "dotted module or definition (pkg.mod, pkg.mod.Class.method)"}
 
@@ -265,7 +310,7 @@ def _code_anchors(*, top: bool) -> list[dict[str, Any]]:
         _object("symbol", "a qualified definition: pkg.mod.Class.method", _TEXT, {}, top=top),
         _object("env", "an environment variable the code reads", _TEXT, {"where": _WHERE}, top=top),
         _object("package", "a declared dependency (distribution name)", {**_TEXT, "maxLength": 214},
-                {"ecosystem": {"enum": list(ECOSYSTEMS)}}, top=top),
+                {"ecosystem": {"enum": list(ECOSYSTEMS)}, "scope": _SCOPE}, top=top),
     ]
 
 
@@ -279,6 +324,7 @@ JSON_SCHEMA: dict[str, Any] = {
         "the fact says is NOT used. Place an import or env read with where (the file, package or definition "
         "the fact is about): an import elsewhere does not verify it. Messages, wakes and URLs are kept as provenance."
     ),
+    "maxItems": MAX_ANCHORS,
     "items": {"anyOf": [
         *_code_anchors(top=True),
         {

@@ -21,6 +21,8 @@ import sys
 import threading
 from typing import IO, Any
 
+from codecheck.errors import WorkerDied as WorkerDied  # noqa: F401  (defined in codecheck/errors.py, imported from here too)
+
 _FRAME = struct.Struct(">Q")
 _BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.stdin.buffer.readline()); "
               "from codecheck import build_worker; build_worker.main()")
@@ -41,10 +43,6 @@ def _read(stream: IO[bytes]) -> Any:
     if len(data) < size:
         raise EOFError("the other side closed the pipe mid-message")
     return pickle.loads(data)  # our own parent or child, over a private pipe
-
-
-class WorkerDied(Exception):
-    """The worker process ended or broke its protocol; the next request starts a new one."""
 
 
 class Worker:

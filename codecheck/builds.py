@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from codecheck.errors import WorkspaceError as WorkspaceError  # noqa: F401  (defined in codecheck/errors.py, imported from here too)
+from codecheck.errors import WorkspaceTimeout as WorkspaceTimeout
 from codecheck.fingerprint import Fingerprint
 
 # (repository root, HEAD commit oid, the previous fingerprint or None) -> the fingerprint of HEAD
@@ -19,21 +21,6 @@ Builder = Callable[[Path, str, "Fingerprint | None"], "Fingerprint"]
 # In whichever process builds: each repository's last fingerprint, with the summaries the next
 # (incremental) build reuses. The caller gets the fingerprint without them.
 _LAST_BUILT: dict[str, Fingerprint] = {}
-
-
-class WorkspaceError(Exception):
-    """The workspace cannot be fingerprinted. `kind`: not_a_repository, no_commits, unreadable, over_budget."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class WorkspaceTimeout(WorkspaceError):
-    """The fingerprint was not ready within the budget; it goes on building in the background."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("over_budget", message)
 
 
 def run_build(builder: Builder, root: str, head: str) -> tuple[Fingerprint, float]:

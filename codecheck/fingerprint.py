@@ -34,7 +34,9 @@ from __future__ import annotations
 import ast
 import configparser
 import dataclasses
+import functools
 import json
+import posixpath
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -65,6 +67,11 @@ class Site:
 class Skipped:
     path: str
     reason: str
+    tree: bool = False  # a whole subtree that was not read (a submodule, a symlink out of the workspace)
+
+    def covers(self, path: str) -> bool:
+        """Whether `path` is this unread file or inside this unread subtree."""
+        return path == self.path or (self.tree and path.startswith(self.path + "/"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,46 @@ class Declaration:
     path: str       # the manifest
     group: str      # dependencies, optional:http2, dev, ...
     spec: str       # the requirement as written
+    scopes: tuple[str, ...] = ()  # required | optional, extra:NAME | dev | test; () when the manifest does not say
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.group}: {self.spec})"
+
+
+_DEV_NAMES = frozenset({"dev", "devel", "develop", "development"})
+_TEST_NAMES = frozenset({"test", "tests", "testing"})
+
+
+def _named_scope(name: str) -> tuple[str, ...]:
+    """A group's scope from its name, where the format leaves it to the name (dependency groups,
+    poetry groups, requirements files): dev and test by their usual names, else unknown."""
+    low = name.lower()
+    if low in _DEV_NAMES:
+        return ("dev",)
+    if low in _TEST_NAMES:
+        return ("test",)
+    return ()
+
+
+def extra_scope(extra: str) -> str:
+    """`extra:NAME` with NAME normalized as PEP 685 compares extras."""
+    return "extra:" + canonicalize_name(extra)
+
+
+def requirements_scope(path: str) -> tuple[str, ...]:
+    """requirements.txt (or requirements/base.txt, prod.txt, main.txt) is required; a dev or test
+    one (requirements-dev.txt, dev-requirements.txt, requirements/test.txt) is that; others unknown."""
+    parts = path.rsplit("/", 2)
+    stem = parts[-1][: -len(".txt")].lower()
+    in_dir = len(parts) > 1 and parts[-2] == "requirements"
+    words = [w for w in stem.replace("_", "-").split("-") if w and w != "requirements"]
+    if not words and not in_dir or in_dir and stem in ("base", "prod", "production", "main", "requirements", "runtime"):
+        return ("required",)
+    if any(w in _DEV_NAMES for w in words):
+        return ("dev",)
+    if any(w in _TEST_NAMES for w in words):
+        return ("test",)
+    return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,14 +200,26 @@ class Fingerprint:
         }
 
     def skipped_under(self, scope: str | None, *, python: bool = True) -> list[Skipped]:
-        """Skipped files that could hold what an anchor looks for in `scope` (a path, or None: anywhere)."""
+        """Skipped files that could hold what an anchor looks for in `scope` (a path, or None:
+        anywhere). An unread subtree (a submodule, a link out) could hold any code; its manifests
+        would declare its own dependencies, not the workspace's, so it counts for Python only."""
         out = []
         for s in self.skipped:
-            if python != s.path.endswith(".py"):
+            if python != (s.tree or s.path.endswith(".py")):
                 continue
-            if scope is None or s.path == scope or s.path.startswith(scope + "/"):
+            if scope is None or s.path == scope or s.path.startswith(scope + "/") or s.covers(scope):
                 out.append(s)
         return out
+
+    def unread(self, path: str) -> Skipped | None:
+        """The unread subtree (a submodule, a symlink out of the workspace) `path` is in, if any."""
+        return next((s for s in self.skipped if s.tree and s.covers(path)), None)
+
+    @functools.cached_property
+    def module_depth(self) -> int:
+        """The most parts a module name of the workspace has: a dotted name's module is among its
+        first `module_depth` parts, so resolving one is linear in its length."""
+        return max((m.count(".") + 1 for m in self.modules), default=0)
 
 
 # -- module names -------------------------------------------------------------------------------
@@ -553,7 +612,7 @@ class _Declarations:
         self.found: list[Declaration] = []
         self.problems: list[str] = []
 
-    def pep508(self, spec: Any, group: str) -> None:
+    def pep508(self, spec: Any, group: str, scopes: tuple[str, ...] = ()) -> None:
         if not isinstance(spec, str):
             self.problems.append(f"{group}: {spec!r} is not a requirement string")
             return
@@ -562,9 +621,12 @@ class _Declarations:
         except InvalidRequirement as exc:
             self.problems.append(f"{group}: {spec!r}: {exc}")
             return
-        self.found.append(Declaration(ecosystem="python", name=name, path=self.path, group=group, spec=spec))
+        self.found.append(Declaration(ecosystem="python", name=name, path=self.path, group=group, spec=spec, scopes=scopes))
 
-    def named(self, ecosystem: str, names: Any, group: str) -> None:
+    def named(self, ecosystem: str, names: Any, group: str, scopes: tuple[str, ...] = (),
+              extras: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        """A table of name -> version (poetry, package.json). A poetry entry marked `optional = true`
+        is an optional dependency, in the extras of `[tool.poetry.extras]` that list it."""
         if not isinstance(names, dict):
             if names is not None:
                 self.problems.append(f"{group} is not a table of names")
@@ -572,9 +634,13 @@ class _Declarations:
         for name, spec in names.items():
             if ecosystem == "python" and name.lower() == "python":
                 continue
-            self.found.append(Declaration(ecosystem=ecosystem, name=name, path=self.path, group=group, spec=f"{name} {spec}"))
+            here = scopes
+            if extras is not None and isinstance(spec, dict) and spec.get("optional") is True:
+                here = ("optional", *extras.get(canonicalize_name(name), ()))
+            self.found.append(Declaration(ecosystem=ecosystem, name=name, path=self.path, group=group, spec=f"{name} {spec}",
+                                          scopes=here))
 
-    def pep508_list(self, specs: Any, group: str) -> None:
+    def pep508_list(self, specs: Any, group: str, scopes: tuple[str, ...] = ()) -> None:
         if specs is None:
             return
         if not isinstance(specs, list):
@@ -583,27 +649,39 @@ class _Declarations:
         for spec in specs:
             if isinstance(spec, dict) and "include-group" in spec:
                 continue  # PEP 735 includes another group, which is read on its own
-            self.pep508(spec, group)
+            self.pep508(spec, group, scopes)
 
 
 def _pyproject(d: _Declarations, doc: dict[str, Any]) -> None:
     project = doc.get("project", {})
     if isinstance(project, dict):
-        d.pep508_list(project.get("dependencies"), "dependencies")
+        d.pep508_list(project.get("dependencies"), "dependencies", ("required",))
         optional = project.get("optional-dependencies", {})
         if isinstance(optional, dict):
             for extra, specs in optional.items():
-                d.pep508_list(specs, f"optional:{extra}")
+                d.pep508_list(specs, f"optional:{extra}", ("optional", extra_scope(extra)))
     groups = doc.get("dependency-groups", {})
     if isinstance(groups, dict):
         for group, specs in groups.items():
-            d.pep508_list(specs, f"group:{group}")
+            d.pep508_list(specs, f"group:{group}", _named_scope(group))
     poetry = doc.get("tool", {}).get("poetry", {}) if isinstance(doc.get("tool"), dict) else {}
     if isinstance(poetry, dict):
-        d.named("python", poetry.get("dependencies"), "poetry")
-        d.named("python", poetry.get("dev-dependencies"), "poetry:dev")
-        for group, table in (poetry.get("group") or {}).items():
-            d.named("python", table.get("dependencies") if isinstance(table, dict) else None, f"poetry:{group}")
+        _poetry(d, poetry)
+
+
+def _poetry(d: _Declarations, poetry: dict[str, Any]) -> None:
+    """`[tool.poetry]`: its main table (required, or optional with `optional = true`, in the
+    extras that list it), `dev-dependencies`, and groups (dev and test by name)."""
+    extras: dict[str, tuple[str, ...]] = {}
+    for extra, names in (poetry.get("extras") or {}).items():
+        for name in names if isinstance(names, list) else ():
+            if isinstance(name, str):
+                extras[canonicalize_name(name)] = (*extras.get(canonicalize_name(name), ()), extra_scope(extra))
+    d.named("python", poetry.get("dependencies"), "poetry", ("required",), extras=extras)
+    d.named("python", poetry.get("dev-dependencies"), "poetry:dev", ("dev",))
+    for group, table in (poetry.get("group") or {}).items():
+        d.named("python", table.get("dependencies") if isinstance(table, dict) else None, f"poetry:{group}",
+                _named_scope(group))
 
 
 def _requirements(d: _Declarations, text: str) -> None:
@@ -617,7 +695,7 @@ def _requirements(d: _Declarations, text: str) -> None:
             if option in ("-e", "--editable"):
                 d.problems.append(f"{line!r}: an editable requirement names no distribution this can read")
             continue  # -r/-c name other files (read on their own when they match), -i/--hash are not names
-        d.pep508(line, "requirements")
+        d.pep508(line, "requirements", requirements_scope(d.path))
 
 
 def _setup_cfg(d: _Declarations, text: str) -> None:
@@ -626,12 +704,12 @@ def _setup_cfg(d: _Declarations, text: str) -> None:
     if parser.has_option("options", "install_requires"):
         for line in parser.get("options", "install_requires").splitlines():
             if line.strip():
-                d.pep508(line.strip(), "install_requires")
+                d.pep508(line.strip(), "install_requires", ("required",))
     if parser.has_section("options.extras_require"):
         for extra, value in parser.items("options.extras_require"):
             for line in value.splitlines():
                 if line.strip():
-                    d.pep508(line.strip(), f"optional:{extra}")
+                    d.pep508(line.strip(), f"optional:{extra}", ("optional", extra_scope(extra)))
 
 
 def read_manifest(path: str, data: bytes) -> Manifest | Skipped:
@@ -650,8 +728,9 @@ def read_manifest(path: str, data: bytes) -> Manifest | Skipped:
             doc = json.loads(text)
             if not isinstance(doc, dict):
                 return Skipped(path=path, reason="package.json is not a JSON object")
-            for group in ("dependencies", "devDependencies", "peerDependencies", "optionalDependencies"):
-                d.named("npm", doc.get(group), group)
+            for group, scopes in (("dependencies", ("required",)), ("devDependencies", ("dev",)),
+                                  ("peerDependencies", ("required",)), ("optionalDependencies", ("optional",))):
+                d.named("npm", doc.get(group), group, scopes)
         elif name == "setup.cfg":
             _setup_cfg(d, text)
         else:
@@ -666,6 +745,49 @@ def read_manifest(path: str, data: bytes) -> Manifest | Skipped:
 
 Entry = tuple[str, str, int]  # (path, blob oid, git file mode)
 LINK_MODE = 0o120000
+GITLINK_MODE = 0o160000  # a submodule: a commit of another repository, whose tree is not here
+_MAX_LINK_HOPS = 8
+
+
+def _link_target(path: str, symlinks: Mapping[str, str]) -> str | None:
+    """Where a symlink leads inside the tree, following links up to `_MAX_LINK_HOPS`; None when it
+    leaves the workspace (an absolute target, or a `..` past the root) or loops."""
+    for _ in range(_MAX_LINK_HOPS):
+        target = symlinks[path]
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+        if target.startswith("/") or joined == ".." or joined.startswith("../") or joined == ".":
+            return None
+        if joined not in symlinks:
+            return joined
+        path = joined
+    return None
+
+
+def resolve_links(entries: list[Entry], symlinks: Mapping[str, str]) -> tuple[list[Entry], list[Skipped]]:
+    """The tree as a checkout would read it: a symlink to a blob inside the tree is that blob under
+    the link's path; a symlink to a directory inside, every blob under it under the link's path (one
+    level: links met there are not expanded again); a symlink out of the workspace, and a submodule
+    (gitlink), are unread subtrees (`Skipped(tree=True)`): what they could hold is undecidable."""
+    blobs = {path: (oid, mode) for path, oid, mode in entries if mode not in (LINK_MODE, GITLINK_MODE)}
+    by_dir: dict[str, list[str]] = {}
+    for path in blobs:
+        for i in range(1, path.count("/") + 1):
+            by_dir.setdefault("/".join(path.split("/")[:i]), []).append(path)
+    added: list[Entry] = []
+    unread: list[Skipped] = []
+    for path, oid, mode in entries:
+        if mode == GITLINK_MODE:
+            unread.append(Skipped(path=path, reason=f"a submodule (gitlink to {oid[:12]}) whose content is not read", tree=True))
+        elif mode == LINK_MODE and path in symlinks:
+            target = _link_target(path, symlinks)
+            if target is None:  # a module or manifest by its name is that file; any other name could be a directory
+                one_file = path.endswith(".py") or is_manifest(path)
+                unread.append(Skipped(path=path, reason=f"a symlink out of the workspace ({symlinks[path]})", tree=not one_file))
+            elif target in blobs:
+                added.append((path, *blobs[target]))
+            else:
+                added += [(path + inner[len(target):], *blobs[inner]) for inner in by_dir.get(target, ())]
+    return entries + added, unread
 
 
 def _summarize(entries: Iterable[Entry], load: Callable[[str], bytes], previous: BlobCache
@@ -758,11 +880,12 @@ def assemble(head: str, entries: list[Entry], load: Callable[[str], bytes], prev
              *, symlinks: Mapping[str, str] | None = None, walk_cache: dict[Any, Any] | None = None) -> Fingerprint:
     """The fingerprint of one tree: `entries` are its blobs, `load` reads a blob by oid. Summaries
     in `previous` (the last build's cache) are reused for every blob whose oid is unchanged."""
+    entries, unread = resolve_links(entries, symlinks or {})
     cache, names, parsed, reused = _summarize(entries, load, previous or {})
     files = frozenset(path for path, _, _ in entries)
     dirs = frozenset("/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1))
     modules, packages = _module_paths(names)
-    idx = _Index(modules=modules, tops={m.split(".")[0] for m in modules}, definitions=set(modules))
+    idx = _Index(modules=modules, tops={m.split(".")[0] for m in modules}, definitions=set(modules), skipped=unread)
     for (path, _, module), summary in sorted(cache.items()):
         if isinstance(summary, Skipped):
             idx.skipped.append(summary)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name
 
 from codecheck import anchors as anchors_mod
 from codecheck.anchors import Anchor
-from codecheck.fingerprint import Fingerprint, Site
+from codecheck.fingerprint import Declaration, Fingerprint, Site
 from codecheck.workspace import Workspace, WorkspaceError
 
 VERIFIED, REFUTED, INCONCLUSIVE = "verified", "refuted", "inconclusive"
@@ -65,6 +65,8 @@ class Verdict:
         at = f" @{self.head[:8]}" if self.head else ""
         if self.status == VERIFIED:
             return f"verified{at}"
+        if self.evidence == NO_CODE_ANCHOR:
+            return "inconclusive (no code anchor)"
         return f"{'REFUTED' if self.status == REFUTED else 'inconclusive'}{at}: {self.evidence}"
 
     def as_dict(self) -> dict[str, Any]:
@@ -96,9 +98,10 @@ class _Place:
         return self.path
 
 
-def _module_of(name: str, fp: Fingerprint) -> str | None:
-    """The longest prefix of a dotted name that is a module of the workspace."""
-    parts = name.split(".")
+def module_of(name: str, fp: Fingerprint) -> str | None:
+    """The longest prefix of a dotted name that is a module of the workspace. Only the first
+    `fp.module_depth` parts can be one, so this is linear in the name however long it is."""
+    parts = name.split(".", fp.module_depth)[: fp.module_depth]
     for end in range(len(parts), 0, -1):
         candidate = ".".join(parts[:end])
         if candidate in fp.modules:
@@ -106,21 +109,40 @@ def _module_of(name: str, fp: Fingerprint) -> str | None:
     return None
 
 
-def _place(where: str, fp: Fingerprint) -> _Place | str:
-    """Where an anchor must be, or why that place does not exist at HEAD."""
+_module_of = module_of
+
+
+def _unread(path: str, fp: Fingerprint) -> str | None:
+    """Why `path` cannot be decided: it is in a submodule or behind a symlink out of the workspace."""
+    unread = fp.unread(path)
+    return f"{unread.path} is {unread.reason}: {path} could be there" if unread is not None else None
+
+
+Undecided = tuple[None, str]
+
+
+def _place(where: str, fp: Fingerprint) -> _Place | str | Undecided:
+    """Where an anchor must be, why that place does not exist at HEAD (a string), or why nobody
+    here can tell (`(None, why)`: it is in an unread subtree)."""
     if anchors_mod.is_dotted(where):
         if where in fp.modules:
             path = fp.modules[where]
             return _Place("dir", posixpath.dirname(path)) if where in fp.packages else _Place("file", path)
         if where in fp.definitions:
-            module = _module_of(where, fp)
+            module = module_of(where, fp)
             assert module is not None  # a definition is always inside a module of the workspace
             return _Place("definition", fp.modules[module], where)
+        if "." not in where and where in fp.dirs:  # `scripts`: a directory that is not a package
+            return _Place("dir", where)
+        unread = _unread(where.replace(".", "/"), fp)
+        if unread is not None:
+            return None, unread
         return f"{where} is neither a module nor a definition of the workspace"
-    if where in fp.files:
-        return _Place("file", where)
-    if where in fp.dirs:
-        return _Place("dir", where)
+    path = where.rstrip("/")
+    if path in fp.files and fp.unread(path) is None:
+        return _Place("file", path)
+    if path in fp.dirs or fp.unread(path) is not None:
+        return _Place("dir", path)
     return f"{where} is not in the tree"
 
 
@@ -158,7 +180,8 @@ def _file(a: Anchor, fp: Fingerprint) -> Match:
         parts = path.split("/")
         link = next(("/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i]) in fp.symlinks), None)
         if link is None:
-            return False, f"{a.ref} is not in the tree"
+            unread = _unread(path, fp)
+            return (None, unread) if unread is not None else (False, f"{a.ref} is not in the tree")
         target = fp.symlinks[link]
         joined = posixpath.normpath(posixpath.join(posixpath.dirname(link), target, path[len(link) + 1:]))
         if target.startswith("/") or joined == ".." or joined.startswith("../"):
@@ -175,6 +198,8 @@ def _import(a: Anchor, fp: Fingerprint) -> Match:
         found = _place(a.where, fp)
         if isinstance(found, str):
             return False, found
+        if isinstance(found, tuple):
+            return found
         place = found
     if place is not None and place.kind == "definition":
         return _import_in_definition(module, place, sites, fp)
@@ -227,14 +252,15 @@ def _symbol(a: Anchor, fp: Fingerprint) -> Match:
 
 def _resolve_symbol(name: str, fp: Fingerprint, hops: int, asked: str) -> Match:
     if name in fp.definitions:
-        module = _module_of(name, fp)
+        module = module_of(name, fp)
         via = "" if name == asked else f" (as {name})"
         return True, f"{asked} is defined in {fp.modules[module] if module else '?'}{via}"
     if hops >= _MAX_HOPS:
         return None, f"{asked}: too many re-exports to follow"
-    module = _module_of(name, fp)
+    module = module_of(name, fp)
     if module is None:
-        return False, f"no module of the workspace defines {name}"
+        unread = _unread_module(name.split("."), "", fp)
+        return (None, unread) if unread else (False, f"no module of the workspace defines {name}")
     path = fp.modules[module]
     if any(s.path == path for s in fp.skipped):
         return None, _skipped(fp, path) or ""
@@ -250,7 +276,24 @@ def _resolve_symbol(name: str, fp: Fingerprint, hops: int, asked: str) -> Match:
         return starred
     if f"{module}.__getattr__" in fp.definitions:
         return None, f"{module} defines __getattr__: {rest[0]} may be made on access"
+    unread = _unread_module(rest[:1], posixpath.dirname(path) if module in fp.packages else "", fp)
+    if unread is not None:
+        return None, unread
     return False, f"{module} ({path}) defines no {rest[0]}"
+
+
+def _unread_module(parts: list[str], base: str, fp: Fingerprint) -> str | None:
+    """Why a module named by `parts` under the directory `base` cannot be decided: its file (or
+    package) is unread, a submodule or a symlink out of the workspace. None when it was read or is not there."""
+    stem = posixpath.join(base, *parts) if base else "/".join(parts)
+    for candidate in (stem, stem + ".py", stem + "/__init__.py"):
+        unread = _unread(candidate, fp)
+        if unread is not None:
+            return unread
+        skipped = next((s for s in fp.skipped if s.path == candidate), None)
+        if skipped is not None:
+            return f"{skipped.path} was skipped ({skipped.reason}) and could define it"
+    return None
 
 
 def _from_stars(module: str, rest: list[str], fp: Fingerprint, hops: int, asked: str) -> Match | None:
@@ -292,6 +335,8 @@ def _env(a: Anchor, fp: Fingerprint) -> Match:
         found = _place(a.where, fp)
         if isinstance(found, str):
             return False, found
+        if isinstance(found, tuple):
+            return found
         place = found
     sites = fp.env_reads.get(a.ref, ())
     placed = [s for s in sites if place is None or place.holds(s)]
@@ -315,8 +360,10 @@ def _package(a: Anchor, fp: Fingerprint) -> Match:
     if a.ecosystem in (None, "npm"):
         keys.append(f"npm:{a.ref}")
     found = [d for key in keys for d in fp.dependencies.get(key, ())]
+    if found and a.scope is not None:
+        return _scoped(a, found)
     if found:
-        return True, "declared in " + ", ".join(f"{d.path} ({d.group}: {d.spec})" for d in found[:_SHOWN_SITES])
+        return True, "declared in " + ", ".join(d.describe() for d in found[:_SHOWN_SITES])
     bad = fp.skipped_under(None, python=False)
     if bad:
         return None, f"{bad[0].path}: {bad[0].reason}; {a.ref} may be declared there"
@@ -325,6 +372,21 @@ def _package(a: Anchor, fp: Fingerprint) -> Match:
     if not fp.manifests:
         return None, "no dependency manifest at HEAD (pyproject.toml, requirements*.txt, setup.cfg, package.json)"
     return False, f"{a.ref} is not declared in {', '.join(fp.manifests)}"
+
+
+def _scoped(a: Anchor, found: Sequence[Declaration]) -> Match:
+    """A declared package against the scope the anchor names: in it; only in groups whose scope the
+    manifest does not say (undecidable); or only in others (it is not depended on that way)."""
+    assert a.scope is not None
+    inside = [d for d in found if a.scope in d.scopes]
+    if inside:
+        return True, f"declared as {a.scope} in " + ", ".join(d.describe() for d in inside[:_SHOWN_SITES])
+    unknown = [d for d in found if not d.scopes]
+    if unknown:
+        return None, (f"declared in {', '.join(d.describe() for d in unknown[:_SHOWN_SITES])}, "
+                      f"a group the manifest does not say is {a.scope}")
+    return False, f"{a.ref} is declared only as " + ", ".join(
+        f"{'/'.join(d.scopes)} ({d.path} {d.group})" for d in found[:_SHOWN_SITES]) + f", not {a.scope}"
 
 
 _MATCHERS: dict[str, Callable[[Anchor, Fingerprint], Match]] = {
@@ -348,47 +410,107 @@ def finding(anchor: Anchor, fp: Fingerprint) -> Finding:
 # -- a fact, and a retrieval --------------------------------------------------------------------
 
 
+class Read(list[Anchor]):
+    """A stored fact's anchors as read: at most `anchors.MAX_ANCHORS` of them, and how many were
+    stored (a row written before the cap, or around it, can hold more)."""
+
+    def __init__(self, items: Sequence[Anchor], stored: int) -> None:
+        super().__init__(items)
+        self.stored = stored
+
+
+def stored_anchors(stored: Any) -> Read | str:
+    """The anchors of a stored fact, the first `anchors.MAX_ANCHORS` of them parsed (the rest are
+    never read), or a string saying why they do not parse. The `check` key the arrival query adds
+    to each anchor (its ledger lookup) is not part of it."""
+    if isinstance(stored, str):
+        stored = json.loads(stored)
+    count = len(stored) if isinstance(stored, list) else 0
+    if isinstance(stored, list):
+        stored = [{k: v for k, v in a.items() if k != "check"} if isinstance(a, dict) else a
+                  for a in stored[: anchors_mod.MAX_ANCHORS]]
+    try:
+        return Read(anchors_mod.parse(stored if stored is not None else []), count)
+    except anchors_mod.AnchorError as exc:
+        return f"the stored anchors do not parse: {exc}"
+
+
+NO_CODE_ANCHOR = "no code anchor"
+
+
 def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, *,
-           deadline: float | None = None, clock: Clock = time.perf_counter) -> Verdict:
+           deadline: float | None = None, clock: Clock = time.perf_counter, share: bool = False) -> Verdict:
     """The verdict of one fact's anchors at the fingerprint's HEAD. Past the budget (or the
-    shared `deadline`, a `clock` time) what is left undecided makes it inconclusive."""
+    `deadline`, a `clock` time: the fact's share of a retrieval when `share`) what is left
+    undecided makes it inconclusive, and so does a last anchor that ends past it: a late verdict
+    is never returned. A fact stored with more than `anchors.MAX_ANCHORS` anchors has the first
+    of them checked: refuted if one fails, else inconclusive (the rest were never read)."""
     started = clock()
     end = deadline if deadline is not None else started + budget_ms / 1000
-    code = [a for a in anchors if a.is_code]
+    stored = anchors.stored if isinstance(anchors, Read) else len(anchors)
+    code = [a for a in anchors[: anchors_mod.MAX_ANCHORS] if a.is_code]
     if not code:
-        return Verdict(status=INCONCLUSIVE, evidence="no code anchors to check", head=fp.head)
+        return Verdict(status=INCONCLUSIVE, evidence=NO_CODE_ANCHOR, head=fp.head)
     findings: list[Finding] = []
     for anchor in code:
         if clock() > end:
-            return Verdict(status=INCONCLUSIVE, head=fp.head, findings=tuple(findings), elapsed_ms=(clock() - started) * 1000,
-                           evidence=f"over the {budget_ms:.0f} ms budget after {len(findings)} of {len(code)} anchors")
-        findings.append(finding(anchor, fp))
+            return _over(findings, code, fp, budget_ms, share, (clock() - started) * 1000)
+        found = finding(anchor, fp)
+        if clock() > end:  # decided, but too late to count
+            return _over(findings, code, fp, budget_ms, share, (clock() - started) * 1000)
+        findings.append(found)
     elapsed = (clock() - started) * 1000
     failed = [f for f in findings if f.outcome == FAILS]
     if failed:
         text = "; ".join(f"{f.anchor.describe()}: {f.evidence}" for f in failed)
         return Verdict(status=REFUTED, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
     unknown = [f for f in findings if f.outcome == UNKNOWN]
-    if unknown:
-        text = "; ".join(f"{f.anchor.describe()}: {f.evidence}" for f in unknown)
+    over_cap = (f"{stored} anchors stored, above the cap of {anchors_mod.MAX_ANCHORS}: the first "
+                f"{anchors_mod.MAX_ANCHORS} hold, the rest were not read") if stored > anchors_mod.MAX_ANCHORS else ""
+    if unknown or over_cap:
+        text = "; ".join([*([over_cap] if over_cap else []), *(f"{f.anchor.describe()}: {f.evidence}" for f in unknown)])
         return Verdict(status=INCONCLUSIVE, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
     text = "; ".join(f.evidence for f in findings)
     return Verdict(status=VERIFIED, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
 
 
+def _over(findings: list[Finding], code: list[Anchor], fp: Fingerprint, budget_ms: float, share: bool, elapsed: float) -> Verdict:
+    what = f"over its share of the {budget_ms:.0f} ms budget" if share else f"over the {budget_ms:.0f} ms budget"
+    return Verdict(status=INCONCLUSIVE, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed,
+                   evidence=f"{what} after {len(findings)} of {len(code)} anchors")
+
+
+def not_reached(budget_ms: float, head: str | None) -> Verdict:
+    return Verdict(status=INCONCLUSIVE, evidence=f"not reached within the {budget_ms:.0f} ms budget", head=head)
+
+
+def verify_many(facts: Sequence[Sequence[Anchor] | str], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, *,
+                deadline: float | None = None, clock: Clock = time.perf_counter) -> list[Verdict]:
+    """Verdicts for many facts before one deadline, each fact held to its share: what is left of
+    the budget divided by the facts still to check, so one fact with many or slow anchors cannot
+    starve the others (a fact that finishes early leaves its rest to the next). A fact not reached
+    by the deadline is inconclusive, `not reached`. A string is a fact whose anchors do not parse."""
+    end = deadline if deadline is not None else clock() + budget_ms / 1000
+    out: list[Verdict] = []
+    for i, anchors in enumerate(facts):
+        if isinstance(anchors, str):
+            out.append(unavailable(anchors, fp.head))
+            continue
+        now = clock()
+        if now >= end:
+            out.append(not_reached(budget_ms, fp.head))
+            continue
+        out.append(verify(anchors, fp, budget_ms, deadline=now + (end - now) / (len(facts) - i), clock=clock, share=True))
+    return out
+
+
 def fact_anchors(stored: Any, text: str) -> list[Anchor] | str:
-    """A stored fact's anchors, or those inferred from its text when it has no code anchors; a
-    string saying why when the stored anchors no longer parse (written before these rules). The
-    `check` key the arrival query adds to each anchor (its ledger lookup) is not part of it."""
-    if isinstance(stored, str):
-        stored = json.loads(stored)
-    if isinstance(stored, list):
-        stored = [{k: v for k, v in a.items() if k != "check"} if isinstance(a, dict) else a for a in stored]
-    try:
-        parsed = anchors_mod.parse(stored if stored is not None else [])
-    except anchors_mod.AnchorError as exc:
-        return f"the stored anchors do not parse: {exc}"
-    return parsed if any(a.is_code for a in parsed) else parsed + anchors_mod.infer(text)
+    """A stored fact's anchors (`stored_anchors`), or those inferred from its text when it has no
+    code anchors; a string saying why when the stored anchors no longer parse."""
+    parsed = stored_anchors(stored)
+    if isinstance(parsed, str) or any(a.is_code for a in parsed):
+        return parsed
+    return Read([*parsed, *anchors_mod.infer(text)], parsed.stored)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,6 +521,7 @@ class Checked:
     head: str | None
     elapsed_ms: float
     fingerprint_ready: bool
+    known: frozenset[int] = frozenset()  # the indices whose verdict came from `known`, not made again
 
 
 def answer_reserve_ms(budget_ms: float) -> float:
@@ -407,11 +530,17 @@ def answer_reserve_ms(budget_ms: float) -> float:
     return min(10.0, budget_ms / 5)
 
 
+Known = Callable[[str], Awaitable[Mapping[int, Verdict]]]
+
+
 async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], budget_ms: float = DEFAULT_BUDGET_MS,
-                *, clock: Clock = time.perf_counter) -> Checked:
+                *, clock: Clock = time.perf_counter, known: Known | None = None) -> Checked:
     """Verify many facts — (stored anchors JSON, fact text) pairs — at one HEAD within one budget.
     The fingerprint is waited for within the budget; a build still running then leaves every fact
-    inconclusive (and goes on, so the next retrieval finds it). No workspace: all inconclusive."""
+    inconclusive (and goes on, so the next retrieval finds it). No workspace: all inconclusive.
+    `known(head)` gives the verdicts already made at that HEAD (by index), which are not made
+    again: a fingerprint is fixed per HEAD, and so is a verdict on it. Each other fact gets its
+    share of what is left of the budget (`verify_many`)."""
     started = clock()
     if workspace is None:
         verdict = unavailable("no workspace is configured for this agent")
@@ -421,15 +550,12 @@ async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], b
     except WorkspaceError as exc:
         verdict = unavailable(f"could not check: {exc}")
         return Checked(verdicts=[verdict] * len(facts), head=None, elapsed_ms=(clock() - started) * 1000, fingerprint_ready=False)
-    deadline = started + budget_ms / 1000
-    verdicts = []
-    for stored, text in facts:
-        anchors = fact_anchors(stored, text)
-        if isinstance(anchors, str):
-            verdicts.append(unavailable(anchors, fp.head))
-        else:
-            verdicts.append(verify(anchors, fp, budget_ms, deadline=deadline, clock=clock))
-    return Checked(verdicts=verdicts, head=fp.head, elapsed_ms=(clock() - started) * 1000, fingerprint_ready=True)
+    before = await known(fp.head) if known is not None else {}
+    todo = [i for i in range(len(facts)) if i not in before]
+    made = verify_many([fact_anchors(*facts[i]) for i in todo], fp, budget_ms, deadline=started + budget_ms / 1000, clock=clock)
+    verdicts = dict(before) | dict(zip(todo, made, strict=True))
+    return Checked(verdicts=[verdicts[i] for i in range(len(facts))], head=fp.head, elapsed_ms=(clock() - started) * 1000,
+                   fingerprint_ready=True, known=frozenset(before))
 
 
 def verify_json(stored: str | list[Any], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS) -> Verdict:

@@ -2,8 +2,9 @@
 
 A value is attested by a message when, after normalization, either
 
-1. the normalized value is a substring of the normalized message (direct containment, inside
-   words too: "Kvällsskift" is contained in "på kvällsskiften"), or
+1. the value's tokens occur in the message as a contiguous run of whole tokens (containment on
+   token boundaries: "kvällsskiften, från" is contained in "på kvällsskiften från oktober";
+   "Kvällsskift" is not, nor is "art" in "a party": a word must match words), or
 2. at least `MIN_SHARE_PCT` (60%) of the value's distinct content tokens occur in the message, and
    at least `MIN_SHARED` (2) of them do.
 
@@ -71,7 +72,9 @@ def normalized(text: str) -> str:
 
 
 def _contains(haystack: str, needle: str) -> bool:
-    return bool(needle) and needle in haystack
+    """`needle`'s tokens as a contiguous run of `haystack`'s (both normalized): padded with the
+    separator, a substring match can only start and end on token boundaries."""
+    return bool(needle) and f" {needle} " in f" {haystack} "
 
 
 def attest(value: str, message: str) -> Attestation:

@@ -9,16 +9,10 @@ from dataclasses import dataclass
 import asyncpg
 
 from ledgers import queries, rows
+from ledgers.errors import AlreadyClosed as AlreadyClosed  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import CommitmentError as CommitmentError
 
 CLOSED_STATUSES = ("done", "dropped")
-
-
-class CommitmentError(ValueError):
-    """A commitment cannot be changed as asked; nothing was written."""
-
-
-class AlreadyClosed(CommitmentError):
-    """The commitment was closed before."""
 
 
 _sql = queries.named("commitments")

@@ -11,15 +11,36 @@ from typing import cast
 import asyncpg
 
 from ledgers import queries, rows
+from ledgers.errors import MessageRefused as MessageRefused  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
 
 _sql = queries.named("contact")
+
+# The longest message a human may leave (characters): a message is read whole into arrivals.
+MESSAGE_MAX_CHARS = 100_000
+
+
+def check_body(body: str) -> None:
+    """Refuse (MessageRefused) a body that is empty, longer than MESSAGE_MAX_CHARS, or that holds
+    a NUL (which a text column cannot store) or text that is not valid Unicode."""
+    if not body.strip():
+        raise MessageRefused("the message is empty")
+    if len(body) > MESSAGE_MAX_CHARS:
+        raise MessageRefused(f"the message is {len(body)} characters; at most {MESSAGE_MAX_CHARS} are kept")
+    if "\x00" in body:
+        raise MessageRefused(f"the message holds a NUL character (at {body.index(chr(0))} of {len(body)})")
+    try:
+        body.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MessageRefused(f"the message is not valid UTF-8 (at {exc.start} of {len(body)})") from exc
 
 
 async def record(
     conn: asyncpg.Connection, *, agent_id: str, author: str, channel: str, body: str, received_at: dt.datetime,
     message_id: uuid.UUID | None = None,
 ) -> uuid.UUID | None:
-    """Store one message; returns its id, or None when `message_id` was already stored."""
+    """Store one message; returns its id, or None when `message_id` was already stored. Raises
+    `MessageRefused` for a body `check_body` refuses, and stores nothing then."""
+    check_body(body)
     return cast("uuid.UUID | None", await conn.fetchval(_sql("record"), message_id, agent_id, author, channel, body, received_at))
 
 

@@ -20,14 +20,11 @@ from typing import Any
 import asyncpg
 
 from codecheck import anchors as anchors_mod
-from ledgers import attestation, contact, queries
+from ledgers import attestation, contact, queries, rows
+from ledgers.errors import FactError as FactError  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
 
 ORIGINS = ("did", "saw")
 ANCHOR_TYPES = ("file", "message", "wake", "url")  # the {type, ref} anchors; codecheck.anchors has the code ones
-
-
-class FactError(ValueError):
-    """A fact cannot be written as asked; the message says why and nothing was written."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +36,8 @@ class Remembered:
     key: str = ""  # the fact's key, for the graph anchor's default subject (not part of the answer)
 
     def as_dict(self) -> dict[str, Any]:
+        """The answer the remember and supersede tools give the agent: a serialiser of tool JSON,
+        whose keys vary with the passport (attestation, supersession, the unverified note), so a dict."""
         out: dict[str, Any] = {"fact_id": str(self.fact_id), "status": self.status}
         if self.attestation is not None:
             out["attested"] = self.attestation.attested
@@ -50,14 +49,58 @@ class Remembered:
         return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class ArrivalFact(rows.Row):
+    """A row of `for_arrival`: a live fact (`depth` 0) or a predecessor in its chain, its anchors
+    as stored with each message or wake anchor's read-time `check`, its days in the agent's zone."""
+
+    json_columns = ("anchors",)
+
+    head_id: uuid.UUID
+    depth: int
+    fact_id: uuid.UUID
+    category: str
+    fact_key: str
+    fact_value: str
+    origin: str
+    status: str
+    anchors: list[dict[str, Any]]
+    recorded_on: str
+    recorded_day: str
+    superseded_day: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fact(rows.Row):
+    """A row of `facts` as the operator lists it (`wake facts`)."""
+
+    json_columns = ("anchors",)
+
+    fact_id: uuid.UUID
+    agent_id: str
+    category: str
+    fact_key: str
+    fact_value: str
+    origin: str
+    status: str
+    attested_ref: uuid.UUID | None
+    source_ref: uuid.UUID | None
+    supersedes_id: uuid.UUID | None
+    anchors: list[dict[str, Any]]
+    wake_id: uuid.UUID | None
+    recorded_at: dt.datetime
+    superseded_at: dt.datetime | None
+
+
 _sql = queries.named("facts")
+_window = queries.named("fact_window")
 
 
-def check_anchors(anchors: Any) -> list[dict[str, Any]]:
+def _anchors_json(anchors: Any) -> str:
     """Typed anchors (`codecheck.anchors`): provenance ({"type": message|wake|url, "ref": ...}) and
-    code anchors (file, import, symbol, env, package, absent), in their stored JSON form."""
+    code anchors (file, import, symbol, env, package, absent), as the JSON text the column stores."""
     try:
-        return anchors_mod.to_json(anchors_mod.parse(anchors))
+        return json.dumps(anchors_mod.to_json(anchors_mod.parse(anchors)))
     except anchors_mod.AnchorError as exc:
         raise FactError(str(exc)) from None
 
@@ -98,7 +141,7 @@ async def remember(
             raise FactError(f"fact {key!r} is already active ({existing}); use supersede_fact to change its value")
     new_id = await conn.fetchval(
         _sql("insert"), fact_id, agent_id, category, key, value, origin, status, attested_ref, source_ref, None,
-        json.dumps(check_anchors(anchors or [])), wake_id, recorded_at,
+        _anchors_json(anchors or []), wake_id, recorded_at,
     )
     return Remembered(fact_id=new_id, status=status, attestation=verdict, supersedes_id=None, key=key)
 
@@ -126,7 +169,7 @@ async def supersede(
         await conn.fetchval(_sql("mark_superseded"), fact_id, agent_id, recorded_at)
     new_id = await conn.fetchval(
         _sql("insert"), new_fact_id, agent_id, old["category"], old["fact_key"], value, origin, status, attested_ref,
-        source_ref, fact_id, json.dumps(check_anchors(anchors or [])), wake_id, recorded_at,
+        source_ref, fact_id, _anchors_json(anchors or []), wake_id, recorded_at,
     )
     return Remembered(fact_id=new_id, status=status, attestation=verdict, supersedes_id=fact_id, key=old["fact_key"])
 
@@ -169,18 +212,18 @@ class HeldBack:
 
 async def for_arrival(
     conn: asyncpg.Connection, agent_id: str, timezone: str, *, limit: int, chain_depth: int
-) -> tuple[list[dict[str, Any]], int, HeldBack]:
+) -> tuple[list[ArrivalFact], int, HeldBack]:
     """Active facts with their chains (rows ordered head, then its predecessors), the number of
     active facts (counted up to `queries.COUNT_READ`: render it with `queries.count_text`), and the
     unverified ones held back (looked for among the newest `queries.COUNT_CAP` facts only)."""
-    rows = queries.decoded(await conn.fetch(_sql("for_arrival"), agent_id, timezone, limit, chain_depth), ("anchors",))
+    found = rows.all_of(ArrivalFact, await conn.fetch(_sql("for_arrival"), agent_id, timezone, limit, chain_depth))
     counts = await conn.fetchrow(_sql("counts"), agent_id, queries.COUNT_READ)
     assert counts is not None  # an aggregate without GROUP BY always returns one row
     held = HeldBack(int(counts["unverified"]), queries.COUNT_CAP if queries.capped(int(counts["scanned"])) else None)
-    return rows, int(counts["active"]), held
+    return found, int(counts["active"]), held
 
 
-def _anchor(anchor: dict[str, Any]) -> str:
+def anchor_text(anchor: dict[str, Any]) -> str:
     """`[file: path]`, `[import: httpcore in httpx/_transports/default.py]`, `[absent import: redis]`;
     a message or wake anchor carries what the read-time check found."""
     check = anchor.get("check", "unchecked")
@@ -191,16 +234,21 @@ def _anchor(anchor: dict[str, Any]) -> str:
     return f" [{'absent ' if negated else ''}{inner.get('type')}: {inner.get('ref')}{where}{found}]"
 
 
-def render_line(row: dict[str, Any]) -> str:
+def render_line(row: ArrivalFact) -> str:
     """One fact with its passport: `(saw, 16 Jul 2026) key: value`, or for a predecessor in a
     chain `[SUPERSEDED] (saw, recorded 2026-10-02, superseded 2026-10-21) key: value`."""
-    anchors = "".join(_anchor(a) for a in row["anchors"])
-    if row["depth"] == 0:
-        return f"- ({row['origin']}, {row['recorded_on']}) {row['fact_key']}: {row['fact_value']}{anchors}"
-    superseded = f", superseded {row['superseded_day']}" if row["superseded_day"] else ""
-    passport = f"({row['origin']}, recorded {row['recorded_day']}{superseded})"
-    return f"  {'  ' * (row['depth'] - 1)}[{row['status'].upper()}] {passport} {row['fact_key']}: {row['fact_value']}{anchors}"
+    anchors = "".join(anchor_text(a) for a in row.anchors)
+    if row.depth == 0:
+        return f"- ({row.origin}, {row.recorded_on}) {row.fact_key}: {row.fact_value}{anchors}"
+    superseded = f", superseded {row.superseded_day}" if row.superseded_day else ""
+    passport = f"({row.origin}, recorded {row.recorded_day}{superseded})"
+    return f"  {'  ' * (row.depth - 1)}[{row.status.upper()}] {passport} {row.fact_key}: {row.fact_value}{anchors}"
 
 
-async def listing(conn: asyncpg.Connection, agent_id: str, *, include_all: bool, limit: int) -> tuple[list[dict[str, Any]], int]:
-    return queries.counted(await conn.fetch(_sql("listing"), agent_id, include_all, limit), limit, json_columns=("anchors",))
+async def active_count(conn: asyncpg.Connection, agent_id: str) -> int:
+    """The exact number of the agent's active facts (for the operator: `wake facts --check`)."""
+    return int(await conn.fetchval(_window("active_count"), agent_id))
+
+
+async def listing(conn: asyncpg.Connection, agent_id: str, *, include_all: bool, limit: int) -> tuple[list[Fact], int]:
+    return rows.counted(Fact, await conn.fetch(_sql("listing"), agent_id, include_all, limit), limit)

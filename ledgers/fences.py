@@ -11,15 +11,7 @@ from __future__ import annotations
 import asyncpg
 
 from ledgers import queries
-
-
-class StaleFence(Exception):
-    """A write was attempted under a fence older than the agent's newest one."""
-
-    def __init__(self, agent_id: str, fence: int, newest: int | None) -> None:
-        self.agent_id, self.fence, self.newest = agent_id, fence, newest
-        super().__init__(f"stale fence for agent {agent_id!r}: this wake holds {fence}, the newest is {newest}")
-
+from ledgers.errors import StaleFence as StaleFence  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
 
 _sql = queries.named("fences")
 

@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
+from ledgers.errors import GraphStaleFence as GraphStaleFence  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import GraphUnavailable as GraphUnavailable
+
 if TYPE_CHECKING:  # the driver is imported when a graph is used, not by every command that may open one
     import neo4j
 
 from ledgers import queries
-from ledgers.fences import StaleFence
 
 CYPHER_DIR = Path(__file__).resolve().parent / "cypher"
 _NAME = re.compile(r"^//\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -37,18 +39,6 @@ RELATION = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 ANCHOR_ROLES: tuple[str, ...] = ("FACT", "COMMITMENT", "ACTION")
 MAX_NAME_CHARS = 200
 T = TypeVar("T")
-
-
-class GraphStaleFence(StaleFence):
-    """The agent's Fence node in the graph holds a newer fence than this write's."""
-
-
-class GraphUnavailable(Exception):
-    """Neo4j could not answer: unreachable, session expired, or timed out."""
-
-    def __init__(self, address: str, reason: str) -> None:
-        self.address, self.reason = address, reason
-        super().__init__(f"neo4j unreachable at {address}: {reason}")
 
 
 @functools.cache

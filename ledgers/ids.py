@@ -14,30 +14,14 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from ledgers.errors import AmbiguousPrefix as AmbiguousPrefix  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import BadPrefix as BadPrefix
+from ledgers.errors import IdLookupError as IdLookupError
+
 MIN_PREFIX_HEX = 4
 LISTED_MATCHES = 5  # an ambiguous prefix names this many of its matches
 _HYPHENS = (8, 13, 18, 23)  # where the text form of a uuid has them
 _HEX = frozenset("0123456789abcdef")
-
-
-class IdLookupError(LookupError):
-    """An id or prefix that cannot name one row; the message says why in one line."""
-
-
-class BadPrefix(IdLookupError):
-    """Not the start of a uuid's text form, or fewer than `MIN_PREFIX_HEX` hex digits."""
-
-
-class AmbiguousPrefix(IdLookupError):
-    """Several rows share the prefix."""
-
-    def __init__(self, what: str, prefix: str, matches: Sequence[uuid.UUID], total: int) -> None:
-        self.prefix = prefix
-        self.matches = list(matches)
-        self.total = total
-        more = f", and {total - len(self.matches)} more" if total > len(self.matches) else ""
-        super().__init__(f"{prefix!r} matches {total} {what}s: {', '.join(map(str, self.matches))}{more}"
-                         " (give more of the id)")
 
 
 def prefix_range(text: str) -> tuple[uuid.UUID, uuid.UUID]:

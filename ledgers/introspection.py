@@ -1,21 +1,136 @@
-"""`wake_introspection_ledger`: one row per wake attempt — what it saw, what it held, how it ended."""
+"""`wake_introspection_ledger`: one row per wake attempt — what it saw, what it held, how it ended.
+
+What the cycle writes is a `WakeRow`; what a reader gets back is a record made where the SQL is
+read (`WakeRecord.from_row`, `WakeSummary`, `ChainRow`, `AbandonedRow`), and the row's binding
+diff is a `WakeDiff` of two `Diff`s, each a `ToolDiff` and a `BlockDiff`. The diff's JSON (the
+`diff` column, `wake up --json`) is `as_json()`'s.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Self
 
 import asyncpg
 
 from ledgers import ids, queries
 from ledgers.fences import StaleFence
-from ledgers.vocab import SETTLED
+from ledgers.vocab import SETTLED, Status, Tier, Trigger
+
+# A block's state as the row stores it, under its name (`wake.arrival.engine.Block.state`): hash,
+# cache_tier, retrieval, result, reason, latency_ms, rows, and for a composed block its parts.
+BlockStates = Mapping[str, Mapping[str, Any]]
+
+
+# -- the binding diff --------------------------------------------------------------------------
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(value or ())
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolDiff:
+    """The tools a wake holds against an earlier wake's, by declaration hash."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    held: int = 0
+
+    @property
+    def any(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockDiff:
+    """The arrival blocks against an earlier wake's, by text hash and retrieval state."""
+
+    changed: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    newly_failing: tuple[str, ...] = ()
+    recovered: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    # the order the JSON and `wake diff` list them in
+    KINDS = ("changed", "unchanged", "newly_failing", "recovered", "added", "removed")
+
+    def of(self, kind: str) -> tuple[str, ...]:
+        names: tuple[str, ...] = getattr(self, kind)
+        return names
+
+
+@dataclass(frozen=True, kw_only=True)
+class Against:
+    """The earlier wake a diff compares with."""
+
+    wake_id: str
+    tier: str
+    started_at: str  # ISO 8601, as the diff column keeps it
+
+
+@dataclass(frozen=True, kw_only=True)
+class Diff:
+    """One wake against one earlier wake; `against` is None for a first wake (nothing to compare)."""
+
+    against: Against | None = None
+    tools: ToolDiff = ToolDiff()
+    blocks: BlockDiff = BlockDiff()
+
+    @property
+    def first(self) -> bool:
+        return self.against is None
+
+    def as_json(self) -> dict[str, Any]:
+        """The diff as the row's `diff` column and `wake diff --json` hold it: JSON, so a dict."""
+        if self.against is None:
+            return {"first": True, "against": None}
+        t, b = self.tools, self.blocks
+        return {
+            "first": False,
+            "against": {"wake_id": self.against.wake_id, "tier": self.against.tier, "started_at": self.against.started_at},
+            "tools": {"added": list(t.added), "removed": list(t.removed), "changed": list(t.changed), "held": t.held},
+            "blocks": {k: list(b.of(k)) for k in BlockDiff.KINDS},
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Self:
+        if d.get("first", True) or d.get("against") is None:
+            return cls()
+        a, t, b = d["against"], d["tools"], d["blocks"]
+        return cls(
+            against=Against(wake_id=str(a["wake_id"]), tier=a["tier"], started_at=a["started_at"]),
+            tools=ToolDiff(added=_names(t["added"]), removed=_names(t["removed"]), changed=_names(t["changed"]), held=int(t["held"])),
+            blocks=BlockDiff(**{k: _names(b.get(k)) for k in BlockDiff.KINDS}),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WakeDiff:
+    """The row's `diff`: against the agent's previous wake and against its tier's."""
+
+    agent: Diff
+    tier: Diff
+
+    def as_json(self) -> dict[str, Any]:
+        """The row's `diff` column (and `wake up --json`'s): JSON, so a dict."""
+        return {"agent": self.agent.as_json(), "tier": self.tier.as_json()}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> Self | None:
+        if not d:
+            return None
+        return cls(agent=Diff.from_json(d["agent"]), tier=Diff.from_json(d["tier"]))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,27 +139,27 @@ class WakeRow:
 
     wake_id: uuid.UUID
     agent_id: str
-    tier: str
-    trigger: str
+    tier: Tier
+    trigger: Trigger
     scheduled_for: dt.datetime | None
     started_at: dt.datetime
-    manifest_root: str | None
-    blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    tool_hashes: dict[str, str] = field(default_factory=dict)
+    manifest_root: str | None = None
+    blocks: BlockStates = field(default_factory=dict)
+    tool_hashes: Mapping[str, str] = field(default_factory=dict)
     registry_tool_count: int = 0
     fence: int | None = None
     host: str
     pid: int
     version: str
     config_hash: str
-    diff: dict[str, Any] | None = None
+    diff: WakeDiff | None = None
     note: str | None = None
     error: str | None = None
     escalation_cause: str | None = None
     # {sha256: (kind, body)}: the block texts and tool declarations behind the hashes, stored once
     # in `manifest_contents`; and the block names in prompt order
-    contents: dict[str, tuple[str, str]] = field(default_factory=dict)
-    arrival_order: list[str] = field(default_factory=list)
+    contents: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    arrival_order: Sequence[str] = ()
 
     @property
     def active_tool_names(self) -> list[str]:
@@ -82,9 +197,10 @@ async def settle(
         raise ValueError(f"unknown status {status!r}")
     async with _transaction(conn):
         if agent_id is None:
-            agent_id = (await get(conn, wake_id) or {}).get("agent_id")
-            if agent_id is None:
+            found = await get(conn, wake_id)
+            if found is None:
                 return None
+            agent_id = found.agent_id
         if not await _settle_row(conn, wake_id, agent_id, None, status, note=note, error=error, thinking=thinking):
             return None
         return await link(conn, agent_id, wake_id)
@@ -93,7 +209,7 @@ async def settle(
 # -- the content store -------------------------------------------------------------------------
 
 
-async def store_contents(conn: asyncpg.Connection, contents: dict[str, tuple[str, str]]) -> None:
+async def store_contents(conn: asyncpg.Connection, contents: Mapping[str, tuple[str, str]]) -> None:
     """Store each body once under its SHA-256 (the caller computed the keys)."""
     if contents:
         keys = sorted(contents)
@@ -121,10 +237,10 @@ async def arrival(conn: asyncpg.Connection, wake_id: uuid.UUID) -> list[tuple[st
 GENESIS = "0" * 64
 
 
-def chain_of(previous: str, root: str | None) -> str:
-    """One link: sha256(previous link || manifest root), both as hex text; a row without a
-    manifest contributes the empty string."""
-    return hashlib.sha256((previous + (root or "")).encode("ascii")).hexdigest()
+def chain_of(previous: str, root: str | None, transcript: str | None = None) -> str:
+    """One link: sha256(previous link || manifest root || transcript root), as hex text; a row
+    without a manifest or without a transcript contributes the empty string for it."""
+    return hashlib.sha256((previous + (root or "") + (transcript or "")).encode("ascii")).hexdigest()
 
 
 async def link(conn: asyncpg.Connection, agent_id: str, wake_id: uuid.UUID) -> str | None:
@@ -136,7 +252,7 @@ async def link(conn: asyncpg.Connection, agent_id: str, wake_id: uuid.UUID) -> s
     head = await conn.fetchrow(_sql("chain_head_lock"), agent_id, GENESIS, wake_id)
     if head is None or not head["linkable"]:
         return None
-    seq, value = int(head["seq"]) + 1, chain_of(head["chain"], head["manifest_root"])
+    seq, value = int(head["seq"]) + 1, chain_of(head["chain"], head["manifest_root"], head["transcript_root"])
     if await conn.fetchval(_sql("chain_link"), wake_id, seq, value, agent_id) is None:
         return None
     return value
@@ -147,8 +263,26 @@ async def chain_head(conn: asyncpg.Connection, agent_id: str) -> tuple[int, str]
     return None if row is None else (int(row["seq"]), row["chain"])
 
 
-async def chain_rows(conn: asyncpg.Connection, agent_id: str) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(_sql("chain_rows"), agent_id)]
+@dataclass(frozen=True, kw_only=True)
+class ChainRow:
+    """A linked row as `wake verify --chain` walks it."""
+
+    wake_id: uuid.UUID
+    chain_seq: int
+    chain: str
+    manifest_root: str | None
+    status: Status
+    started_at: dt.datetime
+    transcript_root: str | None = None  # a row with a transcript links it too (docs/ledger.md)
+
+    @classmethod
+    def from_row(cls, r: asyncpg.Record) -> Self:
+        return cls(wake_id=r["wake_id"], chain_seq=r["chain_seq"], chain=r["chain"], manifest_root=r["manifest_root"],
+                   status=Status(r["status"]), started_at=r["started_at"], transcript_root=r["transcript_root"])
+
+
+async def chain_rows(conn: asyncpg.Connection, agent_id: str) -> list[ChainRow]:
+    return [ChainRow.from_row(r) for r in await conn.fetch(_sql("chain_rows"), agent_id)]
 
 
 async def chain_agents(conn: asyncpg.Connection) -> list[str]:
@@ -162,22 +296,22 @@ class ChainCheck:
     agent_id: str
     rows: int
     head: tuple[int, str] | None
-    broken: dict[str, Any] | None = None
+    broken: ChainRow | None = None
     why: str | None = None
 
 
-def walk(agent_id: str, rows: list[dict[str, Any]], head: tuple[int, str] | None) -> ChainCheck:
+def walk(agent_id: str, rows: Sequence[ChainRow], head: tuple[int, str] | None) -> ChainCheck:
     """Recompute every link from the first; name the first row whose link, number or place breaks."""
     previous, seq = GENESIS, 0
     for row in rows:
-        if row["chain_seq"] != seq + 1:
+        if row.chain_seq != seq + 1:
             return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=row,
                               why=f"link {seq + 1} is missing: the row before this one was removed or renumbered")
-        expected = chain_of(previous, row["manifest_root"])
-        if row["chain"] != expected:
+        expected = chain_of(previous, row.manifest_root, row.transcript_root)
+        if row.chain != expected:
             return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=row,
-                              why=f"its link is {row['chain']}, its root and the link before it give {expected}")
-        previous, seq = row["chain"], row["chain_seq"]
+                              why=f"its link is {row.chain}, its root and the link before it give {expected}")
+        previous, seq = row.chain, row.chain_seq
     if head is not None and head != (seq, previous):
         return ChainCheck(agent_id=agent_id, rows=len(rows), head=head, broken=None,
                           why=f"the chain head is link {head[0]} {head[1]}, the rows end at link {seq} {previous}")
@@ -216,51 +350,125 @@ async def record_unchecked_claims(conn: asyncpg.Connection, wake_id: uuid.UUID, 
     return await conn.fetchval(_sql("record_unchecked_claims"), wake_id, count) is not None
 
 
-def _decode(record: asyncpg.Record | None) -> dict[str, Any] | None:
-    return None if record is None else queries.decoded([record], ("blocks", "tool_hashes", "diff"))[0]
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
 
 
-async def get(conn: asyncpg.Connection, wake_id: uuid.UUID) -> dict[str, Any] | None:
-    return _decode(await conn.fetchrow(_sql("get"), wake_id))
+@dataclass(frozen=True, kw_only=True)
+class WakeRecord:
+    """One row of `wake_introspection_ledger` as read (`get`, `previous_settled`): every column."""
+
+    wake_id: uuid.UUID
+    agent_id: str
+    tier: Tier
+    trigger: Trigger
+    scheduled_for: dt.datetime | None
+    status: Status
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+    manifest_root: str | None
+    blocks: BlockStates
+    active_tools_count: int
+    active_tool_names: list[str]
+    tool_hashes: Mapping[str, str]
+    registry_tool_count: int
+    fence: int | None
+    host: str
+    pid: int
+    version: str
+    config_hash: str
+    diff: WakeDiff | None
+    note: str | None
+    error: str | None
+    model: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: Decimal
+    turns: int
+    tool_calls: int
+    refusals: int
+    stop_reason: str | None
+    final_text: str | None
+    escalation_cause: str | None
+    unchecked_absence_claims: int
+    chain_seq: int | None
+    chain: str | None
+    arrival_order: list[str]
+    peak_pressure: float | None
+    transcript_root: str | None  # the root over the wake's recorded conversation (ledgers.transcripts), linked into the chain
+
+    @classmethod
+    def from_row(cls, r: asyncpg.Record | Mapping[str, Any]) -> Self:
+        return cls(
+            wake_id=r["wake_id"], agent_id=r["agent_id"], tier=Tier(r["tier"]), trigger=Trigger(r["trigger"]), scheduled_for=r["scheduled_for"],
+            status=Status(r["status"]), started_at=r["started_at"], finished_at=r["finished_at"], manifest_root=r["manifest_root"],
+            blocks=_json(r["blocks"]) or {}, active_tools_count=r["active_tools_count"], active_tool_names=list(r["active_tool_names"]),
+            tool_hashes=_json(r["tool_hashes"]) or {}, registry_tool_count=r["registry_tool_count"], fence=r["fence"], host=r["host"],
+            pid=r["pid"], version=r["version"], config_hash=r["config_hash"], diff=WakeDiff.from_json(_json(r["diff"])), note=r["note"],
+            error=r["error"], model=r["model"], prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
+            cached_tokens=r["cached_tokens"], cost_usd=r["cost_usd"], turns=r["turns"], tool_calls=r["tool_calls"], refusals=r["refusals"],
+            stop_reason=r["stop_reason"], final_text=r["final_text"], escalation_cause=r["escalation_cause"],
+            unchecked_absence_claims=r["unchecked_absence_claims"], chain_seq=r["chain_seq"], chain=r["chain"],
+            arrival_order=list(r["arrival_order"]), peak_pressure=r["peak_pressure"], transcript_root=r["transcript_root"],
+        )
+
+    def columns(self) -> dict[str, Any]:
+        """The row as `wake show` prints it (text or JSON): every column in table order, the diff
+        as stored; a dict because the printer walks the columns by name."""
+        cols = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        cols["diff"] = self.diff.as_json() if self.diff is not None else None
+        return cols
+
+
+def _record(record: asyncpg.Record | None) -> WakeRecord | None:
+    return None if record is None else WakeRecord.from_row(record)
+
+
+async def get(conn: asyncpg.Connection, wake_id: uuid.UUID) -> WakeRecord | None:
+    return _record(await conn.fetchrow(_sql("get"), wake_id))
 
 
 async def resolve_id(conn: asyncpg.Connection, text: str) -> uuid.UUID | None:
-    """A full wake id, or the one wake a prefix names; None when no wake has the prefix. Raises
+    """A full wake id, or the one wake a prefix names; None when no wake has the id or the prefix. Raises
     `ids.BadPrefix` for a prefix too short or not hex, `ids.AmbiguousPrefix` when several match."""
     try:
-        return uuid.UUID(text)
+        full = uuid.UUID(text)
     except ValueError:
-        pass
-    low, high = ids.prefix_range(text)
+        low, high = ids.prefix_range(text)
+    else:  # a full id names a wake only when one has it
+        low = high = full
     rows = await conn.fetch(_sql("find_by_prefix"), low, high, ids.LISTED_MATCHES)
     return ids.unique(rows, what="wake", prefix=text, column="wake_id")
 
 
-async def previous_settled(conn: asyncpg.Connection, agent_id: str, tier: str | None, before: dt.datetime) -> dict[str, Any] | None:
+async def previous_settled(conn: asyncpg.Connection, agent_id: str, tier: str | None, before: dt.datetime) -> WakeRecord | None:
     """The agent's newest settled wake with a manifest started before `before` (of `tier`, if given)."""
     if tier is None:
-        return _decode(await conn.fetchrow(_sql("previous_settled"), agent_id, before))
-    return _decode(await conn.fetchrow(_sql("previous_settled_tier"), agent_id, tier, before))
+        return _record(await conn.fetchrow(_sql("previous_settled"), agent_id, before))
+    return _record(await conn.fetchrow(_sql("previous_settled_tier"), agent_id, tier, before))
 
 
-async def previous_both(
-    conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime,
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+@dataclass(frozen=True, kw_only=True)
+class Previous:
+    """The wakes a new one is compared with: the agent's newest settled one, and its tier's."""
+
+    agent: WakeRecord | None = None
+    tier: WakeRecord | None = None
+
+
+async def previous_both(conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime) -> Previous:
     """`previous_settled` of the agent and of its tier, in one round trip."""
-    found: dict[str, dict[str, Any] | None] = {"agent": None, "tier": None}
-    for record in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before):
-        row = _decode(record)
-        assert row is not None
-        found[row.pop("previous_of")] = row
-    return found["agent"], found["tier"]
+    found = {r["previous_of"]: WakeRecord.from_row(r) for r in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before)}
+    return Previous(agent=found.get("agent"), tier=found.get("tier"))
 
 
 def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:
     return (
         row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
-        row.manifest_root, json.dumps(row.blocks), len(row.tool_hashes), row.active_tool_names,
-        json.dumps(row.tool_hashes), row.registry_tool_count, row.fence, row.host, row.pid,
-        row.version, row.config_hash, json.dumps(row.diff) if row.diff is not None else None,
+        row.manifest_root, json.dumps(dict(row.blocks)), len(row.tool_hashes), row.active_tool_names,
+        json.dumps(dict(row.tool_hashes)), row.registry_tool_count, row.fence, row.host, row.pid,
+        row.version, row.config_hash, json.dumps(row.diff.as_json()) if row.diff is not None else None,
         row.note, row.error, row.escalation_cause, list(row.arrival_order),
     )
 
@@ -322,10 +530,51 @@ async def _settle_row(
     ) is not None
 
 
+@dataclass(frozen=True, kw_only=True)
+class WakeSummary:
+    """A row as the lists read it (`recent`: `wake ledger`, the recent-wakes block, `wake_history`)."""
+
+    wake_id: uuid.UUID
+    agent_id: str
+    tier: Tier
+    trigger: Trigger
+    scheduled_for: dt.datetime | None
+    status: Status
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+    manifest_root: str | None
+    active_tools_count: int
+    registry_tool_count: int
+    note: str | None
+    error: str | None
+    model: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: Decimal
+    turns: int
+    tool_calls: int
+    refusals: int
+    stop_reason: str | None
+    final_text: str | None
+    escalation_cause: str | None
+
+    @classmethod
+    def from_row(cls, r: asyncpg.Record) -> Self:
+        values = {f.name: r[f.name] for f in dataclasses.fields(cls)}
+        return cls(**{**values, "tier": Tier(r["tier"]), "trigger": Trigger(r["trigger"]), "status": Status(r["status"])})
+
+    def columns(self) -> dict[str, Any]:
+        """The columns as `wake ledger --json` and `wake status` print them: JSON, so a dict."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
 async def recent(
-    conn: asyncpg.Connection, *, agent_id: str | None = None, tier: str | None = None, status: str | None = None, limit: int = 20
-) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit)]
+    conn: asyncpg.Connection, *, agent_id: str | None = None, tier: str | None = None, status: str | None = None,
+    trigger: str | None = None, limit: int = 20,
+) -> list[WakeSummary]:
+    """The newest wakes, newest first, of the agent, tier, status and trigger given (None: any)."""
+    return [WakeSummary.from_row(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit, trigger)]
 
 
 async def last_two(conn: asyncpg.Connection, agent_id: str, tier: str | None = None, *, across_tiers: bool = False) -> list[uuid.UUID]:
@@ -334,20 +583,50 @@ async def last_two(conn: asyncpg.Connection, agent_id: str, tier: str | None = N
     return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id, tier, across_tiers)]
 
 
-async def running(conn: asyncpg.Connection, agent_id: str) -> dict[str, Any] | None:
-    """The agent's wake in progress (wake_id, tier, trigger, started_at, host, pid), or None."""
-    row = await conn.fetchrow(_sql("running"), agent_id)
-    return dict(row) if row is not None else None
+@dataclass(frozen=True, kw_only=True)
+class Running:
+    """The agent's wake in progress, as a busy slot names it (`running`)."""
+
+    wake_id: uuid.UUID
+    tier: Tier
+    trigger: Trigger
+    started_at: dt.datetime
+    host: str
+    pid: int
 
 
-async def abandon_started(conn: asyncpg.Connection, agent_id: str, reason: str) -> list[dict[str, Any]]:
+async def running(conn: asyncpg.Connection, agent_id: str) -> Running | None:
+    """The agent's wake in progress (its newest row still `started`), or None."""
+    r = await conn.fetchrow(_sql("running"), agent_id)
+    if r is None:
+        return None
+    return Running(
+        wake_id=r["wake_id"], tier=Tier(r["tier"]), trigger=Trigger(r["trigger"]), started_at=r["started_at"], host=r["host"], pid=r["pid"],
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AbandonedRow:
+    """A row left `started` that a new lease holder closed `abandoned`, and its chain link."""
+
+    wake_id: uuid.UUID
+    tier: Tier
+    host: str
+    pid: int
+    fence: int | None
+    chain: str | None
+
+
+async def abandon_started(conn: asyncpg.Connection, agent_id: str, reason: str) -> list[AbandonedRow]:
     """Close every row of the agent still `started` as `abandoned`, each linked into the chain;
     call only under the agent's lease (its previous holder is gone). Returns the rows closed."""
     async with _transaction(conn):
-        closed = [dict(r) for r in await conn.fetch(_sql("abandon_started"), agent_id, reason)]
-        for row in closed:
-            row["chain"] = await link(conn, agent_id, row["wake_id"])
-    return closed
+        closed = list(await conn.fetch(_sql("abandon_started"), agent_id, reason))
+        return [
+            AbandonedRow(wake_id=r["wake_id"], tier=Tier(r["tier"]), host=r["host"], pid=r["pid"], fence=r["fence"],
+                         chain=await link(conn, agent_id, r["wake_id"]))
+            for r in closed
+        ]
 
 
 async def agents_with_started(conn: asyncpg.Connection) -> list[str]:

@@ -8,7 +8,6 @@ a freshly migrated database, which proves the schema and the code agree.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -60,18 +59,6 @@ def all_queries() -> dict[str, str]:
 Records = Iterable[Mapping[str, Any] | asyncpg.Record]
 
 
-def decoded(records: Records, json_columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """Rows as dicts, with the `json_columns` that come back as text decoded. A generic helper of
-    any query's rows, so mappings, not records: a ledger reads them into its own records
-    (`ledgers.rows`), and `rows.counted` is the typed way to a counted query's rows."""
-    rows = [dict(r) for r in records]
-    for row in rows:
-        for key in json_columns:
-            if isinstance(row.get(key), str):
-                row[key] = json.loads(row[key])
-    return rows
-
-
 # The most rows of an agent a per-wake count reads (docs/performance.md, "Bounded counts"). A
 # query counts at most COUNT_CAP + 1 rows (`SELECT count(*) FROM (SELECT 1 ... LIMIT $n) c`, with
 # $n = `COUNT_READ`), so a count above COUNT_CAP means "more than COUNT_CAP", never that number.
@@ -89,21 +76,20 @@ def count_text(n: int) -> str:
     return f"more than {COUNT_CAP}" if capped(n) else str(n)
 
 
-def counted(
-    records: Records, limit: int, *, json_columns: tuple[str, ...] = (), total_column: str = "total"
-) -> tuple[list[dict[str, Any]], int]:
+def counted(records: Records, limit: int, *, total_column: str = "total") -> tuple[list[dict[str, Any]], int]:
     """Rows of a query that selects its count as `total` (`count(*) OVER ()`, or a bounded count
     beside the rows), and that total.
 
     The COUNT is computed before the LIMIT, so the total is the number of matching rows (up to the
     bound of a bounded count: `count_text`), never the number shown (docs/design.md, "Lessons": a
     count that reported the LIMIT). It rides on the returned rows, so a LIMIT below 1 could not
-    carry it and is refused. `json_columns` are decoded. Mappings, as `decoded` returns them: a
-    ledger calls `rows.counted` to have them as its records.
+    carry it and is refused. A generic helper of any query's rows, so mappings, not records: a
+    ledger calls `rows.counted` to have them as its records, and the arrival's SQL sources
+    (`wake.arrival.sql`), whose columns an operator's query chooses, keep them as mappings.
     """
     if limit < 1:
         raise ValueError("limit must be at least 1: the total rides on the returned rows")
-    rows = decoded(records, json_columns)
+    rows = [dict(r) for r in records]
     total = int(rows[0][total_column]) if rows else 0
     for row in rows:
         row.pop(total_column)

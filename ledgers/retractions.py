@@ -17,11 +17,11 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 
-from ledgers import ids, queries
+from ledgers import ids, queries, rows
+from ledgers.errors import RetractionInputError as RetractionInputError  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
 
 SETTLED_VERDICTS: tuple[str, ...] = ("upheld", "overturned", "unresolvable")
 CAUGHT_BY: tuple[str, ...] = ("self", "human", "together", "reality")
@@ -33,10 +33,6 @@ VERDICT_MEANING: dict[str, str] = {
     "upheld": "the original claim is restored (the overturn condition appeared)",
     "unresolvable": "the falsifier can no longer be checked",
 }
-
-
-class RetractionInputError(ValueError):
-    """A retraction or a verdict was refused; the message says which field and why."""
 
 
 def normalize_observation(text: str) -> str:
@@ -86,6 +82,55 @@ class NewRetraction:
             raise RetractionInputError(f"probe mode must be one of {', '.join(PROBE_MODES)}, got {self.probe_mode!r}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Retraction(rows.Row):
+    """A row of `retraction_ledger` (`get`, `due`, `listing`)."""
+
+    id: uuid.UUID
+    agent_id: str
+    claim_verbatim: str
+    stood_on: str
+    why_wrong: str
+    corrected_claim: str
+    caught_by: str
+    row_class: str
+    test_procedure: str
+    expected_retraction_pass_obs: str
+    overturn_retraction_condition: str
+    verdict: str
+    corrected_at: dt.datetime
+    matures_at: dt.datetime
+    falsifier_checked_at: dt.datetime | None
+    falsifier_outcome: str | None
+    probe_target: str | None
+    probe_mode: str | None
+    probe_needle: str | None
+    probe_negate: bool
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settled(rows.Row):
+    """A falsifier just settled: its verdict and outcome, and when."""
+
+    id: uuid.UUID
+    verdict: str
+    falsifier_outcome: str
+    falsifier_checked_at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class Newest(rows.Row):
+    """One of the newest retractions as the settled-facts block shows it: `corrected_on` in the
+    agent's zone; `refuted_fact` the key of the fact it names while that fact is refuted."""
+
+    claim_verbatim: str
+    corrected_claim: str
+    verdict: str
+    corrected_on: str
+    refuted_fact: str | None
+
+
 _sql = queries.named("retractions")
 
 
@@ -117,9 +162,8 @@ async def insert(
     return row_id
 
 
-async def get(conn: asyncpg.Connection, row_id: uuid.UUID) -> dict[str, Any] | None:
-    row = await conn.fetchrow(_sql("get"), row_id)
-    return dict(row) if row is not None else None
+async def get(conn: asyncpg.Connection, row_id: uuid.UUID) -> Retraction | None:
+    return rows.one_of(Retraction, await conn.fetchrow(_sql("get"), row_id))
 
 
 async def resolve_id(conn: asyncpg.Connection, text: str, agent_id: str | None = None) -> uuid.UUID | None:
@@ -135,26 +179,26 @@ async def resolve_id(conn: asyncpg.Connection, text: str, agent_id: str | None =
     return ids.unique(rows, what="retraction", prefix=text, column="id")
 
 
-async def due(conn: asyncpg.Connection, agent_id: str, now: dt.datetime, limit: int) -> tuple[list[dict[str, Any]], int]:
+async def due(conn: asyncpg.Connection, agent_id: str, now: dt.datetime, limit: int) -> tuple[list[Retraction], int]:
     """Unchecked falsifiers matured by `now`, oldest maturity first, and how many are due, counted
     up to `queries.COUNT_READ`: render it with `queries.count_text`."""
-    return queries.counted(await conn.fetch(_sql("due"), agent_id, now, limit, queries.COUNT_READ), limit)
+    return rows.counted(Retraction, await conn.fetch(_sql("due"), agent_id, now, limit, queries.COUNT_READ), limit)
 
 
-async def listing(conn: asyncpg.Connection, *, agent_id: str | None, due_at: dt.datetime | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+async def listing(conn: asyncpg.Connection, *, agent_id: str | None, due_at: dt.datetime | None, limit: int) -> tuple[list[Retraction], int]:
     """Newest corrections first, and the exact total (a COUNT, not the page size)."""
-    return queries.counted(await conn.fetch(_sql("list"), agent_id, due_at, limit), limit)
+    return rows.counted(Retraction, await conn.fetch(_sql("list"), agent_id, due_at, limit), limit)
 
 
-async def newest(conn: asyncpg.Connection, agent_id: str, limit: int, timezone: str) -> tuple[list[dict[str, Any]], int]:
+async def newest(conn: asyncpg.Connection, agent_id: str, limit: int, timezone: str) -> tuple[list[Newest], int]:
     """The newest retractions (claim, correction, verdict, `corrected_on` in the agent's zone) and
     their total, counted up to `queries.COUNT_READ`: render it with `queries.count_text`."""
-    return queries.counted(await conn.fetch(_sql("newest"), agent_id, limit, timezone, queries.COUNT_READ), limit)
+    return rows.counted(Newest, await conn.fetch(_sql("newest"), agent_id, limit, timezone, queries.COUNT_READ), limit)
 
 
 async def settle(
     conn: asyncpg.Connection, row_id: uuid.UUID, agent_id: str, *, verdict: str, outcome: str, checked_at: dt.datetime
-) -> dict[str, Any]:
+) -> Settled:
     """Record the falsifier's verdict and outcome once, once it has matured. Raises
     `RetractionInputError` for a bad verdict, a blank outcome, an unknown row, one already settled,
     or one not yet due: a falsifier tests the correction after time has passed, not at once."""
@@ -164,17 +208,17 @@ async def settle(
         raise RetractionInputError("outcome is required: say what the test procedure showed")
     row = await conn.fetchrow(_sql("settle"), row_id, agent_id, verdict, outcome, checked_at)
     if row is not None:
-        return dict(row)
+        return Settled.from_row(row)
     existing = await get(conn, row_id)
-    if existing is None or existing["agent_id"] != agent_id:
+    if existing is None or existing.agent_id != agent_id:
         raise RetractionInputError(f"no retraction {row_id} for agent {agent_id!r}")
-    if existing["verdict"] == "unchecked":
+    if existing.verdict == "unchecked":
         raise RetractionInputError(
-            f"the falsifier of retraction {row_id} is not due until {existing['matures_at']:%Y-%m-%d %H:%M %Z}: "
+            f"the falsifier of retraction {row_id} is not due until {existing.matures_at:%Y-%m-%d %H:%M %Z}: "
             "it tests the correction after time has passed, not at once"
         )
     raise RetractionInputError(
-        f"retraction {row_id} was already settled as {existing['verdict']} at {existing['falsifier_checked_at']:%Y-%m-%d %H:%M %Z}"
+        f"retraction {row_id} was already settled as {existing.verdict} at {existing.falsifier_checked_at:%Y-%m-%d %H:%M %Z}"
     )
 
 

@@ -4,7 +4,8 @@ Files are named `NNNN_description.sql`; versions start at 1 and have no gaps. Ea
 its own transaction and is recorded in `schema_migrations` with its SHA-256. The whole run holds
 `pg_advisory_lock(LOCK_KEY)`, so concurrent `wake migrate` runs apply each file exactly once.
 A database whose newest version is above the newest file this code ships is refused: newer code
-wrote it, and this code cannot know what it means.
+wrote it, and this code cannot know what it means. After the files, `ledgers.scope.setup` gives
+every agent table its row-level policy (docs/isolation.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
+
+from ledgers import scope
+from ledgers.errors import SchemaMismatch as SchemaMismatch  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 LOCK_KEY = 0x77616B65  # "wake"
@@ -29,10 +33,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )
 """
-
-
-class SchemaMismatch(Exception):
-    """The database's migrations disagree with the files this code ships."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,6 +144,14 @@ async def migrate(conn: asyncpg.Connection) -> list[Migration]:
                     migration.checksum,
                 )
             done.append(migration)
+        # every agent table, those of the files just applied included, gets its row-level policy
+        try:
+            await scope.setup(conn)
+        except asyncpg.InsufficientPrivilegeError as exc:
+            raise SchemaMismatch(
+                f"cannot set up the tool role and the agent tables' row-level policies: {exc}; "
+                "the configured login must own the tables and may create roles (CREATEROLE)"
+            ) from exc
         return done
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)

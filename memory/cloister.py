@@ -26,8 +26,14 @@ And it holds every change, the tool's own included, to its domain's schema:
 - `journal.rewritten` / `journal.deleted` (WARN): a journal file changed other than at its end,
   or was removed; `journal.undated` (LOG): a journal file whose name holds no date;
 - `layout.unknown` (WARN): a path outside the layout;
+- `file.too_large`: a file larger than `max_file_bytes` (the tool's own bound), which the canary
+  names and does not read; `file.symlink`: a symbolic link (the tool writes only files; the link's
+  target is named, never followed); `file.unreadable`: a work-tree file the canary could not read.
 - `injection.invisible`, `injection.instruction`, `injection.trigger`, `injection.tool_order`: the
   lines a change added read as orders to the model, or hide characters (`memory.injection`).
+
+Excerpts are stored escaped (control characters, NUL included, as `\\xNN`) and bounded
+(`excerpt_max_chars`), so no byte a file holds can stop the canary from recording it.
 
 A finding's severity is its domain's unless said otherwise above; outside any domain it is WARN.
 """
@@ -35,11 +41,12 @@ A finding's severity is its domain's unless said otherwise above; outside any do
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import pygit2
-from pygit2.enums import DeltaStatus, SortMode
+from pygit2.enums import DeltaStatus, FileMode, SortMode
 
 from memory import frontmatter, injection
 from memory.config import Domain, MemoryConfig, Mode, Severity
@@ -92,7 +99,18 @@ class Audit:
         return any(f.severity == Severity.HALT for f in self.findings)
 
 
+# Control characters but the tab and the newline: a text column cannot hold NUL, and a terminal
+# showing an excerpt must not receive escapes from a file.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def escaped(text: str) -> str:
+    """`text` with every control character but tab and newline written `\\xNN`."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _clip(text: str, config: MemoryConfig) -> str:
+    text = escaped(text)
     limit = config.excerpt_max_chars
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -156,11 +174,12 @@ def _fields_of(repo: MemoryRepo, commit: pygit2.Commit | None, domain: Domain) -
     found: dict[str, tuple[str, str]] = {}
     if commit is None:
         return found
+    limit = repo.config.max_file_bytes  # a larger file is a `file.too_large` finding, never parsed
     if domain.prefix.endswith("/"):
-        files = [(p, b.data.decode("utf-8", errors="replace")) for p, b in repo.files(commit, domain.prefix)]
+        files = [(p, b.data.decode("utf-8", errors="replace")) for p, b in repo.files(commit, domain.prefix) if b.size <= limit]
     else:
-        text = repo.text_at(commit, domain.prefix)
-        files = [(domain.prefix, text)] if text is not None else []
+        blob = repo.blob_at(commit.tree, domain.prefix)
+        files = [(domain.prefix, blob.data.decode("utf-8", errors="replace"))] if blob is not None and blob.size <= limit else []
     for path, text in files:
         try:
             doc = frontmatter.parse(text)
@@ -178,6 +197,44 @@ class _Auditor:
         self.known = set(known)
         self.findings: list[Finding] = []
         self.paths = 0
+        self.unread: set[tuple[str | None, str]] = set()  # (commit, path) of files named, not read
+
+    def text_at(self, commit: pygit2.Commit | None, path: str, domain: Domain | None, sha: str) -> str | None:
+        """`path`'s text in `commit`, or what stands for it: a file over `max_file_bytes` is
+        named (`file.too_large`, once) and not read, a symlink is its target (`file.symlink`)."""
+        if commit is None:
+            return None
+        blob = self.repo.blob_at(commit.tree, path)
+        if blob is None:
+            return None
+        key = (str(commit.id), path)
+        severity = domain.severity if domain else Severity.WARN
+        if commit.tree[path].filemode == FileMode.LINK:
+            target = blob.data[:512].decode("utf-8", errors="replace")
+            if key not in self.unread and str(commit.id) == sha:
+                self.add(severity, domain, path, sha, "file.symlink", f"{path} is a symbolic link to {target}; the memory tool writes only files")
+            self.unread.add(key)
+            return f"(a symbolic link to {target})\n"
+        if blob.size > self.config.max_file_bytes:
+            if key not in self.unread and str(commit.id) == sha:
+                self.add(severity, domain, path, sha, "file.too_large",
+                         f"{path} is {blob.size} bytes, more than a memory file holds ({self.config.max_file_bytes}); not read")
+            self.unread.add(key)
+            return f"({blob.size} bytes, not read)\n"
+        return blob.data.decode("utf-8", errors="replace")
+
+    def worktree_text(self, path: str, domain: Domain | None) -> str | None:
+        """The work-tree text of `path` for an excerpt; a file that cannot be read (or is too
+        large to) is a finding about that file."""
+        severity = domain.severity if domain else Severity.WARN
+        target = self.repo.workdir / path
+        try:
+            if not target.is_symlink() and target.is_file() and target.stat().st_size > self.config.max_file_bytes:
+                return f"({target.stat().st_size} bytes, not read)\n"
+            return self.repo.worktree_text(path)
+        except (OSError, ValueError) as exc:
+            self.add(severity, domain, path, None, "file.unreadable", f"{path} could not be read: {type(exc).__name__}: {exc}")
+            return f"(could not be read: {type(exc).__name__})\n"
 
     def add(self, severity: Severity, domain: Domain | None, path: str, commit: str | None, rule: str, excerpt: str) -> None:
         self.findings.append(Finding(
@@ -193,7 +250,7 @@ class _Auditor:
         for path, status in MemoryRepo.changed_paths(commit):
             self.paths += 1
             domain = self.config.domain_of(path)
-            old, new = self.repo.text_at(parent, path), self.repo.text_at(commit, path)
+            old, new = self.text_at(parent, path, domain, sha), self.text_at(commit, path, domain, sha)
             diff = unified(old, new, path, max_chars=self.config.excerpt_max_chars)
             severity = domain.severity if domain else Severity.WARN
             if bypass:
@@ -228,7 +285,7 @@ class _Auditor:
         elif new is None:
             self.add(domain.severity, domain, path, sha, "file.deleted", diff)
             return
-        if new is not None:
+        if new is not None and (sha, path) not in self.unread:
             try:
                 frontmatter.validate(new)
             except FrontmatterRefused as exc:
@@ -255,7 +312,8 @@ class _Auditor:
         if domain.mode == Mode.STRUCTURAL and not raised:
             for path, _ in MemoryRepo.changed_paths(commit):
                 if domain.holds(path):
-                    diff = unified(self.repo.text_at(parent, path), self.repo.text_at(commit, path), path, max_chars=self.config.excerpt_max_chars)
+                    diff = unified(self.text_at(parent, path, domain, sha), self.text_at(commit, path, domain, sha), path,
+                                   max_chars=self.config.excerpt_max_chars)
                     self.add(domain.other_changes, domain, path, sha, "domain.changed", diff)
 
     def worktree(self) -> int:
@@ -267,7 +325,8 @@ class _Auditor:
             domain = self.config.domain_of(change.path)
             severity = domain.severity if domain else Severity.WARN
             diff = unified(
-                self.repo.text_at(tip, change.path), self.repo.worktree_text(change.path), change.path, max_chars=self.config.excerpt_max_chars
+                self.text_at(tip, change.path, domain, ""), self.worktree_text(change.path, domain), change.path,
+                max_chars=self.config.excerpt_max_chars,
             )
             self.add(
                 severity, domain, change.path, None, f"worktree.{change.state}", f"{change.state} outside the memory tool, not committed\n{diff}"

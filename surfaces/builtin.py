@@ -38,8 +38,8 @@ async def wake_history(ctx: ToolContext, limit: int = 10) -> list[dict[str, Any]
         rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=limit)
     return [
         {
-            "wake_id": str(r["wake_id"]), "tier": r["tier"], "trigger": r["trigger"], "status": r["status"],
-            "started_at": r["started_at"].isoformat(), "tools": r["active_tools_count"],
+            "wake_id": str(r.wake_id), "tier": r.tier, "trigger": r.trigger, "status": r.status,
+            "started_at": r.started_at.isoformat(), "tools": r.active_tools_count,
         }
         for r in rows
     ]
@@ -57,9 +57,9 @@ async def wake_manifest(ctx: ToolContext) -> dict[str, Any]:
     if row is None:
         return {"error": "this wake has no ledger row (dry run?)"}
     return {
-        "manifest_root": row["manifest_root"],
-        "tools": row["active_tool_names"],
-        "blocks": {name: {k: b[k] for k in ("retrieval", "result")} for name, b in row["blocks"].items()},
+        "manifest_root": row.manifest_root,
+        "tools": row.active_tool_names,
+        "blocks": {name: {k: b[k] for k in ("retrieval", "result")} for name, b in row.blocks.items()},
     }
 
 

@@ -48,6 +48,7 @@ class ToolSettings:
     probe_roots: tuple[Path, ...] = ()
     probe_max_file_bytes: int = 1_048_576
     recall: Mapping[str, RecallSettings] = field(default_factory=dict)  # by agent id
+    with_workspace: frozenset[str] = frozenset()  # agents whose facts are checked against a workspace
 
     def recall_of(self, agent_id: str) -> RecallSettings:
         return self.recall.get(agent_id) or RecallSettings()

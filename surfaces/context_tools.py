@@ -18,16 +18,13 @@ from typing import Any
 from ledgers import context_events
 from surfaces.context import ToolContext
 from surfaces.conversation import STRATEGIES, Conversation, Request
+from surfaces.errors import ContextToolError as ContextToolError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
 from surfaces.registry import Tool, tool
 
 ARCHIVE_REF = re.compile(r"^archive:([0-9a-fA-F-]{36})-seg-([0-9]{1,6})$")
 THRESHOLD_KEYS = ("narrow_at", "act_at")
 AUDIT_DAYS = 7
 NO_LOOP = "no conversation: this tool acts only inside a wake's model loop"
-
-
-class ContextToolError(ValueError):
-    """Bad input to a context tool; the message says what to fix."""
 
 
 def _conversation(ctx: ToolContext) -> Conversation:

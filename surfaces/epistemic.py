@@ -21,13 +21,10 @@ import asyncpg
 from ledgers import facts, probes, retractions
 from surfaces import probe
 from surfaces.context import ToolContext, ToolSettings
+from surfaces.errors import ToolInputError as ToolInputError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
 from surfaces.registry import Tool, tool
 
 Writer = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
-
-
-class ToolInputError(ValueError):
-    """A tool call was refused for its input; nothing was written."""
 
 
 def instrument(settings: ToolSettings, evaluate_fn: probe.Evaluate = probe.evaluate) -> probe.Instrument:
@@ -41,11 +38,11 @@ def make_spec(target: str, mode: str, needle: str | None = None, negate: bool = 
         raise ToolInputError(f"bad probe: {exc}") from exc
 
 
-def spec_of(row: dict[str, Any]) -> probe.ProbeSpec | None:
+def spec_of(row: retractions.Retraction) -> probe.ProbeSpec | None:
     """The probe attached to a retraction row, or None."""
-    if row.get("probe_mode") is None:
+    if row.probe_mode is None or row.probe_target is None:  # the schema's CHECK keeps the two together
         return None
-    return probe.ProbeSpec(target=row["probe_target"], mode=row["probe_mode"], needle=row["probe_needle"], negate=row["probe_negate"])
+    return probe.ProbeSpec(target=row.probe_target, mode=row.probe_mode, needle=row.probe_needle, negate=row.probe_negate)
 
 
 async def run_probe(
@@ -109,7 +106,7 @@ def fact_ref(value: str | None) -> uuid.UUID | None:
 
 async def insert_retraction(
     conn: asyncpg.Connection, new: retractions.NewRetraction, maturity_days: int, fact_id: uuid.UUID | None = None,
-) -> dict[str, Any]:
+) -> retractions.Retraction:
     """Insert the retraction (call inside the fenced transaction). One that names a fact marks that
     active fact `refuted` in the same transaction: it leaves the facts block, and the retraction's
     line in the settled-facts block says so."""
@@ -128,7 +125,7 @@ async def insert_retraction(
     return row
 
 
-async def settle(conn: asyncpg.Connection, row_id: uuid.UUID, agent_id: str, verdict: str, outcome: str, now: dt.datetime) -> dict[str, Any]:
+async def settle(conn: asyncpg.Connection, row_id: uuid.UUID, agent_id: str, verdict: str, outcome: str, now: dt.datetime) -> retractions.Settled:
     try:
         return await retractions.settle(conn, row_id, agent_id, verdict=verdict, outcome=outcome, checked_at=now)
     except retractions.RetractionInputError as exc:
@@ -186,8 +183,8 @@ async def retract(ctx: ToolContext, probe: dict[str, Any] | None = None, fact_id
     fact = fact_ref(fact_id)
     async with ctx.write() as conn:
         row = await insert_retraction(conn, new, ctx.settings.falsifier_maturity_days, fact)
-    return {"id": str(row["id"]), "corrected_at": row["corrected_at"].isoformat(), "matures_at": row["matures_at"].isoformat(),
-            "verdict": row["verdict"], **({"fact_id": str(fact), "fact_status": "refuted"} if fact else {})}
+    return {"id": str(row.id), "corrected_at": row.corrected_at.isoformat(), "matures_at": row.matures_at.isoformat(),
+            "verdict": row.verdict, **({"fact_id": str(fact), "fact_status": "refuted"} if fact else {})}
 
 
 @tool(
@@ -217,8 +214,8 @@ async def settle_falsifier(ctx: ToolContext, id: str, verdict: str, outcome: str
         raise ToolInputError(f"id must be a retraction's full uuid, got {id!r}") from exc
     async with ctx.write() as conn:
         row = await settle(conn, row_id, ctx.agent_id, verdict, outcome, ctx.now)
-    return {"id": str(row["id"]), "verdict": row["verdict"], "meaning": retractions.VERDICT_MEANING[row["verdict"]],
-            "falsifier_checked_at": row["falsifier_checked_at"].isoformat()}
+    return {"id": str(row.id), "verdict": row.verdict, "meaning": retractions.VERDICT_MEANING[row.verdict],
+            "falsifier_checked_at": row.falsifier_checked_at.isoformat()}
 
 
 @tool(
@@ -252,7 +249,7 @@ async def claim_probe(
     if rid is not None:
         async with ctx.read() as conn:
             row = await retractions.get(conn, rid)
-        if row is None or row["agent_id"] != ctx.agent_id:
+        if row is None or row.agent_id != ctx.agent_id:
             raise ToolInputError(f"no retraction {rid} for this agent")
     result, record_id = await run_probe(spec, inst=instrument(ctx.settings), write=ctx.write, agent_id=ctx.agent_id, now=ctx.now,
                                         wake_id=ctx.wake_id, retraction_id=rid)

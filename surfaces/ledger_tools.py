@@ -61,6 +61,24 @@ def _with_inferred(value: str, anchors: list[dict[str, Any]] | None) -> list[dic
     return given + anchors_mod.to_json(anchors_mod.infer(value))
 
 
+NO_CODE_ANCHOR_NOTE = (
+    "no code anchor given: this fact is shown 'inconclusive (no code anchor)' in every "
+    "arrival, never as settled (anchors read from its prose only report what they find). If it is about code, supersede it "
+    "with typed anchors (file, import, symbol, env, package, or absent) so it can be verified or refuted."
+)
+
+
+def _anchor_note(ctx: ToolContext, anchors: list[dict[str, Any]] | None) -> dict[str, str]:
+    """What the answer says when an agent with a workspace gave no code anchor (verify-on-read
+    cannot settle the fact)."""
+    if ctx.agent_id not in ctx.settings.with_workspace:
+        return {}
+    given = list(anchors or [])
+    if any(isinstance(a, dict) and a.get("type") in (*anchors_mod.CODE_TYPES, anchors_mod.ABSENT) for a in given):
+        return {}
+    return {"code_anchors": NO_CODE_ANCHOR_NOTE}
+
+
 def _date(value: str | None) -> dt.date | None:
     if value is None:
         return None
@@ -77,7 +95,7 @@ def _date(value: str | None) -> dt.date | None:
         "yourself, 'saw' for what a human told you (cite the raw message id in source_ref). A 'saw' fact whose "
         "value is not found in the cited message is stored unverified and kept out of your arrivals. Give typed anchors "
         "for a fact about code: it is checked against your workspace at HEAD whenever it is read, and left out of your "
-        "arrivals while the code refutes it. When your graph "
+        "arrivals while the code refutes it; a fact without one is shown 'inconclusive (no code anchor)'. When your graph "
         "is configured, an active fact anchors the entity `about` (default: the key) there; the result's 'graph' "
         "field says whether it did."
     ),
@@ -109,7 +127,7 @@ async def remember_fact(
         anchored = await graph_anchors.fact(
             ctx, "remember_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind, key=done.key,
         )
-    return {**done.as_dict(), **anchored}
+    return {**done.as_dict(), **anchored, **_anchor_note(ctx, anchors)}
 
 
 @tool(
@@ -150,7 +168,7 @@ async def supersede_fact(
             ctx, "supersede_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind,
             supersedes_id=old_id, key=done.key,
         )
-    return {**done.as_dict(), **anchored}
+    return {**done.as_dict(), **anchored, **_anchor_note(ctx, anchors)}
 
 
 @tool(

@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from surfaces.errors import Escape as Escape  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
+from surfaces.errors import ProbeSpecError as ProbeSpecError
+
 MODES: tuple[str, ...] = ("exists", "missing", "contains")
 VERDICTS: tuple[str, ...] = ("verified", "verified_missing", "falsified", "error")
 DEFAULT_MAX_FILE_BYTES = 1_048_576
@@ -46,10 +49,6 @@ _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f\udc80-\udcff]+")
 
 Mode = Literal["exists", "missing", "contains"]
 Verdict = Literal["verified", "verified_missing", "falsified", "error"]
-
-
-class ProbeSpecError(ValueError):
-    """A probe specification is malformed (bad mode, a needle where none belongs, ...)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,10 +105,6 @@ class ProbeResult:
     @property
     def trusted(self) -> bool:
         return self.instrument_state == "passed"
-
-
-class Escape(Exception):
-    """A target that resolves outside every configured root."""
 
 
 # -- path resolution ---------------------------------------------------------------------------

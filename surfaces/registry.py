@@ -22,15 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from surfaces import names, schema_patterns
+from surfaces.errors import DeclarationError as DeclarationError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
 
 ENTRY_POINT_GROUP = "wake.tools"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the OpenAI function-name rule
 
 Handler = Callable[..., Awaitable[Any]]
-
-
-class DeclarationError(Exception):
-    """A tool declaration is malformed; startup stops. The message names the tool."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,25 +60,41 @@ class Registry:
     def __init__(self, known_surfaces: Iterable[str] = names.BUILTIN_SURFACES) -> None:
         self.known_surfaces = frozenset(known_surfaces)
         self._tools: dict[str, Tool] = {}
+        self.attached: list[Any] = []  # sources whose tools come and go (surfaces.mcp.Hub): `tools()`
+
+    def _all(self) -> dict[str, Tool]:
+        if not self.attached:
+            return self._tools
+        return {**self._tools, **{t.name: t for source in self.attached for t in source.tools()}}
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self._all())
 
     def __iter__(self) -> Any:
-        return iter(sorted(self._tools.values(), key=lambda t: t.name))
+        return iter(sorted(self._all().values(), key=lambda t: t.name))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._all()
 
     def get(self, name: str) -> Tool:
-        return self._tools[name]
+        return self._all()[name]
+
+    def attach(self, source: Any) -> None:
+        """Add a source of tools that change while the process runs (an MCP server's, re-listed);
+        each tool it lists is validated as a registered one is, except that it may declare no
+        surface (registered, never bound: the operator gave it none)."""
+        source.bind_checker(self.check_attached)
+        self.attached.append(source)
+
+    def check_attached(self, tool: Tool) -> None:
+        self._validate(tool, surfaced=False)
 
     def register(self, tool: Tool) -> Tool:
         self._validate(tool)
         self._tools[tool.name] = tool
         return tool
 
-    def _validate(self, tool: Tool) -> None:
+    def _validate(self, tool: Tool, *, surfaced: bool = True) -> None:
         where = f"tool {tool.name!r} ({tool.origin})"
         if not isinstance(tool.name, str) or not _NAME.match(tool.name):
             raise DeclarationError(f"{where}: name must match {_NAME.pattern}")
@@ -102,7 +115,7 @@ class Registry:
         except jsonschema.SchemaError as exc:
             raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
         self._validate_patterns(where, tool.parameters)
-        if not tool.surfaces:
+        if surfaced and not tool.surfaces:
             raise DeclarationError(f"{where}: declares no surface")
         unknown = sorted(set(tool.surfaces) - self.known_surfaces)
         if unknown:

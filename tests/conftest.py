@@ -21,12 +21,28 @@ import pytest
 import redis
 
 from ledgers import schema
+from tests.support import environ as test_environ
 from tests.support.llama_fixtures import llama_server_info, llama_url  # noqa: F401  (fixtures)
 from tests.support.neo4j_fixtures import neo4j_dedicated, neo4j_server_uri, neo4j_uri  # noqa: F401  (fixtures)
 from wake import config as wake_config
 from wake.stores import engines
 
 TEMPLATE_DB = "wake_test_template"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--console-screenshots", metavar="DIR", default=None,
+        help="Also keep the console's browser-test screenshots in DIR (docs/console/ holds the committed ones).",
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before any test module is collected: the user's WAKE_*, PG*, REDIS_URL, DATABASE_URL,
+    NEO4J_* and XDG_* are gone, the XDG homes point under the base temporary directory
+    (tests/support/environ.py says which of the suite's own variables stay)."""
+    factory: pytest.TempPathFactory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    test_environ.scrub_process(factory.getbasetemp() / "xdg")
 
 
 def _with_database(dsn: str, database: str) -> str:

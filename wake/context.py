@@ -13,11 +13,11 @@ import datetime as dt
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import asyncpg
 
 from ledgers import graph
+from ledgers.introspection import WakeDiff, WakeRecord
 from ledgers.memory_ledger import CanaryResult
 from ledgers.vocab import Tier, Trigger
 from memory.repo import MemoryRepo
@@ -74,11 +74,11 @@ class WakeContext:
     now: dt.datetime
     binding: tuple[Tool, ...] = ()
     tool_hashes: Mapping[str, str] = field(default_factory=dict)
-    previous: Mapping[str, Any] | None = None
-    previous_tier: Mapping[str, Any] | None = None
-    # {"agent": diff against the agent's previous wake, "tier": against the tier's}; derived
-    # sources (the binding diff) see it
-    diff: Mapping[str, Any] = field(default_factory=dict)
+    previous: WakeRecord | None = None  # the agent's previous settled wake (step 7 compares with it)
+    previous_tier: WakeRecord | None = None  # the tier's
+    # the diff against both (step 7), set once the direct blocks are in: the derived sources (the
+    # binding diff) and the gate see it; None before
+    diff: WakeDiff | None = None
     # The model loop's conversation, in the context it hands to tools (None in sources and outside the loop)
     conversation: Conversation | None = None
     # Writes a source leaves for the wake's own row (they name the wake): run by the cycle in the
@@ -135,10 +135,18 @@ class WakeContext:
         return self.memory_state.repo
 
     def read(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
-        return self.stores.pg_conn(trusted=False)  # tool code: its connection gets the pool's full reset
+        """A connection that sees only this agent's rows (the tool role, docs/isolation.md)."""
+        return self.stores.scoped_conn(self.agent_id)
 
     def write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """`async with ctx.write() as conn:` — a transaction that writes only while this wake's
         fence is the agent's newest (raises `ledgers.fences.StaleFence` otherwise). Every write a
-        wake, a source or a tool makes to PostgreSQL goes through here."""
-        return lease.fenced(self.stores, self.agent_id, self.fence, trusted=False)
+        wake, a source or a tool makes to PostgreSQL goes through here. Its connection, like
+        `read()`'s, sees and writes only this agent's rows."""
+        return lease.fenced(self.stores, self.agent_id, self.fence, scoped=True)
+
+    def harness_write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        """The harness's own fenced transaction on the owner's login, for a write into a table no
+        agent owns (the transcript's texts go to the shared, content-addressed `manifest_contents`,
+        which the tool role may not write). Not for tool code: a tool writes through `write()`."""
+        return lease.fenced(self.stores, self.agent_id, self.fence)

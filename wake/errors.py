@@ -127,7 +127,23 @@ class ListenError(WakeError):
 
 
 class DeliveryFailed(Exception):
-    """One delivery attempt did not deliver; the message says why (a status, a transport error)."""
+    """One delivery attempt did not deliver; the message says why (a status, a transport error).
+    `permanent`: sending it again cannot help (a 4xx other than 408/425/429, a refused login, a
+    URL that does not parse), so the outbox dead-letters it at once instead of backing off."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class InboxRefused(Exception):
+    """A request to the daemon's inbox that is not stored: its HTTP status (a 4xx) and the reason
+    the answer gives."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
 
 
 class PrecheckFailed(Exception):

@@ -66,6 +66,12 @@ def _redact_value(key: str, value: Any) -> Any:
     return redact_text(str(value))
 
 
+def redact_data(value: Any) -> Any:
+    """A JSON-like value under the same rules as a log line: the string under a sensitive key is
+    `***`, every other string is redacted as text (the transcript of a wake uses this)."""
+    return _redact_value("", value)
+
+
 def redact(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """structlog processor: redact every field, the event and the formatted traceback included."""
     for key in list(event_dict):

@@ -32,9 +32,11 @@ SELECT check_id, fact_id, agent_id, status, evidence, head, checked_at, wake_id,
 
 -- name: matured_reality_retractions
 -- Retractions that checks of this fact wrote, unsettled and matured by $3, made at a HEAD other
--- than the one checked now ($4): a later check is their falsifier's test procedure.
-SELECT DISTINCT r.id, c.head
+-- than the one checked now ($4): a later check is their falsifier's test procedure. One row per
+-- retraction (its first check's HEAD): a retraction is shared by the checks of one cause, across HEADs.
+SELECT DISTINCT ON (r.id) r.id, c.head
   FROM fact_checks c
   JOIN retraction_ledger r ON r.id = c.retraction_id
  WHERE c.fact_id = $1 AND c.agent_id = $2 AND r.agent_id = $2
    AND r.verdict = 'unchecked' AND r.matures_at <= $3 AND c.head <> $4
+ ORDER BY r.id, c.checked_at, c.check_id

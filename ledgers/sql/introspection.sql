@@ -153,6 +153,7 @@ SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, fini
  WHERE ($1::text IS NULL OR agent_id = $1)
    AND ($2::text IS NULL OR tier = $2)
    AND ($3::text IS NULL OR status = $3)
+   AND ($5::text IS NULL OR trigger = $5)
  ORDER BY started_at DESC
  LIMIT $4
 
@@ -200,11 +201,12 @@ SELECT arrival_order, blocks FROM wake_introspection_ledger WHERE wake_id = $1
 
 -- name: chain_head_lock
 -- The agent's newest link, locked until the caller's transaction ends (created at seq 0), and
--- the manifest root of row $3 when it is settled and not yet linked (`linkable`).
+-- the manifest and transcript roots of row $3 when it is settled and not yet linked (`linkable`).
 INSERT INTO agent_chain_heads (agent_id, seq, chain) VALUES ($1, 0, $2)
 ON CONFLICT (agent_id) DO UPDATE SET agent_id = EXCLUDED.agent_id
 RETURNING seq, chain,
           (SELECT manifest_root FROM wake_introspection_ledger WHERE wake_id = $3 AND chain IS NULL AND status <> 'started') AS manifest_root,
+          (SELECT transcript_root FROM wake_introspection_ledger WHERE wake_id = $3 AND chain IS NULL AND status <> 'started') AS transcript_root,
           EXISTS (SELECT 1 FROM wake_introspection_ledger WHERE wake_id = $3 AND chain IS NULL AND status <> 'started') AS linkable
 
 -- name: chain_link
@@ -223,7 +225,7 @@ SELECT seq, chain FROM agent_chain_heads WHERE agent_id = $1
 
 -- name: chain_rows
 -- An agent's linked rows in link order (`wake verify --chain`).
-SELECT wake_id, chain_seq, chain, manifest_root, status, started_at FROM wake_introspection_ledger
+SELECT wake_id, chain_seq, chain, manifest_root, transcript_root, status, started_at FROM wake_introspection_ledger
  WHERE agent_id = $1 AND chain_seq IS NOT NULL
  ORDER BY chain_seq
 

@@ -111,3 +111,15 @@ def test_pause_status_resume_and_one_shots_round_trip(wake_cli: CLI, config: Cal
     assert query(pg_dsn, "SELECT * FROM wake_pauses") == []
     everything = wake_cli("--config", str(path), "at", "--list", "--all", "--json")
     assert [o["cancelled_by"] is not None for o in json.loads(everything.stdout)] == [True]
+
+
+def test_wake_console_refuses_an_address_other_than_loopback_without_a_token(
+    wake_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path,
+) -> None:
+    done = wake_cli("console", "--listen", "0.0.0.0:0", extra_env={"CREDENTIALS_DIRECTORY": str(tmp_path)})
+    assert done.returncode == 78, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("wake:")]
+    assert lines == ["wake: the console listens on 0.0.0.0:0, which is not loopback: it needs a token "
+                     "(credential wake_console_token or $WAKE_CONSOLE_TOKEN)"]
+    bad = wake_cli("console", "--listen", "nowhere")
+    assert bad.returncode == 78 and "bad console listen address" in bad.stderr

@@ -152,3 +152,26 @@ def test_two_processes_waking_one_agent_write_once_and_leave_a_sound_repository(
     git(repo, "fsck", "--strict")
     log = _json(wake_cli("--config", str(config.path), "memory", "log", "--json"))
     assert log["writes_recorded"] == 1 and log["commits"][0]["write"]["path"] == "reference/garden.md"
+
+
+def test_a_nul_byte_committed_by_hand_is_a_finding_the_cli_shows_and_a_revert_clears(
+    wake_cli: CLI, store_config: Callable[..., Config],
+) -> None:
+    config = store_config(agents='[agents.demo]\npersona_files = ["persona.md"]\n[agents.demo.tiers.surface]\nbinds = ["wake.whisper"]\n')
+    cfg = ("--config", str(config.path))
+    assert wake_cli(*cfg, "up", "--tier", "surface").returncode == 0
+    repo = config.memory_path("demo")
+    persona = repo / "system/persona/persona.md"
+    persona.write_bytes(persona.read_bytes() + b"\nidentity: \x00\n")
+    git(repo, "commit", "-q", "-am", "by hand")
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    audit = wake_cli(*cfg, "memory", "audit")
+    assert "Traceback" not in audit.stderr and "HALT bypass.commit system/persona/persona.md" in audit.stdout, audit.stdout + audit.stderr
+    found = _json(wake_cli(*cfg, "memory", "findings", "--json"))
+    assert any("\\x00" in f["excerpt"] for f in found["findings"]), found
+    halted = _json(wake_cli(*cfg, "up", "--tier", "surface", "--json"))
+    assert "cloister HALT" in json.dumps(halted)
+    reverted = wake_cli(*cfg, "memory", "revert", sha, "--by", "casey")
+    assert reverted.returncode == 0, reverted.stderr
+    after = wake_cli(*cfg, "up", "--tier", "surface", "--json")
+    assert after.returncode == 0 and "cloister HALT" not in after.stdout, after.stdout + after.stderr

@@ -77,9 +77,9 @@ def test_trigger_validates_agent_and_tier_before_asking(wake_cli: CLI, write_con
     config = write_config(SOLO)
     env = {"REDIS_URL": redis_url}
     ghost = wake_cli("--config", str(config), "trigger", "--agent", "ghost", extra_env=env)
-    assert ghost.returncode == 2 and "no agent 'ghost'; configured: solo" in ghost.stderr
+    assert ghost.returncode == 65 and "no agent 'ghost' is configured; known: solo" in ghost.stderr
     full = wake_cli("--config", str(config), "trigger", "--agent", "solo", "--tier", "full", extra_env=env)
-    assert full.returncode == 2 and "agent 'solo' has no full tier; configured: whisper" in full.stderr
+    assert full.returncode == 65 and "agent 'solo' has no full tier; configured: whisper" in full.stderr
 
 
 async def test_trigger_prints_the_wake_id_and_waits_for_the_outcome(
@@ -205,7 +205,9 @@ async def test_status_lists_replicas_running_wakes_leases_and_next_fires(
         await control.forget(redis, "r2")
         alone = wake_cli("status", extra_env=env)
         assert alone.returncode == 0
-        assert alone.stdout.splitlines()[0].startswith("no daemon alive (no replica heartbeat in redis at ")
+        head = alone.stdout.splitlines()
+        assert head[:2] == ["postgres: ok (reachable)", f"redis: ok ({head[1][len('redis: ok ('):-1]})"] and head[2] == ""
+        assert head[3].startswith("no daemon alive (no replica heartbeat in redis at ")
         assert "next fires: unknown (no daemon alive to schedule them)" in alone.stdout
         assert held.token in alone.stdout  # leases are still shown
         assert json.loads(wake_cli("status", "--json", extra_env=env).stdout)["next_fires"] == []

@@ -75,7 +75,7 @@ def test_facts_check_shows_each_verdict_and_records_it(wake_cli: CLI, store_conf
 
     up = wake_cli(*cfg, "up", "--dry-run")  # a fresh process: the fingerprint is built (in the worker) before the wake
     assert up.returncode == 0, up.stderr
-    assert f"code anchors checked at HEAD {head[:8]}: 1 verified, 1 refuted (left out), 1 inconclusive" in up.stdout
+    assert f"code anchors checked at HEAD {head[:8]}: 1 verified, 1 refuted (left out), 2 inconclusive (1 with no code anchor)" in up.stdout
     assert f"get opens sqlite3 [import: sqlite3 in app.cache.get] {{verified @{head[:8]}}}" in up.stdout
     assert "the cache uses redis" not in up.stdout
 
@@ -92,7 +92,8 @@ def test_facts_check_shows_each_verdict_and_records_it(wake_cli: CLI, store_conf
     human = wake_cli(*cfg, "facts", "--check")
     assert human.returncode == 0, human.stderr
     assert f"refuted      @{head[:8]}  cache: the cache uses redis" in human.stdout
-    assert human.stdout.rstrip().endswith("3 checked: 1 verified, 1 refuted, 1 inconclusive (recorded in fact_checks)")
+    assert human.stdout.rstrip().endswith("3 checked: 1 verified, 1 refuted, 1 inconclusive (recorded in fact_checks); "
+                                          "1 of 4 active facts not checked: 1 with no code anchor (arrivals show them inconclusive)")
 
     async def counts() -> tuple[int, int]:
         conn = await asyncpg.connect(pg_dsn)
@@ -156,3 +157,37 @@ def test_workspace_status_and_its_failures(wake_cli: CLI, store_config: Callable
     assert none.returncode == 78 and "agents.demo.workspace" in none.stderr and none.stderr.count("\n") == 1
     checked = wake_cli("--config", str(unset.path), "facts", "--check")
     assert checked.returncode == 78 and "agents.demo.workspace" in checked.stderr
+
+
+def test_facts_lists_every_anchor_kind_and_check_says_what_it_did_not_check(
+        wake_cli: CLI, store_config: Callable[..., Config], pg_dsn: str, tmp_path: Path) -> None:
+    head = gitrepo.commit(tmp_path / "repo", CODE)
+    config = store_config(agents=AGENT.format(workspace="repo"))
+    cfg = ["--config", str(config.path)]
+    assert wake_cli(*cfg, "migrate").returncode == 0
+    _seed(pg_dsn, [
+        ("index", "get opens sqlite3", [{"type": "import", "ref": "sqlite3", "where": "app.cache.get"}]),
+        ("no_requests", "the cache does not use requests",
+         [{"type": "absent", "anchor": {"type": "import", "ref": "requests", "where": "app/cache.py"}}]),
+        ("prose", "we use Celery", []),
+    ])
+    listed = wake_cli(*cfg, "facts")
+    assert listed.returncode == 0, listed.stderr
+    assert "[absent import: requests in app/cache.py]" in listed.stdout and "[import: sqlite3 in app.cache.get]" in listed.stdout
+    assert "Traceback" not in listed.stderr
+
+    limited = wake_cli(*cfg, "facts", "--check", "--no-record", "--limit", "1")
+    assert limited.returncode == 0, limited.stderr
+    # one fact read of three active; the other two are not checked, and it says so
+    assert "of 3 active facts not checked: beyond --limit 1" in limited.stdout.splitlines()[-1]
+    assert json.loads(wake_cli(*cfg, "facts", "--check", "--no-record", "--limit", "1", "--json").stdout)["not_checked"]["beyond_limit"] == 2
+    full = json.loads(wake_cli(*cfg, "facts", "--check", "--no-record", "--json").stdout)
+    assert (full["checked"], full["active"], full["not_checked"]) == (2, 3, {"beyond_limit": 0, "no_code_anchor": 1})
+    assert {f["fact_key"]: f["status"] for f in full["facts"]} == {"index": "verified", "no_requests": "verified"}
+    assert all(f["head"] == head for f in full["facts"])
+
+    (tmp_path / "plain").mkdir()
+    plain = store_config(agents=AGENT.format(workspace="plain"))
+    not_repo = wake_cli("--config", str(plain.path), "facts", "--check")
+    assert not_repo.returncode == 66 and not_repo.stdout == "" and "not_a_repository" in not_repo.stderr
+    assert not_repo.stderr.count("\n") == 1

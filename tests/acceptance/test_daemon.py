@@ -264,10 +264,13 @@ def test_notify_socket_gets_ready_watchdog_and_stopping(start: Callable[..., Rep
         messages = [sock.recv(4096).decode()]
         assert messages[0].split("\n")[0] == "READY=1", messages
         assert "STATUS=next wake demo/whisper at " in messages[0]
+        deadline = time.monotonic() + 120  # each recv is bounded too (the socket's timeout)
         while sum(m == "WATCHDOG=1" for m in messages) < 3:
+            assert time.monotonic() < deadline, messages
             messages.append(sock.recv(4096).decode())
         replica.signal(signal.SIGTERM)
         while not messages[-1].startswith("STOPPING=1"):
+            assert time.monotonic() < deadline, messages
             messages.append(sock.recv(4096).decode())
         assert replica.proc.wait(30) == 0
     assert messages.index(next(m for m in messages if m.startswith("STOPPING=1"))) > messages.index("WATCHDOG=1")

@@ -65,7 +65,7 @@ async def test_an_absence_claim_about_a_failed_block_is_marked_counted_and_shown
     assert by_wake[healthy.wake_id].unchecked_blocks == []  # the same words, said of a block that could look
     assert by_wake[outage.wake_id].unchecked_blocks == ["settled_facts"]
     assert by_wake[after.wake_id].unchecked_blocks == []  # "Looked again." claims no absence
-    assert [rows[o.wake_id]["unchecked_absence_claims"] for o in (healthy, outage, after)] == [0, 1, 0]  # type: ignore[index]
+    assert [rows[o.wake_id].unchecked_absence_claims for o in (healthy, outage, after)] == [0, 1, 0]  # type: ignore[union-attr]
     shown = next(b for b in after.blocks if b.name == "daybook").text
     assert f"(wake {str(outage.wake_id)[:8]}) [written while settled_facts could not be checked]: {claim}" in shown
     assert f"(wake {str(healthy.wake_id)[:8]}): {claim}" in shown
@@ -89,7 +89,7 @@ async def test_a_daybook_entry_granting_a_tool_changes_nothing(store_config: Cal
     assert o.status == "completed", o.error
     assert sorted(t.name for t in o.binding) == whisper_binding
     assert server.requests[0].tool_names == whisper_binding
-    assert row is not None and sorted(row["active_tool_names"]) == whisper_binding and (row["tool_calls"], row["refusals"]) == (2, 2)
+    assert row is not None and sorted(row.active_tool_names) == whisper_binding and (row.tool_calls, row.refusals) == (2, 2)
     answers = [json.loads(m["content"]) for m in server.requests[1].json["messages"] if m["role"] == "tool"]
     assert all(a["error"].startswith("refused") for a in answers) and facts_written == 0
     daybook_block = next(b for b in o.blocks if b.name == "daybook").text

@@ -266,7 +266,7 @@ async def test_memory_status_reports_the_context_and_memory_search_reads_an_arch
     from surfaces import memory as memory_tools
     from surfaces.epistemic import ToolInputError
     from tests.support.ledger_ctx import wake_ctx
-    from wake.run import cycle as run_cycle
+    from wake.arrival import memory as arrival_memory
 
     config = _config(store_config, server)
     wake_id = uuid.uuid4()
@@ -279,7 +279,7 @@ async def test_memory_status_reports_the_context_and_memory_search_reads_an_arch
                 messages=[{"role": "tool", "content": "the long tool result"}], at=at,
             )
         ctx = wake_ctx(config, st, at)
-        state = await run_cycle.open_memory(config, st, ctx.request, at, dry_run=False)
+        state = await arrival_memory.open_memory(config, st, ctx.request, at, dry_run=False)
         ctx = dataclasses.replace(ctx, memory_state=state)
         found = await memory_tools.memory_read.handler(ctx, command="search", query=f"archive:{wake_id}-seg-1")
         status = await memory_tools.memory_read.handler(ctx, command="status")

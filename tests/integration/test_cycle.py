@@ -42,9 +42,9 @@ async def _wake(config: Config, registry: Registry, tier: str = "whisper", **kw:
         return await wakes.run(config, st, registry, agent_id="demo", tier=tier, **kw)
 
 
-async def _rows(config: Config) -> list[dict[str, Any]]:
+async def _rows(config: Config) -> list[Any]:
     async with stores.connected(config) as st, st.pg_conn() as conn:
-        return [await introspection.get(conn, r["wake_id"]) for r in await introspection.recent(conn, limit=100)]
+        return [await introspection.get(conn, r.wake_id) for r in await introspection.recent(conn, limit=100)]
 
 
 async def test_capability_map_binds_declarations_and_ledger_counts_the_binding(store_config: Callable[..., Config]) -> None:
@@ -60,11 +60,11 @@ async def test_capability_map_binds_declarations_and_ledger_counts_the_binding(s
     assert len(outcomes["whisper"].binding) == 5 + 4 + BASE_BOUND["whisper"]  # whisper_*, anywake_*, built-ins
     assert len(outcomes["surface"].binding) == 5 + 5 + 4 + BASE_BOUND["surface"]
     assert len(outcomes["full"].binding) == 5 + 5 + 5 + 4 + BASE_BOUND["full"]
-    rows = {r["tier"]: r for r in await _rows(config)}
+    rows = {r.tier: r for r in await _rows(config)}
     for tier, o in outcomes.items():
-        assert rows[tier]["active_tools_count"] == len(o.binding) == len(rows[tier]["active_tool_names"])
-        assert rows[tier]["registry_tool_count"] == 30 + len(BASE)
-        assert rows[tier]["active_tool_names"] == [t.name for t in o.binding]
+        assert rows[tier].active_tools_count == len(o.binding) == len(rows[tier].active_tool_names)
+        assert rows[tier].registry_tool_count == 30 + len(BASE)
+        assert rows[tier].active_tool_names == [t.name for t in o.binding]
 
 
 def test_wake_registry_flags_the_inert_declaration(store_config: Callable[..., Config]) -> None:
@@ -98,18 +98,18 @@ async def test_removing_a_wake_declaration_shows_as_removed(store_config: Callab
         after.register(dataclasses.replace(t, surfaces=frozenset({"chat"})) if t.name == "whisper_03" else t)
     second = await _wake(config, after)
     assert second.diff is not None
-    assert second.diff["agent"]["tools"]["removed"] == ["whisper_03"]
-    assert second.diff["tier"]["tools"]["removed"] == ["whisper_03"]
+    assert second.diff.agent.tools.removed == ("whisper_03",)
+    assert second.diff.tier.tools.removed == ("whisper_03",)
     diff_block = next(b for b in second.blocks if b.name == "binding_diff")
     assert f"- tools: removed whisper_03 (now holding {8 + BASE_BOUND['whisper']})" in diff_block.text
-    [row] = [r for r in await _rows(config) if r["wake_id"] == second.wake_id]
-    assert row["diff"]["agent"]["tools"]["removed"] == ["whisper_03"]
+    [row] = [r for r in await _rows(config) if r.wake_id == second.wake_id]
+    assert row.diff is not None and row.diff.agent.tools.removed == ("whisper_03",)
     # a changed declaration (schema) is "changed", not added/removed
     changed = Registry(before.known_surfaces)
     for t in after:
         changed.register(dataclasses.replace(t, parameters={"type": "object", "properties": {}}) if t.name == "whisper_01" else t)
     third = await _wake(config, changed)
-    assert third.diff is not None and third.diff["agent"]["tools"]["changed"] == ["whisper_01"]
+    assert third.diff is not None and third.diff.agent.tools.changed == ("whisper_01",)
 
 
 async def test_first_wake_says_it_is_the_first(store_config: Callable[..., Config]) -> None:
@@ -140,7 +140,7 @@ async def test_hung_source_fails_with_timeout_and_the_wake_completes_in_time(sto
     assert o.duration_ms < 300 + 150, o.duration_ms
     assert wall_ms < 300 + 1500  # including opening the stores
     [row] = await _rows(config)
-    assert row["blocks"]["hung"]["retrieval"] == "failed" and row["blocks"]["hung"]["reason"] == "timeout"
+    assert row.blocks["hung"]["retrieval"] == "failed" and row.blocks["hung"]["reason"] == "timeout"
 
 
 async def test_crashing_source_yields_failed_block_with_type_and_wake_settles(store_config: Callable[..., Config]) -> None:
@@ -151,13 +151,13 @@ async def test_crashing_source_yields_failed_block_with_type_and_wake_settles(st
     assert block.retrieval == "failed" and block.reason == "KeyError: 'persona index'"
     assert o.status == "completed"
     [row] = await _rows(config)
-    assert row["status"] == "completed" and row["finished_at"] is not None
+    assert row.status == "completed" and row.finished_at is not None
     # the next wake sees the failing block recover
     again = await _wake(
         config, loader.build(),
         source_list=[sources.BUILTIN["identity"], dataclasses.replace(sources.BUILTIN["clock"], name="crash"), sources.BUILTIN["binding_diff"]],
     )
-    assert again.diff is not None and again.diff["agent"]["blocks"]["recovered"] == ["crash"]
+    assert again.diff is not None and again.diff.agent.blocks.recovered == ("crash",)
 
 
 async def test_root_identical_for_identical_inputs_and_changes_with_one_character(store_config: Callable[..., Config], tmp_path: Path) -> None:
@@ -187,7 +187,7 @@ async def test_exception_before_the_row_still_leaves_one_failed_row(store_config
     o = await _wake(config, broken)
     assert o.status == "failed" and o.error == "RuntimeError: declaration exploded"
     [row] = await _rows(config)
-    assert (row["status"], row["error"], row["manifest_root"]) == ("failed", "RuntimeError: declaration exploded", None)
+    assert (row.status, row.error, row.manifest_root) == ("failed", "RuntimeError: declaration exploded", None)
 
 
 async def test_cancelled_wake_settles_aborted(store_config: Callable[..., Config]) -> None:
@@ -209,7 +209,7 @@ async def test_cancelled_wake_settles_aborted(store_config: Callable[..., Config
         finally:
             cycle.think = original  # type: ignore[assignment]
     [row] = await _rows(config)
-    assert row["status"] == "aborted" and row["error"] == "cancelled"
+    assert row.status == "aborted" and row.error == "cancelled"
 
 
 async def test_exactly_one_row_per_attempt_and_dry_run_records_nothing(store_config: Callable[..., Config]) -> None:
@@ -220,8 +220,8 @@ async def test_exactly_one_row_per_attempt_and_dry_run_records_nothing(store_con
     dry = await _wake(config, registry, "full", dry_run=True)
     assert dry.recorded is False and "## identity" in dry.prompt and dry.manifest is not None
     rows = await _rows(config)
-    assert len(rows) == 3 and all(r["status"] == "completed" for r in rows)
-    assert all(r["note"].startswith("harness-only") for r in rows)
+    assert len(rows) == 3 and all(r.status == "completed" for r in rows)
+    assert all(r.note.startswith("harness-only") for r in rows)
     recent = next(b for b in (await _wake(config, registry)).blocks if b.name == "recent_wakes")
     assert recent.rows == 3 and recent.result == "present"
     lines = recent.text.splitlines()[1:]

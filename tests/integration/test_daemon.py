@@ -6,6 +6,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import os
+import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -58,7 +62,7 @@ async def opened(store_config: Callable[..., Config]) -> AsyncIterator[Callable[
         yield make
 
 
-async def _rows(d: daemon.Daemon) -> list[dict[str, Any]]:
+async def _rows(d: daemon.Daemon) -> list[introspection.WakeSummary]:
     assert d.stores is not None
     async with d.stores.pg_conn() as conn:
         return await introspection.recent(conn, limit=100)
@@ -73,12 +77,14 @@ async def test_a_slot_runs_once_whoever_fires_it(opened: Callable[..., daemon.Da
         await asyncio.gather(a.run_slot(whisper, slot, "schedule"), b.run_slot(whisper, slot, "schedule"))
         await late.run_slot(whisper, slot, "schedule")  # a replica whose clock is late, firing the same slot
     rows = await _rows(a)
-    assert [(r["tier"], r["trigger"], r["scheduled_for"], r["status"]) for r in rows] == [("whisper", "schedule", slot, "completed")]
+    assert [(r.tier, r.trigger, r.scheduled_for, r.status) for r in rows] == [("whisper", "schedule", slot, "completed")]
     taken = [e for e in logs if e["event"] == "wake.skipped" and e.get("reason") == "slot_taken"]
     assert len(taken) == 2
-    winner = a.replica_id if rows[0]["wake_id"] == (await _slot(a, slot)).wake_id else b.replica_id
-    assert {e["claimed_by"] for e in taken} == {winner}
-    assert {e["wake_id"] for e in taken} == {str(rows[0]["wake_id"])}
+    holder = await _slot(a, slot)
+    assert holder.wake_id == rows[0].wake_id
+    assert holder.claimed_by in {a.replica_id, b.replica_id}  # one of the two on time; never the late one
+    assert {e["claimed_by"] for e in taken} == {holder.claimed_by}
+    assert {e["wake_id"] for e in taken} == {str(rows[0].wake_id)}
 
 
 async def _slot(d: daemon.Daemon, slot: dt.datetime, tier: str = "whisper") -> slots.Holder:
@@ -96,8 +102,8 @@ async def test_busy_agent_whisper_is_skipped_and_surface_waits(opened: Callable[
     slot = dt.datetime(2026, 11, 29, 9, tzinfo=dt.UTC)
     await d.run_slot(d.schedules[("demo", "whisper")], slot, "schedule")
     [skipped] = await _rows(d)
-    assert (skipped["status"], skipped["scheduled_for"], skipped["manifest_root"]) == ("skipped", slot, None)
-    assert skipped["note"] == "skipped: busy: another wake of the agent holds its lease (a wake not recorded yet, held by someone:1)"
+    assert (skipped.status, skipped.scheduled_for, skipped.manifest_root) == ("skipped", slot, None)
+    assert skipped.note == "skipped: busy: another wake of the agent holds its lease (a wake not recorded yet, held by someone:1)"
 
     async def release_soon() -> None:
         await asyncio.sleep(0.5)
@@ -106,8 +112,8 @@ async def test_busy_agent_whisper_is_skipped_and_surface_waits(opened: Callable[
     releaser = asyncio.create_task(release_soon())
     await d.run_slot(d.schedules[("demo", "surface")], slot, "schedule")  # waits up to busy_wait_s = 2
     await releaser
-    surface = [r for r in await _rows(d) if r["tier"] == "surface"]
-    assert [r["status"] for r in surface] == ["completed"]
+    surface = [r for r in await _rows(d) if r.tier == "surface"]
+    assert [r.status for r in surface] == ["completed"]
 
 
 async def test_a_claimed_slot_whose_lease_cannot_be_taken_still_leaves_its_one_row(opened: Callable[..., daemon.Daemon], tmp_path: Any) -> None:
@@ -122,10 +128,10 @@ async def test_a_claimed_slot_whose_lease_cannot_be_taken_still_leaves_its_one_r
         await d.stores.redis.aclose()
         d.stores = real
     [failed] = await _rows(d)
-    assert (failed["status"], failed["scheduled_for"], failed["manifest_root"]) == ("failed", slot, None)
-    assert failed["error"].startswith("lease not taken: ConnectionError")
+    assert (failed.status, failed.scheduled_for, failed.manifest_root) == ("failed", slot, None)
+    assert failed.error.startswith("lease not taken: ConnectionError")
     await d.run_slot(d.schedules[("demo", "whisper")], slot, "schedule")  # the slot is spent: never run again
-    assert [r["wake_id"] for r in await _rows(d)] == [failed["wake_id"]]
+    assert [r.wake_id for r in await _rows(d)] == [failed.wake_id]
 
 
 async def test_rows_of_a_dead_holder_are_abandoned_by_the_next_lease_holder(opened: Callable[..., daemon.Daemon]) -> None:
@@ -140,8 +146,37 @@ async def test_rows_of_a_dead_holder_are_abandoned_by_the_next_lease_holder(open
     await d._close_abandoned_at_start()
     async with d.stores.pg_conn() as conn:
         row = await introspection.get(conn, dead.wake_id)
-    assert row is not None and row["status"] == "abandoned" and "lost the agent's lease" in row["error"]
-    assert row["finished_at"] is not None
+    assert row is not None and row.status == "abandoned" and "lost the agent's lease" in row.error
+    assert row.finished_at is not None
+
+
+async def test_rows_of_a_pid_dead_on_this_host_are_abandoned_at_start_while_its_lease_is_still_held(
+    opened: Callable[..., daemon.Daemon],
+) -> None:
+    d = opened()
+    assert d.stores is not None
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that was alive on this host and is dead now
+    mine = socket.gethostname()
+    rows = {
+        name: introspection.WakeRow(
+            wake_id=uuid.uuid4(), agent_id="demo", tier="full", trigger="manual", scheduled_for=None, started_at=clock.now(),
+            manifest_root="0" * 64, host=host, pid=pid, version="0", config_hash="x", fence=1,
+        )
+        for name, host, pid in (("dead_here", mine, gone.pid), ("alive_here", mine, os.getpid()), ("elsewhere", "another-host", gone.pid))
+    }
+    async with d.stores.pg_conn() as conn:
+        for row in rows.values():
+            await introspection.insert(conn, row)
+    # the dead process's lease is still held (its TTL has not run out): no lease can be taken
+    held = await lease.acquire(d.stores, "demo", ttl_ms=600_000, owner="the-dead-process")
+    assert held.fence is not None
+    await d._close_abandoned_at_start()
+    async with d.stores.pg_conn() as conn:
+        got = {name: await introspection.get(conn, row.wake_id) for name, row in rows.items()}
+    assert got["dead_here"] is not None and got["dead_here"].status == "abandoned" and "died on this host" in got["dead_here"].error
+    assert got["alive_here"] is not None and got["alive_here"].status == "started"
+    assert got["elsewhere"] is not None and got["elsewhere"].status == "started"
 
 
 async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_never_whisper(opened: Callable[..., daemon.Daemon]) -> None:
@@ -161,7 +196,7 @@ async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_ne
         await d._catch_up_all()
         await asyncio.gather(*list(d.tasks))
     rows = await _rows(d)
-    assert sorted((r["tier"], r["trigger"], r["scheduled_for"], r["status"]) for r in rows) == [
+    assert sorted((r.tier, r.trigger, r.scheduled_for, r.status) for r in rows) == [
         ("full", "catch_up", now.replace(minute=0), "completed"),
         ("surface", "catch_up", now.replace(minute=0), "completed"),
     ]
@@ -188,7 +223,7 @@ async def test_manual_trigger_through_redis(opened: Callable[..., daemon.Daemon]
         "event": "settled", "wake_id": started["wake_id"], "status": "completed", "note": settled["note"], "error": None,
     }
     [row] = await _rows(d)
-    assert (str(row["wake_id"]), row["trigger"], row["scheduled_for"]) == (started["wake_id"], "manual", None)
+    assert (str(row.wake_id), row.trigger, row.scheduled_for) == (started["wake_id"], "manual", None)
     [refused] = await ask("nobody", "whisper")
     assert refused["event"] == "refused" and "unknown agent 'nobody'" in refused["reason"]
     held = await lease.acquire(d.stores, "demo", ttl_ms=5000, owner="other:2")
@@ -238,11 +273,11 @@ async def test_a_running_daemon_fires_heartbeats_and_drains(store_config: Callab
         assert await asyncio.wait_for(runner, 60) == 0
         assert await control.live_replicas(st.redis) == []  # forgotten on a clean exit
         rows = await _rows_of(st)
-    assert len(rows) >= 2 and all(r["status"] in ("completed", "skipped") for r in rows)
-    whispers = sorted(r["scheduled_for"] for r in rows if r["tier"] == "whisper")
+    assert len(rows) >= 2 and all(r.status in ("completed", "skipped") for r in rows)
+    whispers = sorted(r.scheduled_for for r in rows if r.tier == "whisper")
     assert all((b - a) == dt.timedelta(seconds=1) for a, b in zip(whispers, whispers[1:], strict=False))
 
 
-async def _rows_of(st: stores.Stores) -> list[dict[str, Any]]:
+async def _rows_of(st: stores.Stores) -> list[introspection.WakeSummary]:
     async with st.pg_conn() as conn:
         return await introspection.recent(conn, limit=1000)

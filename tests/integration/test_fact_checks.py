@@ -41,7 +41,7 @@ def _verdict(root: Path, anchors: list[dict[str, Any]]) -> verify.Verdict:
     return verify.verify_json(anchors, Workspace(root, runner="thread", head_ttl_s=0).fingerprint(timeout_s=60), 1000)
 
 
-async def test_a_refuted_check_writes_one_retraction_per_fact_and_head(conn: asyncpg.Connection, tmp_path: Path) -> None:
+async def test_a_refuted_check_writes_one_retraction_per_fact_and_cause(conn: asyncpg.Connection, tmp_path: Path) -> None:
     root = tmp_path / "repo"
     first_head = gitrepo.commit(root, CODE)
     fact_id = await _fact(conn, "cache_backend", "The cache keeps entries in Redis.", REDIS)
@@ -50,24 +50,28 @@ async def test_a_refuted_check_writes_one_retraction_per_fact_and_head(conn: asy
     one = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=refuted, checked_at=NOW)
     two = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=refuted, checked_at=NOW + dt.timedelta(minutes=15))
     assert one.new_retraction and not two.new_retraction
-    assert one.retraction_id == two.retraction_id == fact_checks.retraction_id("demo", fact_id, first_head)
+    assert one.retraction_id == two.retraction_id == fact_checks.retraction_id("demo", fact_id, refuted)
     assert one.retraction_id is not None
     row = await retractions.get(conn, one.retraction_id)
     assert row is not None
-    assert row["caught_by"] == "reality" and row["claim_verbatim"] == "cache_backend: The cache keeps entries in Redis."
-    assert row["why_wrong"].startswith(f"checked against the workspace at HEAD {first_head[:12]}: import redis in app/cache.py: no import")
-    assert "check the fact's anchors again at a HEAD later than" in row["test_procedure"]
-    assert row["expected_retraction_pass_obs"] != row["overturn_retraction_condition"]
-    assert row["verdict"] == "unchecked"
+    assert row.caught_by == "reality" and row.claim_verbatim == "cache_backend: The cache keeps entries in Redis."
+    assert row.why_wrong.startswith(f"checked against the workspace at HEAD {first_head[:12]}: import redis in app/cache.py: no import")
+    assert "check the fact's anchors again at a HEAD later than" in row.test_procedure
+    assert row.expected_retraction_pass_obs != row.overturn_retraction_condition
+    assert row.verdict == "unchecked"
 
     second_head = gitrepo.commit(root, {"README.md": "unrelated\n"})
     again = _verdict(root, REDIS)
     assert again.status == verify.REFUTED and again.head == second_head
     three = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=again, checked_at=NOW + dt.timedelta(hours=1))
-    assert three.new_retraction and three.retraction_id != one.retraction_id
+    assert not three.new_retraction and three.retraction_id == one.retraction_id  # the same cause at a new HEAD
     history, total = await fact_checks.history(conn, "demo", fact_id, 10)
-    assert total == 3 and [h["head"] for h in history] == [second_head, first_head, first_head]
-    assert await conn.fetchval("SELECT count(*) FROM retraction_ledger WHERE agent_id = 'demo'") == 2
+    assert total == 3 and [h.head for h in history] == [second_head, first_head, first_head]
+    assert await conn.fetchval("SELECT count(*) FROM retraction_ledger WHERE agent_id = 'demo'") == 1
+    both = REDIS + [{"type": "symbol", "ref": "app.cache.Memcached"}]  # a second anchor fails: another cause
+    other = await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=_verdict(root, both),
+                                     checked_at=NOW + dt.timedelta(hours=2))
+    assert other.new_retraction and other.retraction_id != one.retraction_id
     # the fact itself stays active: verify-on-read keeps it out of arrivals while it is refuted at HEAD
     assert await conn.fetchval("SELECT status FROM facts WHERE fact_id = $1", fact_id) == "active"
 
@@ -91,12 +95,13 @@ async def test_a_check_at_a_later_head_settles_the_matured_falsifier(conn: async
                                      checked_at=NOW + dt.timedelta(hours=2))).settled == []
     upheld = await fact_checks.record(conn, agent_id="demo", fact_id=comes_true, verdict=_verdict(root, REDIS),
                                       checked_at=NOW + dt.timedelta(hours=3))
-    assert [s["verdict"] for s in upheld.settled] == ["upheld"]
-    assert upheld.settled[0]["falsifier_outcome"].startswith(f"checked again at HEAD {later[:12]}")
+    assert [s.verdict for s in upheld.settled] == ["upheld"]
+    assert upheld.settled[0].falsifier_outcome.startswith(f"checked again at HEAD {later[:12]}")
     overturned = await fact_checks.record(conn, agent_id="demo", fact_id=stays_false, verdict=_verdict(root, celery),
                                           checked_at=NOW + dt.timedelta(hours=3))
-    assert [s["verdict"] for s in overturned.settled] == ["overturned"]
-    assert overturned.new_retraction  # and the new HEAD's refutation is a retraction of its own, unsettled
+    assert [s.verdict for s in overturned.settled] == ["overturned"]
+    # the same cause at the new HEAD: the same retraction, which now stands settled; no second one is written
+    assert not overturned.new_retraction and overturned.retraction_id == overturned.settled[0].id
 
 
 async def test_checks_read_back_newest_per_fact_with_the_exact_total(conn: asyncpg.Connection, tmp_path: Path) -> None:
@@ -115,10 +120,10 @@ async def test_checks_read_back_newest_per_fact_with_the_exact_total(conn: async
                              checked_at=NOW + dt.timedelta(minutes=2))
     rows, total = await fact_checks.latest(conn, "demo", 1)
     assert total == 2 and len(rows) == 1
-    assert rows[0]["fact_id"] == a and rows[0]["status"] == "inconclusive" and rows[0]["head"] is None
+    assert rows[0].fact_id == a and rows[0].status == "inconclusive" and rows[0].head is None
     history, _ = await fact_checks.history(conn, "demo", a, 10)
-    assert [(h["status"], h["wake_id"]) for h in history] == [("inconclusive", None), ("verified", wake_id)]
-    assert history[1]["evidence"].startswith("import sqlite3 at app/cache.py:1") and history[1]["retraction_id"] is None
+    assert [(h.status, h.wake_id) for h in history] == [("inconclusive", None), ("verified", wake_id)]
+    assert history[1].evidence.startswith("import sqlite3 at app/cache.py:1") and history[1].retraction_id is None
 
 
 async def test_record_refuses_what_it_cannot_stand_behind(conn: asyncpg.Connection, tmp_path: Path) -> None:
@@ -141,6 +146,8 @@ async def test_record_refuses_what_it_cannot_stand_behind(conn: asyncpg.Connecti
      {"type": "wake", "ref": "x"}, {"type": "url", "ref": "https://x.org"}],  # the shape every earlier row has
     [{"type": "import", "ref": "httpcore", "where": "httpx/_transports"}, {"type": "package", "ref": "h2", "ecosystem": "python"},
      {"type": "absent", "anchor": {"type": "env", "ref": "X", "where": "a.py"}}, {"type": "symbol", "ref": "a.B", "inferred": True}],
+    [{"type": "package", "ref": "h2", "scope": "extra:http2"}, {"type": "absent", "anchor": {"type": "package", "ref": "h2", "scope": "required"}},
+     *({"type": "file", "ref": "x" * 500} for _ in range(14))],               # the bounds themselves: 16 anchors, 500 characters
 ])
 async def test_the_anchor_check_accepts_old_and_typed_shapes(conn: asyncpg.Connection, anchors: list[dict[str, Any]]) -> None:
     stored = await conn.fetchval("INSERT INTO facts (agent_id, fact_key, fact_value, origin, anchors, recorded_at) "
@@ -159,10 +166,15 @@ async def test_the_anchor_check_accepts_old_and_typed_shapes(conn: asyncpg.Conne
     [{"type": "absent", "anchor": {"type": "url", "ref": "x"}}],
     [{"type": "absent", "anchor": {"type": "file", "ref": "x", "inferred": True}}],
     [{"type": "import", "ref": "x", "color": "red"}],
+    [{"type": "package", "ref": "h2", "scope": "sometimes"}],
+    [{"type": "import", "ref": "h2", "scope": "required"}],                     # scope on an import
+    [{"type": "file", "ref": "x"}] * 17,                                       # one anchor over the cap
+    [{"type": "symbol", "ref": "a." * 250 + "b"}],                              # 501 characters
+    [{"type": "absent", "anchor": {"type": "import", "ref": "x", "where": "a/" * 251}}],
     ["file"],
 ])
 async def test_the_anchor_check_refuses_other_shapes(conn: asyncpg.Connection, anchors: Any) -> None:
-    with pytest.raises(asyncpg.CheckViolationError, match="facts_anchors_(typed|check)"):  # a non-list: 0006's own CHECK
+    with pytest.raises(asyncpg.CheckViolationError, match="facts_anchors_(typed|check|bounded)"):  # a non-list: 0006's own CHECK
         await conn.execute("INSERT INTO facts (agent_id, fact_key, fact_value, origin, anchors, recorded_at) "
                            "VALUES ('demo', 'k', 'v', 'did', $1::jsonb, $2)", json.dumps(anchors), NOW)
 
@@ -171,7 +183,7 @@ async def test_remember_stores_typed_anchors_and_refuses_bad_ones_by_name(conn: 
     stored = [{"type": "absent", "anchor": {"type": "import", "ref": "redis"}}, {"type": "import", "ref": "a.b", "where": "pkg/"}]
     fact_id = await _fact(conn, "k", "v", stored)
     assert json.loads(await conn.fetchval("SELECT anchors FROM facts WHERE fact_id = $1", fact_id)) == [
-        stored[0], {"type": "import", "ref": "a.b", "where": "pkg"}]
+        stored[0], {"type": "import", "ref": "a.b", "where": "pkg/"}]  # a directory stays a path: `pkg` would be a module
     with pytest.raises(facts.FactError, match=r"anchors\[0\] \(file '\.\./x'\): '\.\.' escapes the workspace"):
         await _fact(conn, "k2", "v", [{"type": "file", "ref": "../x"}])
 
@@ -187,13 +199,13 @@ async def test_the_arrival_rows_verify_as_stored(conn: asyncpg.Connection, tmp_p
     bad = await _fact(conn, "cache_backend", "The cache keeps entries in Redis.", REDIS)
     prose = await _fact(conn, "prose", "the cache does `import sqlite3`", [])
     rows, active, _ = await facts.for_arrival(conn, "demo", "UTC", limit=10, chain_depth=0)
-    assert active == 3 and {a.get("check") for r in rows for a in r["anchors"]} == {"unchecked", "found"}
-    checked = await verify.check(Workspace(root, runner="thread"), [(r["anchors"], r["fact_value"]) for r in rows], 5000)
-    by_fact = {r["fact_id"]: v for r, v in zip(rows, checked.verdicts, strict=True)}
+    assert active == 3 and {a.get("check") for r in rows for a in r.anchors} == {"unchecked", "found"}
+    checked = await verify.check(Workspace(root, runner="thread"), [(r.anchors, r.fact_value) for r in rows], 5000)
+    by_fact = {r.fact_id: v for r, v in zip(rows, checked.verdicts, strict=True)}
     assert by_fact[good].status == verify.VERIFIED
     assert by_fact[bad].status == verify.REFUTED
     assert by_fact[prose].status == verify.INCONCLUSIVE and "inferred from prose" in by_fact[prose].evidence
     for fact_id, verdict in by_fact.items():
         await fact_checks.record(conn, agent_id="demo", fact_id=fact_id, verdict=verdict, checked_at=NOW)
     latest, total = await fact_checks.latest(conn, "demo", 10)
-    assert total == 3 and sorted(r["status"] for r in latest) == ["inconclusive", "refuted", "verified"]
+    assert total == 3 and sorted(r.status for r in latest) == ["inconclusive", "refuted", "verified"]

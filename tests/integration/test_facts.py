@@ -69,8 +69,8 @@ async def test_unattested_saw_fact_is_quarantined_and_never_rendered(store_confi
             assert done.status == "unverified" and done.attestation is not None and not done.attestation.attested
             assert "will not appear" in done.as_dict()["note"]
             listed, total = await facts.listing(conn, "demo", include_all=True, limit=10)
-            assert total == 1 and listed[0]["status"] == "unverified" and listed[0]["attested_ref"] is None
-            assert listed[0]["source_ref"] == m
+            assert total == 1 and listed[0].status == "unverified" and listed[0].attested_ref is None
+            assert listed[0].source_ref == m
             assert await facts.listing(conn, "demo", include_all=False, limit=10) == ([], 0)
             # The schema itself refuses an active `saw` fact without attestation.
             with pytest.raises(asyncpg.CheckViolationError):
@@ -148,7 +148,7 @@ async def test_an_unattested_value_does_not_unseat_the_active_fact(store_config:
             assert new.status == "unverified" and new.supersedes_id == old.fact_id
             rows, total = await facts.listing(conn, "demo", include_all=True, limit=10)
         found = await recall.provenance_facts(wake_ctx(config, st, at("2026-11-03T12:00:00")))
-    assert {r["fact_id"]: r["status"] for r in rows} == {old.fact_id: "active", new.fact_id: "unverified"} and total == 2
+    assert {r.fact_id: r.status for r in rows} == {old.fact_id: "active", new.fact_id: "unverified"} and total == 2
     assert "basement box number 14" in found.text and "attic" not in found.text and "SUPERSEDED" not in found.text
     assert "(1 unverified fact held back" in found.text
 
@@ -211,7 +211,7 @@ async def test_retired_facts_leave_the_arrival(store_config: Callable[..., Confi
                 await facts.retire(conn, agent_id="demo", fact_id=kept.fact_id, status="superseded")
             listed, _ = await facts.listing(conn, "demo", include_all=True, limit=10)
         found = await recall.provenance_facts(wake_ctx(config, st, at("2026-11-02T10:00:00")))
-    assert {r["fact_key"]: r["status"] for r in listed} == {
+    assert {r.fact_key: r.status for r in listed} == {
         "kept": "active", "k_overridden": "overridden", "k_expired": "expired", "k_refuted": "refuted",
     }
     assert found.rows == 1 and "was " not in found.text and "kept: still true" in found.text

@@ -17,8 +17,10 @@ import neo4j
 import pytest
 
 from ledgers import graph
+from ledgers.introspection import Diff, WakeDiff
 from ledgers.vocab import Result, Retrieval
 from memory.repo import MemoryRepo
+from tests.support import records
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import engine, sources
@@ -127,7 +129,7 @@ async def test_a_storeless_source_reads_no_store(name: str, store_config: Callab
     config = store_config()
     async with stores.connected(config) as st:
         await st.pg.close()
-        ctx = dataclasses.replace(wake_ctx(config, st, NOW), diff={"agent": {"first": True}, "tier": {"first": True}})
+        ctx = dataclasses.replace(wake_ctx(config, st, NOW), diff=WakeDiff(agent=Diff(), tier=Diff()))
         block = await _run(sources.BUILTIN[name], ctx)
     assert block.retrieval == Retrieval.ok, block
 
@@ -141,8 +143,8 @@ async def test_one_failed_part_fails_the_settled_block_and_the_row_names_it(stor
             await conn.execute("DROP TABLE commitments CASCADE")
         block = await _run(sources.BUILTIN["settled_facts"], wake_ctx(config, st, NOW))
     # what a `newly_failing` gate rule reads: the diff of the row's block states
-    previous = {"wake_id": "0", "tier": "whisper", "started_at": NOW, "tool_hashes": {}, "blocks": {"settled_facts": before.state("a")}}
-    assert diff.compare(previous, {}, {"settled_facts": block.state("b")})["blocks"]["newly_failing"] == ["settled_facts"]
+    previous = records.wake_record(wake_id="0", tier="whisper", started_at=NOW, tool_hashes={}, blocks={"settled_facts": before.state("a")})
+    assert diff.compare(previous, {}, {"settled_facts": block.state("b")}).blocks.newly_failing == ("settled_facts",)
     assert (block.retrieval, block.result) == (Retrieval.failed, Result.unknown)
     assert block.reason is not None and block.reason.startswith("Open commitments: UndefinedTableError")
     state = block.state("h")

@@ -73,7 +73,7 @@ async def test_stale_fence_writes_nothing(store_config: Callable[..., Config]) -
         assert fresh.status == "completed" and fresh.recorded
         async with st.pg_conn() as conn:
             rows = await introspection.recent(conn, limit=10)
-        assert [r["wake_id"] for r in rows] == [fresh.wake_id]
+        assert [r.wake_id for r in rows] == [fresh.wake_id]
 
 
 async def test_lost_lease_cancels_the_guarded_task(store_config: Callable[..., Config]) -> None:

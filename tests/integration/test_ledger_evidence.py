@@ -51,7 +51,7 @@ async def _wake(st: stores.Stores, **request: Any) -> cycle.WakeOutcome:
     return await wakes.run(st.config, st, session.build_registry(st.config), agent_id="demo", tier="whisper", **request)
 
 
-async def _row(st: stores.Stores, wake_id: uuid.UUID) -> dict[str, Any]:
+async def _row(st: stores.Stores, wake_id: uuid.UUID) -> introspection.WakeRecord:
     async with st.pg_conn() as conn:
         row = await introspection.get(conn, wake_id)
     assert row is not None
@@ -61,9 +61,9 @@ async def _row(st: stores.Stores, wake_id: uuid.UUID) -> dict[str, Any]:
 async def _audit(st: stores.Stores, wake_id: uuid.UUID) -> list[manifest.Difference]:
     row = await _row(st, wake_id)
     async with st.pg_conn() as conn:
-        stored = await introspection.contents(conn, [b["hash"] for b in row["blocks"].values()] + list(row["tool_hashes"].values()))
-    _, found = manifest.audit(row["agent_id"], row["tier"], {n: b["hash"] for n, b in row["blocks"].items()}, row["tool_hashes"],
-                              row["manifest_root"], list(row["active_tool_names"]), stored)
+        stored = await introspection.contents(conn, [b["hash"] for b in row.blocks.values()] + list(row.tool_hashes.values()))
+    _, found = manifest.audit(row.agent_id, row.tier, {n: b["hash"] for n, b in row.blocks.items()}, row.tool_hashes,
+                              row.manifest_root, list(row.active_tool_names), stored)
     return found
 
 
@@ -78,7 +78,7 @@ async def test_each_text_is_stored_once_and_the_arrival_comes_back_exactly(opene
         rows = [await introspection.get(conn, o.wake_id) for o in outcomes]
         stored = await conn.fetchval("SELECT count(*) FROM manifest_contents")
         arrivals = [await introspection.arrival(conn, o.wake_id) for o in outcomes]
-    hashes = {b["hash"] for r in rows if r for b in r["blocks"].values()} | {h for r in rows if r for h in r["tool_hashes"].values()}
+    hashes = {b["hash"] for r in rows if r for b in r.blocks.values()} | {h for r in rows if r for h in r.tool_hashes.values()}
     per_wake = len(outcomes[0].blocks) + len(outcomes[0].binding)
     assert stored == len(hashes) < 3 * per_wake  # shared across wakes: only what changed is stored again
     for outcome, blocks in zip(outcomes, arrivals, strict=True):
@@ -89,13 +89,13 @@ async def test_each_text_is_stored_once_and_the_arrival_comes_back_exactly(opene
 async def test_verify_names_a_changed_block_hash_a_changed_text_and_a_changed_tool(opened: stores.Stores) -> None:
     outcome = await _wake(opened)
     row = await _row(opened, outcome.wake_id)
-    first, second = sorted(row["blocks"])[:2]
-    tool = sorted(row["tool_hashes"])[0]
+    first, second = sorted(row.blocks)[:2]
+    tool = sorted(row.tool_hashes)[0]
     async with opened.pg_conn() as conn:
         await conn.execute("UPDATE wake_introspection_ledger SET blocks = jsonb_set(blocks, $2, to_jsonb($3::text)) WHERE wake_id = $1",
                            outcome.wake_id, [first, "hash"], "a" * 64)
-        await conn.execute("UPDATE manifest_contents SET body = body || ' (edited)' WHERE sha256 = $1", row["blocks"][second]["hash"])
-        await conn.execute("UPDATE manifest_contents SET body = $2 WHERE sha256 = $1", row["tool_hashes"][tool],
+        await conn.execute("UPDATE manifest_contents SET body = body || ' (edited)' WHERE sha256 = $1", row.blocks[second]["hash"])
+        await conn.execute("UPDATE manifest_contents SET body = $2 WHERE sha256 = $1", row.tool_hashes[tool],
                            manifest.canonical({"name": "another_tool", "description": "", "parameters": {}, "version": "1"}).decode())
     found = {d.part: d.detail for d in await _audit(opened, outcome.wake_id)}
     assert set(found) == {f"block {first}", f"block {second}", f"tool {tool}", "root"}
@@ -113,35 +113,35 @@ async def test_the_chain_links_every_settled_row_and_the_log_holds_the_head(open
     check = await _chain(opened)
     assert check.why is None and check.rows == 4 and check.head is not None and check.head[0] == 4
     chains = [e["chain"] for e in logged if e["event"] == "wake.settled"]
-    assert chains == [(await _row(opened, o.wake_id))["chain"] for o in ran]  # journald's copy of each link
+    assert chains == [(await _row(opened, o.wake_id)).chain for o in ran]  # journald's copy of each link
     async with opened.pg_conn() as conn:
         linked = await introspection.chain_rows(conn, "demo")
-    assert [r["chain_seq"] for r in linked] == [1, 2, 3, 4] and linked[-1]["chain"] == check.head[1]
+    assert [r.chain_seq for r in linked] == [1, 2, 3, 4] and linked[-1].chain == check.head[1]
     previous = introspection.GENESIS
     for r in linked:
-        assert r["chain"] == introspection.chain_of(previous, r["manifest_root"])
-        previous = r["chain"]
+        assert r.chain == introspection.chain_of(previous, r.manifest_root)
+        previous = r.chain
 
 
 async def test_a_consistently_rewritten_row_passes_verify_and_breaks_the_chain_there(opened: stores.Stores) -> None:
     ran = [await _wake(opened) for _ in range(3)]
     victim = await _row(opened, ran[1].wake_id)
-    dropped = sorted(victim["tool_hashes"])[0]
-    tools = {n: h for n, h in victim["tool_hashes"].items() if n != dropped}
-    blocks = {n: b["hash"] for n, b in victim["blocks"].items()}
+    dropped = sorted(victim.tool_hashes)[0]
+    tools = {n: h for n, h in victim.tool_hashes.items() if n != dropped}
+    blocks = {n: b["hash"] for n, b in victim.blocks.items()}
     root = manifest.root_hash("demo", "whisper", blocks, tools)
     async with opened.pg_conn() as conn:  # the tool list, its hashes, the count and the root, all consistent
         await conn.execute(
             "UPDATE wake_introspection_ledger SET tool_hashes = $2::jsonb, active_tool_names = $3, active_tools_count = $4,"
             " manifest_root = $5 WHERE wake_id = $1",
-            victim["wake_id"], json.dumps(tools), sorted(tools), len(tools), root,
+            victim.wake_id, json.dumps(tools), sorted(tools), len(tools), root,
         )
-    assert await _audit(opened, victim["wake_id"]) == []  # every part agrees with every other: verify alone says OK
+    assert await _audit(opened, victim.wake_id) == []  # every part agrees with every other: verify alone says OK
     check = await _chain(opened)
-    assert check.broken is not None and check.broken["wake_id"] == victim["wake_id"] and check.broken["chain_seq"] == 2
+    assert check.broken is not None and check.broken.wake_id == victim.wake_id and check.broken.chain_seq == 2
     assert "its root and the link before it give" in (check.why or "")
     lines = render.chain_lines([check])
-    assert lines[0].startswith("demo: BROKEN") and str(victim["wake_id"]) in lines[1]
+    assert lines[0].startswith("demo: BROKEN") and str(victim.wake_id) in lines[1]
 
 
 async def test_a_removed_row_breaks_the_chain_at_the_next(opened: stores.Stores) -> None:
@@ -149,7 +149,7 @@ async def test_a_removed_row_breaks_the_chain_at_the_next(opened: stores.Stores)
     async with opened.pg_conn() as conn:
         await conn.execute("DELETE FROM wake_introspection_ledger WHERE wake_id = $1", ran[1].wake_id)
     check = await _chain(opened)
-    assert check.broken is not None and check.broken["wake_id"] == ran[2].wake_id
+    assert check.broken is not None and check.broken.wake_id == ran[2].wake_id
     assert check.why == "link 2 is missing: the row before this one was removed or renumbered"
     async with opened.pg_conn() as conn:
         await conn.execute("DELETE FROM wake_introspection_ledger WHERE wake_id = $1", ran[2].wake_id)
@@ -212,11 +212,11 @@ async def test_slots_postgres_was_away_for_are_recorded_missed_once_across_repli
         assert await introspection.recent(conn) == []  # nothing was written meanwhile
     assert await b.flush_spool() == 0 and await a.flush_spool() == 0
     async with opened.pg_conn() as conn:
-        rows = sorted(await introspection.recent(conn, limit=100), key=lambda r: r["scheduled_for"])
+        rows = sorted(await introspection.recent(conn, limit=100), key=lambda r: r.scheduled_for)
         claims = [await slots.holder(conn, "demo", "whisper", s) for s in slots_due]
-    assert [(r["scheduled_for"], r["status"], r["trigger"]) for r in rows] == [(s, "missed", "schedule") for s in slots_due]
-    assert all(r["note"].startswith("missed: store_unreachable: postgres unreachable from ") for r in rows)
-    assert all("the slot was not run" in r["note"] and "FileNotFoundError" in r["error"] for r in rows)
-    assert [c.wake_id if c else None for c in claims] == [r["wake_id"] for r in rows]  # the claim decided: one row each
+    assert [(r.scheduled_for, r.status, r.trigger) for r in rows] == [(s, "missed", "schedule") for s in slots_due]
+    assert all(r.note.startswith("missed: store_unreachable: postgres unreachable from ") for r in rows)
+    assert all("the slot was not run" in r.note and "FileNotFoundError" in r.error for r in rows)
+    assert [c.wake_id if c else None for c in claims] == [r.wake_id for r in rows]  # the claim decided: one row each
     assert {c.claimed_by for c in claims if c} == {b.replica_id}
     assert (await _chain(opened)).rows == 3

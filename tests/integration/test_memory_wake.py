@@ -129,11 +129,11 @@ async def test_a_persona_identity_change_halts_the_model_until_a_human_acknowled
     names = {t.name for t in held.binding}
     assert "memory" not in names and "memory_read" in names and all(not t.mutates for t in held.binding)
     assert held.manifest is not None and changed.manifest is not None and held.manifest.tools != changed.manifest.tools
-    assert held.diff is not None and "memory" in held.diff["agent"]["tools"]["removed"]
+    assert held.diff is not None and "memory" in held.diff.agent.tools.removed
     assert _block(held, "cloister").startswith("cloister: 1 HALT, 0 WARN open")
     async with stores.connected(config, neo4j=False) as st, st.pg_conn() as conn:
         row = await introspection.get(conn, held.wake_id)
-        assert row is not None and row["status"] == "halted" and row["stop_reason"] == "cloister" and row["turns"] == 0
+        assert row is not None and row.status == "halted" and row.stop_reason == "cloister" and row.turns == 0
         open_rows, _ = await ledger.findings(conn, "demo")
         assert await ledger.ack(conn, "demo", [r.finding_id for r in open_rows], by="maria", note="a new identity, accepted", at=T0) != []
     server.push(completion("Thinking again."))

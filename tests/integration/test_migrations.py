@@ -21,10 +21,12 @@ EXPECTED_COLUMNS = {
         "registry_tool_count", "fence", "host", "pid", "version", "config_hash", "diff", "note", "error",
         "model", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls",
         "refusals", "stop_reason", "final_text", "escalation_cause", "unchecked_absence_claims", "chain_seq", "chain", "arrival_order",
-        "peak_pressure",
+        "peak_pressure", "transcript_root",
     },
     "manifest_contents": {"sha256", "kind", "body"},
     "agent_chain_heads": {"agent_id", "seq", "chain"},
+    "wake_transcript": {"wake_id", "seq", "turn", "role", "sha256", "chars", "cut"},
+    "wake_tool_calls": {"wake_id", "seq", "turn", "call_id", "tool", "arguments_sha256", "answer_seq", "outcome", "latency_ms"},
 }
 
 

@@ -120,9 +120,9 @@ async def test_instructions_are_a_hashed_block_and_an_edit_shows_in_the_next_dif
     (tmp_path / "checklist.md").write_text("# Whisper checklist\n- look at the inbox\n")
     second = await _wake(config)
     assert second.manifest.blocks["instructions"] != first.manifest.blocks["instructions"]
-    assert "instructions" in second.diff["tier"]["blocks"]["changed"]
+    assert "instructions" in second.diff.tier.blocks.changed
     third = await _wake(config)
-    assert "instructions" in third.diff["tier"]["blocks"]["unchanged"]
+    assert "instructions" in third.diff.tier.blocks.unchanged
 
 
 async def test_a_missing_instructions_file_is_a_failed_block_and_the_wake_runs(make: Callable[..., Config]) -> None:

@@ -107,25 +107,25 @@ async def test_falsifiers_mature_and_are_due_until_settled(store_config: Callabl
             quick = await retractions.insert(conn, new(corrected_at=NOW - dt.timedelta(hours=1)), maturity_days=0)
             await retractions.insert(conn, new(agent="other", corrected_at=NOW - dt.timedelta(days=10)))
             row = await retractions.get(conn, old)
-            assert row is not None and row["matures_at"] == NOW and row["verdict"] == "unchecked"
-            assert row["caught_by"] == "self" and row["row_class"] == "claim"
+            assert row is not None and row.matures_at == NOW and row.verdict == "unchecked"
+            assert row.caught_by == "self" and row.row_class == "claim"
 
             due, _ = await retractions.due(conn, "demo", NOW, 10)
-            assert [r["id"] for r in due] == [quick, old]  # oldest maturity first
+            assert [r.id for r in due] == [quick, old]  # oldest maturity first
             assert (await retractions.due(conn, "demo", NOW, 10))[1] == 2
             assert (await retractions.due(conn, "demo", NOW + dt.timedelta(hours=1), 10))[1] == 3
-            assert [r["id"] for r in (await retractions.due(conn, "demo", NOW, 1))[0]] == [quick]  # the page, not the count
+            assert [r.id for r in (await retractions.due(conn, "demo", NOW, 1))[0]] == [quick]  # the page, not the count
             rows, total = await retractions.listing(conn, agent_id="demo", due_at=NOW, limit=1)
             assert len(rows) == 1 and total == 2
             rows, total = await retractions.listing(conn, agent_id=None, due_at=None, limit=10)
-            assert total == 4 and rows[0]["id"] == quick  # newest correction first
+            assert total == 4 and rows[0].id == quick  # newest correction first
 
             settled = await retractions.settle(conn, old, "demo", verdict="overturned", outcome="probe.txt is there, 17 bytes",
                                                checked_at=NOW + dt.timedelta(minutes=5))
-            assert settled["verdict"] == "overturned" and settled["falsifier_checked_at"] == NOW + dt.timedelta(minutes=5)
+            assert settled.verdict == "overturned" and settled.falsifier_checked_at == NOW + dt.timedelta(minutes=5)
             row = await retractions.get(conn, old)
-            assert row is not None and row["falsifier_outcome"] == "probe.txt is there, 17 bytes"
-            assert [r["id"] for r in (await retractions.due(conn, "demo", NOW + dt.timedelta(days=1), 10))[0]] == [quick, young]
+            assert row is not None and row.falsifier_outcome == "probe.txt is there, 17 bytes"
+            assert [r.id for r in (await retractions.due(conn, "demo", NOW + dt.timedelta(days=1), 10))[0]] == [quick, young]
 
             with pytest.raises(retractions.RetractionInputError, match="already settled as overturned"):
                 await retractions.settle(conn, old, "demo", verdict="upheld", outcome="x", checked_at=NOW)
@@ -137,7 +137,8 @@ async def test_falsifiers_mature_and_are_due_until_settled(store_config: Callabl
                 await retractions.settle(conn, young, "other", verdict="upheld", outcome="x", checked_at=NOW)
             with pytest.raises(retractions.RetractionInputError, match=r"is not due until 2026-\d\d-\d\d \d\d:\d\d"):
                 await retractions.settle(conn, young, "demo", verdict="upheld", outcome="too early", checked_at=NOW)
-            assert (await retractions.get(conn, young) or {})["verdict"] == "unchecked"
+            young_row = await retractions.get(conn, young)
+            assert young_row is not None and young_row.verdict == "unchecked"
     finally:
         await st.close()
 
@@ -291,7 +292,7 @@ async def test_retract_settle_and_probe_tools(store_config: Callable[..., Config
         rid = uuid.UUID(out["id"])
         async with st.pg_conn() as conn:
             row = await retractions.get(conn, rid)
-        assert row is not None and (row["caught_by"], row["row_class"], row["probe_needle"], row["probe_negate"]) == (
+        assert row is not None and (row.caught_by, row.row_class, row.probe_needle, row.probe_negate) == (
             "human", "send", "absent", False
         )
 

@@ -70,7 +70,7 @@ async def test_operator_sources_render_or_fail_typed(store_config: Callable[...,
             await conn.execute("INSERT INTO ops_notes (agent, body) VALUES ('demo', 'a'), ('demo', 'b'), ('demo', 'c'), ('other', 'x')")
         ctx = wake_ctx(config, st, NOW)
         source_list = cycle.tier_sources(config, "demo", "full")
-        blocks = {b.name: b for b in await arrival.assemble(source_list, ctx, 5.0, with_earlier=lambda c, _: c)}
+        blocks = {b.name: b for b in await arrival.assemble(source_list, ctx, 5.0)}
         async with st.pg_conn() as conn:
             bodies = [r["body"] for r in await conn.fetch("SELECT body FROM ops_notes ORDER BY id")]
     notes = blocks["notes"]

@@ -82,7 +82,7 @@ async def _wake(config: Config, tier: str = "surface", registry: Registry | None
         return await wakes.run(config, st, registry or session.build_registry(config), agent_id="demo", tier=tier, **kw)
 
 
-async def _row(config: Config, wake_id: Any) -> dict[str, Any]:
+async def _row(config: Config, wake_id: Any) -> introspection.WakeRecord:
     async with stores.connected(config) as st, st.pg_conn() as conn:
         row = await introspection.get(conn, wake_id)
     assert row is not None
@@ -113,15 +113,15 @@ async def test_tool_call_round_trip_records_usage_and_the_mutating_action(make_c
     assert _tool_answers(server.requests[2].json)[1] == {"written": "saw nothing new"}
     assert think_tools.CALLS == [("note_write", {"text": "saw nothing new"})]
     row = await _row(config, o.wake_id)
-    assert (row["model"], row["turns"], row["tool_calls"], row["refusals"], row["stop_reason"]) == ("scripted-1", 3, 2, 0, "done")
-    assert row["final_text"] == o.final_text == "Checked the time, wrote a note. Nothing else is open."
+    assert (row.model, row.turns, row.tool_calls, row.refusals, row.stop_reason) == ("scripted-1", 3, 2, 0, "done")
+    assert row.final_text == o.final_text == "Checked the time, wrote a note. Nothing else is open."
     async with stores.connected(config) as st, st.pg_conn() as conn:
         entries, total = await daybook.recent(conn, "demo", limit=5)
     assert total == 1 and (entries[0].entry, entries[0].wake_id) == (o.final_text, o.wake_id)  # the daybook entry
-    assert row["prompt_tokens"] == sum(len(r.raw) // 4 for r in server.requests) and row["completion_tokens"] > 0
-    assert row["cached_tokens"] > 0  # turns 2 and 3 extend turn 1's body: a shared prefix
-    expected_cost = ((row["prompt_tokens"] - row["cached_tokens"]) * 1.0 + row["cached_tokens"] * 1.0 + row["completion_tokens"] * 4.0) / 1e6
-    assert float(row["cost_usd"]) == pytest.approx(expected_cost, abs=1e-8)
+    assert row.prompt_tokens == sum(len(r.raw) // 4 for r in server.requests) and row.completion_tokens > 0
+    assert row.cached_tokens > 0  # turns 2 and 3 extend turn 1's body: a shared prefix
+    expected_cost = ((row.prompt_tokens - row.cached_tokens) * 1.0 + row.cached_tokens * 1.0 + row.completion_tokens * 4.0) / 1e6
+    assert float(row.cost_usd) == pytest.approx(expected_cost, abs=1e-8)
     async with stores.connected(config) as st, st.pg_conn() as conn:
         done, total = await actions.since(conn, "demo", T0 - dt.timedelta(days=3650), limit=5)
     assert total == 1 and done[0].tool == "note_write" and done[0].wake_id == o.wake_id
@@ -146,7 +146,7 @@ async def test_a_tool_outside_the_binding_is_refused_logged_and_counted(make_con
     refused = [e for e in logged if e["event"] == "tool.refused"]
     assert sorted(e["tool"] for e in refused) == ["chat_only", "rm_rf", "wake_history"]
     row = await _row(config, o.wake_id)
-    assert (row["tool_calls"], row["refusals"]) == (3, 3)
+    assert (row.tool_calls, row.refusals) == (3, 3)
 
 
 async def test_malformed_and_invalid_arguments_are_answered_as_errors(make_config: Callable[..., Config], server: ScriptedServer) -> None:
@@ -163,7 +163,7 @@ async def test_malformed_and_invalid_arguments_are_answered_as_errors(make_confi
     assert answers[3] == "arguments must be a JSON object"
     assert think_tools.CALLS == [] and o.status == "completed"
     row = await _row(config, o.wake_id)
-    assert (row["tool_calls"], row["refusals"], row["stop_reason"]) == (4, 0, "done")
+    assert (row.tool_calls, row.refusals, row.stop_reason) == (4, 0, "done")
 
 
 async def test_handler_failure_timeout_and_oversized_result_become_tool_answers(make_config: Callable[..., Config], server: ScriptedServer) -> None:
@@ -194,8 +194,8 @@ async def test_budget_exhaustion_ends_with_one_summary_call_without_tools(make_c
     assert "budget is spent (max_turns)" in last["messages"][-1]["content"]
     assert last["max_tokens"] == config.think.summary_max_tokens
     row = await _row(config, o.wake_id)
-    assert (row["turns"], row["stop_reason"], row["status"]) == (3, "max_turns", "completed")
-    assert row["final_text"] == "Summary: checked the time and wrote one note; the budget ran out."
+    assert (row.turns, row.stop_reason, row.status) == (3, "max_turns", "completed")
+    assert row.final_text == "Summary: checked the time and wrote one note; the budget ran out."
 
 
 async def test_tool_call_budget_and_the_repeat_breaker(make_config: Callable[..., Config], server: ScriptedServer) -> None:
@@ -205,7 +205,7 @@ async def test_tool_call_budget_and_the_repeat_breaker(make_config: Callable[...
     answers = [m["content"] for m in server.requests[1].json["messages"] if m["role"] == "tool"]
     assert json.loads(answers[2])["error"] == "not run: this wake's tool-call budget is spent"
     assert server.requests[1].json["tool_choice"] == "none"
-    assert (await _row(config, o.wake_id))["stop_reason"] == "max_tool_calls"
+    assert (await _row(config, o.wake_id)).stop_reason == "max_tool_calls"
 
     config = make_config(
         budget_toml="budget = { max_turns = 8, max_tool_calls = 10, max_output_tokens = 4096, max_cost_usd = 1.0 }",
@@ -215,8 +215,8 @@ async def test_tool_call_budget_and_the_repeat_breaker(make_config: Callable[...
     again = await _wake(config)
     assert "tools" not in server.requests[-1].json and "tool_choice" not in server.requests[-1].json
     row = await _row(config, again.wake_id)
-    assert row["stop_reason"] == "repeated_call" and row["final_text"] == "summary after the breaker"
-    assert row["turns"] == 4 and row["tool_calls"] == 3  # the third identical call tripped it (max_repeat_calls = 2)
+    assert row.stop_reason == "repeated_call" and row.final_text == "summary after the breaker"
+    assert row.turns == 4 and row.tool_calls == 3  # the third identical call tripped it (max_repeat_calls = 2)
     assert len(server.requests) == 2 + 4  # the tool call in the summary reply was not run
 
 
@@ -225,7 +225,7 @@ async def test_max_output_tokens_is_passed_down_and_ends_the_loop(make_config: C
     server.push(completion("x" * 40, [("local_time", {})]), completion("short summary"))
     o = await _wake(config)
     assert server.requests[0].json["max_tokens"] == 20
-    assert (await _row(config, o.wake_id))["stop_reason"] == "max_output_tokens"
+    assert (await _row(config, o.wake_id)).stop_reason == "max_output_tokens"
 
 
 async def test_the_daily_cap_holds_across_wakes_and_resets_at_local_midnight(make_config: Callable[..., Config], server: ScriptedServer) -> None:
@@ -238,7 +238,7 @@ async def test_the_daily_cap_holds_across_wakes_and_resets_at_local_midnight(mak
     third = await _wake(config, now=lambda: evening + dt.timedelta(minutes=10))
     assert third.status == "halted" and len(server.requests) == 2  # no call at all
     row = await _row(config, third.wake_id)
-    assert row["stop_reason"] == "daily_cap" and row["turns"] == 0 and "daily cost cap reached ($0.0012 of $0.0010 today)" in row["note"]
+    assert row.stop_reason == "daily_cap" and row.turns == 0 and "daily cost cap reached ($0.0012 of $0.0010 today)" in row.note
     async with stores.connected(config) as st:
         key = budget.cost_key("demo", "Europe/Stockholm", evening)
         assert key == "wake:cost:demo:2026-11-29"
@@ -255,8 +255,8 @@ async def test_a_failing_model_settles_the_wake_failed_never_empty(make_config: 
     o = await _wake(config)
     assert o.status == "failed" and "HTTP 401" in (o.error or "")
     row = await _row(config, o.wake_id)
-    assert (row["status"], row["stop_reason"], row["final_text"]) == ("failed", "error", None)
-    assert "invalid api key" in row["error"]
+    assert (row.status, row.stop_reason, row.final_text) == ("failed", "error", None)
+    assert "invalid api key" in row.error
 
 
 async def test_a_missing_api_key_credential_fails_the_wake_with_its_name(
@@ -294,8 +294,8 @@ async def test_the_gate_a_second_identical_whisper_makes_zero_requests(make_conf
     assert second.status == "quiet" and len(server.requests) == 1  # zero requests
     assert any(e["event"] == "gate.quiet" for e in logged)
     row = await _row(config, second.wake_id)
-    assert (row["prompt_tokens"], row["completion_tokens"], row["turns"], row["stop_reason"]) == (0, 0, 0, "gate")
-    assert row["note"].startswith(f"gate: nothing changed since whisper {str(first.wake_id)[:8]}")
+    assert (row.prompt_tokens, row.completion_tokens, row.turns, row.stop_reason) == (0, 0, 0, "gate")
+    assert row.note.startswith(f"gate: nothing changed since whisper {str(first.wake_id)[:8]}")
     third = await _wake(config, "whisper", source_list=base, now=lambda: T0 + dt.timedelta(minutes=30))
     assert third.status == "quiet" and len(server.requests) == 1  # quiet after quiet
     changed = [*base[:1], _fixed_source("open_threads", arrival.CacheTier.session, "- reply to Ada\n- a new thread"), *base[2:]]
@@ -323,10 +323,10 @@ async def test_escalation_promotes_a_whisper_to_a_surface_wake(
     assert o.escalated is not None and o.escalated.tier == "surface" and o.escalated.trigger == "escalation"
     assert len(server.requests) == 1 and "wake_history" in (server.requests[0].tool_names or [])  # the surface binding
     whisper_row, surface_row = await _row(config, o.wake_id), await _row(config, o.escalated.wake_id)
-    assert (whisper_row["stop_reason"], whisper_row["turns"], whisper_row["escalation_cause"]) == ("escalated", 0, None)
-    assert surface_row["trigger"] == "escalation"
-    assert surface_row["escalation_cause"] == f"whisper {str(o.wake_id)[:8]}: due_falsifiers present"
-    assert surface_row["final_text"] == "Checked the falsifier of retraction 12: it holds."
+    assert (whisper_row.stop_reason, whisper_row.turns, whisper_row.escalation_cause) == ("escalated", 0, None)
+    assert surface_row.trigger == "escalation"
+    assert surface_row.escalation_cause == f"whisper {str(o.wake_id)[:8]}: due_falsifiers present"
+    assert surface_row.final_text == "Checked the falsifier of retraction 12: it holds."
 
 
 async def test_prefix_stability_only_the_clock_changed(make_config: Callable[..., Config], server: ScriptedServer, tmp_path: Path) -> None:
@@ -355,13 +355,17 @@ async def test_a_wake_cancelled_mid_loop_keeps_what_it_spent_on_the_row(make_con
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
         task = asyncio.create_task(wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface"))
-        while len(server.requests) < 2:
-            await asyncio.sleep(0.02)
+
+        async def second_request() -> None:
+            while len(server.requests) < 2:
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(second_request(), 120)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         async with st.pg_conn() as conn:
             [recent] = await introspection.recent(conn, agent_id="demo")
-    row = await _row(config, recent["wake_id"])
-    assert (row["status"], row["stop_reason"], row["turns"], row["tool_calls"]) == ("aborted", "aborted", 1, 1)
-    assert float(row["cost_usd"]) == 0.0003 and row["prompt_tokens"] > 0
+    row = await _row(config, recent.wake_id)
+    assert (row.status, row.stop_reason, row.turns, row.tool_calls) == ("aborted", "aborted", 1, 1)
+    assert float(row.cost_usd) == 0.0003 and row.prompt_tokens > 0

@@ -62,7 +62,7 @@ async def _wake(config: Config) -> cycle.WakeOutcome:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
 
 
-async def _row(config: Config, wake_id: Any) -> dict[str, Any]:
+async def _row(config: Config, wake_id: Any) -> introspection.WakeRecord:
     async with stores.connected(config) as st, st.pg_conn() as conn:
         row = await introspection.get(conn, wake_id)
     assert row is not None
@@ -110,8 +110,8 @@ async def test_an_answer_cut_at_its_token_limit_settles_truncated_and_says_so(ma
     o = await _wake(config)
     assert o.status == "completed" and len(server.requests) == 1  # no summary call after it
     row = await _row(config, o.wake_id)
-    assert row["stop_reason"] == "truncated" and "stopped: truncated" in row["note"]
-    assert row["final_text"] == "I looked at the lease and then I" + think.CUT_OFF
+    assert row.stop_reason == "truncated" and "stopped: truncated" in row.note
+    assert row.final_text == "I looked at the lease and then I" + think.CUT_OFF
     async with stores.connected(config) as st, st.pg_conn() as conn:
         entries, total = await daybook.recent(conn, "demo", limit=5)
     assert total == 1 and entries[0].entry.endswith(think.CUT_OFF)
@@ -122,8 +122,8 @@ async def test_a_summary_cut_at_its_token_limit_is_marked_too(make_config: Calla
     server.push(completion(None, [("local_time", {})]), completion("Summary: checked the ti", finish_reason="length"))
     o = await _wake(config)
     row = await _row(config, o.wake_id)
-    assert row["stop_reason"] == "max_turns" and "the summary was cut off at its token limit" in row["note"]
-    assert row["final_text"] == "Summary: checked the ti" + think.CUT_OFF
+    assert row.stop_reason == "max_turns" and "the summary was cut off at its token limit" in row.note
+    assert row.final_text == "Summary: checked the ti" + think.CUT_OFF
 
 
 async def test_the_prompt_fits_a_tokenizer_denser_than_four_bytes_a_token(make_config: Callable[..., Config], server: ScriptedServer) -> None:
@@ -191,6 +191,6 @@ async def test_a_repeated_500_is_retried_and_the_row_says_what_it_cost(make_conf
     retries = [e for e in logged if e["event"] == "model.retry"]
     assert [e["same_error"] for e in retries] == [1, 2] and all(body in e["error"] for e in retries)
     row = await _row(config, o.wake_id)
-    assert body in row["error"] and row["error"].endswith("(the same error on 3 of 3 attempts)")
-    assert row["note"] == "model call failed after 3 attempt(s), the same error on 3 of them; 3 request(s) in this wake"
-    assert row["stop_reason"] == "error"
+    assert body in row.error and row.error.endswith("(the same error on 3 of 3 attempts)")
+    assert row.note == "model call failed after 3 attempt(s), the same error on 3 of them; 3 request(s) in this wake"
+    assert row.stop_reason == "error"

@@ -6,6 +6,7 @@ clock, and a retraction that names a fact refutes it where the settled-facts blo
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -121,14 +122,16 @@ async def test_the_facts_block_leaves_refuted_facts_out_and_records_one_retracti
     assert first.status == "completed", first.error
     text = _block(first, "provenance_facts")
     lines = text.splitlines()
-    assert lines[0].endswith(f"code anchors checked at HEAD {head[:8]}: 1 verified, 1 refuted (left out), 1 inconclusive):")
+    assert lines[0].endswith(f"code anchors checked at HEAD {head[:8]}: 1 verified, 1 refuted (left out), "
+                             "2 inconclusive (1 with no code anchor)):")
     assert lines[0].startswith("Facts (3 of 4 active")
     assert "redis" not in text and "memcached" not in text  # the refuted fact and its chain are out
     index = next(line for line in lines if " index: " in line)
     assert index.endswith(f"{{verified @{head[:8]}}}")
     broken = next(line for line in lines if " broken: " in line)
     assert f"{{inconclusive @{head[:8]}: " in broken and "app/broken.py was skipped" in broken
-    assert "- (did, 30 Nov 2026) docs: the docs are online [url: https://example.org]" in lines  # no code anchors: as before
+    # no code anchor: shown marked, never bare (nothing was checked, and nothing is recorded for it)
+    assert "- (did, 30 Nov 2026) docs: the docs are online [url: https://example.org] {inconclusive (no code anchor)}" in lines
 
     checks = "SELECT count(*) FROM fact_checks WHERE agent_id = 'demo' AND wake_id = $1"
     assert await _count(st, checks, first.wake_id) == 3
@@ -140,15 +143,15 @@ async def test_the_facts_block_leaves_refuted_facts_out_and_records_one_retracti
 
     second = await wakes.run(config, st, agent_id="demo", tier="whisper")
     assert "redis" not in _block(second, "provenance_facts")
-    assert await _count(st, checks, second.wake_id) == 3
+    assert await _count(st, checks, second.wake_id) == 2  # refuted at this HEAD before: out, and not checked again
     assert await _count(st, reality) == 1  # the same fact at the same HEAD: the same retraction
-    assert await _count(st, "SELECT count(DISTINCT retraction_id) FROM fact_checks WHERE fact_id = $1", redis) == 1
+    assert await _count(st, "SELECT count(*) FROM fact_checks WHERE fact_id = $1", redis) == 1
     async with st.pg_conn() as conn:
         assert await conn.fetchval("SELECT status FROM facts WHERE fact_id = $1", redis) == "active"  # reality keeps it active
 
     dry = await wakes.run(config, st, agent_id="demo", tier="whisper", dry_run=True)
     assert "1 refuted (left out)" in _block(dry, "provenance_facts")  # checked ...
-    assert await _count(st, "SELECT count(*) FROM fact_checks") == 6  # ... and nothing recorded
+    assert await _count(st, "SELECT count(*) FROM fact_checks") == 5  # ... and nothing recorded
     assert await _count(st, checks, dry.wake_id) == 0
 
 
@@ -238,6 +241,10 @@ async def test_remember_fact_takes_typed_anchors_and_infers_from_prose_only_with
     path_line = next(line for line in text.splitlines() if " path: " in line)
     assert f"{{inconclusive @{head[:8]}: " in path_line  # an inferred anchor reports and never decides
     assert all(r["fact_id"] for r in (typed, prose, plain))
+    # the write path asks for anchors: a fact stored without one is told how it will be shown
+    assert "code_anchors" not in typed
+    for answer in (prose, plain):
+        assert "inconclusive (no code anchor)" in answer["code_anchors"] and "anchors" in answer["code_anchors"]
 
 
 async def test_the_daemon_warms_each_agents_workspace_at_start(
@@ -257,3 +264,58 @@ async def test_the_daemon_warms_each_agents_workspace_at_start(
     with structlog.testing.capture_logs() as logs:
         daemon.Daemon(config=without, notifier=notify.Notifier(None), handle_signals=False)._warm_workspaces()
     assert [e for e in logs if e["event"] == "workspace.warming"] == []
+
+
+async def test_the_window_is_chosen_after_the_check_and_no_fact_is_shown_bare(
+    opened: tuple[Config, stores.Stores, str], clock: Clock,
+) -> None:
+    config, st, head = opened
+    unanchored = await _fact(st, "queue", "background jobs run on Celery", [], )
+    true = [await _fact(st, f"true{i}", f"get opens sqlite3 ({i})", SQLITE) for i in range(3)]
+    async with st.pg_conn() as conn, conn.transaction():  # newer than the true ones: they would take every place
+        false = [(await facts.remember(conn, agent_id="demo", key=f"false{i}", value=f"the cache uses redis ({i})", origin="did",
+                                       recorded_at=NOW + dt.timedelta(minutes=i + 1), anchors=REDIS)).fact_id for i in range(12)]
+    first = _block(await wakes.run(config, st, agent_id="demo", tier="whisper"), "provenance_facts")
+    lines = first.splitlines()
+    assert lines[0].startswith("Facts (4 of 16 active")
+    assert f"code anchors checked at HEAD {head[:8]}: 3 verified, 12 refuted (left out), 1 inconclusive (1 with no code anchor)" in lines[0]
+    assert "redis" not in first and sum(f"{{verified @{head[:8]}}}" in line for line in lines) == 3
+    queue = next(line for line in lines if " queue: " in line)
+    assert queue.endswith("{inconclusive (no code anchor)}")  # never bare
+    reality = "SELECT count(*) FROM retraction_ledger WHERE agent_id = 'demo' AND caught_by = 'reality'"
+    assert await _count(st, reality) == 12
+    per_fact = "SELECT count(*) FROM fact_checks WHERE fact_id = $1"
+    assert await _count(st, per_fact, unanchored) == 0  # nothing was checked: nothing is recorded
+
+    again = _block(await wakes.run(config, st, agent_id="demo", tier="whisper"), "provenance_facts")
+    assert again.splitlines()[0] == lines[0] and "redis" not in again
+    assert [await _count(st, per_fact, f) for f in false] == [1] * 12  # refuted at this HEAD before: not checked again
+    assert [await _count(st, per_fact, t) for t in true] == [2] * 3
+
+    moved = gitrepo.commit(st.config.base_dir / "repo", {"README.md": "unrelated\n"})
+    clock.t += 31
+    later = _block(await wakes.run(config, st, agent_id="demo", tier="whisper"), "provenance_facts")
+    assert f"code anchors checked at HEAD {moved[:8]}: 3 verified, 12 refuted (left out)" in later
+    assert [await _count(st, per_fact, f) for f in false] == [2] * 12  # a new HEAD: checked again, still refuted
+    assert await _count(st, reality) == 12  # the same cause: no new retraction
+
+
+async def test_a_starved_budget_keeps_every_fact_refuted_before_out_and_the_block_bounded(
+    opened: tuple[Config, stores.Stores, str], clock: Clock,
+) -> None:
+    config, st, head = opened
+    refuted = [await _fact(st, f"false{i}", f"the cache uses redis ({i})", REDIS) for i in range(11)]
+    await wakes.run(config, st, agent_id="demo", tier="whisper")  # refutes them at this HEAD
+    async with st.pg_conn() as conn:  # a row written before the bounds (0017 adds them NOT VALID)
+        await conn.execute("ALTER TABLE facts DROP CONSTRAINT facts_anchors_bounded")
+        huge = [{"type": "import", "ref": "sqlite3", "where": "app/cache.py"}] * 4000
+        await conn.execute("INSERT INTO facts (agent_id, fact_key, fact_value, origin, anchors, recorded_at) "
+                           "VALUES ('demo', 'huge', $1, 'did', $2::jsonb, $3)", "x" * 100_000, json.dumps(huge), NOW + dt.timedelta(hours=1))
+        await conn.execute("ALTER TABLE facts ADD CONSTRAINT facts_anchors_bounded CHECK (facts_anchors_bounded(anchors)) NOT VALID")
+    text = _block(await wakes.run(config, st, agent_id="demo", tier="whisper"), "provenance_facts")
+    assert "redis" not in text  # every fact refuted at this HEAD before stays out, without being checked again
+    assert [await _count(st, "SELECT count(*) FROM fact_checks WHERE fact_id = $1", f) for f in refuted] == [1] * 11
+    assert "11 refuted (left out)" in text.splitlines()[0]
+    huge_line = next(line for line in text.splitlines() if " huge: " in line)
+    assert len(huge_line) <= code_check.LINE_CHARS + code_check.LABEL_CHARS + 10 and "characters)" in huge_line
+    assert len(text) < 20_000

@@ -13,9 +13,9 @@ from rich.console import Console
 from ledgers import introspection
 from tests.conftest import DEMO_TIERS
 from wake import stores
-from wake.cli import remote as operator
 from wake.config import Config
 from wake.daemon import notify
+from wake.daemon import remote as operator
 from wake.daemon import service as daemon
 from wake.observe import watch
 
@@ -33,7 +33,7 @@ async def test_the_view_of_a_running_daemon(store_config: Callable[..., Config])
             async def fetch() -> dict[str, Any]:
                 snap = await operator.status(config)
                 async with st.pg_conn() as conn:
-                    snap["recent"] = await introspection.recent(conn, limit=5)
+                    snap["recent"] = [r.columns() for r in await introspection.recent(conn, limit=5)]  # as `wake status --watch` reads them
                 return snap
 
             async def settled() -> dict[str, Any]:

@@ -89,12 +89,12 @@ def test_refuted_when_a_needed_anchor_is_absent_or_an_absent_one_is_present(fp: 
 
 def test_inconclusive_without_code_anchors_over_budget_or_undecidable(fp: Fingerprint) -> None:
     assert check(fp).status == verify.INCONCLUSIVE
-    assert check(fp, {"type": "url", "ref": "https://example.org"}).evidence == "no code anchors to check"
+    assert check(fp, {"type": "url", "ref": "https://example.org"}).evidence == verify.NO_CODE_ANCHOR == "no code anchor"
     undecidable = check(fp, imp("concurrent.futures"))
     assert undecidable.status == verify.INCONCLUSIVE and "futures may be a submodule" in undecidable.evidence
     inferred = verify.verify(anchors.infer("we `import sqlite3` for the cache"), fp)
     assert inferred.status == verify.INCONCLUSIVE and "inferred from prose, so not decisive: found" in inferred.evidence
-    ticks = iter([0.0, 0.0, 1.0, 1.0, 1.0])  # a clock that jumps a second after the first anchor
+    ticks = iter([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])  # a clock that jumps a second after the first anchor
     late = verify.verify(anchors.parse([imp("json"), imp("sqlite3")]), fp, 50, clock=lambda: next(ticks))
     assert late.status == verify.INCONCLUSIVE
     assert late.evidence == "over the 50 ms budget after 1 of 2 anchors"

@@ -1,6 +1,9 @@
-"""A few small tools for the live tool-call tests (surface `live`): a tiny model given the whole
-wake binding writes arguments it cannot close, so these tests offer it a short list like the one
-the whisper tier had when they were written."""
+"""A few small tools for the live tool-call tests (surface `live`; `pin_note`, which mutates, on
+`live_write`): a tiny model given the whole wake binding writes arguments it cannot close, and the
+whole binding's declarations do not fit its 8,192-token window, so these tests offer it a short
+list like the one the whisper tier had when they were written. Their strings are short (maxLength,
+which llama.cpp's grammar enforces), so a call the grammar forces always closes well inside a
+turn's token limit."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ async def local_clock(ctx: ToolContext) -> dict[str, Any]:
 @tool(
     name="jot",
     description="Write a short note for later.",
-    parameters={"type": "object", "properties": {"text": {"type": "string", "maxLength": 200}}, "required": ["text"],
+    parameters={"type": "object", "properties": {"text": {"type": "string", "maxLength": 40}}, "required": ["text"],
                 "additionalProperties": False},
     surfaces={"live"},
 )
@@ -42,3 +45,18 @@ async def manifest_root(ctx: ToolContext) -> dict[str, Any]:
 
 
 TOOLS: list[Tool] = [local_clock, jot, manifest_root]
+
+
+@tool(
+    name="pin_note",
+    description="Pin a short note to the agent's board (it stays until unpinned).",
+    parameters={"type": "object", "properties": {"text": {"type": "string", "maxLength": 40}}, "required": ["text"],
+                "additionalProperties": False},
+    mutates=True,
+    surfaces={"live_write"},
+)
+async def pin_note(ctx: ToolContext, text: str) -> dict[str, Any]:
+    return {"pinned": text}
+
+
+TOOLS.append(pin_note)

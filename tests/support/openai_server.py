@@ -96,6 +96,17 @@ def _with_usage(step: Response, raw: bytes, previous: bytes, per: int) -> Any:
     return {**body, "usage": usage}
 
 
+def _serve_models(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """`GET /models`, as an OpenAI-compatible server lists its models (`wake doctor` asks)."""
+    found = handler.path.endswith("/models")
+    data = json.dumps({"object": "list", "data": [{"id": "scripted-1", "object": "model"}]} if found else {}).encode()
+    handler.send_response(200 if found else 404)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class ScriptedServer:
     def __init__(self, default: Callable[[dict[str, Any]], Response] | None = None) -> None:
         """`default(request_json)` answers when the script is empty (else "Nothing to do.")."""
@@ -112,6 +123,8 @@ class ScriptedServer:
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
+
+            do_GET = _serve_models
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))

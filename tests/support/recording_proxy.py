@@ -3,7 +3,9 @@
 Every request is forwarded to `upstream` (a server root such as `http://127.0.0.1:8080`) as it
 came, and answered with the upstream's status and body. Each exchange is recorded: path, request
 JSON, status, response JSON. `rewrite(response_json)` may change a chat completion on its way
-back (a live test renames a real tool call to a tool outside the binding). `max_tokens_cap`
+back (a live test renames a real tool call to a tool outside the binding); `widen(request_json)`
+may change what the upstream is asked (a live test offers the model a tool outside the binding
+on purpose; the recorded request keeps what wake sent). `max_tokens_cap`
 lowers what the upstream is asked to generate (the recorded request keeps what wake asked for),
 so a test of the room wake leaves does not wait for the room to be filled.
 """
@@ -50,6 +52,7 @@ class RecordingProxy:
         self.upstream = upstream.rstrip("/")
         self.rewrite = rewrite
         self.max_tokens_cap: int | None = None
+        self.widen: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.exchanges: list[Exchange] = []
         self._lock = threading.Lock()
         proxy = self
@@ -64,8 +67,13 @@ class RecordingProxy:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
                 sent = _json(raw)
                 forwarded = raw
-                if proxy.max_tokens_cap is not None and isinstance(sent, dict) and isinstance(sent.get("max_tokens"), int):
-                    forwarded = json.dumps({**sent, "max_tokens": min(sent["max_tokens"], proxy.max_tokens_cap)}).encode()
+                if isinstance(sent, dict) and self.path.endswith("/chat/completions"):
+                    upstream = dict(sent)
+                    if proxy.max_tokens_cap is not None and isinstance(sent.get("max_tokens"), int):
+                        upstream["max_tokens"] = min(sent["max_tokens"], proxy.max_tokens_cap)
+                    if proxy.widen is not None:
+                        upstream = proxy.widen(upstream)
+                    forwarded = json.dumps(upstream).encode() if upstream != sent else raw
                 request = urllib.request.Request(proxy.upstream + self.path, data=forwarded, method="POST",
                                                  headers={"content-type": self.headers.get("content-type", "application/json")})
                 try:

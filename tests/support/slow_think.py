@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any
 
 from ledgers import actions
@@ -43,7 +44,10 @@ async def _held() -> None:
     if not release:
         await asyncio.sleep(float(os.environ.get("WAKE_TEST_THINK_S", "0")))
         return
+    deadline = time.monotonic() + 600  # the test that holds it releases it long before this
     while not os.path.exists(release):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{release} did not appear within 600 s")
         await asyncio.sleep(0.05)
 
 

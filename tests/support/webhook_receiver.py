@@ -2,7 +2,8 @@
 HMAC-SHA256 signature, and acts on each idempotency key once (a repeat is answered 200 and not
 acted on again). Real HTTP/1.1 on a real socket.
 
-`fail_first` answers that many requests with 500 (after recording them, not acting); `hold_first`
+`fail_first` answers that many requests with 500 (after recording them, not acting); `refuse_with`
+answers every request with that status (a permanent refusal: 400, 401); `hold_first`
 acts on the first request, then holds its reply until `release()` (so a test can kill the sender
 between the receiver acting and the sender hearing back).
 """
@@ -30,9 +31,10 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, *, secret: str | None = None, fail_first: int = 0, hold_first: bool = False) -> None:
+    def __init__(self, *, secret: str | None = None, fail_first: int = 0, hold_first: bool = False, refuse_with: int | None = None) -> None:
         self.secret = secret
         self.fail_first = fail_first
+        self.refuse_with = refuse_with
         self.hold_first = hold_first
         self.requests: list[Received] = []
         self.acted_on: list[str] = []  # idempotency keys, in the order they were first acted on
@@ -79,6 +81,8 @@ class Receiver:
                 return 401
             if len(self.requests) <= self.fail_first:
                 return 500
+            if self.refuse_with is not None:
+                return self.refuse_with
             key = headers.get("idempotency-key", "")
             if key not in self.acted_on:
                 self.acted_on.append(key)

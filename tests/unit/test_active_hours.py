@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from wake import config as wake_config
-from wake.cli import remote
 from wake.config import hours
-from wake.daemon import control
+from wake.daemon import control, remote
 from wake.daemon import schedule as S
 from wake.errors import ConfigError
 

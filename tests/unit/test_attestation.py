@@ -22,15 +22,42 @@ def test_contained_value_is_attested_whatever_the_punctuation_and_case() -> None
     assert result.attested and result.how == "contained"
 
 
-def test_containment_is_a_normalized_substring_inside_words_too() -> None:
+def test_containment_is_on_token_boundaries_never_inside_words() -> None:
     message = "Jag jobbar på kvällsskiften från oktober."
-    result = attest("Kvällsskift", message)
-    assert result.attested and result.how == "contained"
-    assert attest("SKIFTEN, från", message).how == "contained"  # from inside one word into the next
-    assert attest("art", "we had a party").how == "contained"  # the rule is substring, not whole words
-    # tokens apart in the message are no substring
-    assert attest("kvällsskiften oktober", message).how == "overlap"  # overlap still counts whole tokens
-    assert not attest("kvällsskift", "kvälls skift").attested  # a separator in the message breaks the substring
+    assert not attest("Kvällsskift", message).attested  # a word inside a longer word is not that word
+    assert attest("kvällsskiften", message).how == "contained"
+    assert attest("Kvällsskiften, FRÅN", message).how == "contained"  # a run of whole tokens, any punctuation
+    assert not attest("SKIFTEN, från", message).attested  # starts inside a word
+    assert not attest("art", "we threw a party").attested
+    assert not attest("ten", "I often work late").attested
+    # tokens apart in the message are no contiguous run; overlap still counts whole tokens
+    assert attest("kvällsskiften oktober", message).how == "overlap"
+    assert not attest("kvällsskift", "kvälls skift").attested
+
+
+@pytest.mark.parametrize(("value", "message", "attested"), [
+    ("Straße 5", "Wir wohnen in der STRASSE 5, oben.", True),          # casefold on both sides, a whole run
+    ("straße", "die Hauptstraße", False),                                # casefold does not make a suffix a word
+    ("ﬁle", "the file is here", True),                                   # NFKC ligature is the word file
+    ("e-mail", "send an e‐mail (with a hyphen)", True),                  # punctuation only separates: e mail
+    ("mail", "send an e-mail", True),                                    # after a hyphen a new token starts
+    ("ail", "send an e-mail", False),
+    ("15:00", "from 15:00-23:00", True),
+    ("5:00", "from 15:00-23:00", False),                                 # 5 is not the token 15
+    ("box 14", "the box 14b in the basement", False),                    # 14 is not the token 14b
+    ("box 14b", "the box 14b in the basement", True),
+    ("café", "Café au lait", True),                                      # composed or not, NFKC: the same word
+    ("café", "Café au lait", True),
+    ("over", "overtime from Monday", False),
+    ("Monday to Thursday", "Monday, to: Thursday!", True),               # several tokens, contiguous
+    ("Monday Thursday", "Monday to Thursday", False),                    # a gap: not contained; 2 of 2 content tokens overlap
+])
+def test_containment_hidden_cases(value: str, message: str, attested: bool) -> None:
+    result = attest(value, message)
+    if value == "Monday Thursday":
+        assert result.how == "overlap" and result.attested
+    else:
+        assert (result.how == "contained") is attested, result
 
 
 def test_exactly_sixty_percent_with_three_tokens_is_attested() -> None:

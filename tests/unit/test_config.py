@@ -88,7 +88,7 @@ def test_overrides_apply_in_documented_order(tmp_path: Path) -> None:
         "DATABASE_URL": "postgresql://from-database-url/db",
         "REDIS_URL": "redis://r:6379/1",
         "NEO4J_URI": "bolt://g:7687",
-        "NEO4J_AUTH": "graph/secret",
+        "NEO4J_AUTH": "graph/n30j-pa55word",
         "WAKE_POSTGRES__COMMAND_TIMEOUT_S": "3",
         "WAKE_AGENTS__A__TIMEZONE": "America/New_York",
         "WAKE_LOG_FORMAT": "json",
@@ -101,7 +101,7 @@ def test_overrides_apply_in_documented_order(tmp_path: Path) -> None:
     assert config.postgres.command_timeout_s == 3.0
     assert config.agents["a"].timezone == "America/New_York"
     assert config.log.format == "json"
-    assert "secret" not in config.model_dump_json()
+    assert "n30j-pa55word" not in config.model_dump_json()  # the password is a Secret, not a config value
     # the WAKE_ override is more specific than DATABASE_URL
     environ["WAKE_POSTGRES__DSN"] = "postgresql://wake-var/db"
     assert wake_config.load_config_file(path, environ=environ).postgres.dsn == "postgresql://wake-var/db"

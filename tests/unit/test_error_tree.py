@@ -1,4 +1,5 @@
-"""Every exception class of the `wake` package is defined in `wake/errors.py` (an AST scan)."""
+"""Every exception class of each package is defined in its errors module (an AST scan): `wake`,
+`surfaces`, `ledgers`, `codecheck` and `memory`, each under one base class of its own."""
 
 from __future__ import annotations
 
@@ -41,3 +42,25 @@ def test_the_scan_sees_each_kind_of_base() -> None:
     assert {"WakeError", "KeyProblem", "ListenError", "DeliveryFailed", "PrecheckFailed"} <= {
         name for _, name in _exception_classes(ast.parse(ERRORS.read_text(encoding="utf-8")), set())
     } | {"WakeError"}
+
+
+PACKAGES = {"surfaces": "SurfaceError", "ledgers": "LedgerError", "codecheck": "CodeCheckError", "memory": "MemoryRefused"}
+
+
+def test_each_package_defines_exceptions_only_in_its_errors_module_under_one_base() -> None:
+    import importlib
+
+    offenders = []
+    for package, base in PACKAGES.items():
+        errors = importlib.import_module(f"{package}.errors")
+        known = {name for name, value in vars(errors).items() if isinstance(value, type) and issubclass(value, BaseException)}
+        offenders += [
+            f"{path.relative_to(REPO)}:{line} class {name}"
+            for path in sorted((REPO / package).rglob("*.py")) if path.name != "errors.py"
+            for line, name in _exception_classes(ast.parse(path.read_text(encoding="utf-8")), known)
+        ]
+        root = getattr(errors, base)
+        strays = sorted(name for name in known if name != base and issubclass(getattr(errors, name), BaseException)
+                        and getattr(errors, name).__module__ == errors.__name__ and not issubclass(getattr(errors, name), root))
+        offenders += [f"{package}.errors.{name} is not a {base}" for name in strays]
+    assert offenders == []

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from surfaces.registry import DeclarationError, Registry, Tool, surface_meets
-from tests.support import thirty_tools
+from tests.support import records, thirty_tools
 from wake.arrival import engine as arrival
 from wake.witness import diff, manifest
 
@@ -145,7 +145,7 @@ async def test_each_failure_is_typed_and_rendered_could_not_check() -> None:
         arrival.Source(name=n, cache_tier=arrival.CacheTier.session, fn=f)
         for n, f in (("found", _found), ("empty", _empty), ("malformed", _malformed), ("disabled", _disabled), ("refused", _refused), ("hang", _hang))
     ]
-    blocks = {b.name: b for b in await arrival.assemble(sources, _Ctx(), 0.2, with_earlier=lambda c, e: c)}
+    blocks = {b.name: b for b in await arrival.assemble(sources, _Ctx(), 0.2)}
     assert (blocks["found"].retrieval, blocks["found"].result, blocks["found"].rows) == ("ok", "present", 2)
     assert (blocks["empty"].retrieval, blocks["empty"].result, blocks["empty"].text) == ("ok", "empty", "nothing matched")
     assert (blocks["malformed"].retrieval, blocks["malformed"].result) == ("failed", "unknown")
@@ -173,22 +173,22 @@ def test_prompt_order_is_static_to_volatile_keeping_configured_order() -> None:
 def test_diff_compare_tools_and_blocks() -> None:
     import datetime as dt
 
-    prev = {
-        "wake_id": "w1", "tier": "whisper", "started_at": dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
-        "tool_hashes": {"a": "1", "b": "2", "c": "3"},
-        "blocks": {
+    prev = records.wake_record(
+        wake_id="w1", tier="whisper", started_at=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
+        tool_hashes={"a": "1", "b": "2", "c": "3"},
+        blocks={
             "x": {"hash": "h", "retrieval": "ok"}, "y": {"hash": "f", "retrieval": "failed"}, "z": {"hash": "k", "retrieval": "ok"},
             diff.DIFF_BLOCK: {"hash": "d", "retrieval": "ok"},
         },
-    }
+    )
     d = diff.compare(
         prev, {"a": "1", "b": "9", "d": "4"},
         {"x": {"hash": "h", "retrieval": "ok"}, "y": {"hash": "g", "retrieval": "ok"}, "z": {"hash": "q", "retrieval": "failed"}},
-    )
+    ).as_json()  # the row's JSON
     assert d["tools"] == {"added": ["d"], "removed": ["c"], "changed": ["b"], "held": 3}
     assert d["blocks"]["unchanged"] == ["x"] and d["blocks"]["recovered"] == ["y"] and d["blocks"]["newly_failing"] == ["z"]
     assert d["blocks"]["changed"] == ["y", "z"] and d["blocks"]["removed"] == []
-    assert diff.compare(None, {}, {}) == {"first": True, "against": None}
+    assert diff.compare(None, {}, {}).as_json() == {"first": True, "against": None}
 
 
 def test_entry_point_group_loads_tools(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import records
 from wake import config as wake_config
 from wake.cli import render as report
 from wake.errors import ConfigError
@@ -59,4 +60,4 @@ def test_money_is_a_json_number_and_fixed_notation_in_text() -> None:
     decoded = json.loads(report.to_json({"cost_usd": Decimal("0E-8"), "other": Decimal("0.00012345"), "at": row["at"]}))
     assert decoded == {"cost_usd": 0.0, "other": 0.00012345, "at": "2026-01-02T00:00:00+00:00"}
     assert type(decoded["cost_usd"]) is float
-    assert "cost_usd: 0.00000000" in report.row(row).splitlines()
+    assert "cost_usd: 0.00000000" in report.row(records.wake_record(cost_usd=row["cost_usd"])).splitlines()

@@ -17,10 +17,11 @@ from ledgers.vocab import Result, Retrieval
 from wake import config as wake_config
 from wake.arrival import operator
 from wake.arrival.engine import Block, CacheTier
-from wake.cli.controls import parse_when
+from wake.daemon.operator import parse_when
 from wake.daemon.outbox import body_of, signature
 from wake.errors import ConfigError, InvalidInput
 from wake.run import cycle, deliver
+from wake.think import decide
 from wake.think.loop import Thought
 
 NOW = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.UTC)
@@ -55,11 +56,11 @@ def _block(name: str, result: Result, retrieval: Retrieval = Retrieval.ok, reaso
 
 
 def test_the_precheck_block_decides_before_the_model() -> None:
-    assert cycle.prechecked([_block("clock", Result.present)]) is None  # no pre-check: go on
-    assert cycle.prechecked([_block("precheck", Result.present)]) is None  # exit 0: think
-    quiet = cycle.prechecked([_block("precheck", Result.empty)])
+    assert decide.prechecked([_block("clock", Result.present)]) is None  # no pre-check: go on
+    assert decide.prechecked([_block("precheck", Result.present)]) is None  # exit 0: think
+    quiet = decide.prechecked([_block("precheck", Result.empty)])
     assert quiet is not None and quiet.status == "quiet" and quiet.thinking is not None and quiet.thinking.stop_reason == "precheck"
-    failed = cycle.prechecked([_block("precheck", Result.unknown, Retrieval.failed, "PrecheckFailed: pre-check 'x' exited 2")])
+    failed = decide.prechecked([_block("precheck", Result.unknown, Retrieval.failed, "PrecheckFailed: pre-check 'x' exited 2")])
     assert failed is not None and failed.status == "failed" and failed.error == "PrecheckFailed: pre-check 'x' exited 2"
 
 
@@ -69,12 +70,12 @@ def _thought(text: str | None, status: str = "completed") -> Thought:
 
 
 def test_only_the_whole_answer_being_the_token_is_quiet() -> None:
-    quiet = cycle.nothing_to_report("NOTHING_TO_REPORT", _thought(" NOTHING_TO_REPORT\n"))
+    quiet = decide.nothing_to_report("NOTHING_TO_REPORT", _thought(" NOTHING_TO_REPORT\n"))
     assert quiet.status == "quiet" and quiet.final_text is None and quiet.thinking is not None
     assert (quiet.thinking.stop_reason, quiet.thinking.prompt_tokens) == ("nothing_to_report", 50)
     for kept in (_thought("NOTHING_TO_REPORT, except the build is red"), _thought("nothing_to_report"), _thought("NOTHING_TO_REPORT", "halted")):
-        assert cycle.nothing_to_report("NOTHING_TO_REPORT", kept) is kept
-    assert cycle.nothing_to_report(None, _thought("NOTHING_TO_REPORT")).status == "completed"
+        assert decide.nothing_to_report("NOTHING_TO_REPORT", kept) is kept
+    assert decide.nothing_to_report(None, _thought("NOTHING_TO_REPORT")).status == "completed"
 
 
 def _config(tmp_path: Path, tier: str, extra: str = "") -> wake_config.Config:

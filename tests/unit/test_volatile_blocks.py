@@ -8,6 +8,7 @@ import datetime as dt
 import zoneinfo
 from typing import Any
 
+from ledgers.introspection import Diff, WakeDiff
 from wake.arrival import sources
 from wake.arrival.engine import Block, CacheTier, prompt_order
 from wake.think import prompt
@@ -26,17 +27,21 @@ def _diff(minutes_ago: float, wake_id: str = "a") -> dict[str, Any]:
     }
 
 
+def _both(agent: dict[str, Any], tier: dict[str, Any]) -> WakeDiff:
+    return WakeDiff(agent=Diff.from_json(agent), tier=Diff.from_json(tier))
+
+
 def test_a_gap_under_two_hours_is_given_in_minutes_alone() -> None:
-    text = diff.render(_diff(15), _diff(15), "whisper", ZONE, NOW)
+    text = diff.render(_both(_diff(15), _diff(15)), "whisper", ZONE, NOW)
     assert text.splitlines() == ["Since your last wake (whisper, 15 min ago):", "- tools: unchanged (7 held)", "- blocks changed: clock"]
     # on a regular schedule the diff is byte-identical from one wake to the next
     later = NOW + dt.timedelta(minutes=15)
     moved = {**_diff(15), "against": {**_diff(15)["against"], "started_at": (later - dt.timedelta(minutes=15)).isoformat()}}
-    assert diff.render(moved, moved, "whisper", ZONE, later) == text
+    assert diff.render(_both(moved, moved), "whisper", ZONE, later) == text
 
 
 def test_a_longer_gap_keeps_the_time_beside_the_rounded_one() -> None:
-    text = diff.render(_diff(150), _diff(60 * 30, wake_id="b"), "surface", ZONE, NOW)
+    text = diff.render(_both(_diff(150), _diff(60 * 30, wake_id="b")), "surface", ZONE, NOW)
     assert text.splitlines()[0] == "Since your last wake (whisper, 2026-11-30 08:00, 2 h ago):"
     assert "Since your last surface wake (2026-11-29 04:30, 30 h ago):" in text
 

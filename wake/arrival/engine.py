@@ -16,7 +16,8 @@ A failed block is rendered "could not check: <reason>", never as an empty list, 
 say "I found nothing" only about a block whose retrieval was `ok`. A failing source costs its own
 timeout, never the whole wake.
 
-Sources marked `derived` (the binding diff) run after the others and see their blocks.
+Sources marked `derived` (the binding diff, the pre-check) run after the others, in a context
+that carries what the others found (the cycle assembles the two in turn).
 """
 
 from __future__ import annotations
@@ -199,14 +200,24 @@ async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Bloc
     return block
 
 
-async def assemble(sources: Sequence[Source], ctx: WakeContext, timeout_s: float, *, with_earlier: Callable[[Any, list[Block]], Any]) -> list[Block]:
-    """Run the sources (derived ones last, seeing the others); blocks come back in source order."""
-    direct = [s for s in sources if not s.derived]
-    derived = [s for s in sources if s.derived]
-    first = list(await asyncio.gather(*(run_source(s, ctx, s.timeout_s or timeout_s) for s in direct)))
-    later_ctx = with_earlier(ctx, first)
-    second = list(await asyncio.gather(*(run_source(s, later_ctx, s.timeout_s or timeout_s) for s in derived)))
-    by_name = {b.name: b for b in first + second}
+async def assemble(sources: Sequence[Source], ctx: WakeContext, timeout_s: float) -> list[Block]:
+    """Run the sources concurrently, each under its own timeout (the tier's `timeout_s` unless it
+    declares one); the blocks come back in source order."""
+    return list(await asyncio.gather(*(run_source(s, ctx, s.timeout_s or timeout_s) for s in sources)))
+
+
+def direct(sources: Sequence[Source]) -> list[Source]:
+    """The sources that read the stores only; they run first."""
+    return [s for s in sources if not s.derived]
+
+
+def derived(sources: Sequence[Source]) -> list[Source]:
+    """The sources that run once the others are done (the binding diff, the pre-check)."""
+    return [s for s in sources if s.derived]
+
+
+def in_source_order(sources: Sequence[Source], blocks: Sequence[Block]) -> list[Block]:
+    by_name = {b.name: b for b in blocks}
     return [by_name[s.name] for s in sources]
 
 

@@ -13,7 +13,6 @@ import contextlib
 import datetime as dt
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import asyncpg
 
@@ -53,14 +52,14 @@ async def due_falsifiers(ctx: WakeContext) -> Found:
     for row in rows:
         spec = tools.spec_of(row)
         if spec is not None:
-            found[row["id"]], _ = await tools.run_probe(
-                spec, inst=inst, write=ctx.write, agent_id=ctx.agent_id, now=ctx.now, wake_id=ctx.wake_id, retraction_id=row["id"],
+            found[row.id], _ = await tools.run_probe(
+                spec, inst=inst, write=ctx.write, agent_id=ctx.agent_id, now=ctx.now, wake_id=ctx.wake_id, retraction_id=row.id,
                 store=not ctx.dry_run,  # a dry run's wake has no row for a probe record to name
             )
             if ctx.dry_run:
-                ctx.unstored.append(f"the probe of retraction {str(row['id'])[:8]}")
-            log.info("falsifier.probed", agent=ctx.agent_id, retraction_id=str(row["id"]), verdict=found[row["id"]].verdict,
-                     instrument=found[row["id"]].instrument_state, recorded=not ctx.dry_run)
+                ctx.unstored.append(f"the probe of retraction {str(row.id)[:8]}")
+            log.info("falsifier.probed", agent=ctx.agent_id, retraction_id=str(row.id), verdict=found[row.id].verdict,
+                     instrument=found[row.id].instrument_state, recorded=not ctx.dry_run)
     return Found(text=render_due(rows, total, found, ctx.timezone), rows=total)
 
 
@@ -68,7 +67,7 @@ def local_date(value: dt.datetime, zone: str) -> str:
     return clock.day(value, zone)
 
 
-def render_due(rows: list[dict[str, Any]], total: int, found: dict[uuid.UUID, probe.ProbeResult], zone: str) -> str:
+def render_due(rows: list[retractions.Retraction], total: int, found: dict[uuid.UUID, probe.ProbeResult], zone: str) -> str:
     """Deterministic text (no record ids, no check times), so an unchanged ledger hashes the same."""
     shown = f" ({len(rows)} shown, oldest first)" if len(rows) < total else ""
     lines = [
@@ -78,17 +77,17 @@ def render_due(rows: list[dict[str, Any]], total: int, found: dict[uuid.UUID, pr
     ]
     for row in rows:
         lines += [
-            f"- {row['id']} ({row['row_class']}, caught by {row['caught_by']}), corrected {local_date(row['corrected_at'], zone)}, "
-            f"due since {local_date(row['matures_at'], zone)}",
-            f"  retracted: {row['claim_verbatim']}",
-            f"  it stood on: {row['stood_on']}",
-            f"  why wrong: {row['why_wrong']}",
-            f"  held now: {row['corrected_claim']}",
-            f"  test: {row['test_procedure']}",
-            f"  retraction stands (overturned) if: {row['expected_retraction_pass_obs']}",
-            f"  original restored (upheld) if: {row['overturn_retraction_condition']}",
+            f"- {row.id} ({row.row_class}, caught by {row.caught_by}), corrected {local_date(row.corrected_at, zone)}, "
+            f"due since {local_date(row.matures_at, zone)}",
+            f"  retracted: {row.claim_verbatim}",
+            f"  it stood on: {row.stood_on}",
+            f"  why wrong: {row.why_wrong}",
+            f"  held now: {row.corrected_claim}",
+            f"  test: {row.test_procedure}",
+            f"  retraction stands (overturned) if: {row.expected_retraction_pass_obs}",
+            f"  original restored (upheld) if: {row.overturn_retraction_condition}",
         ]
-        result = found.get(row["id"])
+        result = found.get(row.id)
         if result is not None:
             lines.append(f"  harness probe of the pass observation ({result.spec.describe()}): {probe.note(result)}")
         else:

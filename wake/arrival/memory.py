@@ -1,6 +1,8 @@
-"""The `memory` and `cloister` arrival blocks (docs/memory.md).
+"""The agent's memory at arrival (docs/memory.md): opened and audited first, then its two blocks.
 
-Both read what the wake's start found (`WakeContext.memory_state`): the repository the canary has
+`open_memory` runs before every other source: it opens the repository (created on first use)
+and runs the Cloister canary over what changed since its last audit. The `memory` and `cloister`
+blocks read what the wake's start found (`WakeContext.memory_state`): the repository the canary has
 just audited, and whether the canary could run at all. `memory` is the file tree with each file's
 description, within `agents.<id>.memory.block_max_chars` and with the exact totals; `cloister`
 lists the open HALT and WARN findings (as the canary read them, when it recorded nothing new: the
@@ -10,11 +12,52 @@ check: ..."), so an unaudited memory never reads as an empty one.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from ledgers import memory_ledger as ledger
+from ledgers.fences import StaleFence
+from memory.repo import MemoryRepo
+from wake import logs
 from wake.arrival import memory_render as render
 from wake.arrival.engine import Found
-from wake.context import WakeContext
+from wake.config import Config
+from wake.context import MemoryState, WakeContext, WakeRequest
 from wake.errors import CanaryFailed, Disabled
+from wake.stores import Stores, lease
+
+log = logs.get("wake.cycle")
+
+
+async def open_memory(config: Config, stores: Stores, request: WakeRequest, now: dt.datetime, *, dry_run: bool) -> MemoryState:
+    """Before the arrival: open the agent's memory (created on first use) and run the Cloister
+    canary over what changed since its last audit. An open HALT, or a canary that cannot run,
+    halts the wake: it still arrives and records, but binds no writing tool and calls no model.
+    A dry run audits nothing (it records nothing) and creates no repository."""
+    agent_id = request.agent_id
+    if not config.agents[agent_id].memory.enabled:
+        return MemoryState()
+    path = config.memory_path(agent_id)
+    try:
+        if dry_run and not (path / ".git").exists():
+            return MemoryState(enabled=True)
+        repo = MemoryRepo.open(path, config.memory_config(agent_id), at=now)
+        if dry_run:
+            async with stores.pg_conn() as conn:
+                return MemoryState(enabled=True, repo=repo, halt=await ledger.halt_reason(conn, agent_id))
+        result = await ledger.run_canary(
+            stores.pg_conn, lambda: lease.fenced(stores, agent_id, request.fence), repo, agent_id=agent_id, wake_id=request.wake_id, at=now,
+        )
+        halt = None
+        if result.has_open_halt:
+            async with stores.pg_conn() as conn:
+                halt = await ledger.halt_reason(conn, agent_id)
+        return MemoryState(enabled=True, repo=repo, canary=result, halt=halt)
+    except StaleFence:
+        raise
+    except Exception as exc:  # git, the file system or the ledger: the canary could not look, so nothing is trusted
+        error = logs.redact_text(f"{type(exc).__name__}: {exc}")
+        log.error("cloister.failed", agent=agent_id, wake_id=str(request.wake_id), error=error)
+        return MemoryState(enabled=True, error=error, halt=f"cloister could not run: {error}")
 
 
 def _checked(ctx: WakeContext) -> None:

@@ -9,7 +9,7 @@
   Its exit status is the block's state: 0 `present` (think; its stdout, capped, is the block),
   1 `empty` (nothing to do: the wake settles `quiet` without a model call), anything else, a
   timeout or a command that cannot run: `failed`, and the wake fails with that reason
-  (`wake.run.cycle.prechecked` reads the block).
+  (`wake.think.decide.prechecked` reads the block).
 """
 
 from __future__ import annotations

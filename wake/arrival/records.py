@@ -34,7 +34,8 @@ async def provenance_facts(ctx: WakeContext) -> Found:
     anchors are checked against the workspace at HEAD (`wake.arrival.code_check`): a refuted fact
     leaves the block, the others carry their verdict."""
     async with ctx.stores.pg_conn() as conn:
-        rows, total, unverified = await facts.for_arrival(conn, ctx.agent_id, ctx.timezone, limit=FACTS_SHOWN, chain_depth=CHAIN_DEPTH)
+        rows, total, unverified = await facts.for_arrival(conn, ctx.agent_id, ctx.timezone, limit=code_check.read_limit(ctx, FACTS_SHOWN),
+                                                          chain_depth=CHAIN_DEPTH)
     among = f" among your newest {unverified.among} facts" if unverified.among else ""
     held_back = (
         f"\n({unverified.count} unverified fact{'s' if unverified.count != 1 else ''} held back{among}: not attested by the message cited)"
@@ -42,12 +43,12 @@ async def provenance_facts(ctx: WakeContext) -> Found:
     )
     if not rows:
         return Found(text=f"No active facts are recorded.{held_back}", rows=0)
-    checked = await code_check.check(ctx, rows)
-    heads = sum(1 for r in checked.rows if r["depth"] == 0)
+    checked = await code_check.check(ctx, rows, FACTS_SHOWN)
+    heads = sum(1 for r in checked.rows if r.depth == 0)
     summary = checked.summary()
     head = (f"Facts ({heads} of {queries.count_text(total)} active, newest first; did = your own action or lookup, saw = told or observed"
             f"{'; ' + summary if summary else ''}):")
-    lines = [facts.render_line(r) + code_check.label(r, checked) for r in checked.rows]
+    lines = [code_check.line(r, checked) for r in checked.rows]
     return Found(text="\n".join([head, *lines]) + held_back, rows=total)
 
 

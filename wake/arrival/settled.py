@@ -61,8 +61,8 @@ async def _retractions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str,
     if not rows:
         return "Retractions: none", 0
     items = "; ".join(
-        f"{r['corrected_on']} \"{clip(r['claim_verbatim'], 50)}\" -> \"{clip(r['corrected_claim'], 50)}\" ({r['verdict']}"
-        + (f"; fact {clip(r['refuted_fact'], 40)} refuted)" if r["refuted_fact"] else ")") for r in rows
+        f"{r.corrected_on} \"{clip(r.claim_verbatim, 50)}\" -> \"{clip(r.corrected_claim, 50)}\" ({r.verdict}"
+        + (f"; fact {clip(r.refuted_fact, 40)} refuted)" if r.refuted_fact else ")") for r in rows
     )
     return f"Retractions ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
 

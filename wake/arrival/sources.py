@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
-from collections.abc import Mapping
-from typing import Any
 
 from ledgers import introspection
 from ledgers.vocab import Status
@@ -65,29 +63,31 @@ async def recent_wakes(ctx: WakeContext) -> Found:
     today = ctx.now.astimezone(zone).date()
     held = len(ctx.binding)
     lines = [
-        f"- {_local_time(r['started_at'], zone, today)} {r['tier']} ({r['trigger']}) {str(r['wake_id'])[:8]}: {r['status']}{_why(r)}"
-        + (f", {r['active_tools_count']} tools" if r["active_tools_count"] != held else "") + (f" — {r['error']}" if r["error"] else "")
+        f"- {_local_time(r.started_at, zone, today)} {r.tier} ({r.trigger}) {str(r.wake_id)[:8]}: {r.status}{_why(r)}"
+        + (f", {r.active_tools_count} tools" if r.active_tools_count != held else "") + (f" — {r.error}" if r.error else "")
         for r in rows
     ]
     # The header carries no count (the lines are the count), so it stays byte-identical as the list fills.
     return Found(text=RECENT_WAKES_HEAD.format(held=held) + "\n" + "\n".join(lines), rows=len(rows))
 
 
-def _why(row: Mapping[str, Any]) -> str:
+def _why(row: introspection.WakeSummary) -> str:
     """Why a wake that did not complete ended so, in a word: its stop reason (`gate`,
     `nothing_to_report`, `precheck`, ...), else the first word of its note's reason (`paused`,
     `busy`, `inactive_hours`); nothing for a completed one. Two quiet whispers then read apart."""
-    if row["status"] == Status.completed:
+    if row.status == Status.completed:
         return ""
-    if row["stop_reason"]:
-        return f" ({row['stop_reason']})"
-    prefix = f"{row['status']}: "
-    note = row["note"] or ""
+    if row.stop_reason:
+        return f" ({row.stop_reason})"
+    prefix = f"{row.status}: "
+    note = row.note or ""
     return f" ({note.removeprefix(prefix).split(':', 1)[0].strip()})" if note.startswith(prefix) else ""
 
 
 async def binding_diff(ctx: WakeContext) -> Found:
-    return Found(text=diff.render(ctx.diff["agent"], ctx.diff["tier"], ctx.tier, ctx.timezone, ctx.now), rows=0 if ctx.diff["agent"]["first"] else 1)
+    if ctx.diff is None:
+        raise RuntimeError("the binding diff runs after the diff is computed (a derived source)")
+    return Found(text=diff.render(ctx.diff, ctx.tier, ctx.timezone, ctx.now), rows=0 if ctx.diff.agent.first else 1)
 
 
 BUILTIN: dict[str, Source] = {

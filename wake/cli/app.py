@@ -13,22 +13,22 @@ import contextlib
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import asyncpg
 import click
 
-from ledgers import ids, introspection, schema
+from ledgers import contact, ids, introspection, schema
 from wake import __version__, logs, stores
 from wake.config import Config, check_agent_id, load_config
 from wake.config import loader as config_loader
-from wake.errors import NotFound, SchemaError, WakeError
+from wake.errors import InvalidInput, NotFound, SchemaError, WakeError
 from wake.run import session
 
 T = TypeVar("T")
 
 
-def fail(exc: WakeError) -> None:
+def fail(exc: WakeError) -> NoReturn:
     click.echo(f"wake: {exc}", err=True)
     sys.exit(exc.exit_code)
 
@@ -49,6 +49,8 @@ async def _translate(coro_fn: Callable[[], Awaitable[T]]) -> T:
         raise SchemaError(str(exc)) from exc
     except ids.IdLookupError as exc:  # a prefix too short, not hex, or shared by several rows
         raise NotFound(str(exc)) from exc
+    except contact.MessageRefused as exc:
+        raise InvalidInput(str(exc)) from exc
 
 
 class Context:
@@ -115,7 +117,18 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     """
     log_format, log_level = config_loader.log_settings()
     logs.configure(log_format, log_level, stream=sys.stderr)
+    refuse_undecodable(sys.argv[1:])
     ctx.obj = Context(config_path)
+
+
+def refuse_undecodable(args: list[str]) -> None:
+    """An argument that is not valid UTF-8 (Python keeps its bytes as lone surrogates) is refused
+    input, exit 65, before anything runs: no store can hold it as text."""
+    for n, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            fail(InvalidInput(f"argument {n} is not valid UTF-8 (at character {exc.start} of {len(arg)})"))
 
 
 
@@ -145,20 +158,32 @@ def agent_option(required: bool = False) -> Callable[[Any], Any]:
     return click.option("--agent", "agent_id", type=AGENT_ID, required=required, help="Agent id ([agents.<id>] in the config).")
 
 
+CLIP_CHARS = 80  # an echoed value longer than this is cut, and its length said
+
+
+def clip(value: str, limit: int = CLIP_CHARS) -> str:
+    """`value` quoted for a message, cut at `limit` characters with its length said."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}… ({len(value)} characters)"
+
+
 def default_agent(config: Config, agent_id: str | None) -> str:
-    if agent_id:
+    """The agent a command acts on; an unknown agent, or none named among several, is refused
+    input (exit 65), as for every command (README, "Exit statuses")."""
+    if agent_id is not None:
         if agent_id not in config.agents:
-            raise click.UsageError(f"no agent {agent_id!r}; configured: {', '.join(config.agents)}")
+            fail(InvalidInput(f"no agent {clip(agent_id)} is configured; known: {', '.join(sorted(config.agents))}"))
         return agent_id
     if len(config.agents) == 1:
         return next(iter(config.agents))
-    raise click.UsageError(f"several agents are configured; name one with --agent ({', '.join(config.agents)})")
+    fail(InvalidInput(f"several agents are configured; name one with --agent ({', '.join(config.agents)})"))
 
 
 def agent_with_tier(config: Config, agent_id: str | None, tier: str) -> str:
     agent = default_agent(config, agent_id)
     if tier not in config.agents[agent].tiers:
-        raise click.UsageError(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}")
+        fail(InvalidInput(f"agent {agent!r} has no {tier} tier; configured: {', '.join(config.agents[agent].tiers)}"))
     return agent
 
 

@@ -9,47 +9,25 @@ nothing) is one line, `wake: …`, and exit 65 (an unknown id: 1).
 from __future__ import annotations
 
 import datetime as dt
-import getpass
-import re
 import uuid
-import zoneinfo
 from typing import Any
 
 import click
 
 from ledgers import controls, outbox
+from ledgers import rows as ledger_rows
 from ledgers.vocab import Tier
 from wake import clock
 from wake.cli import app, render
-from wake.config import Config, parse_duration_s
+from wake.config import Config
+from wake.daemon import channels
+from wake.daemon.operator import TIME_HELP, operator, parse_when
 from wake.errors import InvalidInput, NotFound, WakeError
 
 TIER_CHOICE = click.Choice([t.value for t in Tier])
-_HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
-TIME_HELP = (
-    "an ISO 8601 time (2026-12-01T10:00, local to the agent unless it has an offset), HH:MM (the next one), or a duration from now (30m, 2h, 1d)"
-)
-
-
-def parse_when(text: str, now: dt.datetime, zone: str) -> dt.datetime:
-    """A time an operator typed, as an aware UTC datetime. Raises InvalidInput (one line)."""
-    value = text.strip().removeprefix("+").removeprefix("in ").strip()
-    local = zoneinfo.ZoneInfo(zone)
-    with_duration = re.fullmatch(r"\d+\s*[smhd]", value)
-    if with_duration:
-        try:
-            return now + dt.timedelta(seconds=parse_duration_s(value))
-        except ValueError as exc:
-            raise InvalidInput(f"cannot read the time {text!r}: {exc}") from None
-    hhmm = _HHMM.match(value)
-    if hhmm:
-        today = now.astimezone(local).replace(hour=int(hhmm.group(1)), minute=int(hhmm.group(2)), second=0, microsecond=0)
-        return (today if today > now else today + dt.timedelta(days=1)).astimezone(dt.UTC)
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidInput(f"cannot read the time {text!r}: expected {TIME_HELP}") from None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=local)).astimezone(dt.UTC)
+# `wake at` takes a time typed within this much of now as now (the minute being typed); anything
+# earlier has passed and is refused, as `wake pause --until` refuses it.
+AT_PAST_GRACE = dt.timedelta(seconds=60)
 
 
 def _agent(config: Config, agent_id: str | None, tier: str | None = None) -> str:
@@ -70,13 +48,6 @@ def _checked(fn: Any) -> Any:
         return fn()
     except WakeError as exc:
         app.fail(exc)
-
-
-def operator() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
 
 
 @click.command("pause")
@@ -161,6 +132,8 @@ def at_cmd(
     now = clock.now()
     agent = _checked(lambda: _agent(config, agent_id, tier))
     fire_at = _checked(lambda: parse_when(when, now, config.agents[agent].timezone))
+    if fire_at < now - AT_PAST_GRACE:
+        app.fail(InvalidInput(f"{app.clip(when)} is {fire_at.isoformat()}, which has passed; give a time to come"))
     shot_id = app.run_async(lambda: _add(config, agent, tier, fire_at, note, now))
     click.echo(f"one-shot {shot_id} for {agent}/{tier} at {fire_at.isoformat()}" + (" (now: it is due)" if fire_at <= now else ""))
 
@@ -209,8 +182,12 @@ def outbox_cmd(ctx: app.Context, dead_only: bool, retry_id: int | None, limit: i
         async with app.ledger_conn(config) as conn:
             return await outbox.listing(conn, dead_only=dead_only, limit=limit)
 
-    rows = app.run_async(body)
-    click.echo(render.to_json(rows) if as_json else "\n".join(render.outbox(rows)))
+    found = app.run_async(body)
+    targets = {r.id: channels.route_target(config, r.route) for r in found}  # redacted: never a secret
+    if as_json:
+        click.echo(render.to_json([{**dict(ledger_rows.fields(r)), "target": targets[r.id]} for r in found]))
+    else:
+        click.echo("\n".join(render.outbox(found, targets)))
 
 
 async def _retry(config: Config, row_id: int) -> None:

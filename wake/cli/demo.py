@@ -19,6 +19,7 @@ import asyncpg
 
 from ledgers import actions, commitments, contact, daybook, facts, retractions, settled, summaries
 
+Days = Callable[[int], dt.datetime]  # a date n days before the seed's now
 _NS = uuid.UUID("6f1d0c5e-8a47-4f0e-9a43-2f3c1de0b5a7")
 
 
@@ -35,7 +36,7 @@ async def seed(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
 
 
 async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.datetime) -> dict[str, int]:
-    days: Callable[[int], dt.datetime] = lambda n: now - dt.timedelta(days=n)  # noqa: E731 - a local shorthand for the dates below
+    days: Days = lambda n: now - dt.timedelta(days=n)  # noqa: E731 - a local shorthand for the dates below
     marker = await contact.record(
         conn, message_id=_id(agent_id, "m-dagskift"), agent_id=agent_id, author="henke", channel="chat",
         body="Dagskift runs 07:00-16:00 until the end of September.", received_at=days(60),
@@ -43,6 +44,17 @@ async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
     if marker is None:
         return {}
     n = collections.Counter({"human_contact": 1})
+    local_today = now.astimezone(zoneinfo.ZoneInfo(timezone)).date()
+    await _messages(conn, agent_id, days, n)
+    await _facts(conn, agent_id, days, n)
+    await _commitments(conn, agent_id, days, local_today, n)
+    await _settled_and_actions(conn, agent_id, now, local_today, n)
+    await _summaries(conn, agent_id, days, n)
+    await _daybook(conn, agent_id, days, n)
+    return dict(n)
+
+
+async def _messages(conn: asyncpg.Connection, agent_id: str, days: Days, n: collections.Counter[str]) -> None:
     messages = {
         "m-kvallsskift": "From October my Kvällsskift runs 15:00-23:00, Monday to Thursday.",
         "m-trip": "We talked about the trip yesterday, it was nice to plan a little.",
@@ -54,6 +66,9 @@ async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
             received_at=days(40 - 15 * offset),
         )
         n["human_contact"] += 1
+
+
+async def _facts(conn: asyncpg.Connection, agent_id: str, days: Days, n: collections.Counter[str]) -> None:
     n["facts"] += 1
     old = await facts.remember(
         conn, agent_id=agent_id, key="shift_pattern", value="Dagskift runs 07:00-16:00", origin="saw", category="work",
@@ -81,7 +96,9 @@ async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
         category="ops", anchors=[{"type": "file", "ref": "workers/canary/artifacts/probe.txt"}], recorded_at=days(2),
         fact_id=_id(agent_id, "f-canary"),
     )
-    local_today = now.astimezone(zoneinfo.ZoneInfo(timezone)).date()
+
+
+async def _commitments(conn: asyncpg.Connection, agent_id: str, days: Days, local_today: dt.date, n: collections.Counter[str]) -> None:
     titles = [
         ("Send Henke the October timesheet summary", 2), ("Renew the storage box lease", 10), ("Read the worker canary logs", None),
         ("Draft the retraction audit note", 5), ("Ask about the December trip", None), ("Check the nightly backup restore", 1),
@@ -95,6 +112,9 @@ async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
     n["commitments"] += 1
     done = await commitments.add(conn, agent_id=agent_id, title="Water the balcony plants", due_on=None, created_at=days(20))
     await commitments.complete(conn, agent_id=agent_id, commitment_id=done, completed_at=days(19), outcome="watered; rain forecast")
+
+
+async def _settled_and_actions(conn: asyncpg.Connection, agent_id: str, now: dt.datetime, local_today: dt.date, n: collections.Counter[str]) -> None:
     n["settled_state"] += 1
     await settled.record_state(
         conn, agent_id=agent_id, subject="timereport", state="reported: Kvällsskift 15:00-23:00, 8 h",
@@ -108,6 +128,9 @@ async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
             conn, agent_id=agent_id, surface="wake.surface", tool=tool, summary=summary, arguments={}, wake_id=None, fence=None,
             acted_at=now - dt.timedelta(hours=hours),
         )
+
+
+async def _summaries(conn: asyncpg.Connection, agent_id: str, days: Days, n: collections.Counter[str]) -> None:
     n["living_summary_folds"] += 1
     await summaries.fold(conn, agent_id=agent_id, aspect="life_lately", content="Henke works days; autumn is quiet.",
                          deltas=["started tracking shifts"], folded_at=days(30))
@@ -119,6 +142,9 @@ async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
     n["living_summary_folds"] += 1
     await summaries.fold(conn, agent_id=agent_id, aspect="presence", content="Messages come in the evenings, after 23:00 on shift days.",
                          deltas=["evening contact pattern after the shift change"], folded_at=days(1))
+
+
+async def _daybook(conn: asyncpg.Connection, agent_id: str, days: Days, n: collections.Counter[str]) -> None:
     n["daybook"] += 1
     await daybook.append(
         conn, agent_id=agent_id, wake_id=None, entry="Quiet day. Checked the canary worker: exit 0, artifact on disk.", written_at=days(2)
@@ -131,4 +157,3 @@ async def _own(conn: asyncpg.Connection, agent_id: str, timezone: str, now: dt.d
         entry="The trip is talk, not a booking; I keep it out of my facts until Henke says more.",
         written_at=days(1),
     )
-    return dict(n)

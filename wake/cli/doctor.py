@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import asyncpg
+import httpx
 
 from ledgers import graph, schema
 from wake import secrets, stores
-from wake.config import Config
-from wake.errors import StoreUnavailable
+from wake.config import Config, ModelRoute
+from wake.errors import StoreUnavailable, WakeError
 
 _PROBES = 5
 _DEPENDENCIES = (
@@ -178,15 +179,115 @@ def operator_checks(config: Config) -> list[Check]:
     return checks
 
 
+async def _mcp(config: Config) -> list[Check]:
+    """Each MCP server, started, listed and closed: ready with its tools, or why not. A server
+    that cannot start fails the check (its tools would not be bound)."""
+    if not config.tools.mcp:
+        return []
+    from surfaces.registry import DeclarationError
+    from wake.errors import WakeError
+    from wake.run import mcp, session
+
+    registry = session.build_registry(config)
+    try:
+        async with mcp.opened(config, registry, keep_alive=False) as hub:
+            states = hub.states() if hub is not None else []
+    except (WakeError, DeclarationError) as exc:
+        return [Check(check="mcp", status="fail", detail=str(exc))]
+    return [
+        Check(check=f"mcp:{s['server']}", status="ok", detail=f"{s['transport']}, {len(s['tools'])} tools, version {s['version']}, pin {s['pin']}")
+        if s["state"] == "ready" else Check(check=f"mcp:{s['server']}", status="fail", detail=f"{s['transport']}: {s['reason']}")
+        for s in states
+    ]
+
+
 async def run(config: Config) -> list[Check]:
     config_check = Check(
         check="config",
         status="ok",
         detail=f"{config.path} ({len(config.agents)} agent{'s' if len(config.agents) != 1 else ''}, sha256 {config.config_hash()[:12]})",
     )
-    pg, rd, neo = await asyncio.gather(_postgres(config), _redis(config), _neo4j(config))
-    state = Check(check="state_dir", status="info", detail=str(config.state_dir_path()), required=False)
-    return [config_check, state, *pg, rd, *neo, *operator_checks(config), *_versions()]
+    pg, rd, neo, servers, routes = await asyncio.gather(
+        _postgres(config), _redis(config), _neo4j(config), _mcp(config),
+        asyncio.gather(*(_route(name, r) for name, r in config.models.items())),
+    )
+    state = state_dir_check(config.state_dir_path())
+    return [config_check, state, *pg, rd, *neo, registry_check(config), *servers, *routes, *operator_checks(config), *_versions()]
+
+
+def registry_check(config: Config) -> Check:
+    """Import the tools modules and build the registry as the daemon does at start: a module that
+    fails at import or in `register()`, or a malformed declaration, is a failure here, not at the
+    daemon's start (which exits 70)."""
+    from wake.run import session
+
+    try:
+        registry = session.build_registry(config)
+    except WakeError as exc:
+        return Check(check="tools", status="fail", detail=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a tools module may raise anything at import
+        return Check(check="tools", status="fail", detail=f"tool registry: {type(exc).__name__}: {exc}")
+    modules = len(config.tools.modules)
+    return Check(check="tools", status="ok", detail=f"{len(registry)} tools ({modules} module{'s' if modules != 1 else ''})")
+
+
+async def _route(name: str, route: ModelRoute) -> Check:
+    """One model route's server, asked for its model list (`GET {base_url}/models`): no tokens
+    spent. A server that answers without the list (404, 405) is reachable; one that refuses the
+    key, or cannot be reached, fails the check."""
+    headers = {}
+    if route.api_key_credential:
+        key = secrets.read_secret(route.api_key_credential)
+        if key is None:
+            return Check(check=f"model:{name}", status="fail", detail=f"credential {route.api_key_credential!r} not found")
+        headers["authorization"] = f"Bearer {key.reveal()}"
+    url = route.base_url.rstrip("/") + "/models"
+    started = time.perf_counter()
+    try:
+        async with httpx.AsyncClient(timeout=min(route.timeout_s, 10.0)) as client:
+            response = await client.get(url, headers=headers)
+    except httpx.HTTPError as exc:
+        return Check(check=f"model:{name}", status="fail", detail=f"{route.base_url} unreachable: {type(exc).__name__}: {exc}")
+    latency = round((time.perf_counter() - started) * 1000, 3)
+    where = f"{route.base_url} (model {route.model})"
+    if response.status_code in (401, 403):
+        return Check(check=f"model:{name}", status="fail", detail=f"{where}: the key was refused (HTTP {response.status_code})", latency_ms=latency)
+    if response.is_success:
+        return Check(check=f"model:{name}", status="ok", detail=where, latency_ms=latency)
+    if response.status_code in (404, 405, 501):
+        return Check(check=f"model:{name}", status="warn", required=False, latency_ms=latency,
+                     detail=f"{where}: reachable, but it lists no models (HTTP {response.status_code})")
+    return Check(check=f"model:{name}", status="fail", detail=f"{where}: HTTP {response.status_code}", latency_ms=latency)
+
+
+_STATE_SCAN = 20_000  # entries looked at under the state directory, at most
+
+
+def state_dir_check(state_dir: Path) -> Check:
+    """Warn when anything under the state directory (this user's own) is readable by group or
+    others: the ledgers' engines, the memory repositories and the logs are the agents' private state."""
+    if not state_dir.exists():
+        return Check(check="state_dir", status="info", detail=f"{state_dir} (not created yet)", required=False)
+    readable: list[Path] = []
+    seen = 0
+    uid = os.geteuid()
+    for root, dirs, files in os.walk(state_dir):
+        for path in [Path(root), *(Path(root) / f for f in files)]:
+            seen += 1
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if st.st_uid == uid and st.st_mode & 0o044 and not path.is_symlink():
+                readable.append(path)
+        dirs[:] = [d for d in dirs if os.access(Path(root) / d, os.R_OK | os.X_OK)]  # another user's (pgserver's) data stays theirs
+        if seen >= _STATE_SCAN:
+            break
+    if readable:
+        more = f" and {len(readable) - 1} more" if len(readable) > 1 else ""
+        return Check(check="state_dir", status="warn", required=False,
+                     detail=f"{state_dir}: {readable[0]}{more} readable by other users; chmod -R go-rwx {state_dir}")
+    return Check(check="state_dir", status="ok", detail=f"{state_dir} (owner only)", required=False)
 
 
 def healthy(checks: list[Check]) -> bool:

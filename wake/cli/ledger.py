@@ -6,6 +6,7 @@ Registered on the group by `wake.cli.main`.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import zoneinfo
 from typing import Any
@@ -50,23 +51,31 @@ def demo_seed_cmd(obj: app.Context, agent_id: str) -> None:
         click.echo(f"agent {agent} already has its demo data; nothing added")
 
 
-async def check_facts(config: Config, agent: str, limit: int, record: bool) -> list[dict[str, Any]]:
+async def check_facts(config: Config, agent: str, limit: int, record: bool) -> dict[str, Any]:
     """Check every active fact with code anchors (of the newest `limit`) against the workspace at
-    HEAD now; record each check in fact_checks (a refuted one with its retraction) unless told not to."""
+    HEAD now; record each check in fact_checks (a refuted one with its retraction) unless told not
+    to. Says how many active facts were not checked, and why. A workspace that cannot be
+    fingerprinted is `WorkspaceUnavailable` (its exit status), before anything is read."""
     ws = workspace_cli.open_workspace(config, agent)
+    await asyncio.to_thread(workspace_cli.fingerprinted, ws)
     async with app.ledger_stores(config) as st:
         async with st.pg_conn() as conn:
             rows, _ = await facts.listing(conn, agent, include_all=False, limit=limit)
-        heads = [r for r in rows if r["status"] == "active" and code_check.has_code_anchors(r["anchors"])]
-        checked = await verify.check(ws, [(r["anchors"], r["fact_value"]) for r in heads], budget_ms=workspace_cli.CLI_BUDGET_S * 1000)
+            active = await facts.active_count(conn, agent)
+        read = [r for r in rows if r.status == "active"]
+        heads = [r for r in read if code_check.has_code_anchors(r.anchors)]
+        checked = await verify.check(ws, [(r.anchors, r.fact_value) for r in heads], budget_ms=workspace_cli.CLI_BUDGET_S * 1000)
         now = clock.now()
         if record and heads:
             async with st.pg_conn() as conn, conn.transaction():
                 for r, v in zip(heads, checked.verdicts, strict=True):
-                    await fact_checks.record(conn, agent_id=agent, fact_id=r["fact_id"], verdict=v, checked_at=now,
+                    await fact_checks.record(conn, agent_id=agent, fact_id=r.fact_id, verdict=v, checked_at=now,
                                              maturity_days=config.retractions.falsifier_maturity_days)
-    return [{"fact_id": r["fact_id"], "fact_key": r["fact_key"], "fact_value": r["fact_value"], **v.as_dict(), "recorded": record}
-            for r, v in zip(heads, checked.verdicts, strict=True)]
+    checks = [{"fact_id": r.fact_id, "fact_key": r.fact_key, "fact_value": r.fact_value, **v.as_dict(), "recorded": record}
+              for r, v in zip(heads, checked.verdicts, strict=True)]
+    return {"agent": agent, "checked": len(checks), "active": active,
+            "not_checked": {"beyond_limit": max(0, active - len(read)), "no_code_anchor": len(read) - len(heads)},
+            "limit": limit, "recorded": record, "facts": checks}
 
 
 @click.command("facts")
@@ -84,11 +93,12 @@ def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: 
     config = obj.config
     agent = app.default_agent(config, agent_id)
     if check:
-        checks = app.run_async(lambda: check_facts(config, agent, limit, not no_record))
-        click.echo(render.to_json({"agent": agent, "checked": len(checks), "facts": checks}) if as_json else render.fact_checks(checks))
+        report = app.run_async(lambda: check_facts(config, agent, limit, not no_record))
+        click.echo(render.to_json({k: v for k, v in report.items() if k not in ("limit", "recorded")}) if as_json
+                   else render.fact_checks(report))
         return
 
-    async def body() -> tuple[list[dict[str, Any]], int]:
+    async def body() -> tuple[list[facts.Fact], int]:
         async with app.ledger_conn(config) as conn:
             return await facts.listing(conn, agent, include_all=include_all, limit=limit)
 
@@ -98,13 +108,13 @@ def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: 
         return
     for r in rows:
         refs = ", ".join(
-            f"{label} {str(r[k])[:8]}" for label, k in (("attested by", "attested_ref"), ("cites", "source_ref"),
-                                                       ("supersedes", "supersedes_id"), ("wake", "wake_id")) if r[k]
+            f"{label} {str(getattr(r, k))[:8]}" for label, k in (("attested by", "attested_ref"), ("cites", "source_ref"),
+                                                       ("supersedes", "supersedes_id"), ("wake", "wake_id")) if getattr(r, k)
         )
-        when = f"recorded {r['recorded_at']:%Y-%m-%d %H:%M}" + (f", superseded {r['superseded_at']:%Y-%m-%d %H:%M}" if r["superseded_at"] else "")
-        anchors = "".join(f" [{a['type']}: {a['ref']}]" for a in r["anchors"])
-        click.echo(f"{str(r['fact_id'])[:8]}  {r['status']:<10} ({r['origin']}, {when}) {r['category']}/{r['fact_key']}: {r['fact_value']}{anchors}"
-                   + (f"  <{refs}>" if refs else "") + f"  [{r['agent_id']}]")
+        when = f"recorded {r.recorded_at:%Y-%m-%d %H:%M}" + (f", superseded {r.superseded_at:%Y-%m-%d %H:%M}" if r.superseded_at else "")
+        anchors = "".join(facts.anchor_text(a) for a in r.anchors)
+        click.echo(f"{str(r.fact_id)[:8]}  {r.status:<10} ({r.origin}, {when}) {r.category}/{r.fact_key}: {r.fact_value}{anchors}"
+                   + (f"  <{refs}>" if refs else "") + f"  [{r.agent_id}]")
     click.echo(f"{len(rows)} of {total} facts")
 
 

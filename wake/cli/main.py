@@ -4,21 +4,22 @@ the helpers every command shares are in `wake.cli.app`; the ledger commands in `
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from typing import Any
 
 import click
 
-from ledgers import introspection, retractions, schema
+from ledgers import introspection, retractions, schema, transcripts
 from ledgers import probes as probes_ledger
-from ledgers.vocab import GOOD, Status, Tier
+from ledgers.vocab import GOOD, Status, Tier, Trigger
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import controls, costs, doctor, ledger, memory, migrate, remote, render, workspace
+from wake.cli import actions, console, controls, costs, doctor, health, ledger, mcp_serve, memory, migrate, render, tools, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     AGENT_ID,
@@ -35,7 +36,8 @@ from wake.cli.app import (
     run_async,
 )
 from wake.context import WakeRequest
-from wake.errors import NotFound, WakeError
+from wake.daemon import remote
+from wake.errors import NotFound, StoreUnavailable, WakeError
 from wake.observe import logread, watch
 from wake.run import claim, cycle, session
 from wake.think import prompt
@@ -46,6 +48,10 @@ engines_cli.register(cli)
 controls.register(cli)
 workspace.register(cli)
 memory.register(cli)
+tools.register(cli)
+actions.register(cli)
+mcp_serve.register(cli)
+console.register(cli)
 costs.register(cli)
 cli.add_command(logread.logs_command)
 
@@ -57,7 +63,7 @@ def doctor_cmd(ctx: Context, as_json: bool) -> None:
     """Check the config, each store's reachability and latency, the schema and the versions.
 
     Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured, a tier's
-    instructions file or pre-check, a webhook's secret) fails.
+    instructions file or pre-check, a webhook's secret, an MCP server that cannot start) fails.
     """
     config = ctx.config
     checks = run_async(lambda: doctor.run(config))
@@ -107,7 +113,33 @@ def migrate_cmd(ctx: Context, show_status: bool, as_json: bool) -> None:
 
 
 def main() -> None:
-    cli(prog_name="wake")
+    # Owner-only state: every file wake, its engines (which inherit it) and git create is 0600, every
+    # directory 0700 (docs/isolation.md, "Owner-only state").
+    os.umask(0o077)
+    cli(args=hoist_config(sys.argv[1:]), prog_name="wake")
+
+
+def hoist_config(args: list[str]) -> list[str]:
+    """`--config F` is the group's option; accept it after the subcommand too (`wake ledger
+    --config F`) by moving it to the front. Nothing after a `--` is an option."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg == "--config" and i + 1 < len(args):
+            front += args[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 WORKSPACE_WARM_S = 30.0  # `wake up` waits this long for the agent's workspace fingerprint before the wake
@@ -139,8 +171,8 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
             "wake_id": o.wake_id, "agent": o.agent_id, "tier": o.tier, "status": o.status, "note": o.note, "error": o.error,
             "manifest": o.manifest.as_dict() if o.manifest else None, "tools": [t.name for t in o.binding],
             "blocks": [{"name": b.name, **b.state(o.manifest.blocks[b.name] if o.manifest else "")} for b in o.blocks],
-            "diff": o.diff, "recorded": o.recorded, **({"prompt": o.prompt, "messages": prompt.messages(o.blocks)} if dry_run else {}),
-            **render.thinking_json(o),
+            "diff": o.diff.as_json() if o.diff else None, "recorded": o.recorded,
+            **({"prompt": o.prompt, "messages": prompt.messages(o.blocks)} if dry_run else {}), **render.thinking_json(o),
         }))
     elif dry_run:
         click.echo("=== arrival prompt ===")
@@ -148,7 +180,7 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
         click.echo("\n=== manifest ===")
         click.echo(render.to_json(o.manifest.as_dict() if o.manifest else None))
         click.echo("\n=== diff ===")
-        click.echo(render.to_json(o.diff))
+        click.echo(render.to_json(o.diff.as_json() if o.diff else None))
         click.echo(f"\n{o.note}")
     else:
         click.echo(render.outcome(o))
@@ -159,40 +191,51 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
 @click.argument("wake_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the row as JSON.")
 @click.option("--arrival", is_flag=True, help="Print the arrival the wake saw, block by block, from the stored texts.")
+@click.option("--transcript", "show_transcript", is_flag=True, help="Print the conversation as the model saw it: every message, call and answer.")
 @pass_ctx
-def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool) -> None:
+def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool, show_transcript: bool) -> None:
     """Show everything recorded about one wake (an id or a unique prefix)."""
     config = ctx.config
+    if arrival and show_transcript:
+        raise click.UsageError("give --arrival or --transcript, not both")
 
     async def body() -> Any:
         async with ledger_conn(config) as conn:
             found = await resolve_wake(conn, wake_id)
+            if show_transcript:
+                row = await introspection.get(conn, found)
+                assert row is not None
+                return transcripts.as_dict(await transcripts.read(conn, found), row.columns())
             return await introspection.arrival(conn, found) if arrival else await introspection.get(conn, found)
 
     got = run_async(body)
+    if show_transcript:
+        click.echo(render.to_json(got) if as_json else render.transcript(got))
+        return
     if arrival:
         click.echo(render.to_json([{"name": n, "text": t} for n, t in got]) if as_json else render.arrival(got))
         return
-    click.echo(render.to_json(got) if as_json else render.row(got))
+    click.echo(render.to_json(got.columns()) if as_json else render.row(got))
 
 
 @cli.command("ledger")
 @agent_option()
 @click.option("--tier", type=controls.TIER_CHOICE, help="Only this tier.")
 @click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
+@click.option("--trigger", type=click.Choice([t.value for t in Trigger]), help="Only wakes of this trigger.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def ledger_cmd(ctx: Context, agent_id: str | None, tier: str | None, status: str | None, limit: int, as_json: bool) -> None:
+def ledger_cmd(ctx: Context, agent_id: str | None, tier: str | None, status: str | None, trigger: str | None, limit: int, as_json: bool) -> None:
     """A table of recent wakes: time, agent, tier, trigger, status, tools, duration, root prefix."""
     config = ctx.config
 
     async def body() -> Any:
         async with ledger_conn(config) as conn:
-            return await introspection.recent(conn, agent_id=agent_id, tier=tier, status=status, limit=limit)
+            return await introspection.recent(conn, agent_id=agent_id, tier=tier, status=status, trigger=trigger, limit=limit)
 
     rows = run_async(body)
-    click.echo(render.to_json(rows) if as_json else render.ledger(rows))
+    click.echo(render.to_json([r.columns() for r in rows]) if as_json else render.ledger(rows))
 
 
 @cli.command("diff")
@@ -219,7 +262,7 @@ def diff_cmd(ctx: Context, older: str | None, newer: str | None, agent_id: str |
                 a = await resolve_wake(conn, older)
                 own = await introspection.get(conn, a)
                 if own is not None and tier is None and not across_tiers:  # against the newest wake of its own tier
-                    latest = await introspection.last_two(conn, agent, own["tier"])
+                    latest = await introspection.last_two(conn, agent, own.tier)
                 b = latest[0] if latest else None
             elif len(latest) == 2:
                 b, a = latest
@@ -231,13 +274,12 @@ def diff_cmd(ctx: Context, older: str | None, newer: str | None, agent_id: str |
             return await introspection.get(conn, a), await introspection.get(conn, b)
 
     old, new = run_async(body)
-    result = diff.compare(old, new["tool_hashes"], new["blocks"])
-    result["of"] = str(new["wake_id"])
+    result = diff.compare(old, new.tool_hashes, new.blocks)
     if as_json:
-        click.echo(render.to_json(result))
+        click.echo(render.to_json({**result.as_json(), "of": str(new.wake_id)}))
     else:
-        click.echo(f"{old['wake_id']} ({old['tier']}) -> {new['wake_id']} ({new['tier']})")
-        click.echo("\n".join(render.diff_lines({"agent": result})).replace("previous agent wake", "older"))
+        click.echo(f"{old.wake_id} ({old.tier}) -> {new.wake_id} ({new.tier})")
+        click.echo(render.diff_line("agent", result).replace("previous agent wake", "older"))
 
 
 @cli.command("verify")
@@ -264,25 +306,22 @@ def verify_cmd(ctx: Context, wake_id: str | None, live: bool, check_chain: bool,
             async with s.stores.pg_conn() as conn:
                 row = await introspection.get(conn, await resolve_wake(conn, wake_id))
                 assert row is not None
-                stored = await introspection.contents(conn, [b["hash"] for b in row["blocks"].values()] + list(row["tool_hashes"].values()))
+                stored = await introspection.contents(conn, manifest.stored_hashes(row.columns()))
+                said = await transcripts.read(conn, row.wake_id)
             now = None
             if live:
-                now = await cycle.run_wake(s, WakeRequest(agent_id=row["agent_id"], tier=Tier(row["tier"])), dry_run=True)
-            return row, stored, now
+                now = await cycle.run_wake(s, WakeRequest(agent_id=row.agent_id, tier=row.tier), dry_run=True)
+            return row, stored, said, now
 
-    row, stored, now = run_async(body)
-    if row["manifest_root"] is None:
-        click.echo(f"wake {row['wake_id']} has no manifest (status {row['status']})")
+    row, stored, said, now = run_async(body)
+    if row.manifest_root is None:
+        click.echo(f"wake {row.wake_id} has no manifest (status {row.status})")
         sys.exit(1)
-    legacy = row["chain_seq"] is None and not row["arrival_order"]  # recorded before block texts and tools were stored
-    recomputed, differences = manifest.audit(
-        row["agent_id"], row["tier"], {n: b["hash"] for n, b in row["blocks"].items()}, row["tool_hashes"], row["manifest_root"],
-        list(row["active_tool_names"]), None if legacy else stored,
-    )
-    if row["active_tools_count"] != len(row["tool_hashes"]):
-        counted = f"the row counts {row['active_tools_count']}; it has {len(row['tool_hashes'])} tool hashes"
-        differences.append(manifest.Difference("tool count", counted))
+    checked = manifest.verify_row(row.columns(), stored)
+    recomputed, differences, legacy = checked.recomputed, checked.differences, checked.legacy
+    differences += [manifest.Difference(part, detail) for part, detail in transcripts.audit(said, row.columns())]
     click.echo("\n".join(render.verify_lines(row, recomputed, differences)))
+    click.echo(render.transcript_line(said, row.columns()))
     if legacy:
         click.echo("(recorded before block texts and tools were stored: only the root is recomputed, from the row's hashes)")
     if now is not None:
@@ -302,8 +341,14 @@ async def _walk_chains(config: Any, agent_id: str | None) -> list[introspection.
 @click.option("--json", "as_json", is_flag=True, help="Print the capability map as JSON.")
 @pass_ctx
 def registry_cmd(ctx: Context, as_json: bool) -> None:
-    """The capability map: every tool, its surfaces, which tiers bind it, counts, inert declarations."""
+    """The capability map: every tool, its surfaces, which tiers bind it, counts, inert declarations.
+    MCP servers are started to list their tools (and closed); each MCP tool shows its server, pin
+    policy and pin state (pinned, changed, unpinned; unknown without PostgreSQL)."""
     config = ctx.config
+    if config.tools.mcp:
+        report = run_async(lambda: tools.registry_report(config))
+        click.echo(render.to_json(report) if as_json else tools.render_report(report))
+        return
     try:
         registry = session.build_registry(config)
     except WakeError as exc:
@@ -363,9 +408,10 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
     if watching and as_json:
         raise click.UsageError("--watch draws a terminal view; it does not go with --json")
     if not watching:
-        result = run_async(lambda: remote.status(config))
-        result.update(run_async(lambda: controls.snapshot(config, clock.now())))
+        result = run_async(lambda: health.status_with_stores(config))
         click.echo(render.to_json(result) if as_json else "\n".join(render.status_lines(result)))
+        if not all(s["ok"] for s in result["stores"]):
+            sys.exit(StoreUnavailable.exit_code)
         return
 
     async def body() -> None:
@@ -374,7 +420,7 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
             async def fetch() -> dict[str, Any]:
                 snap = await remote.status(config)
                 async with st.pg_conn() as conn:
-                    snap["recent"] = await introspection.recent(conn, limit=10)
+                    snap["recent"] = [r.columns() for r in await introspection.recent(conn, limit=10)]
                 snap.update(await controls.snapshot(config, clock.now()))
                 return snap
 
@@ -448,7 +494,7 @@ def retract_cmd(
         click.echo(render.to_json(row))
     else:
         refuted = f"; fact {fact_id} is marked refuted" if fact_id else ""
-        click.echo(f"retraction {row['id']} recorded; its falsifier is due from {row['matures_at']:%Y-%m-%d %H:%M %Z}{refuted}")
+        click.echo(f"retraction {row.id} recorded; its falsifier is due from {row.matures_at:%Y-%m-%d %H:%M %Z}{refuted}")
 
 
 @cli.command("retractions")
@@ -558,4 +604,5 @@ def daemon_cmd(ctx: Context) -> None:
 
     config = ctx.config
     logs.configure(config.log.format, config.log.level, stream=sys.stdout)
-    sys.exit(run_async(lambda: daemon.Daemon(config=config).run()))
+    served = console.companion(config)  # `[console] listen`
+    sys.exit(run_async(lambda: daemon.Daemon(config=config, companions=[served] if served else []).run()))

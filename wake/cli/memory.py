@@ -7,46 +7,20 @@ findings, the only way an open HALT is lifted. Registered on the group by `wake.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import click
 
 from ledgers import memory_ledger as ledger
-from memory.errors import MemoryRefused
 from memory.repo import MemoryRepo
 from wake import clock
 from wake.cli import app, render
-from wake.config import Config
-from wake.errors import InvalidInput, NotFound, WakeError
+from wake.daemon.operator import open_repo, refused
+from wake.errors import WakeError
 from wake.stores import lease
 
 STATES = (*ledger.FINDING_STATES, "all")
-
-
-def open_repo(config: Config, agent_id: str, at: dt.datetime) -> MemoryRepo:
-    """The agent's repository as it is: the CLI never creates one (the agent's first wake does)."""
-    if not config.agents[agent_id].memory.enabled:
-        raise NotFound(f"memory is off for agent {agent_id} (agents.{agent_id}.memory.enabled = false)")
-    path = config.memory_path(agent_id)
-    if not (path / ".git").exists():
-        raise NotFound(f"agent {agent_id} has no memory repository at {path} yet; its first wake creates it")
-    with refused():
-        return MemoryRepo.open(path, config.memory_config(agent_id), at=at)
-
-
-@contextlib.contextmanager
-def refused() -> Iterator[None]:
-    """A refusal of the memory layer (a bad path, an unknown commit or finding) is one line, exit 65."""
-    try:
-        yield
-    except MemoryRefused as exc:
-        raise InvalidInput(str(exc)) from exc
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from exc
 
 
 def _echo(as_json: bool, value: Any, lines: list[str]) -> None:

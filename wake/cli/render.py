@@ -12,15 +12,18 @@ from decimal import Decimal
 from typing import Any
 
 from codecheck import workspace
-from ledgers import controls, introspection, memory_ledger
+from ledgers import actions as actions_ledger
+from ledgers import controls, introspection, memory_ledger, queries, transcripts
 from ledgers import outbox as outbox_ledger
 from ledgers import probes as probes_ledger
+from ledgers import retractions as ledger_retractions
 from ledgers import rows as ledger_rows
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers
-from wake.cli import doctor, remote
+from wake.cli import doctor
 from wake.config import plural
+from wake.daemon import remote
 from wake.run.cycle import WakeOutcome
 from wake.witness import manifest
 
@@ -28,6 +31,10 @@ from wake.witness import manifest
 def _default(value: Any) -> Any:
     if isinstance(value, ledger_rows.Row):  # a ledger record: its columns, in its query's order
         return dict(ledger_rows.fields(value))
+    if isinstance(value, introspection.WakeRecord | introspection.WakeSummary):  # the wake row: its columns, the diff as stored
+        return value.columns()
+    if isinstance(value, introspection.WakeDiff):
+        return value.as_json()
     if isinstance(value, dt.datetime):
         return value.isoformat()
     if isinstance(value, Decimal):  # money (numeric columns): a JSON number, as `wake up --json` prints it
@@ -44,24 +51,21 @@ def to_json(value: Any) -> str:
     return json.dumps(value, indent=2, default=_default, sort_keys=False)
 
 
-def diff_lines(d: Mapping[str, Any] | None) -> list[str]:
-    if not d:
+def diff_lines(d: introspection.WakeDiff | None) -> list[str]:
+    if d is None:
         return ["diff: (none)"]
-    lines = []
-    for scope in ("agent", "tier"):
-        part = d.get(scope)
-        if part is None:
-            continue
-        if part["first"]:
-            lines.append(f"diff vs previous {scope} wake: first wake")
-            continue
-        t, b = part["tools"], part["blocks"]
-        lines.append(
-            f"diff vs previous {scope} wake {part['against']['wake_id'][:8]}: tools +{len(t['added'])} -{len(t['removed'])} ~{len(t['changed'])}"
-            + "".join(f" {k}={','.join(t[k])}" for k in ("added", "removed", "changed") if t[k])
-            + "; blocks " + ", ".join(f"{k}={','.join(v)}" for k, v in b.items() if v and k != "unchanged")
-        )
-    return lines
+    return [diff_line("agent", d.agent), diff_line("tier", d.tier)]
+
+
+def diff_line(scope: str, part: introspection.Diff) -> str:
+    if part.against is None:
+        return f"diff vs previous {scope} wake: first wake"
+    t, b = part.tools, part.blocks
+    return (
+        f"diff vs previous {scope} wake {part.against.wake_id[:8]}: tools +{len(t.added)} -{len(t.removed)} ~{len(t.changed)}"
+        + "".join(f" {k}={','.join(names)}" for k, names in (("added", t.added), ("removed", t.removed), ("changed", t.changed)) if names)
+        + "; blocks " + ", ".join(f"{k}={','.join(b.of(k))}" for k in b.KINDS if b.of(k) and k != "unchanged")
+    )
 
 
 def outcome(o: WakeOutcome) -> str:
@@ -135,32 +139,33 @@ def in_arrival_order(blocks: Mapping[str, Any], order: Sequence[str] | None) -> 
     return [(n, blocks[n]) for n in named] + [(n, b) for n, b in blocks.items() if n not in named]
 
 
-def row(r: Mapping[str, Any]) -> str:
+def row(record: introspection.WakeRecord) -> str:
+    r = record.columns()
     lines = [f"{k}: {_text(v)}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
-    lines.append(f"active_tool_names: {', '.join(r['active_tool_names']) or '(none)'}")
+    lines.append(f"active_tool_names: {', '.join(record.active_tool_names) or '(none)'}")
     lines.append("tool_hashes:")
-    lines += [f"  {name:<24} {h}" for name, h in sorted(r["tool_hashes"].items())]
+    lines += [f"  {name:<24} {h}" for name, h in sorted(record.tool_hashes.items())]
     lines.append("blocks (in arrival order):")
-    for name, b in in_arrival_order(r["blocks"], r.get("arrival_order")):
+    for name, b in in_arrival_order(record.blocks, record.arrival_order):
         reason = f"  ({b['reason']})" if b.get("reason") else ""
         latency = f"{b['latency_ms']:8.2f} ms" if b.get("latency_ms") is not None else "       - ms"
         lines.append(
             f"  {name:<16} {_text(b.get('cache_tier')):<9} {_text(b.get('retrieval')):<8} {_text(b.get('result')):<8} {latency}"
             f"  rows {_text(b.get('rows'))}  {_text(b.get('hash'))[:16]}{reason}"
         )
-    lines += diff_lines(r.get("diff"))
+    lines += diff_lines(record.diff)
     return "\n".join(lines)
 
 
-def ledger(rows: Sequence[Mapping[str, Any]]) -> str:
+def ledger(rows: Sequence[introspection.WakeSummary]) -> str:
     header = ("STARTED (UTC)", "AGENT", "TIER", "TRIGGER", "STATUS", "TOOLS", "DURATION", "COST", "ROOT", "WAKE")
     body = []
     for r in rows:
-        duration = f"{(r['finished_at'] - r['started_at']).total_seconds() * 1000:.0f} ms" if r["finished_at"] else "running"
+        duration = f"{(r.finished_at - r.started_at).total_seconds() * 1000:.0f} ms" if r.finished_at else "running"
         body.append((
-            f"{r['started_at'].astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", r["agent_id"], r["tier"], r["trigger"], r["status"],
-            f"{r['active_tools_count']}/{r['registry_tool_count']}", duration,
-            f"${r['cost_usd']:.4f}" if r.get("model") else "-", (r["manifest_root"] or "-")[:12], str(r["wake_id"])[:8],
+            f"{r.started_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}", r.agent_id, r.tier, r.trigger, r.status,
+            f"{r.active_tools_count}/{r.registry_tool_count}", duration,
+            f"${r.cost_usd:.4f}" if r.model else "-", (r.manifest_root or "-")[:12], str(r.wake_id)[:8],
         ))
     return "\n".join(table(header, body, indent=""))
 
@@ -207,7 +212,9 @@ def _in(now: dt.datetime, at: str) -> str:
 
 def status_lines(s: dict[str, Any]) -> list[str]:
     now = dt.datetime.fromisoformat(s["at"])
-    lines: list[str] = []
+    lines: list[str] = [f"{h['store']}: {'ok' if h['ok'] else 'DOWN'} ({h['detail']})" for h in s.get("stores", [])]
+    if lines:
+        lines.append("")
     if s["replicas"]:
         lines.append(f"replicas ({len(s['replicas'])} live)")
         lines += table(
@@ -302,15 +309,16 @@ def oneshots(shots: Sequence[controls.OneShot]) -> list[str]:
     )
 
 
-def outbox(deliveries: Sequence[outbox_ledger.Delivery]) -> list[str]:
-    """`wake outbox`: deliveries not sent yet, the newest first."""
+def outbox(deliveries: Sequence[outbox_ledger.Delivery], targets: Mapping[int, str]) -> list[str]:
+    """`wake outbox`: deliveries not sent yet, the newest first, each with its route's target
+    (redacted: `wake.daemon.channels.route_target`)."""
     if not deliveries:
         return ["the outbox is empty: every delivery was sent"]
     return table(
-        ("ID", "STATE", "ROUTE", "AGENT", "TIER", "WAKE", "ATTEMPTS", "QUEUED (UTC)", "LAST ERROR"),
-        [(r.id, r.state, r.route, r.agent_id, r.tier, str(r.wake_id)[:8], r.attempts, _utc(r.created_at), r.last_error)
+        ("ID", "STATE", "ROUTE", "TARGET", "AGENT", "TIER", "WAKE", "ATTEMPTS", "QUEUED (UTC)", "LAST ERROR"),
+        [(r.id, r.state, r.route, targets.get(r.id, "-"), r.agent_id, r.tier, str(r.wake_id)[:8], r.attempts, _utc(r.created_at), r.last_error)
          for r in deliveries],
-        indent="", right=frozenset({0, 6}),
+        indent="", right=frozenset({0, 7}),
     )
 
 
@@ -344,24 +352,24 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
     return "\n".join(lines)
 
 
-def retractions(rows: list[dict[str, Any]], total: int, zone: str = "UTC") -> str:
+def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str = "UTC") -> str:
     if not rows:
         return f"no retractions (0 of {total})"
     out = []
     for r in rows:
         spec = epistemic_tools.spec_of(r)
-        checked_text = f" on {falsifiers.local_date(r['falsifier_checked_at'], zone)}: {r['falsifier_outcome']}" if r["falsifier_checked_at"] else ""
+        checked_text = f" on {falsifiers.local_date(r.falsifier_checked_at, zone)}: {r.falsifier_outcome}" if r.falsifier_checked_at else ""
         out += [
-            f"{r['id']}  {r['agent_id']}  corrected {falsifiers.local_date(r['corrected_at'], zone)}"
-            f"  matures {falsifiers.local_date(r['matures_at'], zone)}"
-            f"  {r['verdict']}{checked_text}  [{r['row_class']}, caught by {r['caught_by']}]",
-            f"  retracted: {r['claim_verbatim']}",
-            f"  stood on:  {r['stood_on']}",
-            f"  why wrong: {r['why_wrong']}",
-            f"  held now:  {r['corrected_claim']}",
-            f"  test:      {r['test_procedure']}",
-            f"  stands if: {r['expected_retraction_pass_obs']}",
-            f"  restored if: {r['overturn_retraction_condition']}",
+            f"{r.id}  {r.agent_id}  corrected {falsifiers.local_date(r.corrected_at, zone)}"
+            f"  matures {falsifiers.local_date(r.matures_at, zone)}"
+            f"  {r.verdict}{checked_text}  [{r.row_class}, caught by {r.caught_by}]",
+            f"  retracted: {r.claim_verbatim}",
+            f"  stood on:  {r.stood_on}",
+            f"  why wrong: {r.why_wrong}",
+            f"  held now:  {r.corrected_claim}",
+            f"  test:      {r.test_procedure}",
+            f"  stands if: {r.expected_retraction_pass_obs}",
+            f"  restored if: {r.overturn_retraction_condition}",
         ]
         if spec is not None:
             out.append(f"  probe:     {spec.describe()}")
@@ -414,21 +422,21 @@ def arrival(blocks: Sequence[tuple[str, str | None]]) -> str:
                        for name, text in blocks)
 
 
-def verify_lines(r: Mapping[str, Any], recomputed: str, differences: Sequence[manifest.Difference]) -> list[str]:
-    lines = [f"stored root     {r['manifest_root']}", f"recomputed root {recomputed}  {'OK' if not differences else 'MISMATCH'}"]
+def verify_lines(r: introspection.WakeRecord, recomputed: str, differences: Sequence[manifest.Difference]) -> list[str]:
+    lines = [f"stored root     {r.manifest_root}", f"recomputed root {recomputed}  {'OK' if not differences else 'MISMATCH'}"]
     lines += [f"  {d.part}: {d.detail}" for d in differences]
-    lines.append(f"chain link {r['chain_seq']}  {r['chain']}" if r.get("chain") else "chain: not linked (open, or recorded before the chain)")
+    lines.append(f"chain link {r.chain_seq}  {r.chain}" if r.chain else "chain: not linked (open, or recorded before the chain)")
     return lines
 
 
-def live_lines(r: Mapping[str, Any], now: WakeOutcome) -> list[str]:
+def live_lines(r: introspection.WakeRecord, now: WakeOutcome) -> list[str]:
     """`wake verify --live`: the stored manifest against the sources and binding run now."""
     assert now.manifest is not None
-    stored_blocks = {n: b["hash"] for n, b in r["blocks"].items()}
+    stored_blocks = {n: b["hash"] for n, b in r.blocks.items()}
     changed_blocks = sorted(n for n in set(stored_blocks) | set(now.manifest.blocks) if stored_blocks.get(n) != now.manifest.blocks.get(n))
-    changed_tools = sorted(n for n in set(r["tool_hashes"]) | set(now.manifest.tools) if r["tool_hashes"].get(n) != now.manifest.tools.get(n))
+    changed_tools = sorted(n for n in set(r.tool_hashes) | set(now.manifest.tools) if r.tool_hashes.get(n) != now.manifest.tools.get(n))
     return [
-        f"live root       {now.manifest.root}  {'same' if now.manifest.root == r['manifest_root'] else 'differs'}",
+        f"live root       {now.manifest.root}  {'same' if now.manifest.root == r.manifest_root else 'differs'}",
         f"blocks that differ now: {', '.join(changed_blocks) or 'none'}",
         f"tools that differ now: {', '.join(changed_tools) or 'none'}",
         f"({now.note})",
@@ -447,16 +455,16 @@ def chain_lines(checks: Sequence[introspection.ChainCheck]) -> list[str]:
             continue
         lines.append(f"{c.agent_id}: BROKEN ({c.rows} link(s) stored); {head}")
         if c.broken is not None:
-            lines.append(f"  first broken row: wake {c.broken['wake_id']} (link {c.broken['chain_seq']}, {c.broken['status']}, "
-                         f"started {c.broken['started_at'].astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)")
+            lines.append(f"  first broken row: wake {c.broken.wake_id} (link {c.broken.chain_seq}, {c.broken.status}, "
+                         f"started {c.broken.started_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)")
         lines.append(f"  {c.why}")
     return lines
 
 
-def fact_checks(checks: Sequence[Mapping[str, Any]]) -> str:
-    """`wake facts --check`: each fact's verdict at HEAD and what was seen."""
-    if not checks:
-        return "no active facts with code anchors to check"
+def fact_checks(report: Mapping[str, Any]) -> str:
+    """`wake facts --check`: each fact's verdict at HEAD and what was seen, the counts, and the
+    active facts it did not check (beyond --limit, or with no code anchor)."""
+    checks: Sequence[Mapping[str, Any]] = report["facts"]
     out = []
     for c in checks:
         at = f" @{c['head'][:8]}" if c["head"] else ""
@@ -464,9 +472,15 @@ def fact_checks(checks: Sequence[Mapping[str, Any]]) -> str:
         out.append(f"  {c['evidence']}")
         out += [f"  - {f['outcome']}: {f['evidence']}" for f in c["findings"]]
     counts = {s: sum(1 for c in checks if c["status"] == s) for s in ("verified", "refuted", "inconclusive")}
-    recorded = "recorded in fact_checks" if checks[0]["recorded"] else "not recorded"
-    out.append(f"{len(checks)} checked: {counts['verified']} verified, {counts['refuted']} refuted, "
-               f"{counts['inconclusive']} inconclusive ({recorded})")
+    recorded = "recorded in fact_checks" if report["recorded"] else "not recorded"
+    line = (f"{len(checks)} checked: {counts['verified']} verified, {counts['refuted']} refuted, "
+            f"{counts['inconclusive']} inconclusive ({recorded})") if checks else "no active facts with code anchors to check"
+    skipped = report["not_checked"]
+    why = [*([f"beyond --limit {report['limit']}"] if skipped["beyond_limit"] else []),
+           *([f"{skipped['no_code_anchor']} with no code anchor (arrivals show them inconclusive)"] if skipped["no_code_anchor"] else [])]
+    if why:
+        line += f"; {skipped['beyond_limit'] + skipped['no_code_anchor']} of {report['active']} active facts not checked: {', '.join(why)}"
+    out.append(line)
     return "\n".join(out)
 
 
@@ -549,3 +563,48 @@ def memory_audit(v: Mapping[str, Any]) -> list[str]:
     ]
     out.append("HALT open: the agent's wakes make no model call until `wake memory ack` or `wake memory revert`" if v["halted"] else "no HALT open")
     return out
+
+
+def transcript(t: Mapping[str, Any]) -> str:
+    """`wake show --transcript`: the conversation as the model saw it, each call under the turn
+    that made it, each answer with the call it answers."""
+    head = f"wake {t['wake_id']}  agent {t['agent_id']}  tier {t['tier']}  status {t['status']}"
+    if not t["messages"]:
+        return head + "\n(no transcript: this wake sent nothing to a model)"
+    calls = {(c["turn"], c["call_id"]): c for c in t["calls"]}
+    by_answer = {c["answer_seq"]: c for c in t["calls"]}
+    lines = [head, f"{len(t['messages'])} messages, {len(t['calls'])} tool calls; transcript root {t['transcript_root']}"]
+    for m in t["messages"]:
+        answered = by_answer.get(m["seq"])
+        title = f"{m['role']} (turn {m['turn']})" if answered is None else (
+            f"tool answer to {answered['call_id']} {answered['tool']}: {answered['outcome']}, {answered['latency_ms']:g} ms"
+        )
+        cut = f"  [cut: {m['chars']} characters in all]" if m["cut"] else ""
+        lines += ["", f"### {m['seq']} {title}{cut}"]
+        if not m["stored"]:
+            lines.append("(its body is not stored)")
+            continue
+        if m["content"]:
+            lines.append(m["content"])
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            c = calls.get((m["turn"], call.get("id")))
+            outcome = f"  -> {c['outcome']} (answer {c['answer_seq']})" if c is not None else ""
+            lines.append(f"call {call.get('id')}: {fn.get('name')} {fn.get('arguments')}{outcome}")
+    return "\n".join(lines)
+
+
+def actions(rows: Sequence[actions_ledger.Action], total: int, since: dt.datetime) -> list[str]:
+    """`wake actions`: the confirmed mutating actions, newest first, with the exact total."""
+    if not rows:
+        return [f"no confirmed actions since {_utc(since)} UTC"]
+    body = [(_utc(r.acted_at), r.surface, r.tool, str(r.wake_id)[:8] if r.wake_id else None, r.fence, r.summary) for r in rows]
+    return [*table(("ACTED (UTC)", "SURFACE", "TOOL", "WAKE", "FENCE", "SUMMARY"), body, indent=""),
+            f"{len(rows)} of {queries.count_text(total)} since {_utc(since)} UTC"]
+
+
+def transcript_line(said: transcripts.Stored, r: Mapping[str, Any]) -> str:
+    """`wake verify`: what of the transcript was checked."""
+    if said.empty:
+        return "transcript: none (this wake sent nothing to a model)" if r.get("transcript_root") is None else "transcript: its records are missing"
+    return f"transcript root {r.get('transcript_root')}  ({len(said.messages)} messages, {len(said.calls)} tool calls, each body rehashed)"

@@ -5,6 +5,7 @@ The package holds the config's parts, one concern a module:
 - `values`: the value checks the models share (durations, addresses, agent ids, URLs, the bound
   on every duration, `clip` for echoed values);
 - `sections`: one frozen model per table of the file;
+- `channels`: the chat and mail channels' checks (Apprise URLs, templates), `[console]`, `[inbox]`;
 - `root`: `Config`, the checks that span sections;
 - `environment`: the variables a config was loaded under, as data;
 - `views`: what is derived from a config (paths, schedules, the tools' settings);
@@ -16,6 +17,7 @@ Importers use this package's names (`from wake.config import Config, load_config
 
 from __future__ import annotations
 
+from wake.config.channels import DEDUPLICATING_SCHEMES, TEMPLATE_FIELDS, InboxConfig
 from wake.config.environment import Environment
 from wake.config.loader import (
     EMBEDDED_DEFAULT,
@@ -40,9 +42,11 @@ from wake.config.sections import (
     PROBES_DIR,
     SQL_SOURCE_PARAMS,
     TIERS,
+    TOOL_CHOICES,
     AgentConfig,
     BudgetConfig,
     CacheTierName,
+    ConsoleConfig,
     ContextConfig,
     DaemonConfig,
     DeliveryRoute,
@@ -63,6 +67,7 @@ from wake.config.sections import (
     SqlSourceConfig,
     ThinkConfig,
     TierConfig,
+    ToolChoice,
     ToolsConfig,
     VerifyConfig,
 )
@@ -83,8 +88,9 @@ __all__ = [
     "EMBEDDED_DEFAULT", "ENV_PREFIX", "HARNESS_BODY_KEYS", "MAX_DURATION_S", "MEMORY_DIR", "OPERATOR_SOURCES", "PROBES_DIR",
     "SQL_SOURCE_PARAMS", "TIERS", "AgentConfig", "BudgetConfig", "CacheTierName", "Config", "ContextConfig", "DaemonConfig",
     "DeliveryRoute", "EnginesConfig", "Environment", "EscalationRule", "GateConfig", "LogConfig", "MemoryAgentConfig",
-    "MetricsConfig", "ModelRoute", "Neo4jConfig", "PostgresConfig", "ProbesConfig", "RecallConfig", "RedisConfig",
-    "RetractionsConfig", "SeverityName", "SqlSourceConfig", "ThinkConfig", "TierConfig", "ToolsConfig", "VerifyConfig",
+    "ConsoleConfig", "MetricsConfig", "ModelRoute", "Neo4jConfig", "PostgresConfig", "ProbesConfig", "RecallConfig", "RedisConfig",
+    "RetractionsConfig", "SeverityName", "SqlSourceConfig", "ThinkConfig", "TierConfig", "ToolChoice", "TOOL_CHOICES", "ToolsConfig", "VerifyConfig",
+    "DEDUPLICATING_SCHEMES", "InboxConfig", "TEMPLATE_FIELDS",
     "candidate_paths", "check_agent_id", "check_http_url", "clip", "find_config", "load_config", "load_config_file",
     "log_settings", "parse_duration_s", "parse_listen", "plural", "read_environment", "resolve_state_dir",
 ]

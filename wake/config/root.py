@@ -15,11 +15,13 @@ from pydantic import PrivateAttr, field_validator, model_validator
 from memory import config as memory_config
 from surfaces import names as surface_names
 from surfaces.context import ToolSettings
+from wake.config.channels import InboxConfig
 from wake.config.environment import Environment
 from wake.config.sections import (
     BUILTIN_SOURCES,
     OPERATOR_SOURCES,
     AgentConfig,
+    ConsoleConfig,
     DaemonConfig,
     DeliveryRoute,
     EnginesConfig,
@@ -52,6 +54,7 @@ class Config(ConfigViews, _Model):
     tools: ToolsConfig = ToolsConfig()
     daemon: DaemonConfig = DaemonConfig()
     metrics: MetricsConfig = MetricsConfig()
+    console: ConsoleConfig = ConsoleConfig()
     models: dict[str, ModelRoute] = {}
     probes: ProbesConfig = ProbesConfig()
     retractions: RetractionsConfig = RetractionsConfig()
@@ -59,6 +62,7 @@ class Config(ConfigViews, _Model):
     gate: GateConfig = GateConfig()
     sql_sources: dict[str, SqlSourceConfig] = {}
     delivery: dict[str, DeliveryRoute] = {}
+    inbox: InboxConfig = InboxConfig()
     agents: dict[str, AgentConfig]
 
     _path: Path = PrivateAttr(default=Path("."))
@@ -85,6 +89,7 @@ class Config(ConfigViews, _Model):
             if name in BUILTIN_SOURCES | OPERATOR_SOURCES or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
                 raise KeyProblem(("sql_sources", name), "expected a name of lowercase letters, digits and _ that is not a built-in source")
         surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
+        self._mcp_surfaces(surfaces)
         for agent_id, agent in self.agents.items():
             if agent.settled_state_source is not None and agent.settled_state_source not in self.sql_sources:
                 raise KeyProblem(
@@ -95,6 +100,15 @@ class Config(ConfigViews, _Model):
             for tier_name, tier in agent.tiers.items():
                 self._tier_references(agent_id, agent, tier_name, tier, surfaces)
         return self
+
+    def _mcp_surfaces(self, surfaces: frozenset[str]) -> None:
+        for server, conf in self.tools.mcp.items():
+            for glob, declared in conf.surfaces.items():
+                unknown = [s for s in declared if s not in surfaces]
+                if unknown:
+                    where = ("tools", "mcp", server, "surfaces", glob)
+                    known = ", ".join(sorted(surfaces))
+                    raise KeyProblem(where, f"unknown surface {unknown[0]!r}; expected one of {known} (declare new ones in tools.surfaces)")
 
     def _tier_references(self, agent_id: str, agent: AgentConfig, tier_name: str, tier: TierConfig, surfaces: set[str] | frozenset[str]) -> None:
         where = ("agents", agent_id, "tiers", tier_name)

@@ -17,7 +17,8 @@ from pydantic import Field, field_validator, model_validator
 from ledgers.vocab import Tier
 from memory import config as memory_config
 from surfaces.context import RecallSettings, ToolSettings
-from wake.config import hours
+from wake.config import channels, hours
+from wake.config.mcp import SERVER_NAME, McpServerConfig
 from wake.config.values import _Model, check_http_url, clip, parse_duration_s, parse_listen
 from wake.errors import KeyProblem
 
@@ -91,6 +92,15 @@ class ToolsConfig(_Model):
     # Surface names beyond the built-in ones that operator tools may declare and tiers may bind.
     surfaces: tuple[str, ...] = ()
     entry_points: bool = True
+    mcp: dict[str, McpServerConfig] = {}  # [tools.mcp.<server>]: MCP servers (wake/config/mcp.py)
+
+    @field_validator("mcp")
+    @classmethod
+    def _mcp_names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in value:
+            if not SERVER_NAME.match(name):
+                raise KeyProblem((name,), "expected a server name of lowercase letters, digits and - (no _), at most 32 characters")
+        return value
 
 
 class ProbesConfig(_Model):
@@ -112,7 +122,7 @@ class RetractionsConfig(_Model):
 # be called, one JSON reply): a route's `extra_body` may add any other field, never these.
 HARNESS_BODY_KEYS = frozenset({
     "model", "messages", "tools", "tool_choice", "functions", "function_call", "max_tokens", "max_completion_tokens",
-    "stream", "n",
+    "stream", "n", "response_format",
 })
 
 
@@ -140,6 +150,11 @@ class ModelRoute(_Model):
     # A llama.cpp server's root URL: each prompt is counted with its /apply-template and /tokenize
     # before it is sent. Unset: the previous turn's usage.prompt_tokens plus a conservative estimate.
     tokenizer_url: str | None = None
+    # How the model calls tools: the server's native tool calls, or one JSON answer the server
+    # holds to a schema of the binding (`response_format`; wake.think.structured) for a server or
+    # model that cannot be trusted with native calls. Either way every call goes through the same
+    # binding, schema check, refusal and fence.
+    tool_calls: Literal["native", "json_schema"] = "native"
 
     @field_validator("base_url", "tokenizer_url")
     @classmethod
@@ -170,6 +185,9 @@ class ThinkConfig(_Model):
     # The same call (name and arguments) may run this many times in one wake; one more trips it.
     max_repeat_calls: int = Field(3, ge=1)
     summary_max_tokens: int = Field(512, ge=16)
+    # The transcript stores each message and each call's arguments up to this many characters
+    # (the arrival's messages whole), cut with a marker that states the cap.
+    transcript_max_chars: int = Field(65_536, ge=1000)
 
 
 class EscalationRule(_Model):
@@ -198,6 +216,40 @@ class MetricsConfig(_Model):
 
     # "HOST:PORT", e.g. "127.0.0.1:9464"; served by `wake daemon` only.
     listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listen(value)
+        return value
+
+
+class ConsoleConfig(_Model):
+    """The operator console (docs/console.md): `wake console`, and the daemon when `listen` is set."""
+
+    # "HOST:PORT". `wake console` serves on 127.0.0.1:8087 when unset; the daemon only when set.
+    # An address other than loopback needs the token (below) for every page.
+    listen: str | None = None
+    # Read-only: no action (ack, revert, accept, pause, resume, trigger) is offered or accepted.
+    read_only: bool = False
+    # The token's systemd credential (`$CREDENTIALS_DIRECTORY/<name>`, LoadCredential=), else the
+    # environment variable of that name in capitals (WAKE_CONSOLE_TOKEN). Without one, the console
+    # serves loopback only, read-only.
+    token_credential: str = "wake_console_token"
+    # How often the live timeline asks the ledger for new and settled wakes.
+    live_poll_s: float = Field(2.0, gt=0)
+    # Where the console is reached from outside, e.g. "https://wake.example.org": a delivered
+    # message's {link} is <url>/wakes/<wake id> (docs/channels.md).
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else check_http_url(value)
+
+    def wake_link(self, wake_id: str) -> str:
+        return f"{self.url.rstrip('/')}/wakes/{wake_id}" if self.url else ""
 
     @field_validator("listen")
     @classmethod
@@ -241,6 +293,34 @@ class TierMemoryConfig(_Model):
     writable: bool | None = None
 
 
+TOOL_CHOICES = ("auto", "required", "none")
+
+
+class ToolChoice(_Model):
+    """What a wake's model turns may do with the binding: `auto` (call or answer), `required`
+    (call a tool), `none` (answer), or one bound tool by name; the first turn and the later ones
+    apart, so a wake can be made to act before it speaks. A name is checked against the tier's
+    binding when the registry is built (`wake.run.session.check_tool_choices`, docs/model.md)."""
+
+    first: str = "auto"
+    later: str = "auto"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_for_both(cls, value: Any) -> Any:
+        return {"first": value, "later": value} if isinstance(value, str) else value
+
+    @field_validator("first", "later")
+    @classmethod
+    def _choice(cls, value: str) -> str:
+        if value not in TOOL_CHOICES and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", value):
+            raise ValueError(f"expected auto, required, none or a tool's name, got {clip(value)}")
+        return value
+
+    def names(self) -> set[str]:
+        return {c for c in (self.first, self.later) if c not in TOOL_CHOICES}
+
+
 class TierConfig(_Model):
     cron: str | None = None
     every: str | None = None
@@ -250,6 +330,7 @@ class TierConfig(_Model):
     source_timeout_ms: int = Field(DEFAULT_SOURCE_TIMEOUT_MS, gt=0)
     model: str | None = None
     budget: BudgetConfig = BudgetConfig()
+    tool_choice: ToolChoice = ToolChoice()
     skip_quiet_hours: bool | None = None
     catch_up: Literal["one", "skip"] | None = None
     # Operator controls (docs/daemon.md): a Markdown checklist the wake arrives to (relative to the
@@ -372,10 +453,15 @@ class ContextConfig(_Model):
             return tuple(sorted(self.remind_at))
         return (0.85,) if self.policy == "sovereign" else (0.80, 0.88)
 class DeliveryRoute(_Model):
-    """`[delivery.<name>]`: where a completed wake's final text is delivered (docs/daemon.md, "Delivery")."""
+    """`[delivery.<name>]`: where a completed wake's final text is delivered (docs/daemon.md, "Delivery";
+    the chat and mail channels, kind = "apprise": docs/channels.md)."""
 
-    kind: Literal["webhook", "file", "stdout"]
-    url: str | None = None  # webhook: POSTed JSON
+    kind: Literal["webhook", "file", "stdout", "apprise"]
+    # webhook: the URL the JSON is POSTed to; apprise: the Apprise URL (tgram://, mailto://, ...),
+    # every secret part as a {credential} placeholder
+    url: str | None = None
+    # apprise: the credential holding the whole Apprise URL, instead of url
+    url_credential: str | None = None
     # webhook: the credential whose value signs the body (X-Wake-Signature: sha256=<HMAC-SHA256>)
     secret_credential: str | None = None
     timeout_s: float = Field(10.0, gt=0)
@@ -383,6 +469,16 @@ class DeliveryRoute(_Model):
     max_attempts: int = Field(8, ge=1)  # then the delivery is `dead` (`wake outbox --failed`)
     backoff_s: float = Field(1.0, ge=0)  # the first wait between attempts; doubles each time
     backoff_max_s: float = Field(300.0, ge=0)
+    # apprise: the message (str.format over text, agent, tier, wake_id, trigger, status,
+    # settled_at, link) and its title; cut to max_chars, else to the channel's own limit
+    template: str = channels.DEFAULT_TEMPLATE
+    title: str = channels.DEFAULT_TITLE
+    max_chars: int | None = Field(None, ge=100)
+
+    @field_validator("template", "title")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        return channels.check_template(value)
 
     @model_validator(mode="after")
     def _target(self) -> DeliveryRoute:
@@ -393,6 +489,10 @@ class DeliveryRoute(_Model):
                 raise ValueError(f"a webhook route needs url = an http:// or https:// URL with a host, got {clip(self.url)}") from None
         if self.kind == "file" and not self.path:
             raise ValueError("a file route needs path = a file to append JSON lines to")
+        if self.kind == "apprise":
+            channels.check_apprise_route(self.url, self.url_credential)
+        elif self.url_credential is not None:
+            raise ValueError(f"url_credential is for apprise routes; this one is kind = {self.kind!r}")
         return self
 
 

@@ -121,5 +121,6 @@ class ConfigViews:
                 probe_roots=tuple(self.probe_roots()),
                 probe_max_file_bytes=self.probes.max_file_bytes,
                 recall={agent_id: agent.recall.settings() for agent_id, agent in self.agents.items()},
+                with_workspace=frozenset(a for a in self.agents if self.workspace_path(a) is not None),
             )
         return self._tool_settings

@@ -10,9 +10,13 @@ row at once) and delivers each through its `[delivery.<name>]` route, at least o
 - a sender killed between settle and send, or mid-send, leaves the row `pending`: when its lock
   runs out the next pass (of any replica, or of the restarted daemon) sends it again.
 
+- a failure that sending again cannot help (`DeliveryFailed.permanent`: a 4xx other than 408, 425
+  and 429, a refused login) is `dead` at once, after one attempt.
+
 Every attempt carries the wake id as its idempotency key, so a receiver that keeps the keys it has
 seen acts on each wake once. Webhooks are POSTed as JSON with `Idempotency-Key`, and with a secret,
-`X-Wake-Signature: sha256=<HMAC-SHA256 of the body>`.
+`X-Wake-Signature: sha256=<HMAC-SHA256 of the body>`. Chat and mail channels go through Apprise
+(`wake.daemon.channels`, docs/channels.md); those that cannot deduplicate carry the wake id.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import tenacity
 from ledgers import outbox
 from wake import clock, logs, secrets
 from wake.config import Config, DeliveryRoute
+from wake.daemon import channels
 from wake.errors import DeliveryFailed
 from wake.stores import Stores
 
@@ -86,6 +91,7 @@ class Sender:
     async def deliver(self, row: outbox.Due) -> None:
         where = {"delivery_id": row.id, "wake_id": str(row.wake_id), "route": row.route, "agent": row.agent_id}
         route = self._config().delivery.get(row.route)
+        where["target"] = channels.route_target(self._config(), row.route)
         if route is None:
             await self._dead(row, f"unknown delivery route {row.route!r} (no [delivery.{row.route}] in the config)", where)
             return
@@ -96,7 +102,7 @@ class Sender:
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(remaining),
             wait=tenacity.wait_exponential(multiplier=route.backoff_s, max=route.backoff_max_s),
-            retry=tenacity.retry_if_exception_type(DeliveryFailed),
+            retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, DeliveryFailed) and not exc.permanent),
             reraise=True,
         )
         try:
@@ -110,10 +116,11 @@ class Sender:
                     except DeliveryFailed as exc:
                         async with self._stores.pg_conn() as conn:
                             await outbox.failed_attempt(conn, row.id, self._owner, str(exc))
-                        log.warning("outbox.retry", attempt=number, max_attempts=route.max_attempts, error=str(exc), **where)
+                        if not exc.permanent:
+                            log.warning("outbox.retry", attempt=number, max_attempts=route.max_attempts, error=str(exc), **where)
                         raise
         except DeliveryFailed as exc:
-            await self._dead(row, str(exc), where)
+            await self._dead(row, str(exc), where, permanent=exc.permanent)
             return
         async with self._stores.pg_conn() as conn:
             await outbox.sent(conn, row.id, self._now())
@@ -126,13 +133,16 @@ class Sender:
         async with self._stores.pg_conn() as conn:
             return await outbox.attempt(conn, row.id, self._owner, until)
 
-    async def _dead(self, row: outbox.Due, error: str, where: dict[str, Any]) -> None:
+    async def _dead(self, row: outbox.Due, error: str, where: dict[str, Any], *, permanent: bool = False) -> None:
         async with self._stores.pg_conn() as conn:
             await outbox.dead(conn, row.id, error)
-        log.error("outbox.dead", error=error, **where)
+        log.error("outbox.dead", error=error, permanent=permanent, **where)
 
     async def send(self, route: DeliveryRoute, row: outbox.Due) -> None:
         """One attempt through the route; raises DeliveryFailed."""
+        if route.kind == "apprise":
+            await channels.send(self._config(), route, row.payload, delivery_id=row.id)
+            return
         body = body_of(row)
         if route.kind == "webhook":
             await self._webhook(route, row, body)
@@ -162,7 +172,7 @@ class Sender:
         except httpx.HTTPError as exc:
             raise DeliveryFailed(logs.redact_text(f"{type(exc).__name__}: {exc}".rstrip(": "))) from None
         if not 200 <= reply.status_code < 300:
-            raise DeliveryFailed(f"HTTP {reply.status_code} from {route.url}")
+            raise DeliveryFailed(f"HTTP {reply.status_code} from {route.url}", permanent=channels.permanent_http(reply.status_code))
 
 
 def _append(path: Any, body: bytes) -> None:

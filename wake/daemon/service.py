@@ -1,7 +1,7 @@
 """`wake daemon`: the process around the wake cycle (docs/design.md, steps 1-3 and the life around them).
 
 The main loop is a stop event plus named side tasks (watchdog, heartbeat, trigger consumer, the
-outbox sender, the one-shot poller).
+outbox sender, the one-shot poller, and with `[inbox] listen` the inbox endpoint).
 APScheduler's AsyncIOScheduler runs in the same event loop with one job per (agent, tier); a job
 only names its slot and hands it to a tracked task, so every wake in flight is one task the
 daemon can drain or cancel.
@@ -35,24 +35,24 @@ import heapq
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from ledgers import controls, introspection, slots
+from ledgers import controls, dead_processes, introspection, slots
 from ledgers.vocab import NO_WAIT_TIERS, Tier, Trigger
 from wake import __version__, clock, logs, stores
 from wake.arrival import code_check
 from wake.config import Config, load_config_file
 from wake.context import WakeRequest
-from wake.daemon import control, notify, outbox, schedule
+from wake.daemon import channels, control, inbox, notify, outbox, schedule
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable, WakeError
 from wake.observe import metrics
 from wake.run import claim, cycle, session
 from wake.run.claim import BUSY_HINT
-from wake.stores import lease
+from wake.stores import engines, lease
 
 log = logs.get("wake.daemon")
 
@@ -86,6 +86,10 @@ SPOOL_MAX = 1000
 SPOOL_RETRY_S = 1.0
 
 
+ENGINE_CHECK_S = 1.0  # how often the daemon looks at its embedded engines' pids (a file read each)
+DEAD_ON_HOST = "abandoned: its process died on this host before settling (closed at the daemon's start)"
+
+
 def settle_heap() -> None:
     """Start-up is done: collect once, then freeze what survived (config, schedules, jobs, the
     registry) out of the collector's reach, so later full collections do not walk it all (they
@@ -113,6 +117,15 @@ class Timing(claim.Timing):
     due: dt.datetime | None = None  # when it was due to be handed over: the slot plus its jitter
 
 
+class Companion(Protocol):
+    """A side task that a layer above runs inside the daemon (the console, `[console] listen`):
+    started with the other side tasks once the stores are open, it returns once `daemon.stop` is set."""
+
+    name: str
+
+    async def __call__(self, daemon: Daemon) -> None: ...
+
+
 @dataclass(kw_only=True)
 class Daemon:
     config: Config
@@ -121,6 +134,7 @@ class Daemon:
     timings: list[Timing] | None = None
     # Off in tests that run several daemons in one process.
     handle_signals: bool = True
+    companions: Sequence[Companion] = ()
 
     replica_id: str = field(default_factory=control.new_replica_id)
     owner: str = field(default_factory=claim.owner)
@@ -157,9 +171,10 @@ class Daemon:
 
     async def run(self) -> int:
         """Run until SIGTERM/SIGINT, then drain; returns the exit status (0 after a clean drain)."""
-        async with session.open_session(self.config) as s:
+        async with session.open_session(self.config, keep_alive=True) as s:
             self.session = s
             st = s.stores
+            channels.check_routes(self.config)  # every Apprise route's credentials, before anything is scheduled
             await self._close_abandoned_at_start()
             self._warm_workspaces()
             if self.handle_signals:
@@ -169,6 +184,7 @@ class Daemon:
             self._schedule_all()
             self._catch_up()
             self.sender = outbox.Sender(lambda: self.config, st, owner=self.owner, now=self.now)
+            endpoint = inbox.Endpoint.open(lambda: self.config, st, now=self.now) if self.config.inbox.listen else None
             exposition = self._serve_metrics()
             self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
             settle_heap()
@@ -178,9 +194,13 @@ class Daemon:
                 asyncio.create_task(self._trigger_loop(), name="triggers"),
                 *self._operator_tasks(),
                 asyncio.create_task(self.spool_loop(), name="spool"),
+                *(asyncio.create_task(c(self), name=c.name) for c in self.companions),
+                *([asyncio.create_task(endpoint.serve(self.stop), name="inbox")] if endpoint is not None else []),
             ]
             if self.metrics is not None:
                 side.append(asyncio.create_task(metrics.measure_loop_lag(self.metrics), name="loop-lag"))
+            if st.embedded:
+                side.append(asyncio.create_task(self._engine_loop(st.embedded), name="engines"))
             log.info("daemon.ready", replica=self.replica_id, jobs=len(self.schedules), embedded=list(st.embedded), status=self.status_text())
             failed = asyncio.create_task(self._first_failure(side), name="side-task-watch")
             await self.stop.wait()
@@ -331,11 +351,36 @@ class Daemon:
             log.info("wake.catch_up", agent=sched.agent_id, tier=sched.tier, slot=missed.isoformat(), last=last.isoformat() if last else None)
             self._spawn(self.run_slot(sched, missed, Trigger.catch_up), name=f"catch-up:{sched.agent_id}/{sched.tier}")
 
+    async def _engine_loop(self, embedded: tuple[str, ...]) -> None:
+        """Supervise the embedded engines: every ENGINE_CHECK_S, one that is not running is started
+        again (`engine.restarted`, `wake_engine_restarts_total`); the slots that fired while it was
+        away have their rows (`failed`: the lease could not be taken; `missed`: PostgreSQL was
+        away), and the clients reconnect on their next call."""
+        state_dir = self.config.state_dir_path()
+        start = {"postgres": engines.start_postgres, "redis": engines.start_redis}
+        while True:
+            await asyncio.sleep(ENGINE_CHECK_S)
+            running = await asyncio.to_thread(engines.engine_pids, state_dir)
+            for name in embedded:
+                if name in running:
+                    continue
+                try:
+                    await asyncio.to_thread(start[name], state_dir, idle_s=self.config.engines.idle_s)
+                except Exception as exc:  # noqa: BLE001 - tried again on the next round; never the daemon's end
+                    log.error("engine.restart_failed", engine=name, error=f"{type(exc).__name__}: {exc}")
+
     async def _close_abandoned_at_start(self) -> None:
-        """Rows left `started` by a dead process are closed once their lease has expired: take each
-        such agent's lease (if free) and close them under the new fence."""
+        """Rows left `started` by a process that is dead on this host are closed at once
+        (`ledgers.dead_processes`); the others once their lease has expired: take each such agent's
+        lease (if free) and close them under the new fence."""
         assert self.stores is not None
+        host = socket.gethostname()
         async with self.stores.pg_conn() as conn:
+            for agent_id, pids in (await dead_processes.dead_on_host(conn, host, engines.alive)).items():
+                for row in await dead_processes.abandon_dead(conn, agent_id, host, pids, DEAD_ON_HOST):
+                    metrics.observe_abandoned(agent_id, row["tier"])
+                    log.warning("wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=host, pid=row["pid"], fence=row["fence"],
+                                closed_by="start-up: its process is dead on this host")
             agents = await introspection.agents_with_started(conn)
         for agent_id in agents:
             with contextlib.suppress(LeaseBusy):
@@ -582,11 +627,16 @@ class Daemon:
         try:
             new = load_config_file(path)
             registry = session.build_registry(new)
+            channels.check_routes(new)
         except WakeError as exc:
             log.error("daemon.reload_failed", path=str(path), error=str(exc), kept=self.config.config_hash()[:12])
             self.notifier.status(f"reload failed, old config kept: {exc}; " + self.status_text())
             return False
         restart_only = [k for k in ("postgres", "redis", "neo4j", "state_dir") if getattr(new, k) != getattr(self.config, k)]
+        if new.tools.mcp != self.config.tools.mcp:  # the running sessions are the old config's
+            restart_only.append("tools.mcp")
+        if self.session is not None:
+            registry.attached.extend(self.session.registry.attached)  # the MCP servers stay open across a reload
         if restart_only:
             log.warning("daemon.reload_needs_restart", keys=restart_only)
         self.config = new

@@ -262,6 +262,9 @@ class Metrics:
         self.stale_fences = Counter(
             "wake_fence_stale_refusals", "Writes refused because a newer lease holder's fence exists.", ["agent", "store"], registry=registry
         )
+        self.engine_restarts = Counter(
+            "wake_engine_restarts", "Embedded engines found dead while processes used them, and started again.", ["engine"], registry=registry
+        )
         self.skipped = Counter("wake_slots_skipped", "Slots that did not run, by reason.", ["agent", "tier", "reason"], registry=registry)
         self.loop_lag = Histogram(
             "wake_event_loop_lag_seconds", "How late the event loop woke a task that slept.", buckets=LOOP_LAG_BUCKETS_S, registry=registry
@@ -402,6 +405,11 @@ def observe_skipped(agent: str, tier: str, reason: str) -> None:
 def lease_lost(agent: str) -> None:
     if (m := _installed) is not None:
         m.lease_lost(agent)
+
+
+def engine_restarted(engine: str) -> None:
+    if (m := _installed) is not None:
+        m.engine_restarts.labels(engine).inc()
 
 
 def stale_fence(agent: str, store: str = "postgres") -> None:

@@ -38,7 +38,7 @@ from wake.config import Config, hours
 from wake.context import WakeRequest
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable
 from wake.observe import metrics
-from wake.run import cycle
+from wake.run import cycle, settle
 from wake.run.session import Session
 from wake.stores import Stores, lease
 
@@ -77,11 +77,11 @@ class Claim:
 OnRunning = Callable[[WakeRequest, lease.Lease], Awaitable[None]]
 
 
-def _log_abandoned(agent_id: str, fence: int, closed: list[dict[str, Any]]) -> None:
+def _log_abandoned(agent_id: str, fence: int, closed: list[introspection.AbandonedRow]) -> None:
     for row in closed:
-        metrics.observe_abandoned(agent_id, row["tier"])
+        metrics.observe_abandoned(agent_id, row.tier)
         log.warning(
-            "wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=row["host"], pid=row["pid"], fence=row["fence"],
+            "wake.abandoned", agent=agent_id, wake_id=str(row.wake_id), host=row.host, pid=row.pid, fence=row.fence,
             closed_by_fence=fence,
         )
 
@@ -110,7 +110,7 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
     skipped = status in (Status.skipped, Status.missed)
     row = introspection.WakeRow(
         wake_id=request.wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger,
-        scheduled_for=request.scheduled_for, started_at=now, manifest_root=None, **cycle.provenance(session.config),
+        scheduled_for=request.scheduled_for, started_at=now, manifest_root=None, **settle.provenance(session.config),
         note=f"{status}: {reason}" if skipped else None, error=None if skipped else reason,
     )
     async with session.stores.pg_conn() as conn:
@@ -164,7 +164,7 @@ async def record_missed(session: Session, missed: Missed, *, by: str, now: dt.da
                 f"{now:%Y-%m-%dT%H:%M:%S%z} ({outage_s:.0f} s); the slot was not run")
         row = introspection.WakeRow(
             wake_id=wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=request.scheduled_for,
-            started_at=missed.failed_at, manifest_root=None, **cycle.provenance(session.config), note=note, error=missed.error,
+            started_at=missed.failed_at, manifest_root=None, **settle.provenance(session.config), note=note, error=missed.error,
         )
         chain = await introspection.insert(conn, row, status=Status.missed)
     metrics.observe_skipped(request.agent_id, request.tier, "store_unreachable")
@@ -251,14 +251,14 @@ async def busy_reason(session: Session, agent_id: str, busy: LeaseBusy) -> str:
     """`busy: …` naming the wake that holds the agent's lease (its id, tier and trigger, from its
     `started` row), or, before that wake has its row, the process holding the lease (host:pid, the
     lease token's random part left out)."""
-    holder: dict[str, Any] | None = None
+    holder: introspection.Running | None = None
     with contextlib.suppress(Exception):  # PostgreSQL away: the row cannot be written either; say what is known
         async with session.stores.pg_conn() as conn:
             holder = await introspection.running(conn, agent_id)
     head = "busy: another wake of the agent holds its lease"
     if holder is not None:
-        started = holder["started_at"].astimezone(dt.UTC)
-        return f"{head} (wake {holder['wake_id']}, {holder['tier']} {holder['trigger']}, started {started:%Y-%m-%dT%H:%M:%SZ})"
+        started = holder.started_at.astimezone(dt.UTC)
+        return f"{head} (wake {holder.wake_id}, {holder.tier} {holder.trigger}, started {started:%Y-%m-%dT%H:%M:%SZ})"
     process = busy.holder.rsplit(":", 1)[0] if busy.holder and busy.holder.count(":") >= 2 else busy.holder
     return f"{head} (a wake not recorded yet, held by {process or 'a holder unknown'})"
 

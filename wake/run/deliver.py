@@ -2,7 +2,7 @@
 
 Only a wake settled `completed` with a final text delivers; a quiet wake (the gate, the pre-check
 or the tier's `ok_token`), a failed or a halted one sends nothing. The entries are written by
-`wake.run.cycle` in the transaction that settles the wake, under its fence; the daemon's sender
+`wake.run.settle` in the transaction that settles the wake, under its fence; the daemon's sender
 (`wake.daemon.outbox`) delivers them.
 """
 

@@ -11,18 +11,40 @@ from surfaces import loader
 from surfaces.registry import DeclarationError, Registry
 from wake import logs, stores
 from wake.config import Config
-from wake.errors import RegistryError, SchemaError
+from wake.errors import ConfigError, RegistryError, SchemaError
 from wake.think import client as model
 
 log = logs.get("wake.session")
 
 
 def build_registry(config: Config) -> Registry:
-    """Load every tool; a malformed declaration stops startup with a message naming the tool."""
+    """Load every tool; a malformed declaration stops startup with a message naming the tool, and
+    so does a tier whose `tool_choice` names a tool its binding does not hold."""
     try:
-        return loader.build(config.tools.modules, config.tools.surfaces, entry_points=config.tools.entry_points, graph=config.neo4j.uri is not None)
+        registry = loader.build(
+            config.tools.modules, config.tools.surfaces, entry_points=config.tools.entry_points, graph=config.neo4j.uri is not None
+        )
     except DeclarationError as exc:
         raise RegistryError(f"tool registry: {exc}") from exc
+    check_tool_choices(config, registry)
+    return registry
+
+
+def check_tool_choices(config: Config, registry: Registry) -> None:
+    """A tier's named `tool_choice` must be a tool of its own binding (a choice the model could
+    never satisfy would fail every wake at its first turn)."""
+    for agent_id, agent in config.agents.items():
+        for tier_name in agent.tiers:
+            tier = config.tier(agent_id, tier_name)
+            named = tier.tool_choice.names()
+            if not named:
+                continue
+            bound = {t.name for t in registry.binding(tier.binds)}
+            for name in sorted(named - bound):
+                raise ConfigError(
+                    str(config.path), f"agents.{agent_id}.tiers.{tier_name}.tool_choice",
+                    f"{name!r} is not bound at this tier (it binds {', '.join(sorted(bound)) or 'no tools'})",
+                )
 
 
 @dataclass
@@ -55,12 +77,28 @@ async def prepare_schema(st: stores.Stores) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_session(config: Config, *, neo4j: bool = True) -> AsyncIterator[Session]:
+async def open_session(config: Config, *, neo4j: bool = True, keep_alive: bool = False) -> AsyncIterator[Session]:
+    """`keep_alive` (the daemon): MCP servers are restarted when they die and re-listed when
+    their tools change; otherwise they are opened for this session and closed with it."""
     registry = build_registry(config)
     async with stores.connected(config, neo4j=neo4j) as st:
         await prepare_schema(st)
-        models = model.Client()
-        try:
-            yield Session(config=config, stores=st, registry=registry, models=models)
-        finally:
-            await models.aclose()
+        async with opened_mcp(config, registry, keep_alive=keep_alive):
+            models = model.Client()
+            try:
+                yield Session(config=config, stores=st, registry=registry, models=models)
+            finally:
+                await models.aclose()
+
+
+@contextlib.asynccontextmanager
+async def opened_mcp(config: Config, registry: Registry, *, keep_alive: bool) -> AsyncIterator[None]:
+    """The configured MCP servers, started on the registry (a declaration problem is a
+    `RegistryError`, exit 70, with every server closed)."""
+    from wake.run import mcp
+
+    try:
+        async with mcp.opened(config, registry, keep_alive=keep_alive):
+            yield
+    except DeclarationError as exc:
+        raise RegistryError(f"tool registry: {exc}") from exc

@@ -23,6 +23,7 @@ from wake import logs, secrets
 from wake.config import Config
 from wake.errors import StoreUnavailable
 from wake.stores import engines
+from wake.stores.scope import ToolPool
 
 if TYPE_CHECKING:  # imported when a graph is configured: a command without one never pays for the driver
     import neo4j
@@ -53,6 +54,8 @@ class Stores:
     embedded: tuple[str, ...] = field(default_factory=tuple)
     # The agent graph over `neo4j` (its database and timeout), built once; None without Neo4j.
     graph: graph.Graph | None = None
+    # The tool role's connections (`scoped_conn`), opened on first use (wake.stores.scope).
+    tools: ToolPool | None = None
 
     @contextlib.asynccontextmanager
     async def pg_conn(self, *, trusted: bool = True) -> AsyncIterator[asyncpg.Connection]:
@@ -80,7 +83,16 @@ class Stores:
                 _CLEAN.add(cast(Any, conn)._con)  # the proxy's connection: what the pool's reset receives
             await conn_cm.__aexit__(None, None, None)
 
+    def scoped_conn(self, agent_id: str) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        """A connection for tool code: it logs in as the tool role and sees only `agent_id`'s rows
+        (row-level security, docs/isolation.md)."""
+        if self.tools is None:
+            raise RuntimeError("these stores were opened without a tool pool")
+        return self.tools.conn(self, agent_id)
+
     async def close(self) -> None:
+        if self.tools is not None:
+            await self.tools.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.pg.close(), timeout=5)
         with contextlib.suppress(Exception):
@@ -227,6 +239,7 @@ async def open_stores(config: Config, *, neo4j: bool = True) -> Stores:
         redis_address=address(url),
         neo4j_address=address(config.neo4j.uri) if config.neo4j.uri else None,
         embedded=embedded,
+        tools=ToolPool(dsn),
         graph=graph.on(driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=address(config.neo4j.uri))
         if driver is not None and config.neo4j.uri
         else None,

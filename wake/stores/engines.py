@@ -36,7 +36,11 @@ from typing import Any
 import fasteners
 import redis
 
+from wake import logs
 from wake.errors import EnginesBusy, StoreUnavailable
+from wake.observe import metrics
+
+log = logs.get("wake.stores")
 
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
 _START_TIMEOUT_S = 15.0
@@ -55,19 +59,105 @@ def _pgserver() -> Any:
     return pgserver
 
 
+# Who may read the state directory: its owner. Running as root, pgserver runs PostgreSQL as its own
+# `pgserver` user and opens the directories above its data to group and others (read and
+# traverse); wake takes reading back and leaves traversal, so that user reaches its data
+# directory (0700, its own) and nobody else can list what the directory holds.
+OWNER_ONLY = 0o700
+OWNER_ONLY_ROOT = 0o711
+
+
+def secure_state_dir(state_dir: Path) -> None:
+    """Create the state directory owner-only, and take group and other access back from one this
+    user owns (an older wake made it 0755). Files under it are 0600 by the CLI's umask (077)."""
+    state_dir.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        st = state_dir.stat()
+        wanted = OWNER_ONLY_ROOT if os.geteuid() == 0 else OWNER_ONLY
+        if st.st_uid == os.geteuid() and st.st_mode & 0o777 != wanted:
+            state_dir.chmod(wanted)
+
+
+# The embedded server's client authentication: local (unix socket) connections only, by peer: the
+# connecting process's OS user must be the one wake runs as (pgserver's initdb writes `trust` for
+# every local user). The map lets that user log in as any database role (the owner, the tool role).
+PG_HBA = "# written by wake: only {user} connects, over the unix socket (peer)\nlocal all all peer map=wake\n"
+PG_IDENT = "# written by wake\nwake {user} all\n"
+
+
+def _restrict_hba(data: Path) -> bool:
+    """Replace pgserver's `trust` lines with peer authentication for this OS user; returns
+    whether the files changed (the server must then reload them)."""
+    import pwd
+
+    hba, ident = data / "pg_hba.conf", data / "pg_ident.conf"
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    wanted_hba, wanted_ident = PG_HBA.format(user=user), PG_IDENT.format(user=user)
+    try:
+        if hba.read_text() == wanted_hba and ident.read_text() == wanted_ident:
+            return False
+        owner = data.stat()
+    except OSError:
+        return False
+    for path, text in ((ident, wanted_ident), (hba, wanted_hba)):  # the map first: the hba line names it
+        tmp = path.with_suffix(".wake-tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o600)
+        if os.geteuid() == 0:
+            os.chown(tmp, owner.st_uid, owner.st_gid)  # the server (pgserver's user) reads it
+        tmp.replace(path)
+    return True
+
+
 def start_postgres(state_dir: Path, *, idle_s: float = 0.0) -> str:
     """Start (or join) the embedded PostgreSQL; returns its DSN (unix socket). With `idle_s` > 0
     it outlives this process (the reaper stops it after `idle_s` unused)."""
     pgserver = _pgserver()
     data = state_dir / "postgres"
-    data.parent.mkdir(parents=True, exist_ok=True)
+    secure_state_dir(state_dir)
+    was_running = "postgres" in engine_pids(state_dir)
+    users = _live(data / ".handle_pids.json")
+    cached = data.resolve() in pgserver.postgres_server.PostgresServer._instances
     try:
         server = pgserver.get_server(data, cleanup_mode="stop" if idle_s <= 0 else None)
+        started = not was_running and not cached  # the handle's constructor started it (or found it started)
+        if cached and "postgres" not in engine_pids(state_dir):
+            # pgserver hands back this process's handle as it was: a server that died under it
+            # must be started again here, under pgserver's lock, as its constructor does
+            with server._lock:
+                if "postgres" not in engine_pids(state_dir):
+                    server.ensure_postgres_running()
+                    started = True
     except Exception as exc:  # pgserver raises bare subprocess / assertion errors
         raise StoreUnavailable("postgres (embedded)", str(data), f"{type(exc).__name__}: {exc}") from exc
+    secure_state_dir(state_dir)  # pgserver, as root, opened it to group and others
+    if started and (users or data in _pg_joined):
+        restarted("postgres", len(users) + (data in _pg_joined))
+    _pg_joined.add(data)
+    if _restrict_hba(data):
+        try:
+            server.psql("SELECT pg_reload_conf();")  # still under the old rules: this connection is allowed
+        except Exception as exc:  # noqa: BLE001 - psql's CalledProcessError, or the shell's
+            raise StoreUnavailable("postgres (embedded)", str(data), f"could not reload its client authentication: {exc}") from exc
     if idle_s > 0:
         linger(state_dir, idle_s)
     return str(server.get_uri())
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (someone else's counts)."""
+    return _alive(pid)
+
+
+_pg_joined: set[Path] = set()  # the data directories this process has used
+
+
+def restarted(engine: str, users: int) -> None:
+    """An embedded engine was found dead while `users` processes (this one included, when it had
+    joined) used it, and was started again: logged (`engine.restarted`, a warning on stderr for a
+    command) and counted (`wake_engine_restarts_total`)."""
+    log.warning("engine.restarted", engine=engine, reason=f"not running while {users} process{'es' if users != 1 else ''} used it")
+    metrics.engine_restarted(engine)
 
 
 def _alive(pid: int) -> bool:
@@ -165,10 +255,15 @@ class EmbeddedRedis:
             time.sleep(0.02)
 
     def join(self) -> str:
-        """Start the server if nobody runs it, register this process; returns the URL."""
+        """Start the server if nobody runs it, register this process; returns the URL. A server
+        found dead while live processes had joined it is started again, and that is said
+        (`engine.restarted`)."""
         with self._lock:
             if not self._running():
+                users = [p for p in self._pids() if p != os.getpid()]
                 self._start_server()
+                if users or self._joined:
+                    restarted("redis", len(users) + self._joined)
             pids = self._pids()
             pids.append(os.getpid())
             self._write_pids(pids)
@@ -309,6 +404,7 @@ def stop(state_dir: Path, *, force: bool = False) -> list[str]:
             raise EnginesBusy(live)
         running = engine_pids(state_dir)
         kill_engines(running)
+        _pg_joined.discard(state_dir / "postgres")  # stopped on purpose: starting it again is no restart
         for path in (state_dir / "postgres" / ".handle_pids.json", state_dir / "redis" / ".handle_pids.json"):
             if path.exists():
                 path.write_text("[]")  # nobody uses a stopped engine; dead pids must not count later

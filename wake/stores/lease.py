@@ -71,7 +71,7 @@ class Lease:
     redis: aioredis.Redis
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     # The rows left `started` that taking the lease closed `abandoned` (when asked to: `abandon`).
-    abandoned: list[dict[str, Any]] = field(default_factory=list)
+    abandoned: list[introspection.AbandonedRow] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -204,14 +204,16 @@ async def held(
 
 
 @contextlib.asynccontextmanager
-async def fenced(stores: Stores, agent_id: str, fence: int | None, *, trusted: bool = True) -> AsyncIterator[Any]:
+async def fenced(stores: Stores, agent_id: str, fence: int | None, *, trusted: bool = True, scoped: bool = False) -> AsyncIterator[Any]:
     """A PostgreSQL connection in a transaction that has checked `fence` is the agent's newest.
 
     `fence=None` means the caller holds no lease (a dry run, a test); the transaction is then not
     fenced. A stale fence raises `fences.StaleFence` before anything is written; it is logged
-    `fence.stale`. `trusted=False` (tool code) gives the connection the pool's full reset.
+    `fence.stale`. `trusted=False` (tool code) gives the connection the pool's full reset;
+    `scoped` (tool code) takes it from the tool role's pool, bound to `agent_id`.
     """
-    async with stores.pg_conn(trusted=trusted) as conn, conn.transaction():
+    conn_cm = stores.scoped_conn(agent_id) if scoped else stores.pg_conn(trusted=trusted)
+    async with conn_cm as conn, conn.transaction():
         if fence is not None:
             try:
                 await fences.check(conn, agent_id, fence)

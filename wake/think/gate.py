@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from ledgers.introspection import BlockStates, Diff, WakeRecord
 from ledgers.vocab import GOOD
 from wake.arrival.engine import Block, CacheTier
 from wake.config import EscalationRule, GateConfig
@@ -37,11 +37,16 @@ class Decision:
     to: str | None = None
 
 
+def _hash_of(blocks: BlockStates, name: str) -> str | None:
+    state = blocks.get(name)
+    return None if state is None else state.get("hash")
+
+
 def _rule_cause(
-    rule: EscalationRule, blocks: Mapping[str, Block], hashes: Mapping[str, str], previous: Mapping[str, Any] | None, tier_diff: Mapping[str, Any]
+    rule: EscalationRule, blocks: Mapping[str, Block], hashes: Mapping[str, str], previous: WakeRecord | None, tier_diff: Diff | None
 ) -> str | None:
     if rule.when == "newly_failing":
-        failing = [] if tier_diff.get("first", True) else tier_diff["blocks"]["newly_failing"]
+        failing = () if tier_diff is None or tier_diff.first else tier_diff.blocks.newly_failing
         hit = [n for n in failing if rule.block is None or n == rule.block]
         return f"newly failing: {', '.join(hit)}" if hit else None
     block = blocks.get(rule.block or "")
@@ -49,13 +54,13 @@ def _rule_cause(
         return None
     if rule.when == "present":
         return f"{block.name} present"
-    old = ((previous or {}).get("blocks") or {}).get(block.name)
-    return f"{block.name} changed" if old is None or old.get("hash") != hashes.get(block.name) else None
+    old = _hash_of(previous.blocks, block.name) if previous is not None else None
+    return f"{block.name} changed" if old is None or old != hashes.get(block.name) else None
 
 
 def decide(
-    *, tier: str, blocks: Sequence[Block], hashes: Mapping[str, str], previous_tier: Mapping[str, Any] | None,
-    tier_diff: Mapping[str, Any], config: GateConfig,
+    *, tier: str, blocks: Sequence[Block], hashes: Mapping[str, str], previous_tier: WakeRecord | None,
+    tier_diff: Diff | None, config: GateConfig,
 ) -> Decision:
     """The gate's verdict for one wake. `hashes` are the manifest's block hashes; `previous_tier` is
     the previous settled wake of this tier; `tier_diff` the binding diff against it."""
@@ -66,23 +71,21 @@ def decide(
         cause = _rule_cause(rule, by_name, hashes, previous_tier, tier_diff)
         if cause is not None:
             return Decision(action="escalate", reason=cause, to=rule.to)
-    if previous_tier is None or tier_diff.get("first", True):
+    if previous_tier is None or tier_diff is None or tier_diff.first:
         return Decision(action="open", reason="first whisper")
-    if previous_tier["status"] not in GOOD:
-        return Decision(action="open", reason=f"previous whisper ended {previous_tier['status']}")
-    tools = tier_diff["tools"]
-    if tools["added"] or tools["removed"] or tools["changed"]:
+    if previous_tier.status not in GOOD:
+        return Decision(action="open", reason=f"previous whisper ended {previous_tier.status}")
+    if tier_diff.tools.any:
         return Decision(action="open", reason="tools changed")
-    if tier_diff["blocks"]["removed"]:
-        return Decision(action="open", reason=f"blocks gone: {', '.join(tier_diff['blocks']['removed'])}")
-    old = previous_tier.get("blocks") or {}
+    if tier_diff.blocks.removed:
+        return Decision(action="open", reason=f"blocks gone: {', '.join(tier_diff.blocks.removed)}")
     changed = [
         b.name for b in blocks
-        if b.cache_tier in COMPARED_TIERS and not b.changes_every_wake and (old.get(b.name) or {}).get("hash") != hashes.get(b.name)
+        if b.cache_tier in COMPARED_TIERS and not b.changes_every_wake and _hash_of(previous_tier.blocks, b.name) != hashes.get(b.name)
     ]
     if changed:
         return Decision(action="open", reason=f"changed: {', '.join(changed)}")
     due = [b.name for b in blocks if b.name in config.due_blocks and b.result == "present"]
     if due:
         return Decision(action="open", reason=f"due: {', '.join(due)}")
-    return Decision(action="quiet", reason=f"nothing changed since whisper {str(previous_tier['wake_id'])[:8]}, nothing due")
+    return Decision(action="quiet", reason=f"nothing changed since whisper {str(previous_tier.wake_id)[:8]}, nothing due")

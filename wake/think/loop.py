@@ -11,7 +11,8 @@ Each turn sends the conversation with the bound tools. Every tool call is checke
 Handlers run under `think.tool_timeout_s`; an exception is answered as a tool error, never a
 crash (except a stale fence: a newer holder exists and this wake must stop writing). Results are
 cut to `think.tool_result_max_chars` with a marker. A successful call of a tool declared
-`mutates` is recorded in `last_actions` in the wake's fenced transaction.
+`mutates` is recorded in `last_actions` in the wake's fenced transaction. Every message and every
+call, with its outcome and latency, goes to the wake's transcript (`wake.think.transcript`).
 
 The loop ends when the model answers without a tool call (`done`; `truncated` when that answer
 hit its token limit), or when a budget is spent; then one last call asks for the summary with no
@@ -19,8 +20,12 @@ tool callable (`tool_choice: "none"`, or no tools at all: the route's `summary_t
 call in its reply is not run. The final assistant text is the daybook entry; a final text that
 was cut off ends with `CUT_OFF`, so neither the row nor the daybook passes it off as whole.
 
-Every request that offers tools says `tool_choice: "auto"` (some servers drop tools without it);
-an assistant turn that only called tools is sent back with `content: ""`, never null.
+Every request that offers tools says its `tool_choice` (the tier's `tool_choice`, `auto` unless
+set, its `first` for the first turn and `later` after; some servers drop tools without one); an
+assistant turn that only called tools is sent back with `content: ""`, never null. A route with
+`tool_calls = "json_schema"` offers the binding as one `response_format` schema instead
+(`wake.think.structured`): the answer is read into the same tool calls, and each call's answer is
+sent back as a user message.
 
 Room in the context window: a route with `tokenizer_url` counts each prompt on its llama.cpp
 server. Otherwise the previous turn's `usage.prompt_tokens` counts what was sent then, and what
@@ -46,6 +51,7 @@ from typing import Any
 
 from ledgers import actions, context_events, introspection
 from ledgers.fences import StaleFence
+from ledgers.vocab import Status
 from surfaces.conversation import Conversation
 from surfaces.registry import Tool
 from wake import clock, logs, secrets
@@ -54,7 +60,8 @@ from wake.config import ModelRoute, plural
 from wake.context import WakeContext
 from wake.errors import ModelError
 from wake.observe import metrics
-from wake.think import budget, prompt
+from wake.think import budget, prompt, structured
+from wake.think import transcript as transcripts
 from wake.think.client import Client, Reply
 from wake.think.pressure import Pressure, summary_body
 
@@ -72,7 +79,7 @@ TEMPLATE_TOKENS_BASE = 32
 
 @dataclass(frozen=True, kw_only=True)
 class Thought:
-    status: str  # completed | halted | failed
+    status: Status  # completed | halted | failed (step 8's decisions add quiet)
     note: str
     error: str | None
     thinking: introspection.Thinking | None  # None: harness-only, nothing to record
@@ -110,8 +117,8 @@ def _as_text(result: Any) -> str:
     return result if isinstance(result, str) else json.dumps(result, default=_json_default, ensure_ascii=False)
 
 
-def _error(message: str) -> str:
-    return json.dumps({"error": message}, ensure_ascii=False)
+def _error(message: str, outcome: str = "error") -> str:
+    return transcripts.ErrorAnswer(json.dumps({"error": message}, ensure_ascii=False), outcome)
 
 
 class Loop:
@@ -131,12 +138,17 @@ class Loop:
         )
         self.tools: dict[str, Tool] = {t.name: t for t in ctx.binding}
         self.specs = [prompt.tool_spec(t) for t in ctx.binding]
+        self.choice = ctx.config.tier(ctx.agent_id, ctx.tier).tool_choice
+        self.structured = route.tool_calls == "json_schema"
         self.messages = prompt.messages(blocks)
+        if self.structured:  # the answer's shape, and how to finish, in the cached system prefix
+            self.messages[0] = {**self.messages[0], "content": self.messages[0]["content"] + "\n\n" + structured.system_text(self.specs)}
         self.conv = Conversation(
             messages=self.messages, base=len(self.messages), context_window=route.context_window, policy=agent.context.policy,
             wake_ref=str(ctx.wake_id),
         )
         self.pressure = Pressure(ctx, self.conv, self._summarize)
+        self.transcript = transcripts.Recorder(ctx, self.messages, base=len(self.messages))  # what the model saw, every call
         self.tool_ctx = dataclasses.replace(ctx, conversation=self.conv)  # what tools see: the wake, and its conversation
         self.refusals = 0
         self.attempts = 0  # HTTP requests to the model, retries included
@@ -170,13 +182,37 @@ class Loop:
             return math.ceil(sent_tokens * size / sent_size), "usage"
         return sent_tokens + estimate_tokens(size - sent_size, max(0, n_messages - sent_messages)), "usage"
 
+    def turn_choice(self, with_tools: bool) -> str:
+        """This turn's tool choice: the tier's `first` on the first turn, `later` after; the
+        summary call's is `none`."""
+        if not with_tools:
+            return "none"
+        return self.choice.first if self.budget.turns == 0 else self.choice.later
+
     def _body(self, with_tools: bool) -> dict[str, Any]:
+        choice = self.turn_choice(with_tools)
+        if self.structured:
+            return {"messages": self.messages, "response_format": structured.response_format(self.specs, choice)}
         keep_specs = with_tools or self.route.summary_tools == "choice_none"
         body: dict[str, Any] = {"tools": self.specs} if keep_specs and self.specs else {}
         body["messages"] = self.messages
         if "tools" in body:
-            body["tool_choice"] = "auto" if with_tools else "none"
+            body["tool_choice"] = choice if choice in ("auto", "required", "none") else {"type": "function", "function": {"name": choice}}
         return body
+
+    def _read_structured(self, reply: Reply, with_tools: bool) -> Reply:
+        """A JSON-schema answer read into the reply the loop knows: one tool call, or a final text.
+        An answer that cannot be read is a final text when nothing could be called, else it is
+        answered as an error on the next turn (a malformed call, counted as a refusal)."""
+        answer = structured.parse(reply.content, cut=reply.finish_reason == "length")
+        if answer.tool is not None and with_tools:  # (a call in the summary turn is not run, as with native calls)
+            call = structured.as_tool_call(answer, f"call_{self.budget.turns}_0")
+            return dataclasses.replace(reply, tool_calls=[call])
+        if answer.final is not None:
+            return dataclasses.replace(reply, content=answer.final, tool_calls=[])
+        if not with_tools:
+            return dataclasses.replace(reply, tool_calls=[])
+        return dataclasses.replace(reply, tool_calls=[{"id": f"call_{self.budget.turns}_0", "unreadable": answer.problem}])
 
     async def _summarize(self, segment: list[dict[str, Any]]) -> str:
         """The one model call of a summarize compaction; its usage counts against the wake's budgets."""
@@ -190,6 +226,7 @@ class Loop:
 
     async def _call(self, *, with_tools: bool, max_tokens: int) -> Reply | None:
         """One model call; `with_tools=False` is the summary call: no tool can be called."""
+        choice = self.turn_choice(with_tools)
         body = self._body(with_tools)
         size = len(prompt.body_bytes(body))
         tokens, counted = await self._prompt_tokens(body, size)
@@ -207,7 +244,8 @@ class Loop:
         if room < MIN_ROOM_TOKENS:
             return None
         body["max_tokens"] = self.pressure.narrow(min(max_tokens, room), room) if with_tools else min(max_tokens, room)
-        async with self.ctx.write() as conn:
+        async with self.ctx.harness_write() as conn:  # the transcript's texts: the shared content store
+            await self.transcript.flush(conn, self.budget.turns)
             await context_events.record_turn(
                 conn, wake_id=self.ctx.wake_id, turn=turn, agent_id=self.ctx.agent_id, prompt_tokens=tokens,
                 context_window=self.route.context_window, counted=counted, max_tokens=body["max_tokens"], at=clock.now(),
@@ -224,18 +262,22 @@ class Loop:
         self.budget.spend(reply.usage)
         today = self.today_usd = await self.daily.add(reply.usage.cost_usd)
         metrics.observe_daily_cost(self.ctx.agent_id, today)
+        if self.structured:  # the model's own JSON goes back as it was written; its call is read from it
+            self.messages.append({"role": "assistant", "content": reply.content or ""})
+            reply = self._read_structured(reply, with_tools)
         self.log.info(
             "model.turn", model=self.route.model, route=self.route_name, turn=self.budget.turns,
-            tools_offered=0 if body.get("tool_choice") == "none" else len(body.get("tools", [])),
+            tools_offered=len(structured.offered(self.specs, choice)) if self.structured or "tools" in body else 0, tool_choice=choice,
             prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens,
             cached_tokens=reply.usage.cached_tokens, cost_usd=round(reply.usage.cost_usd, 8), cost_reported=reply.usage.cost_reported,
             today_usd=round(today, 6), finish_reason=reply.finish_reason, tool_calls=len(reply.tool_calls),
             attempts=reply.attempts, latency_ms=round(reply.latency_ms, 2), max_tokens=body["max_tokens"],
         )
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
-        if reply.tool_calls:
-            message["tool_calls"] = reply.tool_calls
-        self.messages.append(message)
+        if not self.structured:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
+            if reply.tool_calls:
+                message["tool_calls"] = reply.tool_calls
+            self.messages.append(message)
         return reply
 
     async def run(self) -> Thought:
@@ -244,7 +286,7 @@ class Loop:
         self.today_usd = await self.daily.spent_usd()
         if self.daily.reached(self.today_usd):
             return Thought(
-                status="halted", note=f"daily cost cap reached (${self.today_usd:.4f} of ${self.daily.cap_usd:.4f} today): no model call",
+                status=Status.halted, note=f"daily cost cap reached (${self.today_usd:.4f} of ${self.daily.cap_usd:.4f} today): no model call",
                 error=None, thinking=self.thinking("daily_cap"), final_text=None,
             )
         stop: str | None = None
@@ -272,7 +314,7 @@ class Loop:
             error = logs.redact_text(str(exc))
             same = f", the same error on {exc.same_error} of them" if exc.attempts > 1 else ""
             note = f"model call failed after {exc.attempts} attempt(s){same}; {self.attempts} request(s) in this wake"
-            return Thought(status="failed", note=note, error=error, thinking=self.thinking("error"), final_text=None)
+            return Thought(status=Status.failed, note=note, error=error, thinking=self.thinking("error"), final_text=None)
         except StaleFence:
             raise  # a newer holder exists: this wake writes nothing more
         except BaseException as exc:  # cancelled or crashed mid-loop: what was spent still goes on the row
@@ -288,7 +330,7 @@ class Loop:
             f" ${u.cost_usd:.6f}; stopped: {stop}{'; the summary was cut off at its token limit' if summary_cut else ''}"
         )
         final = (final + CUT_OFF) if final and cut else final
-        return Thought(status="completed", note=note, error=None, thinking=self.thinking(stop), final_text=final or None)
+        return Thought(status=Status.completed, note=note, error=None, thinking=self.thinking(stop), final_text=final or None)
 
     async def _tool_calls(self, calls: list[dict[str, Any]]) -> str | None:
         """Answer every call of one assistant turn (the API needs an answer to each); the stop
@@ -299,15 +341,28 @@ class Loop:
             fn = fn if isinstance(fn, dict) else {}
             call_id = str(call.get("id") or f"call_{self.budget.turns}_{n}") if isinstance(call, dict) else f"call_{n}"
             name = str(fn.get("name") or "")
-            if stop is not None:
-                answer = _error(f"not run: the wake is ending ({stop})")
+            started = clock.monotonic_ms()
+            if isinstance(call, dict) and "unreadable" in call:  # a JSON-schema answer that was no call and no final answer
+                self.budget.tool_calls += 1  # an attempt to act that could not be read: a refused call, counted as one
+                self.refusals += 1
+                self.log.warning("tool.refused", tool=None, error=call["unreadable"])
+                answer = _error(f"your answer could not be read: {call['unreadable']}", "refused")
+            elif stop is not None:
+                answer = _error(f"not run: the wake is ending ({stop})", "not_run")
             elif self.budget.tool_calls_left <= 0:
-                stop, answer = "max_tool_calls", _error("not run: this wake's tool-call budget is spent")
+                stop, answer = "max_tool_calls", _error("not run: this wake's tool-call budget is spent", "not_run")
             else:
                 self.budget.tool_calls += 1
                 answer, tripped = await self._one(name, fn.get("arguments"))
                 stop = stop or tripped
-            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
+            if self.structured:
+                self.messages.append(structured.tool_result_message(name or "(none)", answer))
+            else:
+                self.messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
+            self.transcript.call(
+                turn=self.budget.turns, call_id=call_id, tool=name, arguments=fn.get("arguments"), answer=answer,
+                latency_ms=clock.monotonic_ms() - started, answered_by=self.messages[-1],
+            )
         return stop
 
     async def _one(self, name: str, raw_arguments: Any) -> tuple[str, str | None]:
@@ -315,7 +370,8 @@ class Loop:
         if tool is None:
             self.refusals += 1
             self.log.warning("tool.refused", tool=name, bound=sorted(self.tools))
-            return _error(f"refused: tool {name!r} is not bound in this wake; you hold: {', '.join(sorted(self.tools)) or 'no tools'}"), None
+            held = ", ".join(sorted(self.tools)) or "no tools"
+            return _error(f"refused: tool {name!r} is not bound in this wake; you hold: {held}", "refused"), None
         try:
             arguments = raw_arguments if isinstance(raw_arguments, dict) else json.loads(raw_arguments or "{}")
         except (TypeError, ValueError) as exc:
@@ -371,5 +427,9 @@ class Loop:
 
 
 async def run(ctx: WakeContext, *, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client) -> Thought:
-    """Run the model loop of one wake."""
-    return await Loop(ctx, route_name, route, blocks, client).run()
+    """Run the model loop of one wake; its transcript is flushed however the loop ends."""
+    loop = Loop(ctx, route_name, route, blocks, client)
+    try:
+        return await loop.run()
+    finally:
+        await asyncio.shield(loop.transcript.finish(loop.budget.turns))

@@ -9,45 +9,49 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
 
+from ledgers.introspection import Against, BlockDiff, BlockStates, Diff, ToolDiff, WakeDiff, WakeRecord
 from ledgers.vocab import Retrieval
 from wake import clock
 
 DIFF_BLOCK = "binding_diff"
 
 
-def compare(previous: Mapping[str, Any] | None, tool_hashes: Mapping[str, str], blocks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def compare(previous: WakeRecord | None, tool_hashes: Mapping[str, str], blocks: BlockStates) -> Diff:
     """Diff of tools (by declaration hash) and blocks (by text hash and state) against one earlier row."""
     if previous is None:
-        return {"first": True, "against": None}
-    old_tools: Mapping[str, str] = previous["tool_hashes"] or {}
-    old_blocks: Mapping[str, Mapping[str, Any]] = {k: v for k, v in (previous["blocks"] or {}).items() if k != DIFF_BLOCK}
+        return Diff()
+    old_tools = previous.tool_hashes
+    old_blocks = {k: v for k, v in previous.blocks.items() if k != DIFF_BLOCK}
     new_blocks = {k: v for k, v in blocks.items() if k != DIFF_BLOCK}
-    block_diff: dict[str, list[str]] = {"changed": [], "unchanged": [], "newly_failing": [], "recovered": [], "added": [], "removed": []}
+    found: dict[str, list[str]] = {kind: [] for kind in BlockDiff.KINDS}
     for name, block in sorted(new_blocks.items()):
         old = old_blocks.get(name)
         if old is None:
-            block_diff["added"].append(name)
+            found["added"].append(name)
             continue
         failing_now, failing_then = block["retrieval"] == Retrieval.failed, old["retrieval"] == Retrieval.failed
         if failing_now and not failing_then:
-            block_diff["newly_failing"].append(name)
+            found["newly_failing"].append(name)
         elif failing_then and not failing_now:
-            block_diff["recovered"].append(name)
-        block_diff["changed" if block["hash"] != old["hash"] else "unchanged"].append(name)
-    block_diff["removed"] = sorted(set(old_blocks) - set(new_blocks))
-    return {
-        "first": False,
-        "against": {"wake_id": str(previous["wake_id"]), "tier": previous["tier"], "started_at": previous["started_at"].isoformat()},
-        "tools": {
-            "added": sorted(set(tool_hashes) - set(old_tools)),
-            "removed": sorted(set(old_tools) - set(tool_hashes)),
-            "changed": sorted(n for n in set(tool_hashes) & set(old_tools) if tool_hashes[n] != old_tools[n]),
-            "held": len(tool_hashes),
-        },
-        "blocks": block_diff,
-    }
+            found["recovered"].append(name)
+        found["changed" if block["hash"] != old["hash"] else "unchanged"].append(name)
+    found["removed"] = sorted(set(old_blocks) - set(new_blocks))
+    return Diff(
+        against=Against(wake_id=str(previous.wake_id), tier=previous.tier, started_at=previous.started_at.isoformat()),
+        tools=ToolDiff(
+            added=tuple(sorted(set(tool_hashes) - set(old_tools))),
+            removed=tuple(sorted(set(old_tools) - set(tool_hashes))),
+            changed=tuple(sorted(n for n in set(tool_hashes) & set(old_tools) if tool_hashes[n] != old_tools[n])),
+            held=len(tool_hashes),
+        ),
+        blocks=BlockDiff(**{kind: tuple(names) for kind, names in found.items()}),
+    )
+
+
+def both(previous_agent: WakeRecord | None, previous_tier: WakeRecord | None, tool_hashes: Mapping[str, str], blocks: BlockStates) -> WakeDiff:
+    """Step 7's diff: against the agent's previous wake and against the tier's."""
+    return WakeDiff(agent=compare(previous_agent, tool_hashes, blocks), tier=compare(previous_tier, tool_hashes, blocks))
 
 
 def _when(iso: str, timezone: str, now: dt.datetime) -> str:
@@ -62,30 +66,32 @@ def _when(iso: str, timezone: str, now: dt.datetime) -> str:
     return f"{clock.stamp(at, timezone)}, {ago}"
 
 
-def _lines(d: Mapping[str, Any]) -> list[str]:
-    tools, blocks = d["tools"], d["blocks"]
-    parts = [f"{k} {', '.join(tools[k])}" for k in ("added", "removed", "changed") if tools[k]]
-    lines = [f"- tools: {'; '.join(parts)} (now holding {tools['held']})" if parts else f"- tools: unchanged ({tools['held']} held)"]
-    for key, label in (
-        ("newly_failing", "newly failing"),
-        ("recovered", "recovered"),
-        ("changed", "blocks changed"),
-        ("added", "blocks new"),
-        ("removed", "blocks gone"),
+def _lines(d: Diff) -> list[str]:
+    tools, blocks = d.tools, d.blocks
+    parts = [f"{k} {', '.join(names)}" for k, names in (("added", tools.added), ("removed", tools.removed), ("changed", tools.changed)) if names]
+    lines = [f"- tools: {'; '.join(parts)} (now holding {tools.held})" if parts else f"- tools: unchanged ({tools.held} held)"]
+    for names, label in (
+        (blocks.newly_failing, "newly failing"),
+        (blocks.recovered, "recovered"),
+        (blocks.changed, "blocks changed"),
+        (blocks.added, "blocks new"),
+        (blocks.removed, "blocks gone"),
     ):
-        if blocks[key]:
-            lines.append(f"- {label}: {', '.join(blocks[key])}")
+        if names:
+            lines.append(f"- {label}: {', '.join(names)}")
     return lines
 
 
-def render(agent_diff: Mapping[str, Any], tier_diff: Mapping[str, Any], tier: str, timezone: str, now: dt.datetime) -> str:
-    if agent_diff["first"]:
+def render(wake_diff: WakeDiff, tier: str, timezone: str, now: dt.datetime) -> str:
+    agent_diff, tier_diff = wake_diff.agent, wake_diff.tier
+    if agent_diff.against is None:
         return "This is your first wake. There is nothing earlier to compare with."
-    against = agent_diff["against"]
-    out = [f"Since your last wake ({against['tier']}, {_when(against['started_at'], timezone, now)}):", *_lines(agent_diff)]
-    if tier_diff["first"]:
+    against = agent_diff.against
+    out = [f"Since your last wake ({against.tier}, {_when(against.started_at, timezone, now)}):", *_lines(agent_diff)]
+    if tier_diff.against is None:
         out.append(f"This is your first {tier} wake.")
-    elif tier_diff["against"]["wake_id"] != against["wake_id"]:
-        out.append(f"Since your last {tier} wake ({_when(tier_diff['against']['started_at'], timezone, now)}):")
+    elif tier_diff.against.wake_id != against.wake_id:
+        out.append(f"Since your last {tier} wake ({_when(tier_diff.against.started_at, timezone, now)}):")
         out.extend(_lines(tier_diff))
     return "\n".join(out)
+

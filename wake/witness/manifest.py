@@ -167,6 +167,35 @@ def audit(
     return again, found
 
 
+@dataclass(frozen=True)
+class Verification:
+    """`wake verify` of one stored row (and the console's wake page): the recomputed root and every
+    part that differs. `legacy`: recorded before block texts and tools were stored, so only the
+    root is recomputed, from the row's hashes."""
+
+    recomputed: str
+    differences: list[Difference]
+    legacy: bool
+
+
+def verify_row(row: Mapping[str, Any], stored: Mapping[str, tuple[str, str]]) -> Verification:
+    """Recompute a ledger row that has a manifest from the content stored for its hashes."""
+    legacy = row["chain_seq"] is None and not row["arrival_order"]
+    recomputed, differences = audit(
+        row["agent_id"], row["tier"], {n: b["hash"] for n, b in row["blocks"].items()}, row["tool_hashes"], row["manifest_root"],
+        list(row["active_tool_names"]), None if legacy else stored,
+    )
+    if row["active_tools_count"] != len(row["tool_hashes"]):
+        counted = f"the row counts {row['active_tools_count']}; it has {len(row['tool_hashes'])} tool hashes"
+        differences.append(Difference("tool count", counted))
+    return Verification(recomputed=recomputed, differences=differences, legacy=legacy)
+
+
+def stored_hashes(row: Mapping[str, Any]) -> list[str]:
+    """The content hashes a row's verification reads: each block's, then each tool's."""
+    return [b["hash"] for b in row["blocks"].values()] + list(row["tool_hashes"].values())
+
+
 def _contents_differ(blocks: Mapping[str, str], tools: Mapping[str, str], stored: Mapping[str, tuple[str, str]]) -> list[Difference]:
     found: list[Difference] = []
     for name, digest in sorted(blocks.items()):

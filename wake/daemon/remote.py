@@ -1,4 +1,5 @@
-"""The operator's view of running daemons: `wake trigger` and `wake status`.
+"""The operator's view of running daemons: `wake trigger` and `wake status`, and the console's
+trigger action and agent page (one client of the protocol for both).
 
 Both talk to Redis only (never PostgreSQL): they read the replicas' heartbeats and the agents'
 lease keys, and `trigger` speaks the request/events protocol of `wake.control`.

@@ -1,0 +1,132 @@
+"""Agents scoped by the database (docs/isolation.md): a tool's connection, through `ctx.read()` and
+`ctx.write()`, sees and changes only its own agent's rows, whatever SQL it runs; the harness's own
+connections still read every agent."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+import asyncpg
+import pytest
+
+from ledgers import contact, daybook, fences, scope
+from tests.support.ledger_ctx import wake_ctx
+from wake import stores
+from wake.config import Config
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+AGENTS = """
+[agents.alice]
+timezone = "UTC"
+[agents.alice.tiers.whisper]
+every = "15m"
+binds = ["wake.whisper"]
+[agents.bob]
+timezone = "UTC"
+[agents.bob.tiers.whisper]
+every = "15m"
+binds = ["wake.whisper"]
+"""
+
+
+@pytest.fixture
+def config(store_config: Callable[..., Config]) -> Config:
+    return store_config(agents=AGENTS)
+
+
+async def _seed(st: stores.Stores) -> None:
+    async with st.pg_conn() as conn:
+        for agent in ("alice", "bob"):
+            await fences.advance(conn, agent, 1)
+            await daybook.append(conn, agent_id=agent, wake_id=None, entry=f"{agent}'s day", written_at=T0)
+            await contact.record(conn, agent_id=agent, author="human", channel="cli", body=f"private to {agent}", received_at=T0)
+
+
+async def test_an_unscoped_query_in_alices_tool_sees_and_changes_only_alices_rows(config: Config) -> None:
+    async with stores.connected(config, neo4j=False) as st:
+        await _seed(st)
+        ctx = wake_ctx(config, st, T0, agent_id="alice", tier="whisper", fence=1)
+        # the tool forgot its WHERE agent_id (or the model wrote the SQL)
+        async with ctx.read() as conn:
+            seen = {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM daybook UNION SELECT agent_id FROM human_contact")}
+            bodies = [r["body"] for r in await conn.fetch("SELECT body FROM human_contact")]
+        assert seen == {"alice"} and bodies == ["private to alice"]
+        async with ctx.write() as conn:
+            changed = await conn.execute("UPDATE daybook SET entry = 'overwritten'")
+            deleted = await conn.execute("DELETE FROM human_contact")
+        assert (changed, deleted) == ("UPDATE 1", "DELETE 1")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+            async with ctx.write() as conn:
+                await daybook.append(conn, agent_id="bob", wake_id=None, entry="written into bob", written_at=T0)
+        # the harness's own connection reads every agent: bob's rows are as they were
+        async with st.pg_conn() as conn:
+            rows = {(r["agent_id"], r["entry"]) for r in await conn.fetch("SELECT agent_id, entry FROM daybook")}
+            messages = {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM human_contact")}
+        assert rows == {("alice", "overwritten"), ("bob", "bob's day")}
+        assert messages == {"bob"}
+        # the same pooled connection, handed to bob's wake next, sees bob's rows only
+        async with wake_ctx(config, st, T0, agent_id="bob", tier="whisper").read() as conn:
+            assert {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM daybook")} == {"bob"}
+            pid = conn.get_server_pid()
+        async with st.pg_conn() as conn:
+            assert await scope.bound(conn, pid) == "bob"
+
+
+async def test_the_tools_sql_cannot_unbind_its_agent(config: Config) -> None:
+    async with stores.connected(config, neo4j=False) as st:
+        await _seed(st)
+        ctx = wake_ctx(config, st, T0, agent_id="alice", tier="whisper")
+        async with ctx.read() as conn:
+            await conn.execute("RESET ROLE")  # back to the login role: the tool role itself
+            await conn.execute("RESET ALL")
+            await conn.execute("SET app.agent = 'bob'")
+            assert {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM daybook")} == {"alice"}
+            role = await conn.fetchrow(
+                "SELECT rolsuper, rolbypassrls, rolcreaterole, (SELECT count(*) FROM pg_class WHERE relowner = r.oid) AS owns"
+                " FROM pg_roles r WHERE rolname = current_user"
+            )
+            assert role is not None and dict(role) == {"rolsuper": False, "rolbypassrls": False, "rolcreaterole": False, "owns": 0}
+            for sql in ("UPDATE wake_scope SET agent_id = 'bob'", "SELECT * FROM wake_tool_login", "SET ROLE postgres",
+                        "SET SESSION AUTHORIZATION postgres", "ALTER TABLE daybook DISABLE ROW LEVEL SECURITY"):
+                with pytest.raises(asyncpg.PostgresError):
+                    async with conn.transaction():
+                        await conn.execute(sql)
+            assert {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM human_contact")} == {"alice"}
+
+
+async def test_every_agent_table_has_its_policy_and_no_other_table_is_granted(config: Config) -> None:
+    async with stores.connected(config, neo4j=False) as st:
+        async with wake_ctx(config, st, T0, agent_id="alice", tier="whisper").read() as conn:
+            role = await conn.fetchval("SELECT current_user")
+        async with st.pg_conn() as conn:
+            assert await scope.unscoped_tables(conn) == []
+            agent_tables = {r["table_name"] for r in await conn.fetch(
+                "SELECT table_name FROM information_schema.columns WHERE table_schema = 'public' AND column_name = 'agent_id'")}
+            granted = {r["table_name"] for r in await conn.fetch(
+                "SELECT DISTINCT table_name FROM information_schema.role_table_grants WHERE grantee = $1", role)}
+        assert len(agent_tables) > 20 and granted == agent_tables
+
+
+async def test_a_login_that_may_not_create_roles_is_refused_by_migrate_in_one_line(pg_server_dsn: str) -> None:
+    import urllib.parse
+    import uuid
+
+    from ledgers import schema
+
+    name = f"wake_nocreaterole_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(pg_server_dsn)
+    try:
+        await admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'x' NOCREATEROLE NOSUPERUSER")
+        await admin.execute(f"CREATE DATABASE {name} OWNER {name}")
+        parts = urllib.parse.urlsplit(pg_server_dsn)
+        conn = await asyncpg.connect(urllib.parse.urlunsplit(parts._replace(path=f"/{name}")), user=name, password="x")
+        try:
+            with pytest.raises(schema.SchemaMismatch, match=r"may create roles \(CREATEROLE\)$"):
+                await schema.migrate(conn)
+        finally:
+            await conn.close()
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.execute(f"DROP ROLE IF EXISTS {name}")
+        await admin.close()

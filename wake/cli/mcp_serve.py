@@ -1,0 +1,264 @@
+"""`wake mcp serve`: the ledgers of one agent, read-only, as an MCP server (the official `mcp` SDK).
+
+A chat surface (Claude Desktop, any MCP client) learns from it what the autonomous wakes did
+without becoming a second writer: recent wakes, one wake's record, arrival and transcript, the
+binding diff, the open commitments, the canary's findings, the settled state. Every tool is
+declared read-only (`readOnlyHint`), and every read runs in a `READ ONLY` PostgreSQL
+transaction, so nothing reached through it can write.
+
+One server process serves one agent (`--agent`, or the config's only agent), so every session of
+it, over stdio or streamable HTTP, is scoped to that agent: a wake of another agent is answered as
+not found. Transports: stdio (the default; logs go to stderr, stdout carries only JSON-RPC) and
+streamable HTTP (`--listen HOST:PORT`, path `/mcp`; port 0 picks a free one, and the
+`mcp.listening` log line names the URL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+import click
+
+from ledgers import commitments, ids, introspection, memory_ledger, settled, transcripts
+from wake import logs
+from wake.cli import render
+from wake.cli.app import Context, agent_option, default_agent, ledger_stores, pass_ctx, run_async
+from wake.config import Config, parse_listen
+from wake.daemon import listen as listen_socket
+from wake.stores import Stores
+
+if TYPE_CHECKING:  # the SDK is imported by `wake mcp serve` alone (docs/performance.md: commands import what they use)
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+READ_ONLY = {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True, "open_world_hint": False}
+MAX_LIMIT = 200
+FINDING_STATES = ("open", "acknowledged", "reverted", "logged", "all")
+
+
+def _plain(value: Any) -> Any:
+    """A ledger value as plain JSON (times as ISO 8601, ids as text, money as numbers)."""
+    return json.loads(render.to_json(value))
+
+
+class Ledgers:
+    """The reads the server offers, each in a read-only transaction, scoped to one agent."""
+
+    def __init__(self, stores: Stores, agent_id: str) -> None:
+        self.stores = stores
+        self.agent_id = agent_id
+
+    async def _wake(self, conn: asyncpg.Connection, wake_id: str) -> dict[str, Any]:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        try:
+            found = await introspection.resolve_id(conn, wake_id)
+        except ids.IdLookupError as exc:
+            raise ToolError(str(exc)) from exc
+        row = await introspection.get(conn, found) if found is not None else None
+        if row is None or row.agent_id != self.agent_id:  # another agent's wake is not this session's to see
+            raise ToolError(f"agent {self.agent_id!r} has no wake {wake_id[:40]!r} (give a full id or a unique prefix)")
+        return row.columns()
+
+    @contextlib.asynccontextmanager
+    async def _read(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection in a READ ONLY transaction: PostgreSQL refuses any write in it."""
+        async with self.stores.pg_conn() as conn:
+            tx = conn.transaction(readonly=True)
+            await tx.start()
+            try:
+                yield conn
+            finally:
+                await tx.rollback()  # it wrote nothing; a rollback is the cheapest end
+
+    async def recent_wakes(self, limit: int, tier: str | None, status: str | None) -> list[dict[str, Any]]:
+        async with self._read() as conn:
+            rows = await introspection.recent(conn, agent_id=self.agent_id, tier=tier, status=status, limit=_limit(limit))
+        return list(_plain(rows))
+
+    async def wake(self, wake_id: str) -> dict[str, Any]:
+        async with self._read() as conn:
+            row = await self._wake(conn, wake_id)
+        del row["blocks"], row["tool_hashes"]  # the arrival and the binding have their own tools
+        return dict(_plain(row))
+
+    async def arrival(self, wake_id: str) -> dict[str, Any]:
+        async with self._read() as conn:
+            row = await self._wake(conn, wake_id)
+            blocks = await introspection.arrival(conn, row["wake_id"])
+        return {"wake_id": str(row["wake_id"]), "tier": row["tier"], "blocks": [{"name": n, "text": t} for n, t in blocks]}
+
+    async def transcript(self, wake_id: str) -> dict[str, Any]:
+        async with self._read() as conn:
+            row = await self._wake(conn, wake_id)
+            stored = await transcripts.read(conn, row["wake_id"])
+        return dict(_plain(transcripts.as_dict(stored, row)))
+
+    async def binding_diff(self, wake_id: str | None) -> dict[str, Any]:
+        async with self._read() as conn:
+            if wake_id is None:
+                newest = await introspection.last_two(conn, self.agent_id)
+                if not newest:
+                    return {"wake_id": None, "diff": None, "tools_bound": []}
+                wake_id = str(newest[0])
+            row = await self._wake(conn, wake_id)
+        return {"wake_id": str(row["wake_id"]), "tier": row["tier"], "tools_bound": row["active_tool_names"], "diff": _plain(row["diff"])}
+
+    async def open_commitments(self, limit: int) -> dict[str, Any]:
+        async with self._read() as conn:
+            rows, total = await commitments.open_newest(conn, self.agent_id, limit=_limit(limit))
+        return {"total": total, "shown": len(rows), "rows": _plain(rows)}
+
+    async def findings(self, state: str, limit: int) -> dict[str, Any]:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        if state not in FINDING_STATES:
+            raise ToolError(f"state must be one of {', '.join(FINDING_STATES)}, got {state[:40]!r}")
+        async with self._read() as conn:
+            rows, total = await memory_ledger.findings(conn, self.agent_id, state=None if state == "all" else state, limit=_limit(limit))
+        return {"state": state, "total": total, "shown": len(rows), "rows": _plain(rows)}
+
+    async def settled_state(self) -> dict[str, Any]:
+        async with self._read() as conn:
+            row = await settled.latest_state(conn, self.agent_id)
+        return {"agent": self.agent_id, "settled": _plain(row)}
+
+
+def _limit(n: int) -> int:
+    return max(1, min(int(n), MAX_LIMIT))
+
+
+def build(ledgers: Ledgers) -> MCPServer[Any]:
+    """The MCP server over `ledgers`: its tools and resources."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    from wake import __version__
+
+    agent = ledgers.agent_id
+    server: MCPServer[Any] = MCPServer(
+        name="wake", version=__version__,
+        instructions=(f"The witness record of agent {agent!r}'s autonomous wakes, read-only: what each wake saw (its arrival), "
+                      "what it did (its transcript: every model turn, tool call and answer), how its binding changed, "
+                      "what is open (commitments, findings) and the settled state. Nothing here can change them."),
+    )
+    _tools(server, ledgers, ToolAnnotations(**READ_ONLY))
+    _resources(server, ledgers)
+    return server
+
+
+def _tools(server: MCPServer[Any], ledgers: Ledgers, ro: ToolAnnotations) -> None:
+    @server.tool(description="The agent's recent wakes, newest first: tier, trigger, status, times, tools bound, cost, note.", annotations=ro)
+    async def recent_wakes(limit: int = 10, tier: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        return await ledgers.recent_wakes(limit, tier, status)
+
+    @server.tool(description="One wake's record (an id or a unique prefix): status, note, error, thinking totals, final text, chain link.",
+                 annotations=ro)
+    async def wake(wake_id: str) -> dict[str, Any]:
+        return await ledgers.wake(wake_id)
+
+    @server.tool(description="The arrival one wake saw before its first token, block by block in prompt order.", annotations=ro)
+    async def wake_arrival(wake_id: str) -> dict[str, Any]:
+        return await ledgers.arrival(wake_id)
+
+    @server.tool(description="One wake's transcript: every message its model saw, every tool call with arguments, outcome and answer.",
+                 annotations=ro)
+    async def wake_transcript(wake_id: str) -> dict[str, Any]:
+        return await ledgers.transcript(wake_id)
+
+    @server.tool(description="The binding diff of a wake (default: the newest): tools added, removed, changed; blocks that changed.",
+                 annotations=ro)
+    async def binding_diff(wake_id: str | None = None) -> dict[str, Any]:
+        return await ledgers.binding_diff(wake_id)
+
+    @server.tool(description="The agent's open commitments, newest first, with the number open.", annotations=ro)
+    async def open_commitments(limit: int = 20) -> dict[str, Any]:
+        return await ledgers.open_commitments(limit)
+
+    @server.tool(description="The Cloister canary's findings about the agent's memory (state: open, acknowledged, reverted, logged, all).",
+                 annotations=ro)
+    async def findings(state: str = "open", limit: int = 20) -> dict[str, Any]:
+        return await ledgers.findings(state, limit)
+
+    @server.tool(description="The agent's latest settled state, as its next wake arrives to it.", annotations=ro)
+    async def settled_state() -> dict[str, Any]:
+        return await ledgers.settled_state()
+
+
+
+def _resources(server: MCPServer[Any], ledgers: Ledgers) -> None:
+    agent = ledgers.agent_id
+
+    @server.resource(f"wake://{agent}/wakes", name="recent wakes", mime_type="application/json")
+    async def recent_resource() -> str:
+        return render.to_json(await ledgers.recent_wakes(20, None, None))
+
+    @server.resource(f"wake://{agent}/wakes/{{wake_id}}/arrival", name="a wake's arrival", mime_type="text/markdown")
+    async def arrival_resource(wake_id: str) -> str:
+        got = await ledgers.arrival(wake_id)
+        return render.arrival([(b["name"], b["text"]) for b in got["blocks"]])
+
+    @server.resource(f"wake://{agent}/wakes/{{wake_id}}/transcript", name="a wake's transcript", mime_type="text/plain")
+    async def transcript_resource(wake_id: str) -> str:
+        return render.transcript(await ledgers.transcript(wake_id))
+
+    @server.resource(f"wake://{agent}/commitments", name="open commitments", mime_type="application/json")
+    async def commitments_resource() -> str:
+        return render.to_json(await ledgers.open_commitments(50))
+
+    @server.resource(f"wake://{agent}/findings", name="open findings", mime_type="application/json")
+    async def findings_resource() -> str:
+        return render.to_json(await ledgers.findings("open", 50))
+
+    @server.resource(f"wake://{agent}/settled", name="settled state", mime_type="application/json")
+    async def settled_resource() -> str:
+        return render.to_json(await ledgers.settled_state())
+
+
+async def serve(config: Config, agent_id: str, listen: str | None) -> None:
+    log = logs.get("wake.mcp").bind(agent=agent_id)
+    async with ledger_stores(config) as st:
+        server = build(Ledgers(st, agent_id))
+        if listen is None:
+            log.info("mcp.serving", transport="stdio")
+            await server.run_stdio_async()
+            return
+        import uvicorn
+
+        host, _ = parse_listen(listen)
+        sock = listen_socket.bind(listen, "MCP server")  # listening before the line names the URL
+        app = server.streamable_http_app(host=host)
+        web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        log.info("mcp.listening", transport="streamable-http", url=f"{listen_socket.url_of(sock)}/mcp")
+        await web.serve(sockets=[sock])
+
+
+def register(cli: click.Group) -> None:
+    @cli.group("mcp")
+    def mcp_group() -> None:
+        """wake as an MCP server: the ledgers of one agent, read-only, for a chat surface."""
+
+    @mcp_group.command("serve")
+    @agent_option()
+    @click.option("--listen", help="Serve streamable HTTP on HOST:PORT (path /mcp; port 0 picks one) instead of stdio.")
+    @pass_ctx
+    def serve_cmd(ctx: Context, agent_id: str | None, listen: str | None) -> None:
+        """Serve the agent's recent wakes, each wake's record, arrival and transcript, the binding
+        diff, open commitments, findings and the settled state as read-only MCP tools and
+        resources, over stdio (default) or streamable HTTP. Nothing it serves can write."""
+        config = ctx.config
+        agent = default_agent(config, agent_id)
+        if listen is not None:
+            try:
+                parse_listen(listen)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--listen") from exc
+        try:
+            run_async(lambda: serve(config, agent, listen))
+        except KeyboardInterrupt:
+            pass
+

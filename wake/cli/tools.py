@@ -1,0 +1,144 @@
+"""`wake tools findings`, `wake tools accept`, and the MCP part of `wake registry` (docs/tools.md)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Any
+
+import click
+
+from ledgers import rows as ledger_rows
+from ledgers import tool_pins
+from surfaces import capability, mcp
+from wake import clock
+from wake.cli import render
+from wake.cli.app import Context, ledger_conn, ledger_stores, pass_ctx, run_async
+from wake.config import Config
+from wake.errors import NotFound, WakeError
+from wake.run import mcp as mcp_tools
+from wake.run import session
+
+FINDINGS_LIMIT = 50
+
+
+async def registry_report(config: Config) -> dict[str, Any]:
+    """The capability map; with MCP servers configured they are started for the listing (and
+    closed), and each MCP tool carries its server, pin policy and pin state."""
+    registry = session.build_registry(config)
+    tier_binds = {f"{a}.{t}": list(conf.binds) for a, agent in config.agents.items() for t, conf in agent.tiers.items()}
+    async with session.opened_mcp(config, registry, keep_alive=False):
+        hub = mcp_tools.hub_of(registry)
+        states = hub.states() if hub is not None else []
+        cmap = capability.build(registry, tier_binds).as_dict()
+        if hub is None:
+            return cmap
+        try:
+            async with ledger_stores(config) as st:
+                pins = await mcp_tools.pin_states(st, registry)
+        except WakeError:  # PostgreSQL is not reachable: the pins are not known, the listing still is
+            pins = await mcp_tools.pin_states(None, registry)
+        by_name = {t.name: t for t in registry if isinstance(t, mcp.McpTool)}
+        for entry in cmap["tools"]:
+            t = by_name.get(entry["name"])
+            if t is not None:
+                entry.update(server=t.server, server_tool=t.remote_name, pin_policy=t.pin_policy, pin=pins.get(t.name, "unknown"),
+                             bindable=bool(t.surfaces))
+        cmap["mcp_servers"] = states
+        return cmap
+
+
+def render_report(cmap: dict[str, Any]) -> str:
+    """`wake registry` with MCP servers: the capability map, then each server and MCP tool."""
+    plain = capability.CapabilityMap(**{k: cmap[k] for k in ("tools", "tiers", "surfaces", "registry_size", "inert")})
+    lines = [render.capability_map(plain), "", "mcp servers:"]
+    for s in cmap.get("mcp_servers", []):
+        detail = f"{len(s['tools'])} tools, version {s['version']}" if s["state"] == "ready" else s["reason"]
+        lines.append(f"  {s['server']:<16} {s['transport']:<5} {s['state']:<8} pin {s['pin']:<6} {detail}")
+    mcp_entries = [t for t in cmap["tools"] if "server" in t]
+    if mcp_entries:
+        lines.append("mcp tools:")
+        for t in mcp_entries:
+            surfaces = ", ".join(t["surfaces"]) or "no surface: never bound"
+            lines.append(f"  {t['name']:<32} pin {t['pin']:<9} mutates {'yes' if t['mutates'] else 'no ':<3}  {surfaces}")
+    return "\n".join(lines)
+
+
+@click.group("tools")
+def tools_group() -> None:
+    """MCP tool pins: the findings a changed declaration raised, and accepting one."""
+
+
+@tools_group.command("findings")
+@click.option("--all", "include_closed", is_flag=True, help="Include accepted and superseded findings.")
+@click.option("--limit", type=click.IntRange(min=1, max=1000), default=FINDINGS_LIMIT, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON (with both declarations).")
+@pass_ctx
+def findings_cmd(ctx: Context, include_closed: bool, limit: int, as_json: bool) -> None:
+    """Every open finding (an MCP tool whose declaration differs from its pin), newest first."""
+    config = ctx.config
+
+    async def body() -> list[tool_pins.Finding]:
+        async with ledger_conn(config) as conn:
+            return await tool_pins.findings(conn, include_closed=include_closed, limit=limit)
+
+    rows = run_async(body)
+    if as_json:
+        click.echo(render.to_json(rows))
+        return
+    if not rows:
+        click.echo("no open findings" if not include_closed else "no findings")
+        return
+    for r in rows:
+        who = f"accepted by {r.accepted_by} at {r.accepted_at:%Y-%m-%d %H:%M:%S %Z}" if r.state == "accepted" else r.state
+        raised = f"{r.raised_at:%Y-%m-%d %H:%M:%S %Z}"
+        click.echo(f"finding {r.id}  {r.server}/{r.tool} ({r.name})  policy {r.policy}  raised {raised}  {who}")
+        click.echo(f"  pinned {r.pinned_hash[:16]}  seen {r.seen_hash[:16]}")
+        click.echo("\n".join(f"  {line}" for line in r.diff.splitlines()))
+
+
+def _usage(message: str) -> None:
+    click.echo(f"wake: {message}", err=True)
+    sys.exit(2)
+
+
+def _target(text: str) -> tuple[str, str]:
+    server, slash, tool = text.partition("/")
+    if not slash or not server or not tool:
+        shown = text if len(text) <= 60 else f"{text[:60]}... ({len(text)} characters)"
+        _usage(f"expected SERVER/TOOL (the server's own tool name, as `wake tools findings` shows it), got {shown!r}")
+    return server, tool
+
+
+@tools_group.command("accept")
+@click.argument("target")
+@click.option("--by", "by", required=True, help="Who accepts the new declaration (recorded).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was accepted as JSON.")
+@pass_ctx
+def accept_cmd(ctx: Context, target: str, by: str, as_json: bool) -> None:
+    """Accept the newest open finding of SERVER/TOOL: its declaration becomes the pin, and the
+    tool is bound again from the next wake. Records who, when, the old and new hash and the diff."""
+    server, tool = _target(target)
+    if not by.strip():
+        _usage("--by must name who accepts")
+    config = ctx.config
+    at: dt.datetime = clock.now()
+
+    async def body() -> tool_pins.Accepted:
+        async with ledger_conn(config) as conn:
+            done = await tool_pins.accept(conn, server, tool, by=by.strip(), at=at)
+        if done is None:
+            raise NotFound(f"no open finding for {server}/{tool} (see `wake tools findings`)")
+        return done
+
+    done = run_async(body)
+    if as_json:
+        click.echo(render.to_json({"server": server, "tool": tool, "by": by.strip(), "at": at, **dict(ledger_rows.fields(done))}))
+    else:
+        was = done.pinned_hash[:16]
+        click.echo(f"accepted finding {done.id}: {server}/{tool} pinned {done.seen_hash[:16]} (was {was}), by {by.strip()}")
+    sys.exit(0)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(tools_group)

@@ -1,0 +1,97 @@
+"""The tool connections: a second pool that logs in as the database's tool role, each connection
+bound to one agent before its user gets it (`ledgers.scope`, docs/isolation.md).
+
+The harness's own connections (`Stores.pg_conn`) keep the configured login, which owns the tables
+and so sees every agent: status, the ledger commands, the scheduler. Only what a tool or an arrival
+source reaches through `ToolContext.read()`/`.write()` comes from here.
+
+The pool is opened on first use, after `ledgers.scope.setup` (once per process). A backend's
+binding is written by the harness's own connection and remembered per connection object, so a
+connection that serves the same agent again costs no round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, cast
+
+import asyncpg
+
+from ledgers import scope
+from wake.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from wake.stores import Stores
+
+
+
+class ToolPool:
+    """The tool role's pool of one `Stores`, opened on first use."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.pool: asyncpg.Pool | None = None
+        self.role: str | None = None
+        self._opening = asyncio.Lock()
+        # which agent each live connection's backend is bound to (weak: a dropped connection goes)
+        self._bound: weakref.WeakKeyDictionary[asyncpg.Connection, tuple[int, str]] = weakref.WeakKeyDictionary()
+
+    async def _open(self, stores: Stores) -> asyncpg.Pool:
+        async with self._opening:
+            if self.pool is not None:
+                return self.pool
+            async with stores.pg_conn() as conn:
+                try:
+                    role, password = await scope.login(conn) or await scope.setup(conn)
+                except asyncpg.InsufficientPrivilegeError as exc:
+                    raise StoreUnavailable("postgres (tool role)", stores.pg_address,
+                                           f"cannot set up the tool role: {exc}; the configured login needs CREATEROLE") from exc
+            conf = stores.config.postgres
+            from wake.stores import PG_UNREACHABLE, _reason, release_reset
+
+            try:
+                self.pool = await asyncpg.create_pool(
+                    self.dsn, user=role, password=password, min_size=0, max_size=conf.pool_max_size,
+                    command_timeout=conf.command_timeout_s, timeout=conf.connect_timeout_s,
+                    server_settings={"application_name": "wake-tool"}, reset=release_reset,
+                )
+            except (*PG_UNREACHABLE, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                raise StoreUnavailable("postgres (tool role)", stores.pg_address, _reason(exc)) from exc
+            assert self.pool is not None
+            self.role = role
+            return self.pool
+
+    @contextlib.asynccontextmanager
+    async def conn(self, stores: Stores, agent_id: str) -> AsyncIterator[asyncpg.Connection]:
+        """A tool connection whose backend sees only `agent_id`'s rows; always fully reset on release."""
+        from wake.stores import PG_UNREACHABLE, _reason
+
+        pool = self.pool or await self._open(stores)
+        timeout_s = stores.config.postgres.acquire_timeout_s
+        try:
+            conn_cm = pool.acquire(timeout=timeout_s)
+            conn = await conn_cm.__aenter__()
+        except TimeoutError as exc:
+            raise StoreUnavailable("postgres", stores.pg_address, f"no pooled tool connection within {timeout_s}s") from exc
+        except PG_UNREACHABLE as exc:
+            raise StoreUnavailable("postgres", stores.pg_address, _reason(exc)) from exc
+        try:
+            raw = cast(Any, conn)._con
+            pid = conn.get_server_pid()
+            if self._bound.get(raw) != (pid, agent_id):
+                async with stores.pg_conn() as own:
+                    await scope.bind(own, pid, agent_id)
+                self._bound[raw] = (pid, agent_id)
+            yield cast(asyncpg.Connection, conn)
+        except (asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError) as exc:
+            raise StoreUnavailable("postgres", stores.pg_address, _reason(exc)) from exc
+        finally:
+            await conn_cm.__aexit__(None, None, None)
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.pool.close(), timeout=5)
