@@ -24,6 +24,7 @@ from ledgers import (
     fact_checks,
     facts,
     memory_ledger,
+    orphans,
     outbox,
     probes,
     queries,
@@ -82,6 +83,7 @@ READS: list[tuple[str, type[rows.Row], tuple[str, ...]]] = [
     ("tool_pins.open_findings", tool_pins.OpenFinding, ()),
     ("tool_pins.findings", tool_pins.Finding, ()),
     ("tool_pins.accept", tool_pins.Accepted, ()),
+    ("orphans.unrecorded_oneshots", orphans.Unrecorded, ()),
     ("costs.totals", costs.Group, ()),
     ("costs.spent_today", costs.Spent, ()),
 ]
