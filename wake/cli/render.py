@@ -18,6 +18,7 @@ from ledgers import outbox as outbox_ledger
 from ledgers import probes as probes_ledger
 from ledgers import retractions as ledger_retractions
 from ledgers import rows as ledger_rows
+from memory import provenance
 from surfaces import capability, probe
 from surfaces import epistemic as epistemic_tools
 from wake.arrival import falsifiers
@@ -527,6 +528,7 @@ def memory_log(commits: Sequence[Mapping[str, Any]], writes_recorded: int) -> li
         sizes = f", {_size(w.bytes_before)} -> {_size(w.bytes_after)}" if w is not None else ""
         out.append(f"{c['commit'][:12]}  {c['at']:%Y-%m-%d %H:%M:%S}  {c['summary']}")
         out.append(f"    {made}{sizes}; {', '.join(c['paths']) or '(no file)'}")
+        out.append(f"    text from: {provenance.describe(provenance.of_trailers(c['trailers']))}")
         if w is not None and w.reason:
             out.append(f"    reason: {w.reason} (recorded {w.at:%Y-%m-%d %H:%M:%S}, write #{w.write_id})")
     out.append(f"{len(commits)} commits shown; {writes_recorded} writes recorded")
