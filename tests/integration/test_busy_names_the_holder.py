@@ -12,7 +12,7 @@ from ledgers.vocab import Status, Trigger
 from wake import stores
 from wake.config import Config
 from wake.context import WakeRequest
-from wake.run import claim, cycle, session
+from wake.run import claim, session, settle
 from wake.stores import lease
 
 
@@ -31,7 +31,7 @@ async def test_a_busy_slot_names_the_running_wake_then_the_process(store_config:
         async with st.pg_conn() as conn:
             await introspection.insert(conn, introspection.WakeRow(
                 wake_id=running, agent_id="demo", tier="surface", trigger=Trigger.manual, scheduled_for=None, started_at=started_at,
-                manifest_root="a" * 64, fence=other.fence, **cycle.provenance(config),
+                manifest_root="a" * 64, fence=other.fence, **settle.provenance(config),
             ), status=Status.started)
         recorded = WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=slot + dt.timedelta(minutes=15))
         assert await claim.run(s, recorded, owner="t", claim=claim.Claim(by="r1")) is None
