@@ -31,8 +31,8 @@ async def unrecorded_oneshots(conn: asyncpg.Connection, claimed_before: dt.datet
     return rows.all_of(Unrecorded, await conn.fetch(_sql("unrecorded_oneshots"), claimed_before))
 
 
-async def record_abandoned(conn: asyncpg.Connection, row: introspection.WakeRow, *, claimed_by: str | None = None) -> str | None:
-    """Write the wake's one row `abandoned`, linked into the chain, unless it has one by now. With
+async def record_unrecorded(conn: asyncpg.Connection, row: introspection.WakeRow, *, claimed_by: str | None = None) -> str | None:
+    """Write the wake's one row, `failed` (claimed, never run), linked into the chain, unless it has one by now. With
     `claimed_by`, a one-shot's: its claim is locked first, so of several replicas one writes it, and
     nothing is written once the claim is no longer `claimed_by`'s. Returns the chain link, or None
     when nothing was written."""
@@ -41,4 +41,4 @@ async def record_abandoned(conn: asyncpg.Connection, row: introspection.WakeRow,
             return None
         if await conn.fetchval(_sql("has_row"), row.wake_id):
             return None
-        return await introspection.insert(conn, row, status=Status.abandoned)
+        return await introspection.insert(conn, row, status=Status.failed)

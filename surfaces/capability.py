@@ -65,7 +65,8 @@ def build(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> Capabi
     inert = _inert(registry, tier_binds)
     unbound = sorted({name for name, origin, _ in _unmet(registry, tier_binds) if origin == BUILTIN} - {n for n, by in bound_by.items() if by})
     tools = [
-        {"name": t.name, "surfaces": sorted(t.surfaces), "mutates": t.mutates, "version": t.version, "origin": t.origin, "bound_by": bound_by[t.name]}
+        {"name": t.name, "surfaces": sorted(t.surfaces), "mutates": t.mutates, "version": t.version, "origin": t.origin, "bound_by": bound_by[t.name],
+         "requires_approval": t.requires_approval}
         for t in registry
     ]
     return CapabilityMap(tools=tools, tiers=tiers, surfaces=dict(sorted(surfaces.items())), registry_size=len(registry), inert=inert,

@@ -12,6 +12,8 @@ either a `register(registry)` callable or an iterable `TOOLS` of `Tool`.
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import importlib
 import importlib.metadata
 import inspect
@@ -40,6 +42,11 @@ class Tool:
     mutates: bool
     surfaces: frozenset[str]
     origin: str = field(default="builtin", compare=False)
+    # A call is not run in the wake whose model made it: it waits for an operator's decision and,
+    # approved, runs at the agent's next wake (docs/approvals.md). Declared by the tool, or marked
+    # by the operator's `tools.requires_approval` (`Registry.require_approval`). Not part of the
+    # declaration the manifest hashes and MCP pins compare: it is the operator's policy, not the tool's contract.
+    requires_approval: bool = field(default=False, compare=False)
 
     def declaration(self) -> dict[str, Any]:
         """The canonical declaration hashed into the manifest (docs/design.md, step 6)."""
@@ -61,11 +68,28 @@ class Registry:
         self.known_surfaces = frozenset(known_surfaces)
         self._tools: dict[str, Tool] = {}
         self.attached: list[Any] = []  # sources whose tools come and go (surfaces.mcp.Hub): `tools()`
+        self.approval_rules: tuple[str, ...] = ()  # globs over tool names the operator marked `requires_approval`
+        # id(declared tool) -> (it, its marked copy): one copy per Tool, so its manifest hash is computed once
+        self._marked_copies: dict[int, tuple[Tool, Tool]] = {}
 
     def _all(self) -> dict[str, Tool]:
-        if not self.attached:
-            return self._tools
-        return {**self._tools, **{t.name: t for source in self.attached for t in source.tools()}}
+        tools = self._tools if not self.attached else {**self._tools, **{t.name: t for source in self.attached for t in source.tools()}}
+        if not self.approval_rules:
+            return tools
+        return {name: self._marked(t) for name, t in tools.items()}
+
+    def require_approval(self, rules: Iterable[str]) -> None:
+        """Mark every tool whose name matches one of these globs (MCP tools by their `server__tool`
+        name) as requiring approval, whatever it declares."""
+        self.approval_rules = tuple(rules)
+
+    def _marked(self, tool: Tool) -> Tool:
+        if tool.requires_approval or not any(fnmatch.fnmatchcase(tool.name, rule) for rule in self.approval_rules):
+            return tool
+        hit = self._marked_copies.get(id(tool))
+        if hit is None or hit[0] is not tool:
+            hit = self._marked_copies[id(tool)] = (tool, dataclasses.replace(tool, requires_approval=True))
+        return hit[1]
 
     def __len__(self) -> int:
         return len(self._all())
@@ -206,14 +230,16 @@ def _with_origin(tool: Any, origin: str) -> Tool:
 
 
 def tool(
-    *, name: str, description: str, parameters: Mapping[str, Any], surfaces: Iterable[str], mutates: bool = False, version: str = "1"
+    *, name: str, description: str, parameters: Mapping[str, Any], surfaces: Iterable[str], mutates: bool = False, version: str = "1",
+    requires_approval: bool = False,
 ) -> Callable[[Handler], Tool]:
-    """Decorator: declare an async handler as a tool."""
+    """Decorator: declare an async handler as a tool; `requires_approval` holds every call of it
+    for an operator's decision (docs/approvals.md)."""
 
     def wrap(handler: Handler) -> Tool:
         return Tool(
             name=name, description=description, parameters=parameters, version=version,
-            handler=handler, mutates=mutates, surfaces=frozenset(surfaces),
+            handler=handler, mutates=mutates, surfaces=frozenset(surfaces), requires_approval=requires_approval,
         )
 
     return wrap

@@ -1,7 +1,7 @@
 """A one-shot (`wake at`) or a `wake trigger` request taken by a process that dies before its row
-still gets its one row, `abandoned`: from the daemon that starts next on the same host (the
-claimer's pid is dead), or from any replica once a claimer elsewhere has stopped beating
-(`wake.run.orphans`, `wake.daemon.orphans`). The claimers here are real processes on the real
+still gets its one row, `failed` (claimed, never run): from the daemon that starts next on the
+same host (the claimer's pid is dead: `claim.record_dead_claims`), or from any replica once a
+claimer elsewhere has stopped beating (`wake.run.orphans`, `wake.daemon.orphans`). The claimers here are real processes on the real
 claim path, stalled at a scripted point and killed with SIGKILL."""
 
 from __future__ import annotations
@@ -171,11 +171,10 @@ async def test_a_claimer_killed_between_claim_and_row_leaves_a_row_from_the_next
         await d._close_abandoned_at_start()  # and again: one row, never two
     row = await _row(d, wake_id)
     assert row is not None
-    assert (row.status, row.trigger, row.tier, row.manifest_root) == ("abandoned", "at", "whisper", None)
-    assert row.error == f"abandoned: its claimer {shot.claimed_by} died on this host after claiming it, before writing its row"
+    assert (row.status, row.trigger, row.tier, row.manifest_root) == ("failed", "at", "whisper", None)
+    assert row.error is not None and row.error.startswith(f"claimed, never run: its process {shot.claimed_by} died after claiming")
     assert row.finished_at is not None and row.started_at == shot.claimed_at
-    abandoned = [e for e in logs if e["event"] == "wake.abandoned"]
-    assert [(e["wake_id"], e["claimed_by"]) for e in abandoned] == [(str(wake_id), shot.claimed_by)]
+    assert [e["wake_id"] for e in logs if e["event"] == "wake.failed"] == [str(wake_id)]  # one row, written once
     assert await _chain_intact(d)
 
 
@@ -195,10 +194,10 @@ async def test_a_claimer_elsewhere_is_dead_once_it_stopped_beating(opened: Calla
     with structlog.testing.capture_logs() as logs:
         await asyncio.gather(a.close_unrecorded(), b.close_unrecorded())  # two replicas sweep at once
     got = {name: await _row(a, wake_id) for name, wake_id in (("silent", silent), ("beating", beating), ("fresh", fresh), ("unclaimed", unclaimed))}
-    assert got["silent"] is not None and got["silent"].status == "abandoned"
-    assert got["silent"].error == "abandoned: its claimer elsewhere:11:aaaa stopped beating after claiming it, before writing its row"
+    assert got["silent"] is not None and got["silent"].status == "failed"
+    assert got["silent"].error == "claimed, never run: its process elsewhere:11:aaaa stopped beating after claiming it, before its row was written"
     assert (got["beating"], got["fresh"], got["unclaimed"]) == (None, None, None)
-    assert [e["wake_id"] for e in logs if e["event"] == "wake.abandoned"] == [str(silent)]  # written once, by one of the two
+    assert [e["wake_id"] for e in logs if e["event"] == "wake.failed"] == [str(silent)]  # written once, by one of the two
     assert await _chain_intact(a)
 
 
@@ -224,13 +223,13 @@ async def test_a_trigger_taken_by_a_replica_killed_before_its_row_gets_one_and_i
         await d.close_unrecorded()
     row = await _row(d, request.wake_id)
     assert row is not None
-    assert (row.status, row.trigger, row.tier, row.manifest_root) == ("abandoned", "manual", "whisper", None)
-    assert row.error == f"abandoned: its claimer {taker} died on this host after claiming it, before writing its row"
-    assert [e["wake_id"] for e in logs if e["event"] == "wake.abandoned"] == [str(request.wake_id)]
+    assert (row.status, row.trigger, row.tier, row.manifest_root) == ("failed", "manual", "whisper", None)
+    assert row.error == f"claimed, never run: its process {taker} died on this host after claiming it, before its row was written"
+    assert [e["wake_id"] for e in logs if e["event"] == "wake.failed"] == [str(request.wake_id)]
     assert await control.taken_lists(redis) == []  # nothing left taken, by the dead replica or this one
     told = [e async for e in control.events(redis, request.request_id, timeout_s=10)]
     assert [(e["event"], e["wake_id"]) for e in told] == [("started", str(request.wake_id)), ("settled", str(request.wake_id))]
-    assert (told[-1]["status"], told[-1]["error"]) == ("abandoned", row.error)
+    assert (told[-1]["status"], told[-1]["error"]) == ("failed", row.error)
     assert await _chain_intact(d)
 
 
@@ -249,5 +248,5 @@ async def test_a_trigger_taken_by_a_replica_that_still_beats_is_left_to_it(opene
     await control.forget(redis, "elsewhere:21:dddd")  # it stops beating: dead
     await d.close_unrecorded()
     row = await _row(d, request.wake_id)
-    assert row is not None and row.status == "abandoned" and "elsewhere:21:dddd stopped beating" in (row.error or "")
+    assert row is not None and row.status == "failed" and "elsewhere:21:dddd stopped beating" in (row.error or "")
     assert await control.taken_lists(redis) == []

@@ -19,7 +19,7 @@ from surfaces import epistemic as epistemic_tools
 from wake import clock, logs, stores
 from wake.arrival import code_check
 from wake.arrival import falsifiers as epistemic
-from wake.cli import actions, console, controls, costs, doctor, health, ledger, mcp_serve, memory, migrate, render, tools, workspace
+from wake.cli import actions, approvals, console, controls, costs, doctor, health, ledger, mcp_serve, memory, migrate, render, tools, workspace
 from wake.cli import engines as engines_cli
 from wake.cli.app import (
     AGENT_ID,
@@ -53,6 +53,7 @@ actions.register(cli)
 mcp_serve.register(cli)
 console.register(cli)
 costs.register(cli)
+approvals.register(cli)
 cli.add_command(logread.logs_command)
 
 

@@ -333,7 +333,9 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
     width = max([len(t["name"]) for t in cmap.tools] + [4])
     lines.append(f"{'TOOL':<{width}}  {'MUT':<3}  {'SURFACES':<36}  BOUND BY")
     for t in cmap.tools:
-        lines.append(f"{t['name']:<{width}}  {'yes' if t['mutates'] else 'no':<3}  {', '.join(t['surfaces']):<36}  {', '.join(t['bound_by']) or '-'}")
+        approval = "  (requires approval)" if t.get("requires_approval") else ""
+        bound_by = ", ".join(t["bound_by"]) or "-"
+        lines.append(f"{t['name']:<{width}}  {'yes' if t['mutates'] else 'no':<3}  {', '.join(t['surfaces']):<36}  {bound_by}{approval}")
     lines.append("")
     lines.append("tier                      bound / registry   binds")
     for label, tier in cmap.tiers.items():

@@ -92,6 +92,9 @@ class ToolsConfig(_Model):
     # Surface names beyond the built-in ones that operator tools may declare and tiers may bind.
     surfaces: tuple[str, ...] = ()
     entry_points: bool = True
+    # Globs over tool names (an MCP tool's `server__tool`) whose calls wait for an operator's
+    # decision instead of running in the wake that made them (docs/approvals.md).
+    requires_approval: tuple[str, ...] = ()
     mcp: dict[str, McpServerConfig] = {}  # [tools.mcp.<server>]: MCP servers (wake/config/mcp.py)
 
     @field_validator("mcp")

@@ -9,7 +9,7 @@ Three conversations, every key named below (and nowhere else):
   `wake:triggers:taken:<replica id>`, so exactly one replica gets each request, and drops it from
   there once the request is seen through (`done`). A request's wake id is chosen with it (its
   request id), so a replica that dies after the move leaves a request another replica can give
-  its one row (`abandoned`, `wake.daemon.orphans`; `taken_lists`, `take_over`) and answer. The
+  its one row (`failed`, `wake.daemon.orphans`; `taken_lists`, `take_over`) and answer. The
   wake itself is not run again: delivery stays at most once. A client that gives up before any
   daemon took its request takes it back (`withdraw`), so nothing runs after the operator was
   told it did not.

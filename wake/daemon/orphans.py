@@ -1,6 +1,6 @@
 """The daemon's sweep for wakes a dead replica claimed and never recorded (`wake.run.orphans`):
 one-shots claimed in `wake_oneshots`, and `wake trigger` requests left on a dead replica's list of
-taken requests (`wake.daemon.control`). Each gets its `abandoned` row; a trigger's requester, if
+taken requests (`wake.daemon.control`). Each gets its one row, `failed` (claimed, never run); a trigger's requester, if
 it still waits, is told so."""
 
 from __future__ import annotations
@@ -48,13 +48,13 @@ async def close_triggers(session: Session, redis: aioredis.Redis, live: orphans.
         while (request := await control.take_over(redis, holder, by)) is not None:
             agent = session.config.agents.get(request.agent)
             if agent is not None and request.tier in agent.tiers:
-                row = orphans.abandoned_row(
+                row = orphans.unrecorded_row(
                     session, wake_id=request.wake_id, agent_id=request.agent, tier=Tier(request.tier), trigger=Trigger.manual,
                     started_at=request.requested_at, claimer=holder, how=how,
                 )
                 if await orphans.record(session, row, claimer=holder, oneshot=False) is not None:
                     written += 1
-                    settled = {"event": "settled", "wake_id": str(row.wake_id), "status": Status.abandoned, "note": None, "error": row.error}
+                    settled = {"event": "settled", "wake_id": str(row.wake_id), "status": Status.failed, "note": None, "error": row.error}
                     await control.report(redis, request.request_id, settled)
             await control.done(redis, by, request)
     return written

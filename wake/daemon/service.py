@@ -383,6 +383,8 @@ class Daemon:
                     log.warning("wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=host, pid=row["pid"], fence=row["fence"],
                                 closed_by="start-up: its process is dead on this host")
             agents = await introspection.agents_with_started(conn)
+        assert self.session is not None
+        await claim.record_dead_claims(self.session, host=host, alive=engines.alive, now=self.now())
         await self.close_unrecorded()
         for agent_id in agents:
             with contextlib.suppress(LeaseBusy):

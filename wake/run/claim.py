@@ -13,7 +13,10 @@ lease is gone (it died, or lost the lease and can no longer write past the fence
 
 Every claimed slot leaves exactly one row: the wake's own, or a `skipped` one (busy, shutting
 down, paused, outside the tier's active hours), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
-(the lease could not be taken after the claim). A one-shot (`wake at`, trigger `at`) is claimed
+(the lease could not be taken after the claim; or its claimer died before writing the row, found
+by the next daemon starting on its host: `record_dead_claims`, or by any replica once a claimer
+elsewhere stopped beating: `wake.run.orphans`), or an `aborted` one (the wake's
+fence went stale before its first write: `_row_if_none`). A one-shot (`wake at`, trigger `at`) is claimed
 on its own `wake_oneshots` row instead of a slot, and then follows the same path.
 """
 
@@ -31,8 +34,8 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from ledgers import controls, introspection, slots
-from ledgers.vocab import Status, Trigger
+from ledgers import controls, dead_processes, introspection, slots
+from ledgers.vocab import Status, Tier, Trigger
 from wake import clock, logs
 from wake.config import Config, hours
 from wake.context import WakeRequest
@@ -46,6 +49,10 @@ log = logs.get("wake.claim")
 
 ABANDONED = "abandoned: its process died or lost the agent's lease before settling"
 SHUTTING_DOWN = "shutting down"
+DIED_AFTER_CLAIM = "claimed, never run: its process {claimer} died after claiming the slot, before the slot's row was written"
+DIED_AFTER_ONESHOT = "claimed, never run: its process {claimer} died after claiming the one-shot, before its row was written"
+STALE_BEFORE_ROW = "claimed, never recorded: the wake's lease was lost (fence {fence}) before its row was written"
+DEAD_CLAIM_LOOKBACK = dt.timedelta(days=1)  # how far back a starting daemon looks for its host's dead claims (one range scan per tier)
 BUSY_HINT = "; try again when it has settled"
 
 
@@ -124,6 +131,32 @@ async def record_not_run(session: Session, request: WakeRequest, reason: str, *,
         log.info("wake.skipped", reason=reason, **where)
     else:
         log.error("wake.failed", error=reason, **where)
+
+
+async def record_dead_claims(session: Session, *, host: str, alive: Callable[[int], bool], now: dt.datetime) -> int:
+    """At a daemon's start: the slots and one-shots claimed (in the last `DEAD_CLAIM_LOOKBACK`) by
+    a process on this host that is dead and that have no row get their one row, `failed`, with the
+    claim's wake id, linked into the chain; returns how many were written. Only a dead claimer's: a live one
+    (even a suspended one) writes its own row."""
+    config = session.config
+    tiers = [(a, str(t)) for a, agent in config.agents.items() for t in agent.tiers]
+    written = 0
+    async with session.stores.pg_conn() as conn:
+        for dead in await dead_processes.dead_claims(conn, host, tiers, now - DEAD_CLAIM_LOOKBACK, alive):
+            reason = (DIED_AFTER_CLAIM if dead.scheduled_for is not None else DIED_AFTER_ONESHOT).format(claimer=dead.claimed_by)
+            row = introspection.WakeRow(
+                wake_id=dead.wake_id, agent_id=dead.agent_id, tier=Tier(dead.tier), trigger=Trigger(dead.trigger),
+                scheduled_for=dead.scheduled_for, started_at=dead.claimed_at, manifest_root=None, **settle.provenance(config), error=reason,
+            )
+            chain = await dead_processes.record_claim_row(conn, dead, row, Status.failed)
+            if chain is None:
+                continue
+            written += 1
+            metrics.observe_skipped(dead.agent_id, dead.tier, "died_after_claim")
+            log.error("wake.failed", error=reason, agent=dead.agent_id, tier=dead.tier, wake_id=str(dead.wake_id),
+                      scheduled_for=dead.scheduled_for.isoformat() if dead.scheduled_for else None, chain=chain,
+                      closed_by="start-up: its claimer is dead on this host")
+    return written
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -400,7 +433,7 @@ async def run(
                 return None
             fenced = request.fenced(held.fence)
             started = True
-            outcome = await _run_leased(session, fenced, held, task, now, on_running, t)
+            outcome = await _run_claimed(session, fenced, held, task, now, on_running, t, claim)
             t3 = clock.monotonic_ms()
         t.release_ms = clock.monotonic_ms() - t3
         return outcome
@@ -421,6 +454,43 @@ async def run(
         reason = logs.redact_text(f"lease not taken: {type(exc).__name__}: {exc}")
         await record_not_run(session, request, reason, status=Status.failed, now=now())
         return None
+
+
+async def _run_claimed(
+    session: Session, request: WakeRequest, held: lease.Lease, task: asyncio.Task[Any] | None,
+    now: Callable[[], dt.datetime], on_running: OnRunning | None, t: Timing, claim: Claim | None,
+) -> cycle.WakeOutcome:
+    """`_run_leased`, and for a claimed slot or one-shot whose wake wrote no row (its fence went
+    stale first), that row (`_row_if_none`). A wake PostgreSQL was away for is the spool's."""
+    try:
+        outcome = await _run_leased(session, request, held, task, now, on_running, t)
+    except LeaseLost:
+        if claim is not None:
+            await _row_if_none(session, request, claim, STALE_BEFORE_ROW.format(fence=held.fence), now())
+        raise
+    if claim is not None and not outcome.recorded and outcome.unreachable != "postgres":
+        await _row_if_none(session, request, claim, STALE_BEFORE_ROW.format(fence=held.fence), now())
+    return outcome
+
+
+async def _row_if_none(session: Session, request: WakeRequest, claim: Claim, reason: str, now: dt.datetime) -> None:
+    """A claimed slot or one-shot whose wake wrote no row (its fence went stale before the first
+    write: a process suspended past its lease's TTL, say) still gets its one row: `aborted`,
+    unfenced like `record_not_run`'s (the claim makes it the slot's only row), written under a lock
+    on the claim unless a row exists by then."""
+    pending = dead_processes.ClaimWithoutRow(
+        agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger, claimed_by=claim.by,
+        claimed_at=now, wake_id=request.wake_id,
+    )
+    row = introspection.WakeRow(
+        wake_id=request.wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=request.scheduled_for,
+        started_at=now, manifest_root=None, **settle.provenance(session.config), error=reason,
+    )
+    async with session.stores.pg_conn() as conn:
+        chain = await dead_processes.record_claim_row(conn, pending, row, Status.aborted)
+    if chain is not None:
+        log.warning("wake.aborted", reason=reason, agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id),
+                    scheduled_for=request.scheduled_for.isoformat() if request.scheduled_for else None, chain=chain)
 
 
 async def _run_leased(

@@ -28,6 +28,7 @@ from ledgers.vocab import Status, Tier, Trigger
 from surfaces import memory as memory_tools
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
+from wake.arrival import approvals as approvals_block
 from wake.arrival import engine as arrival
 from wake.arrival import memory, sources
 from wake.arrival import operator as operator_sources
@@ -39,8 +40,8 @@ from wake.observe import metrics
 from wake.run import mcp as mcp_tools
 from wake.run import settle
 from wake.run.session import Session
+from wake.think import approval, decide, gate
 from wake.think import client as model
-from wake.think import decide, gate
 from wake.think import loop as thinking_loop
 from wake.witness import diff, manifest
 
@@ -158,8 +159,13 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: m
         config=config, stores=stores, request=request, now=started_at, binding=tuple(p.binding), previous=previous.agent,
         previous_tier=previous.tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
     )
-    # 4b. the arrival, and 7a. the diff it carries
-    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted)]
+    # 4b. the approved calls this wake can run, before the arrival that shows their results (a
+    # halted wake runs none: they wait); then the arrival, and 7a. the diff it carries
+    approvals_on = approval.active(registry)
+    if approvals_on and not dry_run and memory_state.halt is None:
+        await approval.run_approved(ctx)
+    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted),
+              *([approvals_block.SOURCE] if approvals_on else [])]
     p.blocks, ctx = await arrive(ctx, chosen, ctx.tier_config.source_timeout_ms / 1000)
     p.diff = ctx.diff
     # 6. the manifest, and the row it completes

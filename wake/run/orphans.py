@@ -5,7 +5,7 @@ id, `host:pid:random`), a `wake trigger` request taken onto the replica's list o
 (`wake.daemon.control`); the wake's one row comes after, a held-back one's at once, a running
 one's once the wake has its manifest. A claimer killed in between leaves a claim nothing will ever
 record, and no lease or `started` row for the next holder to close (`wake.run.claim`). So the
-next replica gives it its row: `abandoned`, naming the claimer, linked into the agent's chain,
+next replica gives it its row: `failed` (claimed, never run), naming the claimer, linked into the agent's chain,
 under the id chosen when the wake was asked for (it can have no other row). The wake is not run
 again: whoever asked for it is told, and may ask again.
 
@@ -34,7 +34,7 @@ from wake.run.session import Session
 
 log = logs.get("wake.orphans")
 
-UNRECORDED = "abandoned: its claimer {claimer} {how} after claiming it, before writing its row"
+UNRECORDED = "claimed, never run: its process {claimer} {how} after claiming it, before its row was written"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +62,7 @@ def dead_because(claimed_by: str, claimed_at: dt.datetime | None, now: dt.dateti
     return "stopped beating" if claimed_at is None or (now - claimed_at).total_seconds() > live.heartbeat_ttl_s else None
 
 
-def abandoned_row(
+def unrecorded_row(
     session: Session, *, wake_id: uuid.UUID, agent_id: str, tier: Tier, trigger: Trigger, started_at: dt.datetime, claimer: str, how: str,
 ) -> introspection.WakeRow:
     return introspection.WakeRow(
@@ -74,18 +74,18 @@ def abandoned_row(
 async def record(session: Session, row: introspection.WakeRow, *, claimer: str, oneshot: bool) -> str | None:
     """Write the row unless the wake has one (a one-shot's under its locked claim); log it."""
     async with session.stores.pg_conn() as conn:
-        chain = await orphans_ledger.record_abandoned(conn, row, claimed_by=claimer if oneshot else None)
+        chain = await orphans_ledger.record_unrecorded(conn, row, claimed_by=claimer if oneshot else None)
     if chain is not None:
-        metrics.observe_abandoned(row.agent_id, row.tier)
-        log.warning(
-            "wake.abandoned", agent=row.agent_id, tier=row.tier, wake_id=str(row.wake_id), trigger=row.trigger, claimed_by=claimer,
+        metrics.observe_skipped(row.agent_id, row.tier, "died_after_claim")
+        log.error(
+            "wake.failed", error=row.error, agent=row.agent_id, tier=row.tier, wake_id=str(row.wake_id), trigger=row.trigger, claimed_by=claimer,
             closed_by="unrecorded: its claimer died before its row", chain=chain,
         )
     return chain
 
 
 async def close_unrecorded(session: Session, live: Liveness, now: dt.datetime) -> list[introspection.WakeRow]:
-    """Give each one-shot whose claimer is dead its `abandoned` row; returns the rows written."""
+    """Give each one-shot whose claimer is dead its `failed` row; returns the rows written."""
     async with session.stores.pg_conn() as conn:
         claimed = await orphans_ledger.unrecorded_oneshots(conn, now)
     written = []
@@ -93,7 +93,7 @@ async def close_unrecorded(session: Session, live: Liveness, now: dt.datetime) -
         how = dead_because(shot.claimed_by, shot.claimed_at, now, live)
         if how is None or shot.agent_id not in session.config.agents:
             continue
-        row = abandoned_row(
+        row = unrecorded_row(
             session, wake_id=shot.wake_id, agent_id=shot.agent_id, tier=Tier(shot.tier), trigger=Trigger.at, started_at=shot.claimed_at,
             claimer=shot.claimed_by, how=how,
         )

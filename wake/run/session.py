@@ -27,7 +27,29 @@ def build_registry(config: Config) -> Registry:
     except DeclarationError as exc:
         raise RegistryError(f"tool registry: {exc}") from exc
     check_tool_choices(config, registry)
+    check_approval_rules(config, registry)
+    registry.require_approval(config.tools.requires_approval)
     return registry
+
+
+def check_approval_rules(config: Config, registry: Registry) -> None:
+    """Each `tools.requires_approval` glob marks something: a tool of the registry, or (a name
+    with `__`) a tool of a configured MCP server, whose tools are listed only once it runs. A
+    glob that matches nothing would leave the tool it meant to hold running unattended."""
+    import fnmatch
+
+    servers = sorted(config.tools.mcp)
+    for rule in config.tools.requires_approval:
+        if any(fnmatch.fnmatchcase(t.name, rule) for t in registry):
+            continue
+        server, sep, _ = rule.partition("__")
+        if sep and any(fnmatch.fnmatchcase(s, server) for s in servers):
+            continue
+        shown = rule if len(rule) <= 64 else f"{rule[:64]}... ({len(rule)} characters)"
+        raise ConfigError(
+            str(config.path), "tools.requires_approval",
+            f"{shown!r} matches no tool (a built-in or module tool by name, an MCP tool as server__tool; servers: {', '.join(servers) or 'none'})",
+        )
 
 
 def check_tool_choices(config: Config, registry: Registry) -> None:
