@@ -577,8 +577,32 @@ async def recent(
     return [WakeSummary.from_row(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit, trigger)]
 
 
-async def last_two(conn: asyncpg.Connection, agent_id: str) -> list[uuid.UUID]:
-    return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id)]
+async def last_two(conn: asyncpg.Connection, agent_id: str, tier: str | None = None, *, across_tiers: bool = False) -> list[uuid.UUID]:
+    """The agent's last two settled wakes, newest first: of `tier` (None: the tier of its newest
+    wake), or of any tier with `across_tiers`."""
+    return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id, tier, across_tiers)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Running:
+    """The agent's wake in progress, as a busy slot names it (`running`)."""
+
+    wake_id: uuid.UUID
+    tier: Tier
+    trigger: Trigger
+    started_at: dt.datetime
+    host: str
+    pid: int
+
+
+async def running(conn: asyncpg.Connection, agent_id: str) -> Running | None:
+    """The agent's wake in progress (its newest row still `started`), or None."""
+    r = await conn.fetchrow(_sql("running"), agent_id)
+    if r is None:
+        return None
+    return Running(
+        wake_id=r["wake_id"], tier=Tier(r["tier"]), trigger=Trigger(r["trigger"]), started_at=r["started_at"], host=r["host"], pid=r["pid"],
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode, FileStatus, SortMode
 
-from memory import frontmatter, layout, paths
+from memory import frontmatter, layout, paths, provenance
 from memory.config import MemoryConfig, Mode
 from memory.errors import Busy, ContentRefused, FrontmatterRefused, MemoryRefused, NotFound, PathRefused
 
@@ -186,7 +186,8 @@ class MemoryRepo:
                 return cls(git, config)
             sig = signature(author, at, config.committer_email if author == config.committer_name else None)
             committer = signature(config.committer_name, at, config.committer_email)
-            text = message("bootstrap", ".", "the memory layout", {"Wake-Id": "bootstrap", "Fence": "-", "Tier": "-"})
+            trailers = {"Wake-Id": "bootstrap", "Fence": "-", "Tier": "-", **provenance.OPERATOR_WRITE.trailers()}
+            text = message("bootstrap", ".", "the memory layout", trailers)
             commit = git.create_commit(f"refs/heads/{config.branch}", sig, committer, text, repo.bootstrap_tree(), [])
             for name, content in layout.bootstrap(config).items():
                 repo._put_worktree(name, content.encode("utf-8"))

@@ -158,10 +158,23 @@ SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, fini
  LIMIT $4
 
 -- name: last_two
-SELECT wake_id FROM wake_introspection_ledger
- WHERE agent_id = $1 AND manifest_root IS NOT NULL AND status <> 'started'
+-- `wake diff`'s default pair: the agent's last two settled wakes of tier $2 (NULL: the tier of
+-- its newest one), or ($3) of any tier. A whisper beside a surface wake differs by design.
+WITH settled AS (
+    SELECT wake_id, tier, started_at FROM wake_introspection_ledger
+     WHERE agent_id = $1 AND manifest_root IS NOT NULL AND status <> 'started'
+)
+SELECT wake_id FROM settled
+ WHERE $3::bool OR tier = coalesce($2::text, (SELECT tier FROM settled ORDER BY started_at DESC LIMIT 1))
  ORDER BY started_at DESC
  LIMIT 2
+
+-- name: running
+-- The agent's wake in progress (its newest row still `started`): whom a busy slot names.
+SELECT wake_id, tier, trigger, started_at, host, pid FROM wake_introspection_ledger
+ WHERE agent_id = $1 AND status = 'started'
+ ORDER BY started_at DESC
+ LIMIT 1
 
 -- name: abandon_started
 -- Close the agent's rows left `started` by a holder whose lease is gone (run under the new

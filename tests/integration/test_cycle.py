@@ -228,6 +228,8 @@ async def test_exactly_one_row_per_attempt_and_dry_run_records_nothing(store_con
     assert all(r.note.startswith("harness-only") for r in rows)
     recent = next(b for b in (await _wake(config, registry)).blocks if b.name == "recent_wakes")
     assert recent.rows == 3 and recent.result == "present"
+    lines = recent.text.splitlines()[1:]
+    assert len(set(lines)) == 3 and all(f" {str(r.wake_id)[:8]}: completed" in recent.text for r in rows)  # lines told apart
 
 
 def _agents(source_timeout_ms: int) -> str:

@@ -105,7 +105,7 @@ async def test_busy_agent_whisper_is_skipped_and_surface_waits(opened: Callable[
     await d.run_slot(d.schedules[("demo", "whisper")], slot, "schedule")
     [skipped] = await _rows(d)
     assert (skipped.status, skipped.scheduled_for, skipped.manifest_root) == ("skipped", slot, None)
-    assert skipped.note.startswith("skipped: busy: another wake of the agent holds its lease (someone:1:")
+    assert skipped.note == "skipped: busy: another wake of the agent holds its lease (a wake not recorded yet, held by someone:1)"
 
     async def release_soon() -> None:
         await asyncio.sleep(0.5)

@@ -18,6 +18,7 @@ from wake.cli.app import TIER_CHOICE, Context, agent_option, agent_with_tier, fa
 from wake.context import WakeRequest
 from wake.errors import WakeError
 from wake.run import claim, cycle, session
+from wake.think import prompt
 from wake.witness import manifest
 
 WORKSPACE_WARM_S = 30.0  # `wake up` waits this long for the agent's workspace fingerprint before the wake
@@ -26,7 +27,7 @@ WORKSPACE_WARM_S = 30.0  # `wake up` waits this long for the agent's workspace f
 @click.command("up")
 @agent_option()
 @click.option("--tier", type=TIER_CHOICE, default=Tier.whisper.value, show_default=True, help="Depth of the wake.")
-@click.option("--dry-run", is_flag=True, help="Print the arrival prompt, the manifest and the diff; record nothing.")
+@click.option("--dry-run", is_flag=True, help="Print the prompt as sent (every message), the manifest and the diff; record nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @pass_ctx
 def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json: bool) -> None:
@@ -50,11 +51,11 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
             "manifest": o.manifest.as_dict() if o.manifest else None, "tools": [t.name for t in o.binding],
             "blocks": [{"name": b.name, **b.state(o.manifest.blocks[b.name] if o.manifest else "")} for b in o.blocks],
             "diff": o.diff.as_json() if o.diff else None, "recorded": o.recorded,
-            **({"prompt": o.prompt} if dry_run else {}), **render.thinking_json(o),
+            **({"prompt": o.prompt, "messages": prompt.messages(o.blocks)} if dry_run else {}), **render.thinking_json(o),
         }))
     elif dry_run:
         click.echo("=== arrival prompt ===")
-        click.echo(o.prompt)
+        click.echo(render.messages(prompt.messages(o.blocks)))
         click.echo("\n=== manifest ===")
         click.echo(render.to_json(o.manifest.as_dict() if o.manifest else None))
         click.echo("\n=== diff ===")

@@ -71,25 +71,33 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool, show_tran
 @click.argument("older", required=False)
 @click.argument("newer", required=False)
 @agent_option()
+@click.option("--tier", type=TIER_CHOICE, help="Compare within this tier (default: the tier of the agent's newest wake).")
+@click.option("--across-tiers", is_flag=True, help="Compare the agent's last two wakes whatever their tiers.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
-def diff_cmd(ctx: Context, older: str | None, newer: str | None, agent_id: str | None, as_json: bool) -> None:
-    """Diff two wakes' tools and blocks. Default: the agent's last two; one id: it against the newest."""
+def diff_cmd(ctx: Context, older: str | None, newer: str | None, agent_id: str | None, tier: str | None, across_tiers: bool, as_json: bool) -> None:
+    """Diff two wakes' tools and blocks. Default: the agent's last two of one tier (the newest
+    wake's, or --tier); one id: it against the newest of that tier."""
     config = ctx.config
 
     async def body() -> Any:
         async with ledger_conn(config) as conn:
             agent = default_agent(config, agent_id)
-            latest = await introspection.last_two(conn, agent)
+            latest = await introspection.last_two(conn, agent, tier, across_tiers=across_tiers)
             b: uuid.UUID | None
             if older and newer:
                 a, b = await resolve_wake(conn, older), await resolve_wake(conn, newer)
             elif older:
-                a, b = await resolve_wake(conn, older), (latest[0] if latest else None)
+                a = await resolve_wake(conn, older)
+                own = await introspection.get(conn, a)
+                if own is not None and tier is None and not across_tiers:  # against the newest wake of its own tier
+                    latest = await introspection.last_two(conn, agent, own.tier)
+                b = latest[0] if latest else None
             elif len(latest) == 2:
                 b, a = latest
             else:
-                raise NotFound(f"agent {agent!r} has fewer than two recorded wakes")
+                scope = "" if across_tiers else f" of tier {tier}" if tier else " of its newest wake's tier"
+                raise NotFound(f"agent {agent!r} has fewer than two recorded wakes{scope} (--tier T or --across-tiers to compare others)")
             if b is None:
                 raise NotFound(f"agent {agent!r} has no recorded wake")
             return await introspection.get(conn, a), await introspection.get(conn, b)

@@ -12,9 +12,10 @@ lease is gone (it died, or lost the lease and can no longer write past the fence
 `abandoned` under the new fence.
 
 Every claimed slot leaves exactly one row: the wake's own, or a `skipped` one (busy, shutting
-down, paused), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
+down, paused, outside the tier's active hours), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
 (the lease could not be taken after the claim; or its claimer died before writing the row, found
-by the next daemon starting on its host: `record_dead_claims`), or an `aborted` one (the wake's
+by the next daemon starting on its host: `record_dead_claims`, or by any replica once a claimer
+elsewhere stopped beating: `wake.run.orphans`), or an `aborted` one (the wake's
 fence went stale before its first write: `_row_if_none`). A one-shot (`wake at`, trigger `at`) is claimed
 on its own `wake_oneshots` row instead of a slot, and then follows the same path.
 """
@@ -26,6 +27,7 @@ import contextlib
 import datetime as dt
 import os
 import socket
+import zoneinfo
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +37,7 @@ from redis.exceptions import RedisError
 from ledgers import controls, dead_processes, introspection, slots
 from ledgers.vocab import Status, Tier, Trigger
 from wake import clock, logs
-from wake.config import Config
+from wake.config import Config, hours
 from wake.context import WakeRequest
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable
 from wake.observe import metrics
@@ -278,6 +280,22 @@ async def _take_lease(session: Session, request: WakeRequest, won: _Won, *, owne
         won.failed = exc
 
 
+async def busy_reason(session: Session, agent_id: str, busy: LeaseBusy) -> str:
+    """`busy: …` naming the wake that holds the agent's lease (its id, tier and trigger, from its
+    `started` row), or, before that wake has its row, the process holding the lease (host:pid, the
+    lease token's random part left out)."""
+    holder: introspection.Running | None = None
+    with contextlib.suppress(Exception):  # PostgreSQL away: the row cannot be written either; say what is known
+        async with session.stores.pg_conn() as conn:
+            holder = await introspection.running(conn, agent_id)
+    head = "busy: another wake of the agent holds its lease"
+    if holder is not None:
+        started = holder.started_at.astimezone(dt.UTC)
+        return f"{head} (wake {holder.wake_id}, {holder.tier} {holder.trigger}, started {started:%Y-%m-%dT%H:%M:%SZ})"
+    process = busy.holder.rsplit(":", 1)[0] if busy.holder and busy.holder.count(":") >= 2 else busy.holder
+    return f"{head} (a wake not recorded yet, held by {process or 'a holder unknown'})"
+
+
 def _first_try(won: _Won, wait_s: float) -> None:
     """Raise what the claim transaction's try at the lease met, unless a busy lease is to be waited for."""
     if won.failed is not None:
@@ -312,12 +330,28 @@ def lateness_s(request: WakeRequest, now: dt.datetime, jitter_s: float) -> float
     return (now - request.scheduled_for).total_seconds() - jitter_s
 
 
+def inactive_hours(config: Config, request: WakeRequest, now: dt.datetime) -> str | None:
+    """Why a slot does not run in its tier's `active_hours`, or None. A scheduled slot is judged at
+    its own instant, a catch-up when it would run (now); a one-shot, a manual wake and an
+    escalation were asked for at their time and are not held back."""
+    texts = config.tier(request.agent_id, request.tier).active_hours
+    if not texts or request.trigger not in (Trigger.schedule, Trigger.catch_up):
+        return None
+    zone = config.agents[request.agent_id].timezone
+    at = request.scheduled_for if request.trigger == Trigger.schedule and request.scheduled_for else now
+    if hours.active(hours.parse(texts), zone, at):
+        return None
+    local = at.astimezone(zoneinfo.ZoneInfo(zone))
+    return f"inactive_hours: {local:%a %H:%M} {zone} is outside the tier's active hours ({hours.describe(texts)})"
+
+
 async def held_back(
     session: Session, request: WakeRequest, now: dt.datetime, jitter_s: float = 0.0, pause: controls.Pause | None = _NOT_READ,
 ) -> tuple[Status, str] | None:
     """After the claim, before the lease: why a claimed slot or one-shot does not run, or None.
     A pause (`wake pause`, read from PostgreSQL, so every replica sees it at once; a slot's claim
-    has read it already, else it is read here) records it `skipped`; a scheduled slot found later
+    has read it already, else it is read here) records it `skipped`, and so does a slot outside
+    its tier's `active_hours` (`inactive_hours`); a scheduled slot found later
     than its tier's `misfire_grace_s` records it `missed`."""
     if pause is _NOT_READ:
         try:
@@ -330,6 +364,9 @@ async def held_back(
         until = f" until {pause.until.isoformat()}" if pause.until else ""
         why = f" ({pause.reason})" if pause.reason else ""
         return Status.skipped, f"paused: by {pause.paused_by}{until}{why}"
+    inactive = inactive_hours(session.config, request, now)
+    if inactive is not None:
+        return Status.skipped, inactive
     grace = session.config.tier(request.agent_id, request.tier).misfire_grace_s
     if grace is not None and request.trigger == Trigger.schedule:
         late = lateness_s(request, now, jitter_s)
@@ -404,8 +441,7 @@ async def run(
         t.outcome = "busy"
         if claim is None:
             raise AgentBusy(f"{busy}{BUSY_HINT}") from None
-        reason = f"busy: another wake of the agent holds its lease ({busy.holder or 'holder unknown'})"
-        await record_not_run(session, request, reason, now=now())
+        await record_not_run(session, request, await busy_reason(session, request.agent_id, busy), now=now())
         return None
     except (asyncio.CancelledError, LeaseLost):
         raise

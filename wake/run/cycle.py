@@ -25,6 +25,7 @@ from typing import Any
 from ledgers import introspection
 from ledgers.introspection import WakeDiff, WakeRow
 from ledgers.vocab import Status, Tier, Trigger
+from surfaces import memory as memory_tools
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
 from wake.arrival import approvals as approvals_block
@@ -82,8 +83,12 @@ def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
 
 def bind(registry: Registry, config: Config, agent_id: str, tier: str, *, halted: bool = False) -> list[Tool]:
     """Step 5: the binding comes from the registry's surface declarations and nothing else; a wake
-    the Cloister canary halted binds no tool that mutates."""
-    tools = registry.binding(config.tier(agent_id, tier).binds)
+    the Cloister canary halted binds no tool that mutates, and a tier whose memory is read-only
+    (`memory.writable`, false for a whisper unless set) none that writes memory."""
+    conf = config.tier(agent_id, tier)
+    tools = registry.binding(conf.binds)
+    if not conf.memory_writable(tier):
+        tools = [t for t in tools if t.name not in memory_tools.WRITING_TOOLS]
     return [t for t in tools if not t.mutates] if halted else tools
 
 
@@ -198,9 +203,18 @@ async def run_wake(
     source_list: Sequence[Source] | None = None,
 ) -> WakeOutcome:
     """Run one wake: arrive, bind, manifest, record, gate, think, settle (then any escalation).
+    Every log line the wake's code emits, in its own tasks too (the sources, the model client,
+    the tools), carries its `agent`, `tier` and `wake_id`.
 
     The model calls go through the session's client; a session without one (a test's) opens its
     own for this wake and closes it."""
+    with logs.wake_fields(agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id)):
+        return await _run_wake(session, request, now=now, dry_run=dry_run, source_list=source_list)
+
+
+async def _run_wake(
+    session: Session, request: WakeRequest, *, now: Callable[[], dt.datetime], dry_run: bool, source_list: Sequence[Source] | None,
+) -> WakeOutcome:
     started = clock.monotonic_ms()
     bound = logs.get("wake.cycle").bind(agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id))
     p = _Progress(row=settle.first_row(session.config, request, now(), len(session.registry)), log=bound)

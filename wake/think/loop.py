@@ -58,7 +58,7 @@ from surfaces.conversation import Conversation
 from surfaces.registry import Tool
 from wake import clock, logs, secrets
 from wake.arrival.engine import Block
-from wake.config import ModelRoute
+from wake.config import ModelRoute, plural
 from wake.context import WakeContext
 from wake.errors import ModelError
 from wake.observe import metrics
@@ -328,7 +328,8 @@ class Loop:
         u = self.budget.usage
         cut = stop == "truncated" or summary_cut
         note = (
-            f"model {self.route.model}: {self.budget.turns} turns ({self.attempts} requests), {self.budget.tool_calls} tool calls"
+            f"model {self.route.model}: {plural(self.budget.turns, 'turn')} ({plural(self.attempts, 'request')}),"
+            f" {plural(self.budget.tool_calls, 'tool call')}"
             f" ({self.refusals} refused), {u.prompt_tokens}+{u.completion_tokens} tokens ({u.cached_tokens} cached),"
             f" ${u.cost_usd:.6f}; stopped: {stop}{'; the summary was cut off at its token limit' if summary_cut else ''}"
         )
