@@ -35,7 +35,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# `--code DIR`: time another checkout's wake (bench/before_after.py runs the base commit's)
+sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(Path(__file__).resolve().parents[1]))
 
 from tests.support.openai_server import ScriptedServer  # noqa: E402
 from tests.support.pg_count import CountingConnection, counted_pools  # noqa: E402
@@ -76,11 +77,42 @@ def _request(agent: str) -> WakeRequest:
     return WakeRequest(agent_id=agent, tier="whisper", trigger="schedule", scheduled_for=_SLOT[0], wake_id=uuid.uuid4())
 
 
+_TIMINGS: list[claim.Timing] = []
+
+
 async def _one(s: session.Session, agent: str) -> float:
     t0 = time.perf_counter()
-    outcome = await claim.run(s, _request(agent), owner=claim.owner(), claim=claim.Claim(by="bench"))
+    timing = claim.Timing()
+    outcome = await claim.run(s, _request(agent), owner=claim.owner(), claim=claim.Claim(by="bench"), timing=timing)
     assert outcome is not None and outcome.status in ("completed", "quiet"), outcome
+    _TIMINGS.append(timing)
     return (time.perf_counter() - t0) * 1000
+
+
+def _claims(timings: list[claim.Timing]) -> str:
+    overhead = [t.claim_ms + t.lease_ms + t.release_ms for t in timings]
+    return (f"claim p50 {statistics.median(t.claim_ms for t in timings):.2f} ms, "
+            f"lease+claim+release p50 {statistics.median(overhead):.2f} ms per wake")
+
+
+async def _floor(s: session.Session, runs: int) -> str:
+    """The store floor of a whisper in this run: its 8 PostgreSQL round trips, 2 of them commits
+    (a one-row insert each, so each waits for the WAL flush), and its 2 Redis round trips."""
+    async with s.stores.pg_conn() as conn:
+        await conn.execute("CREATE TABLE IF NOT EXISTS bench_floor_logged (v int)")
+        took = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            for _ in range(2):
+                async with conn.transaction():
+                    await conn.execute("INSERT INTO bench_floor_logged VALUES (1)")
+            for _ in range(8 - 2 * 3):
+                await conn.fetchval("SELECT 1")
+            await s.stores.redis.ping()
+            await s.stores.redis.ping()
+            took.append((time.perf_counter() - t0) * 1000)
+        await conn.execute("DROP TABLE bench_floor_logged")
+    return f"p50 {statistics.median(took):.2f} ms  p99 {_pct(took, 0.99):.2f} ms"
 
 
 async def _redis_calls(s: session.Session) -> int:
@@ -117,6 +149,7 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
                 print(f"one quiet whisper (the default sources), {label}: PostgreSQL round trips {trips}, commits {commits}, "
                       f"Redis round trips {redis_trips}")
 
+            _TIMINGS.clear()
             durations: dict[bool, list[float]] = {False: [], True: []}
             for i in range(args.wakes * 2):
                 scoped = i % 2 == 1
@@ -125,6 +158,9 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
             for scoped, label in ((False, "unscoped (baseline)"), (True, "scoped")):
                 p50, p99 = statistics.median(durations[scoped]), _pct(durations[scoped], 0.99)
                 print(f"daemon-path whisper, one at a time, {args.wakes} wakes, {label}: p50 {p50:.2f} ms  p99 {p99:.2f} ms")
+            print(f"  the same wakes: {_claims(_TIMINGS)}")
+            print(f"  the floor, 8 PostgreSQL round trips (2 commits) and 2 Redis, one connection: {await _floor(s, args.wakes)}")
+            _TIMINGS.clear()
 
             rounds = max(1, args.wakes // len(agents))
             started = time.perf_counter()
@@ -132,6 +168,7 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
                 await asyncio.gather(*(_one(s, agent) for agent in agents))
             elapsed = time.perf_counter() - started
             print(f"wakes per second on one loop, {len(agents)} at once: {rounds * len(agents) / elapsed:.1f}")
+            print(f"  the same wakes: {_claims(_TIMINGS)}")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
@@ -140,6 +177,7 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=16)
     parser.add_argument("--wakes", type=int, default=200)
     parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--code", help="the checkout whose wake runs (default: this one)")
     args = parser.parse_args()
     if args.state_dir:
         args.state_dir.mkdir(parents=True, exist_ok=True)
