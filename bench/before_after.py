@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parents[1]
 FIGURES = {  # label -> (script, pattern of the line's number)
     "whisper p50, one at a time (ms)": ("wake", r"one at a time, \d+ wakes, scoped: p50 ([\d.]+)"),
     "whisper p99, one at a time (ms)": ("wake", r"one at a time, \d+ wakes, scoped: p50 [\d.]+ ms  p99 ([\d.]+)"),
+    "CPU of this process per whisper (ms)": ("wake", r"this process's CPU ([\d.]+) ms per whisper"),
     "store floor of a whisper, p50 (ms)": ("wake", r"the floor, .*?: p50 ([\d.]+)"),
     "claim p50, one at a time (ms)": ("wake", r"(?s)one at a time.*?the same wakes: claim p50 ([\d.]+)"),
     "wakes per second, 16 at once on one loop": ("wake", r"wakes per second on one loop, \d+ at once: ([\d.]+)"),

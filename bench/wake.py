@@ -151,14 +151,16 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
 
             _TIMINGS.clear()
             durations: dict[bool, list[float]] = {False: [], True: []}
+            cpu_started = time.process_time()
             for i in range(args.wakes * 2):
                 scoped = i % 2 == 1
                 with contextlib.nullcontext() if scoped else _unscoped():
                     durations[scoped].append(await _one(s, agents[(i // 2) % len(agents)]))
+            cpu_ms = (time.process_time() - cpu_started) * 1000 / (args.wakes * 2)
             for scoped, label in ((False, "unscoped (baseline)"), (True, "scoped")):
                 p50, p99 = statistics.median(durations[scoped]), _pct(durations[scoped], 0.99)
                 print(f"daemon-path whisper, one at a time, {args.wakes} wakes, {label}: p50 {p50:.2f} ms  p99 {p99:.2f} ms")
-            print(f"  the same wakes: {_claims(_TIMINGS)}")
+            print(f"  the same wakes: {_claims(_TIMINGS)}; this process's CPU {cpu_ms:.2f} ms per whisper")
             print(f"  the floor, 8 PostgreSQL round trips (2 commits) and 2 Redis, one connection: {await _floor(s, args.wakes)}")
             _TIMINGS.clear()
 
