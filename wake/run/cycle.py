@@ -147,14 +147,15 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: m
     p.binding = vetted.binding
     p.log.info("bind.done", tools=[t.name for t in p.binding], bound=len(p.binding), registry=len(registry))
     tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
+    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted)]
+    recent = sources.RECENT_WAKES if any(src.fn is sources.recent_wakes for src in chosen) else None  # read with the previous wakes
     async with stores.pg_conn() as conn:
-        previous = await introspection.previous_both(conn, agent_id, tier, started_at)
+        previous = await introspection.previous_both(conn, agent_id, tier, started_at, recent=recent)
     ctx = WakeContext(
         config=config, stores=stores, request=request, now=started_at, binding=tuple(p.binding), previous=previous.agent,
-        previous_tier=previous.tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
+        previous_tier=previous.tier, recent=previous.recent, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
     )
     # 4b. the arrival, and 7a. the diff it carries
-    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted)]
     p.blocks, ctx = await arrive(ctx, chosen, ctx.tier_config.source_timeout_ms / 1000)
     p.diff = ctx.diff
     # 6. the manifest, and the row it completes
