@@ -5,7 +5,7 @@ falls on both alike. Prints each run's figures with the load average at its end,
 each figure over the rounds. Prints figures; it is not a timed test.
 
     python bench/before_after.py [--base REV] [--rounds 2] [--wakes 200] [--agents 1000] [--duration-s 40]
-                                 [--no-scheduler]
+                                 [--no-scheduler] [--no-wake]
 
 `--base` defaults to the merge base of HEAD and `main`.
 """
@@ -27,6 +27,7 @@ FIGURES = {  # label -> (script, pattern of the line's number)
     "whisper p50, one at a time (ms)": ("wake", r"one at a time, \d+ wakes, scoped: p50 ([\d.]+)"),
     "whisper p99, one at a time (ms)": ("wake", r"one at a time, \d+ wakes, scoped: p50 [\d.]+ ms  p99 ([\d.]+)"),
     "CPU of this process per whisper (ms)": ("wake", r"this process's CPU ([\d.]+) ms per whisper"),
+    "a quiet wake's memory work, in process, p50 (ms)": ("wake", r"memory work \(open, audit, list\), in process: p50 ([\d.]+)"),
     "store floor of a whisper, p50 (ms)": ("wake", r"the floor, .*?: p50 ([\d.]+)"),
     "claim p50, one at a time (ms)": ("wake", r"(?s)one at a time.*?the same wakes: claim p50 ([\d.]+)"),
     "wakes per second, 16 at once on one loop": ("wake", r"wakes per second on one loop, \d+ at once: ([\d.]+)"),
@@ -59,13 +60,14 @@ def main() -> None:
     parser.add_argument("--agents", default="1000")
     parser.add_argument("--duration-s", default="40")
     parser.add_argument("--no-scheduler", action="store_true")
+    parser.add_argument("--no-wake", action="store_true")
     args = parser.parse_args()
     git = ["git", "-C", str(HERE)]
     base = args.base or subprocess.run([*git, "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True).stdout.strip()
     base_short = subprocess.run([*git, "rev-parse", "--short", base], capture_output=True, text=True, check=True).stdout.strip()
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     dirty = " (with uncommitted changes)" if subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout else ""
-    scripts = {"wake": ["--wakes", str(args.wakes)]}
+    scripts = {} if args.no_wake else {"wake": ["--wakes", str(args.wakes)]}
     if not args.no_scheduler:
         scripts["scheduler"] = ["--agents", args.agents, "--jitter-s", "10", "--duration-s", args.duration_s, "--no-bare"]
     with tempfile.TemporaryDirectory(prefix="wake-before-") as tmp:

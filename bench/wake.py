@@ -95,18 +95,19 @@ def _claims(timings: list[claim.Timing]) -> str:
             f"lease+claim+release p50 {statistics.median(overhead):.2f} ms per wake")
 
 
-async def _floor(s: session.Session, runs: int) -> str:
-    """The store floor of a whisper in this run: its 8 PostgreSQL round trips, 2 of them commits
-    (a one-row insert each, so each waits for the WAL flush), and its 2 Redis round trips."""
+async def _floor(s: session.Session, runs: int, trips: int, commits: int) -> str:
+    """The store floor of a whisper in this run: its PostgreSQL round trips, `commits` of them in
+    transactions of one one-row insert each (BEGIN, INSERT, COMMIT: each waits for the WAL flush),
+    the rest `SELECT 1`, and its 2 Redis round trips, on one connection."""
     async with s.stores.pg_conn() as conn:
         await conn.execute("CREATE TABLE IF NOT EXISTS bench_floor_logged (v int)")
         took = []
         for _ in range(runs):
             t0 = time.perf_counter()
-            for _ in range(2):
+            for _ in range(commits):
                 async with conn.transaction():
                     await conn.execute("INSERT INTO bench_floor_logged VALUES (1)")
-            for _ in range(8 - 2 * 3):
+            for _ in range(trips - 3 * commits):
                 await conn.fetchval("SELECT 1")
             await s.stores.redis.ping()
             await s.stores.redis.ping()
@@ -125,6 +126,26 @@ async def _redis_calls(s: session.Session) -> int:
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _memory_work(config: wake_config.Config, agent: str, runs: int) -> str:
+    """What a quiet wake does with its memory, without the stores: open the repository, audit
+    nothing new (the tip is the last audited commit; the work tree is clean) and list the tree for
+    the `memory` block. In process, no round trip: the figure the memory's caches move."""
+    from memory import cloister
+    from memory.repo import MemoryRepo
+
+    path, memory_config, at = config.memory_path(agent), config.memory_config(agent), dt.datetime.now(dt.UTC)
+    head = MemoryRepo.open(path, memory_config, at=at).head()
+    took = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        repo = MemoryRepo.open(path, memory_config, at=at)
+        found = cloister.audit(repo, cloister.pending(repo, head), set(), set())
+        assert not found.findings, found.findings
+        repo.ls()
+        took.append((time.perf_counter() - t0) * 1000)
+    return f"p50 {statistics.median(took):.3f} ms  p99 {_pct(took, 0.99):.3f} ms"
 
 
 async def main(args: argparse.Namespace, state_dir: Path) -> None:
@@ -161,7 +182,9 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
                 p50, p99 = statistics.median(durations[scoped]), _pct(durations[scoped], 0.99)
                 print(f"daemon-path whisper, one at a time, {args.wakes} wakes, {label}: p50 {p50:.2f} ms  p99 {p99:.2f} ms")
             print(f"  the same wakes: {_claims(_TIMINGS)}; this process's CPU {cpu_ms:.2f} ms per whisper")
-            print(f"  the floor, 8 PostgreSQL round trips (2 commits) and 2 Redis, one connection: {await _floor(s, args.wakes)}")
+            print(f"  a quiet wake's memory work (open, audit, list), in process: {_memory_work(config, agents[0], args.wakes)}")
+            print(f"  the floor, {trips} PostgreSQL round trips ({commits} commits) and 2 Redis, one connection: "
+                  f"{await _floor(s, args.wakes, trips, commits)}")
             _TIMINGS.clear()
 
             rounds = max(1, args.wakes // len(agents))
