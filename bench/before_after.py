@@ -31,6 +31,7 @@ FIGURES = {  # label -> (script, pattern of the line's number)
     "store floor of a whisper, p50 (ms)": ("wake", r"the floor, .*?: p50 ([\d.]+)"),
     "claim p50, one at a time (ms)": ("wake", r"(?s)one at a time.*?the same wakes: claim p50 ([\d.]+)"),
     "wakes per second, 16 at once on one loop": ("wake", r"wakes per second on one loop, \d+ at once: ([\d.]+)"),
+    "CPU of this process per wake, 16 at once (ms)": ("wake", r"this process's CPU ([\d.]+) ms per wake"),
     "claim p50, 16 at once on one loop (ms)": ("wake", r"(?s)wakes per second on one loop.*?the same wakes: claim p50 ([\d.]+)"),
     "lease+claim+release p50, 16 at once (ms)": ("wake", r"(?s)wakes per second on one loop.*?lease\+claim\+release p50 ([\d.]+)"),
     "scheduler: claim p50 (ms)": ("scheduler", r"of which claim\s+p50\s+([\d.]+)"),
