@@ -455,12 +455,21 @@ class Previous:
 
     agent: WakeRecord | None = None
     tier: WakeRecord | None = None
+    recent: tuple[WakeSummary, ...] | None = None  # the agent's newest wakes, newest first, when read with them
 
 
-async def previous_both(conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime) -> Previous:
-    """`previous_settled` of the agent and of its tier, in one round trip."""
-    found = {r["previous_of"]: WakeRecord.from_row(r) for r in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before)}
-    return Previous(agent=found.get("agent"), tier=found.get("tier"))
+async def previous_both(
+    conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime, *, recent: int | None = None,
+) -> Previous:
+    """`previous_settled` of the agent and of its tier, in one round trip; with `recent`, also that
+    many of the agent's newest wakes (`recent(agent_id=...)`) in the same round trip."""
+    if recent is None:
+        found = {r["previous_of"]: WakeRecord.from_row(r) for r in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before)}
+        return Previous(agent=found.get("agent"), tier=found.get("tier"))
+    rows = await conn.fetch(_sql("previous_settled_both_recent"), agent_id, tier, before, recent)
+    previous = {r["previous_of"]: WakeRecord.from_row(r) for r in rows if r["previous_of"] != "recent"}
+    newest = sorted((WakeSummary.from_row(r) for r in rows if r["previous_of"] == "recent"), key=lambda w: w.started_at, reverse=True)
+    return Previous(agent=previous.get("agent"), tier=previous.get("tier"), recent=tuple(newest))
 
 
 def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:

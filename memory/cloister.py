@@ -144,6 +144,8 @@ def pending(repo: MemoryRepo, since: str | None) -> Range:
     if head is None:
         why = f"the branch is gone; the last audited commit was {since[:12]}" if since else None
         return Range(since=since, base=None, head=None, commits=(), rewritten=why, truncated=False)
+    if head == since:  # every wake that finds nothing new: no walk at all
+        return Range(since=since, base=since, head=head, commits=(), rewritten=None, truncated=False)
     if since is None:
         commits, _, truncated = _first_parents(repo, head, None, limit)
         return Range(since=None, base=None, head=head, commits=tuple(reversed(commits)), rewritten=None, truncated=truncated)

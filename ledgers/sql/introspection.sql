@@ -66,6 +66,21 @@ UNION ALL
   WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
   ORDER BY started_at DESC LIMIT 1)
 
+-- name: previous_settled_both_recent
+-- `previous_settled_both` and `recent` of the agent ($4 rows, any status), in one round trip: the
+-- wake's comparison and its recent-wakes block read together (`previous_of` 'recent').
+(SELECT 'agent' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+  ORDER BY started_at DESC LIMIT 1)
+UNION ALL
+(SELECT 'tier' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+  ORDER BY started_at DESC LIMIT 1)
+UNION ALL
+(SELECT 'recent' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1
+  ORDER BY started_at DESC LIMIT $4)
+
 -- name: insert_settled_fenced
 -- A wake that calls no model (halted, pre-checked, gated, or harness-only) is recorded already
 -- settled, with its totals ($24-$32), in one statement, written only while $14 is the agent's

@@ -153,19 +153,20 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: m
     p.binding = vetted.binding
     p.log.info("bind.done", tools=[t.name for t in p.binding], bound=len(p.binding), registry=len(registry))
     tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
+    approvals_on = approval.active(registry)
+    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted),
+              *([approvals_block.SOURCE] if approvals_on else [])]
+    recent = sources.RECENT_WAKES if any(src.fn is sources.recent_wakes for src in chosen) else None  # read with the previous wakes
     async with stores.pg_conn() as conn:
-        previous = await introspection.previous_both(conn, agent_id, tier, started_at)
+        previous = await introspection.previous_both(conn, agent_id, tier, started_at, recent=recent)
     ctx = WakeContext(
         config=config, stores=stores, request=request, now=started_at, binding=tuple(p.binding), previous=previous.agent,
-        previous_tier=previous.tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
+        previous_tier=previous.tier, recent=previous.recent, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
     )
     # 4b. the approved calls this wake can run, before the arrival that shows their results (a
     # halted wake runs none: they wait); then the arrival, and 7a. the diff it carries
-    approvals_on = approval.active(registry)
     if approvals_on and not dry_run and memory_state.halt is None:
         await approval.run_approved(ctx)
-    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted),
-              *([approvals_block.SOURCE] if approvals_on else [])]
     p.blocks, ctx = await arrive(ctx, chosen, ctx.tier_config.source_timeout_ms / 1000)
     p.diff = ctx.diff
     # 6. the manifest, and the row it completes
