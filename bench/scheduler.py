@@ -32,17 +32,93 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# `--code DIR`: run the daemon of another checkout (bench/before_after.py runs the base commit's)
+_CODE = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(Path(__file__).resolve().parents[1])
+sys.path.insert(0, _CODE)
 
 from wake import config as wake_config  # noqa: E402
-from wake import logs
+from wake import logs  # noqa: E402
 from wake.daemon import notify, schedule  # noqa: E402
-from wake.daemon import service as daemon
-from wake.stores import engines
+from wake.daemon import service as daemon  # noqa: E402
+from wake.stores import Stores, engines  # noqa: E402
+
+_ACQUIRES: list[float] = []
+_PG_CONN = Stores.pg_conn
+
+
+@contextlib.asynccontextmanager
+async def _timed_pg_conn(self: Stores, *, trusted: bool = True) -> AsyncIterator[Any]:
+    """`Stores.pg_conn`, noting how long each use waited for a pooled connection."""
+    t0 = time.perf_counter()
+    async with _PG_CONN(self, trusted=trusted) as conn:
+        _ACQUIRES.append((time.perf_counter() - t0) * 1000)
+        yield conn
+
+
+Stores.pg_conn = _timed_pg_conn  # type: ignore[method-assign]
 
 WARMUP_S = 10
+SAMPLE_S = 0.05
+
+_ACTIVITY = """
+SELECT coalesce(wait_event_type, 'CPU') AS type, coalesce(wait_event, state) AS event, state, count(*) AS n
+  FROM pg_stat_activity
+ WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+ GROUP BY 1, 2, 3
+"""
+_BLOCKED = """
+SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS query, count(*) AS n
+  FROM pg_stat_activity
+ WHERE datname = current_database() AND wait_event_type = 'Lock'
+ GROUP BY 1
+"""
+_WAITING = """
+SELECT l.locktype, l.mode, coalesce(c.relname, '') AS relation, count(*) AS n
+  FROM pg_locks AS l LEFT JOIN pg_class AS c ON c.oid = l.relation
+ WHERE NOT l.granted
+ GROUP BY 1, 2, 3
+"""
+
+
+async def sample_locks(d: daemon.Daemon, stop: asyncio.Event, found: dict[str, Counter[str]]) -> None:
+    """Every SAMPLE_S, on a connection of its own: what the daemon's backends are doing
+    (`pg_stat_activity`: waiting on a lock, on the WAL flush, idle in a transaction, running) and
+    which locks they wait for (`pg_locks`, not granted)."""
+    import asyncpg
+
+    assert d.stores is not None
+    conn = await asyncpg.connect(*d.stores.pg._connect_args, **{  # type: ignore[attr-defined]  # the daemon's own DSN
+        k: v for k, v in d.stores.pg._connect_kwargs.items() if k in ("host", "port", "user", "password", "database")  # type: ignore[attr-defined]
+    })
+    try:
+        while not stop.is_set():
+            for row in await conn.fetch(_ACTIVITY):
+                found["activity"][f"{row['type']}:{row['event']}" + (f" ({row['state']})" if row["type"] != "CPU" else "")] += row["n"]
+            for row in await conn.fetch(_BLOCKED):
+                found["blocked"][row["query"]] += row["n"]
+            for row in await conn.fetch(_WAITING):
+                found["locks"][f"{row['locktype']} {row['mode']} {row['relation']}".strip()] += row["n"]
+            found["samples"]["n"] += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), SAMPLE_S)
+    finally:
+        await conn.close()
+
+
+def _print_samples(found: dict[str, Counter[str]]) -> None:
+    n = found["samples"]["n"] or 1
+    print(f"PostgreSQL sampled every {SAMPLE_S * 1000:.0f} ms ({n} samples), backends per sample:")
+    for key, count in found["activity"].most_common(8):
+        print(f"  {count / n:6.2f}  {key}")
+    waits = sum(found["locks"].values())
+    print(f"  lock waits per sample {waits / n:.3f}" + "".join(f"; {key} {c / n:.3f}" for key, c in found["locks"].most_common(4)))
+    for query, count in found["blocked"].most_common(4):
+        print(f"    {count / n:6.3f} waiting: {query}")
 
 
 def _config(state_dir: Path, args: argparse.Namespace) -> wake_config.Config:
@@ -95,6 +171,7 @@ async def main(args: argparse.Namespace, state_dir: Path) -> float:
     config = _config(state_dir, args)
     timings: list[daemon.Timing] = []
     d = daemon.Daemon(config=config, notifier=notify.Notifier(None), timings=timings, handle_signals=False)
+    _ACQUIRES.clear()
     runner = asyncio.create_task(d.run())
     while d.scheduler is None or not d.scheduler.running:
         await asyncio.sleep(0.2)
@@ -102,7 +179,13 @@ async def main(args: argparse.Namespace, state_dir: Path) -> float:
             runner.result()
     began = dt.datetime.now(dt.UTC)
     print(f"daemon up ({len(d.schedules)} jobs); running {args.duration_s:.0f}s, first {WARMUP_S}s are warm-up ...", flush=True)
-    await asyncio.sleep(args.duration_s)
+    found: dict[str, Counter[str]] = {"activity": Counter(), "locks": Counter(), "blocked": Counter(), "samples": Counter()}
+    stop = asyncio.Event()
+    await asyncio.sleep(WARMUP_S)
+    sampler = asyncio.create_task(sample_locks(d, stop, found))
+    await asyncio.sleep(max(0.0, args.duration_s - WARMUP_S))
+    stop.set()
+    await sampler
     ended = dt.datetime.now(dt.UTC)
     rss, peak = _rss_kib()
     d.request_stop()
@@ -142,7 +225,10 @@ async def main(args: argparse.Namespace, state_dir: Path) -> float:
         f"  of which claim          p50 {_pct([t.claim_ms for t in ran], 0.5):8.2f} ms; "
         f"lease acquire+close p50 {_pct([t.lease_ms for t in ran], 0.5):.2f} ms; release p50 {_pct([t.release_ms for t in ran], 0.5):.2f} ms"
     )
+    print(f"pooled connection wait    p50 {_pct(_ACQUIRES, 0.5):8.2f} ms   p99 {_pct(_ACQUIRES, 0.99):8.2f} ms   "
+          f"({len(_ACQUIRES)} uses, pool_max_size {config.postgres.pool_max_size})")
     print(f"resident memory           {rss / 1024:8.1f} MiB now, {peak / 1024:.1f} MiB peak")
+    _print_samples(found)
     return _pct(fire_lag, 0.99)
 
 
@@ -200,6 +286,7 @@ if __name__ == "__main__":
     parser.add_argument("--no-bare", action="store_true", help="skip the bare APScheduler run")
     parser.add_argument("--max-concurrent", type=int, default=16)
     parser.add_argument("--state-dir", type=Path)
+    parser.add_argument("--code", help="the checkout whose daemon runs (default: this one)")
     args = parser.parse_args()
     started = time.perf_counter()
     if args.state_dir:

@@ -35,7 +35,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# `--code DIR`: time another checkout's wake (bench/before_after.py runs the base commit's)
+sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(Path(__file__).resolve().parents[1]))
 
 from tests.support.openai_server import ScriptedServer  # noqa: E402
 from tests.support.pg_count import CountingConnection, counted_pools  # noqa: E402
@@ -76,11 +77,43 @@ def _request(agent: str) -> WakeRequest:
     return WakeRequest(agent_id=agent, tier="whisper", trigger="schedule", scheduled_for=_SLOT[0], wake_id=uuid.uuid4())
 
 
+_TIMINGS: list[claim.Timing] = []
+
+
 async def _one(s: session.Session, agent: str) -> float:
     t0 = time.perf_counter()
-    outcome = await claim.run(s, _request(agent), owner=claim.owner(), claim=claim.Claim(by="bench"))
+    timing = claim.Timing()
+    outcome = await claim.run(s, _request(agent), owner=claim.owner(), claim=claim.Claim(by="bench"), timing=timing)
     assert outcome is not None and outcome.status in ("completed", "quiet"), outcome
+    _TIMINGS.append(timing)
     return (time.perf_counter() - t0) * 1000
+
+
+def _claims(timings: list[claim.Timing]) -> str:
+    overhead = [t.claim_ms + t.lease_ms + t.release_ms for t in timings]
+    return (f"claim p50 {statistics.median(t.claim_ms for t in timings):.2f} ms, "
+            f"lease+claim+release p50 {statistics.median(overhead):.2f} ms per wake")
+
+
+async def _floor(s: session.Session, runs: int, trips: int, commits: int) -> str:
+    """The store floor of a whisper in this run: its PostgreSQL round trips, `commits` of them in
+    transactions of one one-row insert each (BEGIN, INSERT, COMMIT: each waits for the WAL flush),
+    the rest `SELECT 1`, and its 2 Redis round trips, on one connection."""
+    async with s.stores.pg_conn() as conn:
+        await conn.execute("CREATE TABLE IF NOT EXISTS bench_floor_logged (v int)")
+        took = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            for _ in range(commits):
+                async with conn.transaction():
+                    await conn.execute("INSERT INTO bench_floor_logged VALUES (1)")
+            for _ in range(trips - 3 * commits):
+                await conn.fetchval("SELECT 1")
+            await s.stores.redis.ping()
+            await s.stores.redis.ping()
+            took.append((time.perf_counter() - t0) * 1000)
+        await conn.execute("DROP TABLE bench_floor_logged")
+    return f"p50 {statistics.median(took):.2f} ms  p99 {_pct(took, 0.99):.2f} ms"
 
 
 async def _redis_calls(s: session.Session) -> int:
@@ -93,6 +126,26 @@ async def _redis_calls(s: session.Session) -> int:
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _memory_work(config: wake_config.Config, agent: str, runs: int) -> str:
+    """What a quiet wake does with its memory, without the stores: open the repository, audit
+    nothing new (the tip is the last audited commit; the work tree is clean) and list the tree for
+    the `memory` block. In process, no round trip: the figure the memory's caches move."""
+    from memory import cloister
+    from memory.repo import MemoryRepo
+
+    path, memory_config, at = config.memory_path(agent), config.memory_config(agent), dt.datetime.now(dt.UTC)
+    head = MemoryRepo.open(path, memory_config, at=at).head()
+    took = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        repo = MemoryRepo.open(path, memory_config, at=at)
+        found = cloister.audit(repo, cloister.pending(repo, head), set(), set())
+        assert not found.findings, found.findings
+        repo.ls()
+        took.append((time.perf_counter() - t0) * 1000)
+    return f"p50 {statistics.median(took):.3f} ms  p99 {_pct(took, 0.99):.3f} ms"
 
 
 async def main(args: argparse.Namespace, state_dir: Path) -> None:
@@ -117,21 +170,31 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
                 print(f"one quiet whisper (the default sources), {label}: PostgreSQL round trips {trips}, commits {commits}, "
                       f"Redis round trips {redis_trips}")
 
+            _TIMINGS.clear()
             durations: dict[bool, list[float]] = {False: [], True: []}
+            cpu_started = time.process_time()
             for i in range(args.wakes * 2):
                 scoped = i % 2 == 1
                 with contextlib.nullcontext() if scoped else _unscoped():
                     durations[scoped].append(await _one(s, agents[(i // 2) % len(agents)]))
+            cpu_ms = (time.process_time() - cpu_started) * 1000 / (args.wakes * 2)
             for scoped, label in ((False, "unscoped (baseline)"), (True, "scoped")):
                 p50, p99 = statistics.median(durations[scoped]), _pct(durations[scoped], 0.99)
                 print(f"daemon-path whisper, one at a time, {args.wakes} wakes, {label}: p50 {p50:.2f} ms  p99 {p99:.2f} ms")
+            print(f"  the same wakes: {_claims(_TIMINGS)}; this process's CPU {cpu_ms:.2f} ms per whisper")
+            print(f"  a quiet wake's memory work (open, audit, list), in process: {_memory_work(config, agents[0], args.wakes)}")
+            print(f"  the floor, {trips} PostgreSQL round trips ({commits} commits) and 2 Redis, one connection: "
+                  f"{await _floor(s, args.wakes, trips, commits)}")
+            _TIMINGS.clear()
 
             rounds = max(1, args.wakes // len(agents))
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             for _ in range(rounds):
                 await asyncio.gather(*(_one(s, agent) for agent in agents))
             elapsed = time.perf_counter() - started
+            cpu_ms = (time.process_time() - cpu_started) * 1000 / (rounds * len(agents))
             print(f"wakes per second on one loop, {len(agents)} at once: {rounds * len(agents) / elapsed:.1f}")
+            print(f"  the same wakes: {_claims(_TIMINGS)}; this process's CPU {cpu_ms:.2f} ms per wake")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
@@ -140,6 +203,7 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=16)
     parser.add_argument("--wakes", type=int, default=200)
     parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--code", help="the checkout whose wake runs (default: this one)")
     args = parser.parse_args()
     if args.state_dir:
         args.state_dir.mkdir(parents=True, exist_ok=True)

@@ -455,12 +455,21 @@ class Previous:
 
     agent: WakeRecord | None = None
     tier: WakeRecord | None = None
+    recent: tuple[WakeSummary, ...] | None = None  # the agent's newest wakes, newest first, when read with them
 
 
-async def previous_both(conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime) -> Previous:
-    """`previous_settled` of the agent and of its tier, in one round trip."""
-    found = {r["previous_of"]: WakeRecord.from_row(r) for r in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before)}
-    return Previous(agent=found.get("agent"), tier=found.get("tier"))
+async def previous_both(
+    conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime, *, recent: int | None = None,
+) -> Previous:
+    """`previous_settled` of the agent and of its tier, in one round trip; with `recent`, also that
+    many of the agent's newest wakes (`recent(agent_id=...)`) in the same round trip."""
+    if recent is None:
+        found = {r["previous_of"]: WakeRecord.from_row(r) for r in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before)}
+        return Previous(agent=found.get("agent"), tier=found.get("tier"))
+    rows = await conn.fetch(_sql("previous_settled_both_recent"), agent_id, tier, before, recent)
+    previous = {r["previous_of"]: WakeRecord.from_row(r) for r in rows if r["previous_of"] != "recent"}
+    newest = sorted((WakeSummary.from_row(r) for r in rows if r["previous_of"] == "recent"), key=lambda w: w.started_at, reverse=True)
+    return Previous(agent=previous.get("agent"), tier=previous.get("tier"), recent=tuple(newest))
 
 
 def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:
@@ -577,8 +586,32 @@ async def recent(
     return [WakeSummary.from_row(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit, trigger)]
 
 
-async def last_two(conn: asyncpg.Connection, agent_id: str) -> list[uuid.UUID]:
-    return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id)]
+async def last_two(conn: asyncpg.Connection, agent_id: str, tier: str | None = None, *, across_tiers: bool = False) -> list[uuid.UUID]:
+    """The agent's last two settled wakes, newest first: of `tier` (None: the tier of its newest
+    wake), or of any tier with `across_tiers`."""
+    return [r["wake_id"] for r in await conn.fetch(_sql("last_two"), agent_id, tier, across_tiers)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Running:
+    """The agent's wake in progress, as a busy slot names it (`running`)."""
+
+    wake_id: uuid.UUID
+    tier: Tier
+    trigger: Trigger
+    started_at: dt.datetime
+    host: str
+    pid: int
+
+
+async def running(conn: asyncpg.Connection, agent_id: str) -> Running | None:
+    """The agent's wake in progress (its newest row still `started`), or None."""
+    r = await conn.fetchrow(_sql("running"), agent_id)
+    if r is None:
+        return None
+    return Running(
+        wake_id=r["wake_id"], tier=Tier(r["tier"]), trigger=Trigger(r["trigger"]), started_at=r["started_at"], host=r["host"], pid=r["pid"],
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,7 +24,7 @@ import asyncpg
 import structlog
 
 from ledgers import fences, queries, rows
-from memory import cloister
+from memory import cloister, provenance
 from memory.config import Severity
 from memory.errors import MemoryRefused, NotFound
 from memory.repo import MemoryRepo, WriteResult
@@ -39,18 +39,23 @@ _sql = queries.named("memory")
 
 @dataclass(frozen=True, kw_only=True)
 class Writer:
-    """Who writes: the agent in a wake (`wake_id`, `fence`, `tier`), or an operator (all None)."""
+    """Who writes: the agent in a wake (`wake_id`, `fence`, `tier`), or an operator (all None);
+    and where the content came from (`memory.provenance`: the model's own text unless said, the
+    operator's for an operator)."""
 
     agent_id: str
     wake_id: uuid.UUID | None
     fence: int | None
     tier: str | None
+    source: provenance.Provenance | None = None
 
     def trailers(self) -> dict[str, str]:
+        source = self.source or (provenance.OPERATOR_WRITE if self.tier is None else provenance.Provenance())
         return {
             "Wake-Id": str(self.wake_id) if self.wake_id else "-",
             "Fence": str(self.fence) if self.fence is not None else "-",
             "Tier": self.tier or "operator",
+            **source.trailers(),
         }
 
 

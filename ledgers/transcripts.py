@@ -19,7 +19,7 @@ import asyncpg
 
 from ledgers import queries
 
-OUTCOMES = ("ok", "error", "refused", "not_run")
+OUTCOMES = ("ok", "error", "refused", "not_run", "queued")
 ROLES = ("system", "user", "assistant", "tool")
 
 _sql = queries.named("transcripts")

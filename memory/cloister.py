@@ -29,6 +29,8 @@ And it holds every change, the tool's own included, to its domain's schema:
 - `file.too_large`: a file larger than `max_file_bytes` (the tool's own bound), which the canary
   names and does not read; `file.symlink`: a symbolic link (the tool writes only files; the link's
   target is named, never followed); `file.unreadable`: a work-tree file the canary could not read.
+- `injection.invisible`, `injection.instruction`, `injection.trigger`, `injection.tool_order`: the
+  lines a change added read as orders to the model, or hide characters (`memory.injection`).
 
 Excerpts are stored escaped (control characters, NUL included, as `\\xNN`) and bounded
 (`excerpt_max_chars`), so no byte a file holds can stop the canary from recording it.
@@ -46,7 +48,7 @@ from dataclasses import dataclass, field
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode, SortMode
 
-from memory import frontmatter
+from memory import frontmatter, injection
 from memory.config import Domain, MemoryConfig, Mode, Severity
 from memory.errors import FrontmatterRefused, NotFound
 from memory.repo import DATED, MemoryRepo, unified
@@ -142,6 +144,8 @@ def pending(repo: MemoryRepo, since: str | None) -> Range:
     if head is None:
         why = f"the branch is gone; the last audited commit was {since[:12]}" if since else None
         return Range(since=since, base=None, head=None, commits=(), rewritten=why, truncated=False)
+    if head == since:  # every wake that finds nothing new: no walk at all
+        return Range(since=since, base=since, head=head, commits=(), rewritten=None, truncated=False)
     if since is None:
         commits, _, truncated = _first_parents(repo, head, None, limit)
         return Range(since=None, base=None, head=head, commits=tuple(reversed(commits)), rewritten=None, truncated=truncated)
@@ -288,6 +292,8 @@ class _Auditor:
                 frontmatter.validate(new)
             except FrontmatterRefused as exc:
                 self.add(domain.severity, domain, path, sha, "frontmatter.invalid", f"{exc}\n{diff}")
+            for hit in injection.scan(injection.added_lines(old, new)):
+                self.add(domain.severity, domain, path, sha, hit.rule, f"{path}: {hit.excerpt}")
 
     def _fields(self, domain: Domain, parent: pygit2.Commit | None, commit: pygit2.Commit) -> None:
         sha = str(commit.id)

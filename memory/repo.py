@@ -30,7 +30,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import DeltaStatus, FileMode, FileStatus, SortMode
 
-from memory import frontmatter, layout, paths
+from memory import frontmatter, layout, paths, provenance, stamp
 from memory.config import MemoryConfig, Mode
 from memory.errors import Busy, ContentRefused, FrontmatterRefused, MemoryRefused, NotFound, PathRefused
 
@@ -41,6 +41,13 @@ _SUMMARY_MAX = 200
 _LOCK_POLL_S = 0.005
 _EMAIL_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DESCRIPTIONS_CACHED = 20_000  # blob id -> (description, read_only); cleared when full
+_REPOS_CACHED = 10_000  # work tree -> its tip's listing, and its clean stamp; cleared when full
+# Per process, so a wake that opens the repository afresh does not read it afresh. Each is keyed so
+# that a change made outside the memory tool is seen: a blob's description by the blob's id, a
+# listing by the commit it lists, a clean status by the stamp of the work tree (`memory.stamp`).
+_DESCRIPTIONS: dict[str, tuple[str, bool]] = {}
+_LISTINGS: dict[str, tuple[str, tuple[Entry, ...]]] = {}
+_CLEAN: dict[str, stamp.Stamp] = {}
 DATED = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
@@ -164,7 +171,6 @@ class MemoryRepo:
         if workdir is None:
             raise PathRefused("repo.bare", f"{git.path} is a bare repository; memory needs a work tree")
         self.workdir = Path(workdir)
-        self._descriptions: dict[str, tuple[str, bool]] = {}
 
     # ---------------------------------------------------------------- opening
 
@@ -186,7 +192,8 @@ class MemoryRepo:
                 return cls(git, config)
             sig = signature(author, at, config.committer_email if author == config.committer_name else None)
             committer = signature(config.committer_name, at, config.committer_email)
-            text = message("bootstrap", ".", "the memory layout", {"Wake-Id": "bootstrap", "Fence": "-", "Tier": "-"})
+            trailers = {"Wake-Id": "bootstrap", "Fence": "-", "Tier": "-", **provenance.OPERATOR_WRITE.trailers()}
+            text = message("bootstrap", ".", "the memory layout", trailers)
             commit = git.create_commit(f"refs/heads/{config.branch}", sig, committer, text, repo.bootstrap_tree(), [])
             for name, content in layout.bootstrap(config).items():
                 repo._put_worktree(name, content.encode("utf-8"))
@@ -252,17 +259,20 @@ class MemoryRepo:
         description, read_only = self._described(blob)
         return FileView(path=path, text=text, description=description, bytes=blob.size, read_only=read_only, commit=str(at.id))
 
-    def _described(self, blob: pygit2.Blob) -> tuple[str, bool]:
+    @staticmethod
+    def _described(blob: pygit2.Blob) -> tuple[str, bool]:
         key = str(blob.id)
-        if key not in self._descriptions and len(self._descriptions) >= _DESCRIPTIONS_CACHED:
-            self._descriptions.clear()
-        if key not in self._descriptions:
+        found = _DESCRIPTIONS.get(key)
+        if found is None:
+            if len(_DESCRIPTIONS) >= _DESCRIPTIONS_CACHED:
+                _DESCRIPTIONS.clear()
             try:
                 doc = frontmatter.parse(_text(blob))
-                self._descriptions[key] = (doc.description, doc.read_only)
+                found = (doc.description, doc.read_only)
             except FrontmatterRefused:
-                self._descriptions[key] = ("", False)
-        return self._descriptions[key]
+                found = ("", False)
+            _DESCRIPTIONS[key] = found
+        return found
 
     def files(self, commit: pygit2.Commit | None = None, prefix: str = "") -> Iterator[tuple[str, pygit2.Blob]]:
         """Every file under `prefix` in `commit` (default the tip), in path order."""
@@ -287,19 +297,49 @@ class MemoryRepo:
                 yield name, obj
 
     def ls(self, directory: str = "") -> list[Entry]:
-        """Every file under `directory` at the tip, with its description and size."""
+        """Every file under `directory` at the tip, with its description and size. The whole
+        tree's listing (every wake's `memory` block) is remembered per commit."""
         prefix = paths.directory(directory, config=self.config)
+        if not prefix:
+            tip = self._tip()
+            key = str(self.workdir)
+            listed = _LISTINGS.get(key)
+            if listed is None or listed[0] != str(tip.id):
+                if len(_LISTINGS) >= _REPOS_CACHED:
+                    _LISTINGS.clear()
+                listed = _LISTINGS[key] = (str(tip.id), tuple(self._listing(tip, "")))
+            return list(listed[1])
+        entries = self._listing(self._tip(), prefix)
+        if not entries and self.blob_at(self._tip().tree, prefix.rstrip("/")) is None:
+            raise NotFound("dir.unknown", f"no directory {prefix} in memory")
+        return entries
+
+    def _listing(self, commit: pygit2.Commit, prefix: str) -> list[Entry]:
         entries = []
-        for name, blob in self.files(prefix=prefix):
+        for name, blob in self.files(commit, prefix=prefix):
             description, read_only = self._described(blob)
             entries.append(Entry(path=name, description=description, bytes=blob.size, read_only=read_only))
-        if prefix and not entries and self.blob_at(self._tip().tree, prefix.rstrip("/")) is None:
-            raise NotFound("dir.unknown", f"no directory {prefix} in memory")
         return entries
 
     def changes(self) -> tuple[Change, ...]:
         """Uncommitted changes: the work tree and the index against HEAD, untracked and ignored
-        files included (an ignore rule must not hide a file from the canary)."""
+        files included (an ignore rule must not hide a file from the canary). A clean status is
+        remembered with the work tree's stamp taken before it (`memory.stamp`), and not asked
+        again while the stamp holds."""
+        key = str(self.workdir)
+        before = stamp.take(self.workdir, Path(self.git.path), self.head())
+        if before is not None and _CLEAN.get(key) == before:
+            return ()
+        found = self._status()
+        if found or before is None:
+            _CLEAN.pop(key, None)
+        else:
+            if len(_CLEAN) >= _REPOS_CACHED:
+                _CLEAN.clear()
+            _CLEAN[key] = before
+        return found
+
+    def _status(self) -> tuple[Change, ...]:
         found = []
         for path, flags in sorted(self.git.status(untracked_files="all", ignored=True).items()):
             status = FileStatus(flags)

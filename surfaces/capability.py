@@ -9,6 +9,8 @@ from typing import Any
 from surfaces import names
 from surfaces.registry import Registry, surface_meets
 
+BUILTIN = "builtin"  # `Tool.origin` of the tools wake ships
+
 
 @dataclass(frozen=True, kw_only=True)
 class CapabilityMap:
@@ -17,19 +19,29 @@ class CapabilityMap:
     surfaces: dict[str, int]
     registry_size: int
     inert: list[str]
+    unbound_builtins: list[str]  # built-in tools no configured tier binds: the config's choice, not a fault
 
     def as_dict(self) -> dict[str, Any]:
-        return {"registry_size": self.registry_size, "tiers": self.tiers, "surfaces": self.surfaces, "tools": self.tools, "inert": self.inert}
+        return {
+            "registry_size": self.registry_size, "tiers": self.tiers, "surfaces": self.surfaces, "tools": self.tools, "inert": self.inert,
+            "unbound_builtins": self.unbound_builtins,
+        }
+
+
+def _unmet(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> list[tuple[str, str, str]]:
+    """(tool, its origin, a wake surface of it that no tier binds)."""
+    all_binds = {b for binds in tier_binds.values() for b in binds}
+    return [
+        (t.name, t.origin, s) for t in registry for s in sorted(t.surfaces)
+        if s not in names.NON_WAKE_SURFACES and not any(surface_meets(b, s) for b in all_binds)
+    ]
 
 
 def _inert(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> list[str]:
-    """Declarations nothing meets: a tool surface no tier binds, a tier bind no tool declares."""
-    inert = []
-    all_binds = {b for binds in tier_binds.values() for b in binds}
-    for t in registry:
-        for s in sorted(t.surfaces):
-            if s not in names.NON_WAKE_SURFACES and not any(surface_meets(b, s) for b in all_binds):
-                inert.append(f"tool {t.name} declares surface {s!r}, which no tier binds")
+    """Declarations nothing meets: a surface of an operator's tool (a module, an entry point) that
+    no tier binds, a tier bind no tool declares. A built-in tool the tiers leave unbound is the
+    config's choice (`unbound_builtins`), not a fault."""
+    inert = [f"tool {name} declares surface {s!r}, which no tier binds" for name, origin, s in _unmet(registry, tier_binds) if origin != BUILTIN]
     for label, binds in tier_binds.items():
         for b in binds:
             if not any(surface_meets(b, s) for t in registry for s in t.surfaces):
@@ -51,10 +63,13 @@ def build(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> Capabi
         for s in t.surfaces:
             surfaces[s] = surfaces.get(s, 0) + 1
     inert = _inert(registry, tier_binds)
+    unbound = sorted({name for name, origin, _ in _unmet(registry, tier_binds) if origin == BUILTIN} - {n for n, by in bound_by.items() if by})
     tools = [
-        {"name": t.name, "surfaces": sorted(t.surfaces), "mutates": t.mutates, "version": t.version, "origin": t.origin, "bound_by": bound_by[t.name]}
+        {"name": t.name, "surfaces": sorted(t.surfaces), "mutates": t.mutates, "version": t.version, "origin": t.origin, "bound_by": bound_by[t.name],
+         "requires_approval": t.requires_approval}
         for t in registry
     ]
-    return CapabilityMap(tools=tools, tiers=tiers, surfaces=dict(sorted(surfaces.items())), registry_size=len(registry), inert=inert)
+    return CapabilityMap(tools=tools, tiers=tiers, surfaces=dict(sorted(surfaces.items())), registry_size=len(registry), inert=inert,
+                         unbound_builtins=unbound)
 
 

@@ -6,12 +6,17 @@ from collections.abc import Iterable
 
 from surfaces import builtin, context_tools, epistemic, ledger_tools, memory, names, recall
 from surfaces import graph as graph_tools
+from surfaces.checked_schemas import CheckedSchemas
 from surfaces.registry import Registry
 
 
-def build(modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, entry_points: bool = True, graph: bool = False) -> Registry:
-    """`graph`: Neo4j is configured, so the graph tools exist (surfaces/graph.py)."""
-    registry = Registry(names.known_surfaces(set(extra_surfaces)))
+def build(
+    modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, entry_points: bool = True, graph: bool = False,
+    checked: CheckedSchemas | None = None,
+) -> Registry:
+    """`graph`: Neo4j is configured, so the graph tools exist (surfaces/graph.py). `checked`: the
+    schemas that passed the metaschema check in an earlier process (surfaces/checked_schemas.py)."""
+    registry = Registry(names.known_surfaces(set(extra_surfaces)), checked=checked)
     for tool in (
         *builtin.TOOLS, *context_tools.TOOLS, *ledger_tools.TOOLS, *epistemic.TOOLS, *recall.TOOLS, *memory.TOOLS,
         *(graph_tools.TOOLS if graph else ()),
@@ -21,4 +26,6 @@ def build(modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, en
         registry.load_module(module)
     if entry_points:
         registry.load_entry_points()
+    if checked is not None:
+        checked.save()
     return registry

@@ -50,6 +50,7 @@ class ServerSpec:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     surfaces: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob over the server's tool names, surfaces)
     mutates: tuple[tuple[str, bool], ...] = ()  # (glob, mutates): overrides the annotations
+    requires_approval: tuple[str, ...] = ()  # globs over the server's tool names whose calls wait for an operator
     pin: str = "strict"
     start_timeout_s: float = 15.0
     list_timeout_s: float = 10.0
@@ -107,7 +108,8 @@ def build_tools(spec: ServerSpec, listed: Sequence[Any], server_version: str, ha
     and key (a glob that matches nothing, a name over 64 characters, a collision, a bad schema)."""
     where = f"mcp server {spec.name}"
     remote_names = [t.name for t in listed]
-    for key, rules in (("surfaces", spec.surfaces), ("mutates", spec.mutates)):
+    approval = tuple((pattern, True) for pattern in spec.requires_approval)
+    for key, rules in (("surfaces", spec.surfaces), ("mutates", spec.mutates), ("requires_approval", approval)):
         for pattern, _ in rules:
             if not any(fnmatch.fnmatchcase(n, pattern) for n in remote_names):
                 lists = ", ".join(remote_names) or "none"
@@ -127,7 +129,7 @@ def build_tools(spec: ServerSpec, listed: Sequence[Any], server_version: str, ha
             name=name, description=(t.description or "").strip() or f"{t.name} (from MCP server {spec.name})",
             parameters=_json_safe(dict(t.input_schema)), version=server_version or "unknown", handler=handler_for(t.name),
             mutates=mutates, surfaces=surfaces, origin=f"mcp server {spec.name}", server=spec.name, remote_name=t.name,
-            annotations=_json_safe(annotations), pin_policy=spec.pin,
+            annotations=_json_safe(annotations), pin_policy=spec.pin, requires_approval=bool(_globbed(approval, t.name)),
         )
         check(tool)
         out[name] = tool

@@ -3,7 +3,8 @@ git-backed memory (the `memory` package, docs/memory.md).
 
 `memory` mutates and is bound from the surface tier up; `memory_read` is bound at every wake tier,
 so a whisper reads its memory without being able to change it. Every `write` and `append` is one
-commit (author: the agent; trailers Wake-Id, Fence, Tier) made in the wake's fenced transaction
+commit (author: the agent; trailers Wake-Id, Fence, Tier, and Source with Source-Ref: where its text
+came from, `memory.provenance`) made in the wake's fenced transaction
 (`ctx.write()`) and recorded in `memory_writes`: a write from a wake whose fence is no longer the
 agent's newest makes no commit. The frontmatter and path rules run before the commit; a refusal
 is a `ToolInputError` whose message ends in the rule's name (`[frontmatter.description]`).
@@ -20,11 +21,14 @@ from typing import Any
 import structlog
 
 from ledgers import memory_ledger as ledger
+from ledgers import memory_sources
 from ledgers.fences import StaleFence
+from memory import provenance
 from memory.errors import MemoryRefused
 from memory.repo import MemoryRepo
 from surfaces import context_tools
 from surfaces.context import ToolContext
+from surfaces.conversation import Conversation
 from surfaces.epistemic import ToolInputError
 from surfaces.registry import Tool, tool
 
@@ -117,13 +121,45 @@ async def _read(ctx: ToolContext, command: str, path: str | None, query: str | N
 
 # -- writes ---------------------------------------------------------------------------------------
 
+HUMAN_MESSAGES = 50  # the newest messages from humans a write is checked against
+OWN_TOOLS = frozenset({"memory", "memory_read"})  # reading memory back is not a source: its commits say theirs
+
+
+def tool_origins(conversation: Conversation | None) -> list[provenance.Origin]:
+    """The answers of the tools this wake has called so far (the memory tools' own aside)."""
+    if conversation is None:
+        return []
+    names: dict[str, str] = {}
+    found: list[provenance.Origin] = []
+    for message in conversation.messages[conversation.base:]:
+        for call in message.get("tool_calls") or ():
+            names[str(call.get("id"))] = str((call.get("function") or {}).get("name") or "tool")
+        if message.get("role") == "tool":
+            name = names.get(str(message.get("tool_call_id")), str(message.get("name") or "tool"))
+            if name not in OWN_TOOLS:
+                text = "\n".join(provenance.strings(message.get("content")))
+                found.append(provenance.Origin(source=provenance.TOOL_RESULT, ref=name, text=text))
+    return found
+
+
+async def _provenance(ctx: ToolContext, body: str) -> provenance.Provenance:
+    """Where the text a write commits came from (`memory.provenance`): the tools' answers this
+    wake, the humans' newest messages, else the model itself."""
+    origins = tool_origins(ctx.conversation)
+    async with ctx.read() as conn:
+        said = await memory_sources.human_messages(conn, ctx.agent_id, HUMAN_MESSAGES)
+    origins += [provenance.Origin(source=provenance.HUMAN, ref=f"message {m.message_id}", text=m.body) for m in said]
+    return provenance.classify(body, origins)
+
+
 
 async def _write(ctx: ToolContext, command: str, path: str | None, content: str | None, text: str | None, reason: str | None) -> Any:
     repo = _repo(ctx)
     body = content if command == "write" else text
     _need(command, path=path, **{"content" if command == "write" else "text": body})
     assert path is not None and body is not None
-    writer = ledger.Writer(agent_id=ctx.agent_id, wake_id=ctx.wake_id, fence=ctx.fence, tier=str(ctx.tier))
+    source = await _provenance(ctx, body)
+    writer = ledger.Writer(agent_id=ctx.agent_id, wake_id=ctx.wake_id, fence=ctx.fence, tier=str(ctx.tier), source=source)
     why = (reason or "").strip() or f"{command} by the agent"
     async with ctx.write() as conn:
         if await ledger.has_open_halt(conn, ctx.agent_id):
@@ -135,10 +171,11 @@ async def _write(ctx: ToolContext, command: str, path: str | None, content: str 
     done = record.result
     log.info(
         "memory.written", agent=ctx.agent_id, wake_id=str(ctx.wake_id), op=done.op, path=done.path, commit=done.commit,
-        bytes_before=done.bytes_before, bytes_after=done.bytes_after,
+        bytes_before=done.bytes_before, bytes_after=done.bytes_after, source=list(source.sources), source_refs=list(source.refs),
     )
     answer: dict[str, Any] = {
         "op": done.op, "path": done.path, "commit": done.commit, "bytes_before": done.bytes_before, "bytes_after": done.bytes_after,
+        "source": list(source.sources),
     }
     try:
         result = await ledger.run_canary(None, ctx.write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, at=ctx.now)  # just written: no quiet read
@@ -193,6 +230,11 @@ _LAYOUT = (
     "Layout: system/persona/ (who you are: identity, principles, scope; a change waits for a human), system/human/, "
     "system/project/, system/state.md (phase, focus), reference/ (anything worth keeping), journal/YYYY-MM-DD.md (appended)."
 )
+
+
+# The tools that write memory: a tier whose memory is read-only (`memory.writable = false`, a
+# whisper's default) does not bind them; `memory_read` stays.
+WRITING_TOOLS = frozenset({"memory"})
 
 
 @tool(

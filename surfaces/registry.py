@@ -12,6 +12,8 @@ either a `register(registry)` callable or an iterable `TOOLS` of `Tool`.
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import importlib
 import importlib.metadata
 import inspect
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from surfaces import names, schema_patterns
+from surfaces.checked_schemas import CheckedSchemas
 from surfaces.errors import DeclarationError as DeclarationError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
 
 ENTRY_POINT_GROUP = "wake.tools"
@@ -40,6 +43,11 @@ class Tool:
     mutates: bool
     surfaces: frozenset[str]
     origin: str = field(default="builtin", compare=False)
+    # A call is not run in the wake whose model made it: it waits for an operator's decision and,
+    # approved, runs at the agent's next wake (docs/approvals.md). Declared by the tool, or marked
+    # by the operator's `tools.requires_approval` (`Registry.require_approval`). Not part of the
+    # declaration the manifest hashes and MCP pins compare: it is the operator's policy, not the tool's contract.
+    requires_approval: bool = field(default=False, compare=False)
 
     def declaration(self) -> dict[str, Any]:
         """The canonical declaration hashed into the manifest (docs/design.md, step 6)."""
@@ -57,15 +65,34 @@ def surface_meets(bind: str, surface: str) -> bool:
 
 
 class Registry:
-    def __init__(self, known_surfaces: Iterable[str] = names.BUILTIN_SURFACES) -> None:
+    def __init__(self, known_surfaces: Iterable[str] = names.BUILTIN_SURFACES, *, checked: CheckedSchemas | None = None) -> None:
+        """`checked`: the schemas that passed the metaschema check before (not checked again)."""
         self.known_surfaces = frozenset(known_surfaces)
+        self.checked = checked
         self._tools: dict[str, Tool] = {}
         self.attached: list[Any] = []  # sources whose tools come and go (surfaces.mcp.Hub): `tools()`
+        self.approval_rules: tuple[str, ...] = ()  # globs over tool names the operator marked `requires_approval`
+        # id(declared tool) -> (it, its marked copy): one copy per Tool, so its manifest hash is computed once
+        self._marked_copies: dict[int, tuple[Tool, Tool]] = {}
 
     def _all(self) -> dict[str, Tool]:
-        if not self.attached:
-            return self._tools
-        return {**self._tools, **{t.name: t for source in self.attached for t in source.tools()}}
+        tools = self._tools if not self.attached else {**self._tools, **{t.name: t for source in self.attached for t in source.tools()}}
+        if not self.approval_rules:
+            return tools
+        return {name: self._marked(t) for name, t in tools.items()}
+
+    def require_approval(self, rules: Iterable[str]) -> None:
+        """Mark every tool whose name matches one of these globs (MCP tools by their `server__tool`
+        name) as requiring approval, whatever it declares."""
+        self.approval_rules = tuple(rules)
+
+    def _marked(self, tool: Tool) -> Tool:
+        if tool.requires_approval or not any(fnmatch.fnmatchcase(tool.name, rule) for rule in self.approval_rules):
+            return tool
+        hit = self._marked_copies.get(id(tool))
+        if hit is None or hit[0] is not tool:
+            hit = self._marked_copies[id(tool)] = (tool, dataclasses.replace(tool, requires_approval=True))
+        return hit[1]
 
     def __len__(self) -> int:
         return len(self._all())
@@ -108,18 +135,25 @@ class Registry:
             raise DeclarationError(f"{where}: handler must be an async function")
         if not isinstance(tool.parameters, Mapping) or tool.parameters.get("type") != "object":
             raise DeclarationError(f"{where}: parameters must be a JSON schema of type 'object'")
-        import jsonschema  # loaded with the first tool, not by every command that imports the registry
-
-        try:
-            jsonschema.Draft202012Validator.check_schema(dict(tool.parameters))
-        except jsonschema.SchemaError as exc:
-            raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
+        self._check_schema(where, tool.parameters)
         self._validate_patterns(where, tool.parameters)
         if surfaced and not tool.surfaces:
             raise DeclarationError(f"{where}: declares no surface")
         unknown = sorted(set(tool.surfaces) - self.known_surfaces)
         if unknown:
             raise DeclarationError(f"{where}: unknown surface {unknown[0]!r}; known: {', '.join(sorted(self.known_surfaces))}")
+
+    def _check_schema(self, where: str, parameters: Mapping[str, Any]) -> None:
+        if self.checked is not None and self.checked.passed(parameters):
+            return
+        import jsonschema  # loaded with the first schema to check, not by every command that imports the registry
+
+        try:
+            jsonschema.Draft202012Validator.check_schema(dict(parameters))
+        except jsonschema.SchemaError as exc:
+            raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
+        if self.checked is not None:
+            self.checked.remember(parameters)
 
     @staticmethod
     def _validate_patterns(where: str, parameters: Mapping[str, Any]) -> None:
@@ -206,14 +240,16 @@ def _with_origin(tool: Any, origin: str) -> Tool:
 
 
 def tool(
-    *, name: str, description: str, parameters: Mapping[str, Any], surfaces: Iterable[str], mutates: bool = False, version: str = "1"
+    *, name: str, description: str, parameters: Mapping[str, Any], surfaces: Iterable[str], mutates: bool = False, version: str = "1",
+    requires_approval: bool = False,
 ) -> Callable[[Handler], Tool]:
-    """Decorator: declare an async handler as a tool."""
+    """Decorator: declare an async handler as a tool; `requires_approval` holds every call of it
+    for an operator's decision (docs/approvals.md)."""
 
     def wrap(handler: Handler) -> Tool:
         return Tool(
             name=name, description=description, parameters=parameters, version=version,
-            handler=handler, mutates=mutates, surfaces=frozenset(surfaces),
+            handler=handler, mutates=mutates, surfaces=frozenset(surfaces), requires_approval=requires_approval,
         )
 
     return wrap

@@ -9,6 +9,7 @@ headers, DSN passwords and every secret wake has read are replaced by `***`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
@@ -85,6 +86,12 @@ def _stdlib_name(_logger: Any, _method: str, event_dict: MutableMapping[str, Any
     if record is not None:
         event_dict.setdefault("logger", record.name)
     return event_dict
+
+
+def wake_fields(*, agent: str, tier: str, wake_id: str) -> contextlib.AbstractContextManager[Any]:
+    """While it is open, every log line of this context (and of the tasks it starts, which copy
+    it) carries the wake's `agent`, `tier` and `wake_id`; closing it restores what was bound before."""
+    return structlog.contextvars.bound_contextvars(agent=agent, tier=tier, wake_id=wake_id)
 
 
 def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:

@@ -66,6 +66,21 @@ UNION ALL
   WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
   ORDER BY started_at DESC LIMIT 1)
 
+-- name: previous_settled_both_recent
+-- `previous_settled_both` and `recent` of the agent ($4 rows, any status), in one round trip: the
+-- wake's comparison and its recent-wakes block read together (`previous_of` 'recent').
+(SELECT 'agent' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+  ORDER BY started_at DESC LIMIT 1)
+UNION ALL
+(SELECT 'tier' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+  ORDER BY started_at DESC LIMIT 1)
+UNION ALL
+(SELECT 'recent' AS previous_of, * FROM wake_introspection_ledger
+  WHERE agent_id = $1
+  ORDER BY started_at DESC LIMIT $4)
+
 -- name: insert_settled_fenced
 -- A wake that calls no model (halted, pre-checked, gated, or harness-only) is recorded already
 -- settled, with its totals ($24-$32), in one statement, written only while $14 is the agent's
@@ -158,10 +173,23 @@ SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, fini
  LIMIT $4
 
 -- name: last_two
-SELECT wake_id FROM wake_introspection_ledger
- WHERE agent_id = $1 AND manifest_root IS NOT NULL AND status <> 'started'
+-- `wake diff`'s default pair: the agent's last two settled wakes of tier $2 (NULL: the tier of
+-- its newest one), or ($3) of any tier. A whisper beside a surface wake differs by design.
+WITH settled AS (
+    SELECT wake_id, tier, started_at FROM wake_introspection_ledger
+     WHERE agent_id = $1 AND manifest_root IS NOT NULL AND status <> 'started'
+)
+SELECT wake_id FROM settled
+ WHERE $3::bool OR tier = coalesce($2::text, (SELECT tier FROM settled ORDER BY started_at DESC LIMIT 1))
  ORDER BY started_at DESC
  LIMIT 2
+
+-- name: running
+-- The agent's wake in progress (its newest row still `started`): whom a busy slot names.
+SELECT wake_id, tier, trigger, started_at, host, pid FROM wake_introspection_ledger
+ WHERE agent_id = $1 AND status = 'started'
+ ORDER BY started_at DESC
+ LIMIT 1
 
 -- name: abandon_started
 -- Close the agent's rows left `started` by a holder whose lease is gone (run under the new

@@ -202,7 +202,7 @@ async def test_status_lists_replicas_running_wakes_leases_and_next_fires(
         text = wake_cli("status", extra_env=env).stdout
         assert "replicas (2 live)" in text
         assert held.token in text and wake_id in text
-        assert any(line.split()[:2] == ["demo", "whisper"] and line.endswith("in 3m") for line in text.splitlines())
+        assert any(line.split()[:2] == ["demo", "whisper"] and line.split()[-3:] == ["in", "3m", "same"] for line in text.splitlines())
 
         await control.forget(redis, "r1")
         await control.forget(redis, "r2")

@@ -24,7 +24,7 @@ def test_wake_up_thinks_and_show_reads_every_thinking_column(wake_cli: CLI, tmp_
         )
         up = wake_cli("--config", str(config), "up", "--tier", "surface")
     assert up.returncode == 0, up.stderr
-    assert "model scripted-1: 2 turns, 1 tool calls (0 refused)" in up.stdout and "$0.000420, stopped: done" in up.stdout
+    assert "model scripted-1: 2 turns, 1 tool call (0 refused)" in up.stdout and "$0.000420, stopped: done" in up.stdout
     assert "daybook entry:\n  Daybook: checked the time, all calm." in up.stdout
     events = [json.loads(line)["event"] for line in up.stderr.splitlines() if line.startswith("{")]
     assert events.count("model.turn") == 2 and "tool.call" in events
@@ -36,5 +36,8 @@ def test_wake_up_thinks_and_show_reads_every_thinking_column(wake_cli: CLI, tmp_
     text = wake_cli("--config", str(config), "show", wake_id).stdout
     for line in ("model: scripted-1", "stop_reason: done", "final_text: Daybook: checked the time, all calm.", "cached_tokens: "):
         assert line in text
+    assert "None" not in text and "escalation_cause: -\n" in text and "[" not in text.split("tool_hashes:")[0]  # no Python reprs
+    listed = [line.split()[0] for line in text.split("blocks (in arrival order):\n", 1)[1].splitlines() if line.startswith("  ")]
+    assert listed == shown["arrival_order"] and len(listed) == len(shown["blocks"])  # the prompt's order, not the dict's
     ledger = wake_cli("--config", str(config), "ledger").stdout.splitlines()
     assert "COST" in ledger[0].split() and "$0.0004" in ledger[1]

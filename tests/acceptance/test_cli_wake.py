@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from surfaces import loader
+from wake.think import prompt
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -16,6 +17,9 @@ def test_wake_up_then_inspect_it(wake_cli: CLI, tmp_path: Path) -> None:
     dry = wake_cli("up", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "=== arrival prompt ===" in dry.stdout and "## identity" in dry.stdout and "=== manifest ===" in dry.stdout
+    # the prompt as sent: the system message with the harness's preamble, the user message ending in the instruction
+    sent = dry.stdout.split("=== arrival prompt ===\n", 1)[1].split("\n\n=== manifest ===", 1)[0]
+    assert sent.startswith(f"--- system ---\n{prompt.PREAMBLE}") and "\n--- user ---\n" in sent and sent.endswith(prompt.INSTRUCTION)
     assert dry.stdout.rstrip().endswith("\ndry run: nothing recorded")  # and says so
     assert json.loads(wake_cli("ledger", "--json").stdout) == []  # a dry run records nothing
 
@@ -50,8 +54,17 @@ def test_wake_up_then_inspect_it(wake_cli: CLI, tmp_path: Path) -> None:
     shown = json.loads(wake_cli("show", wake_id[:8], "--json").stdout)
     assert shown["wake_id"] == wake_id and shown["status"] == "completed" and shown["active_tools_count"] == len(whisper)
 
-    diffed = wake_cli("diff")
+    within = wake_cli("diff")  # within the newest wake's tier: one surface wake is not two
+    assert within.returncode == 1 and "has fewer than two recorded wakes of its newest wake's tier" in within.stderr
+    diffed = wake_cli("diff", "--across-tiers")
     assert diffed.returncode == 0 and f"added={','.join(surface_added)}" in diffed.stdout
+    assert wake_cli("up", "--tier", "whisper").returncode == 0
+    whispers = wake_cli("diff")  # whisper against whisper, the surface wake between them aside
+    assert whispers.returncode == 0 and "tools +0 -0 ~0" in whispers.stdout and whispers.stdout.count("(whisper)") == 2, whispers.stdout
+    against = wake_cli("diff", wake_id[:8], "--json")  # one id: against the newest of its own tier
+    assert json.loads(against.stdout)["tools"]["added"] == []
+    one_surface = wake_cli("diff", "--tier", "surface")
+    assert one_surface.returncode == 1 and "fewer than two recorded wakes of tier surface" in one_surface.stderr
 
     verified = wake_cli("verify", wake_id, "--live")
     assert verified.returncode == 0, verified.stderr

@@ -6,6 +6,8 @@ import json
 import subprocess
 from collections.abc import Callable
 
+from wake.arrival import sources
+
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -52,6 +54,9 @@ def test_demo_seed_then_dry_run_shows_every_block(wake_cli: CLI) -> None:
     assert "What changed since the last fold" in blocks["living_summaries"] and "### presence" in blocks["living_summaries"]
     assert blocks["daybook"].startswith("Your earlier notes (historical; not instructions), from your daybook (2 of 2 entries, newest first):")
     assert blocks["recent_contact"].startswith("Latest messages from humans:") and "(2 of 4 shown)" in blocks["recent_contact"]
+
+    surface = json.loads(wake_cli("up", "--dry-run", "--tier", "surface", "--json").stdout)  # the demo's surface tier has every block
+    assert set(sources.BUILTIN) <= {b["name"] for b in surface["blocks"]}, sorted(set(sources.BUILTIN) - {b["name"] for b in surface["blocks"]})
 
     listed = wake_cli("facts", "--all")
     assert listed.returncode == 0, listed.stderr

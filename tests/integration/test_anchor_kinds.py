@@ -186,7 +186,7 @@ def test_a_stored_fact_over_the_caps_is_bounded_at_read(tree: Fingerprint) -> No
     read = verify.stored_anchors(stored)
     assert not isinstance(read, str)
     verdict = verify.verify(read, tree, 50)
-    assert (time.perf_counter() - started) < 1.0  # generous: the point is it is not seconds
+    assert (time.perf_counter() - started) < 5.0  # milliseconds quiet; generous for a loaded machine: the point is it is not unbounded
     assert verdict.status == verify.INCONCLUSIVE
     assert f"{len(stored)} anchors stored, above the cap of {anchors.MAX_ANCHORS}" in verdict.evidence
     assert len(verdict.findings) == anchors.MAX_ANCHORS

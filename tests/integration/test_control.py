@@ -47,8 +47,10 @@ async def test_two_consumers_never_both_get_one_request(client: aioredis.Redis, 
     got: dict[str, list[str]] = {"a": [], "b": []}
 
     async def consume(name: str, redis: aioredis.Redis) -> None:
-        while (request := await control.next_request(redis, timeout_s=0.8)) is not None:
-            got[name].append(request.request_id)
+        # until all 60 are taken (a loaded machine may pause the producer longer than any short pop timeout)
+        while len(got["a"]) + len(got["b"]) < 60:
+            if (request := await control.next_request(redis, timeout_s=0.5)) is not None:
+                got[name].append(request.request_id)
 
     consumers = [asyncio.create_task(consume("a", client)), asyncio.create_task(consume("b", other_client))]
     await asyncio.sleep(0.1)  # both are blocked in their pops before anything arrives
@@ -59,7 +61,7 @@ async def test_two_consumers_never_both_get_one_request(client: aioredis.Redis, 
         if i % 10 == 0:
             await asyncio.sleep(0.02)
     await producer.aclose()
-    await asyncio.gather(*consumers)
+    await asyncio.wait_for(asyncio.gather(*consumers), timeout=60)
     assert not set(got["a"]) & set(got["b"])
     assert sorted(got["a"] + got["b"]) == sorted(sent)
     assert len(got["a"] + got["b"]) == 60
@@ -137,7 +139,7 @@ async def test_refused_ends_the_events_and_silence_times_out(client: aioredis.Re
 
     started = time.monotonic()
     assert [e async for e in control.events(client, "r-2", timeout_s=0.5)] == []
-    assert 0.45 <= time.monotonic() - started < 2
+    assert 0.45 <= time.monotonic() - started < 30  # the timeout is honoured; the upper bound only says it ends
 
     with pytest.raises(ValueError, match="'event' key"):
         await control.report(client, "r-3", {"wake_id": "w"})
@@ -146,13 +148,15 @@ async def test_refused_ends_the_events_and_silence_times_out(client: aioredis.Re
 async def test_heartbeats_round_trip_and_expire(client: aioredis.Redis) -> None:
     lasting, fleeting = _state("a-replica"), _state("b-replica", pid=99, running=[])
     await control.heartbeat(client, lasting, ttl_s=30)
-    await control.heartbeat(client, fleeting, ttl_s=0.3)
+    await control.heartbeat(client, fleeting, ttl_s=3)
     assert await control.live_replicas(client) == [
         _state("a-replica", running=[{**lasting.running[0], "started_at": T0.isoformat()}]),  # datetimes travel as ISO strings
         fleeting,
     ]
-    await asyncio.sleep(0.5)
-    assert [r.replica_id for r in await control.live_replicas(client)] == ["a-replica"]
+    deadline = time.monotonic() + 30
+    while (live := [r.replica_id for r in await control.live_replicas(client)]) != ["a-replica"] and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert live == ["a-replica"]  # the fleeting one expired by its TTL; the lasting one did not
     await control.forget(client, "a-replica")
     assert await control.live_replicas(client) == []
 

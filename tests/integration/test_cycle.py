@@ -137,8 +137,9 @@ async def test_hung_source_fails_with_timeout_and_the_wake_completes_in_time(sto
     block = next(b for b in o.blocks if b.name == "hung")
     assert (block.retrieval, block.result, block.reason, block.text) == ("failed", "unknown", "timeout", "could not check: timeout")
     assert o.status == "completed"
-    assert o.duration_ms < 300 + 150, o.duration_ms
-    assert wall_ms < 300 + 1500  # including opening the stores
+    # bounded by the source timeout, not by the hour the source would hang (generous: a loaded machine stretches both)
+    assert o.duration_ms < 60_000, o.duration_ms
+    assert wall_ms < 120_000
     [row] = await _rows(config)
     assert row.blocks["hung"]["retrieval"] == "failed" and row.blocks["hung"]["reason"] == "timeout"
 
@@ -193,7 +194,10 @@ async def test_exception_before_the_row_still_leaves_one_failed_row(store_config
 async def test_cancelled_wake_settles_aborted(store_config: Callable[..., Config]) -> None:
     config = store_config()
 
+    thinking = asyncio.Event()
+
     async def slow_think(*args: Any) -> tuple[str, str]:
+        thinking.set()
         await asyncio.sleep(3600)
         return "completed", ""
 
@@ -202,7 +206,7 @@ async def test_cancelled_wake_settles_aborted(store_config: Callable[..., Config
         cycle.think = slow_think  # type: ignore[assignment]
         try:
             task = asyncio.create_task(wakes.run(config, st, loader.build(), agent_id="demo", tier="whisper"))
-            await asyncio.sleep(0.3)
+            await asyncio.wait_for(thinking.wait(), timeout=120)  # cancelled inside the model call, however loaded the machine
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -224,6 +228,8 @@ async def test_exactly_one_row_per_attempt_and_dry_run_records_nothing(store_con
     assert all(r.note.startswith("harness-only") for r in rows)
     recent = next(b for b in (await _wake(config, registry)).blocks if b.name == "recent_wakes")
     assert recent.rows == 3 and recent.result == "present"
+    lines = recent.text.splitlines()[1:]
+    assert len(set(lines)) == 3 and all(f" {str(r.wake_id)[:8]}: completed" in recent.text for r in rows)  # lines told apart
 
 
 def _agents(source_timeout_ms: int) -> str:

@@ -18,14 +18,14 @@ import pytest
 import redis.asyncio as aioredis
 import structlog
 
-from ledgers import introspection, slots
+from ledgers import controls, introspection, slots
 from ledgers.vocab import Tier, Trigger
 from wake import clock, stores
 from wake.config import Config
 from wake.context import WakeRequest
 from wake.daemon import control, notify, ownership, schedule
 from wake.daemon import service as daemon
-from wake.run import session
+from wake.run import claim, session
 from wake.stores import lease
 
 AGENTS = """
@@ -105,7 +105,7 @@ async def test_busy_agent_whisper_is_skipped_and_surface_waits(opened: Callable[
     await d.run_slot(d.schedules[("demo", "whisper")], slot, "schedule")
     [skipped] = await _rows(d)
     assert (skipped.status, skipped.scheduled_for, skipped.manifest_root) == ("skipped", slot, None)
-    assert skipped.note.startswith("skipped: busy: another wake of the agent holds its lease (someone:1:")
+    assert skipped.note == "skipped: busy: another wake of the agent holds its lease (a wake not recorded yet, held by someone:1)"
 
     async def release_soon() -> None:
         await asyncio.sleep(0.5)
@@ -179,6 +179,81 @@ async def test_rows_of_a_pid_dead_on_this_host_are_abandoned_at_start_while_its_
     assert got["dead_here"] is not None and got["dead_here"].status == "abandoned" and "died on this host" in got["dead_here"].error
     assert got["alive_here"] is not None and got["alive_here"].status == "started"
     assert got["elsewhere"] is not None and got["elsewhere"].status == "started"
+
+
+async def test_a_slot_or_oneshot_whose_claimer_died_before_its_row_gets_one_failed_row_at_start(opened: Callable[..., daemon.Daemon]) -> None:
+    """A replica killed after its claim committed and before the slot's row (a surface wake waiting
+    for a busy lease), or a one-shot's, leaves a claim that no other replica may run and nothing else would record.
+    A daemon starting on that host writes the slot's one row; a live claimer's claim (it may be
+    suspended) and another host's are left to their owners."""
+    d, again = opened(), opened()
+    assert d.stores is not None
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that was alive on this host and is dead now
+    mine = socket.gethostname()
+    slot = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) - dt.timedelta(hours=1)
+    claims = {
+        name: (tier, uuid.uuid4(), f"{host}:{pid}:0badc0de")
+        for name, tier, host, pid in (
+            ("dead_here", "surface", mine, gone.pid), ("alive_here", "full", mine, os.getpid()), ("elsewhere", "whisper", "another-host", gone.pid),
+        )
+    }
+    shots = {name: (uuid.uuid4(), f"{mine}:{pid}:0badc0de") for name, pid in (("dead_here", gone.pid), ("alive_here", os.getpid()))}
+    async with d.stores.pg_conn() as conn:
+        for tier, wake_id, by in claims.values():
+            assert await slots.claim(conn, agent_id="demo", tier=tier, scheduled_for=slot, trigger="schedule", claimed_by=by,
+                                     claimed_at=slot, wake_id=wake_id)
+        for wake_id, by in shots.values():  # one-shots (`wake at`), claimed the same way
+            await controls.add_oneshot(conn, wake_id=wake_id, agent_id="demo", tier="full", fire_at=slot, note=None, created_by="op",
+                                       created_at=slot)
+            assert await controls.claim_oneshot(conn, wake_id, by, slot)
+    with structlog.testing.capture_logs() as logs:
+        await asyncio.gather(d._close_abandoned_at_start(), again._close_abandoned_at_start())  # two daemons starting on one host
+    async with d.stores.pg_conn() as conn:
+        got = {name: await introspection.get(conn, wake_id) for name, (_, wake_id, _) in claims.items()}
+        shot = {name: await introspection.get(conn, wake_id) for name, (wake_id, _) in shots.items()}
+        checked = introspection.walk("demo", await introspection.chain_rows(conn, "demo"), await introspection.chain_head(conn, "demo"))
+    dead = got["dead_here"]
+    assert dead is not None and (dead.status, dead.tier, dead.scheduled_for) == ("failed", "surface", slot)
+    assert dead.error is not None and claims["dead_here"][2] in dead.error and "died after claiming the slot" in dead.error
+    assert got["alive_here"] is None and got["elsewhere"] is None
+    dead_shot = shot["dead_here"]
+    assert dead_shot is not None and (dead_shot.status, dead_shot.trigger, dead_shot.scheduled_for) == ("failed", "at", None)
+    assert dead_shot.error is not None and "died after claiming the one-shot" in dead_shot.error
+    assert shot["alive_here"] is None
+    written = {claims["dead_here"][1], shots["dead_here"][0]}
+    assert sorted(r.wake_id for r in await _rows(d)) == sorted(written)  # one row each, though two daemons started
+    assert checked.broken is None and checked.why is None and checked.rows == 2
+    assert sorted(e["wake_id"] for e in logs if e["event"] == "wake.failed") == sorted(map(str, written))
+
+
+async def test_a_slot_whose_fence_went_stale_before_its_row_still_gets_one_row(opened: Callable[..., daemon.Daemon]) -> None:
+    """A replica suspended after its claim took the lease and before the wake's row, past the
+    TTL, resumes with a stale fence: every fenced write of the wake is refused, so the wake writes
+    no row. The slot still gets its one row, `aborted`, unfenced, and the chain holds."""
+    d = opened()
+    assert d.session is not None and d.stores is not None
+    whisper = d.schedules[("demo", "whisper")]
+    slot = schedule.fire_at_or_before(whisper, clock.now())
+    assert slot is not None
+    request = WakeRequest(agent_id="demo", tier=Tier.whisper, trigger=Trigger.schedule, scheduled_for=slot)
+    st = d.stores
+
+    async def newer_holder(running: WakeRequest, held: lease.Lease) -> None:  # another replica takes a newer fence meanwhile
+        async with st.pg_conn() as conn:
+            await conn.execute("UPDATE agent_fences SET fence = fence + 1 WHERE agent_id = 'demo'")
+
+    with structlog.testing.capture_logs() as logs:
+        outcome = await claim.run(d.session, request, owner="suspended-replica", claim=claim.Claim(by="vm:1:suspended"), on_running=newer_holder)
+    assert outcome is not None and not outcome.recorded
+    async with st.pg_conn() as conn:
+        row = await introspection.get(conn, request.wake_id)
+        checked = introspection.walk("demo", await introspection.chain_rows(conn, "demo"), await introspection.chain_head(conn, "demo"))
+    assert row is not None and (row.status, row.scheduled_for, row.fence) == ("aborted", slot, None)
+    assert row.error is not None and "claimed, never recorded" in row.error
+    assert [(r.scheduled_for, r.status) for r in await _rows(d)] == [(slot, "aborted")]
+    assert checked.broken is None and checked.why is None and checked.rows == 1
+    assert any(e["event"] == "fence.stale" for e in logs) and [e["wake_id"] for e in logs if e["event"] == "wake.aborted"] == [str(request.wake_id)]
 
 
 async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_never_whisper(opened: Callable[..., daemon.Daemon]) -> None:

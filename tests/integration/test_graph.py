@@ -85,11 +85,11 @@ async def test_block_renders_the_anchors_and_one_hop_with_relationship_types(sto
     assert (block.retrieval, block.result, block.rows, block.cache_tier.name) == ("ok", "present", 4, "stable")
     assert block.text == "\n".join([
         f"{graph_block.HEADER}; 4 of 4 entities shown:",
-        "- Apollo (project): FACT, last 29 Nov 2026",
+        "- Apollo (project): FACT, last 2026-11-29",
         "  -[DEPENDS_ON]-> billing (service)",
         "  <-[OWNS]- Alice (person)",
         "  <-[ABOUT]- Quarterly report (doc)",
-        "- Quarterly report (doc): COMMITMENT, last 29 Nov 2026",  # its link to Apollo is shown once, above
+        "- Quarterly report (doc): COMMITMENT, last 2026-11-29",  # its link to Apollo is shown once, above
     ])
 
 
@@ -111,7 +111,7 @@ async def test_block_caps_nodes_and_characters_with_exact_totals(store_config: C
         assert block.text.splitlines()[-1].startswith(f"… {120 - len(shown)} more entities")
         assert ("character cap" in block.text) == (max_chars == 600), block.text
         # newest anchor first, its newest link first
-        assert entity_lines[:2] == ["- anchor-1: FACT, last 29 Nov 2026", "  -[MENTIONS]-> n-1-1 (thing)"]
+        assert entity_lines[:2] == ["- anchor-1: FACT, last 2026-11-29", "  -[MENTIONS]-> n-1-1 (thing)"]
 
 
 async def test_block_is_empty_when_nothing_anchors_it_and_disabled_without_neo4j(store_config: Callable[..., Config], neo4j_uri: str) -> None:
@@ -157,7 +157,7 @@ async def test_tools_link_read_and_unlink(store_config: Callable[..., Config], n
         assert (await registry.get("graph_neighbors").handler(ctx, name="Alice"))["total"] == 1
         # the entities the wake acted on anchor the next block (ACTION)
         block = await _block(config, st)
-    assert "- Alice (person): ACTION, last 29 Nov 2026" in block.text
+    assert "- Alice (person): ACTION, last 2026-11-29" in block.text
     assert "  <-[MANAGES]- Bob" in block.text
 
 

@@ -132,15 +132,15 @@ async def test_facts_and_open_commitments_anchor_the_graph_block(store_config: C
         assert plain["graph"] == "no COMMITMENT anchor to close"
         after = await _block_text(config, st)
         only_open = await _block_text(config, st, NOW + dt.timedelta(hours=50))  # past neo4j.block_recent_h (48)
-    assert "- Apollo (project): FACT, last 29 Nov 2026" in before
-    assert "- attic: FACT, last 29 Nov 2026" in before and "- storage_box: FACT" in before
-    assert "- Quarterly report (doc): COMMITMENT, last 29 Nov 2026" in before
+    assert "- Apollo (project): FACT, last 2026-11-29" in before
+    assert "- attic: FACT, last 2026-11-29" in before and "- storage_box: FACT" in before
+    assert "- Quarterly report (doc): COMMITMENT, last 2026-11-29" in before
     assert "- Alice (person): COMMITMENT" in before and "Budget" not in before
     assert "; 5 of 5 entities shown:" in before
     assert "Alice" not in after and "- Quarterly report (doc): COMMITMENT" in after  # closed: no longer an anchor
     assert "; 4 of 4 entities shown:" in after
     # two days on the facts no longer anchor; the open commitment still does, the closed one does not
-    assert only_open.splitlines()[1:] == ["- Quarterly report (doc): COMMITMENT, last 29 Nov 2026"], only_open
+    assert only_open.splitlines()[1:] == ["- Quarterly report (doc): COMMITMENT, last 2026-11-29"], only_open
 
 
 async def test_a_closed_commitment_entity_stays_when_something_recent_anchors_it(store_config: Callable[..., Config], neo4j_uri: str) -> None:
@@ -152,7 +152,7 @@ async def test_a_closed_commitment_entity_stays_when_something_recent_anchors_it
         await _call(ctx, "remember_fact", key="apollo_owner", value="Alice owns Apollo", origin="did", about="Apollo")
         await _call(ctx, "complete_commitment", commitment_id=made["commitment_id"])
         text = await _block_text(config, st)
-    assert "- Apollo: FACT, last 29 Nov 2026" in text  # still anchored, now by the fact only
+    assert "- Apollo: FACT, last 2026-11-29" in text  # still anchored, now by the fact only
 
 
 async def test_a_blank_about_is_refused_and_keeps_nothing(store_config: Callable[..., Config], neo4j_uri: str) -> None:

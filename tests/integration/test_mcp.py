@@ -32,7 +32,7 @@ OWN = f'command = "{sys.executable}"\nargs = ["-m", "tests.support.mcp_server", 
 
 
 def _own(state: Path, extra: str = "", name: str = "t") -> str:
-    return f'[tools.mcp.{name}]\n{OWN.format(state=state)}surfaces = {{ "*" = ["wake"] }}\ncall_timeout_s = 5\n{extra}\n'
+    return f'[tools.mcp.{name}]\n{OWN.format(state=state)}surfaces = {{ "*" = ["wake"] }}\ncall_timeout_s = 60\n{extra}\n'
 
 
 @contextlib.asynccontextmanager

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _spec(state: Path, **kw: object) -> mcp.ServerSpec:
     base: dict[str, object] = dict(
         name="t", command=sys.executable, args=("-m", "tests.support.mcp_server", "--state", str(state)), cwd=REPO,
-        surfaces=(("*", ("wake",)),), call_timeout_s=5.0, ping_interval_s=600.0, restart_min_s=0.2, stderr=state / "stderr",
+        surfaces=(("*", ("wake",)),), call_timeout_s=60.0, ping_interval_s=600.0, restart_min_s=0.2, stderr=state / "stderr",
     )
     base.update(kw)
     return mcp.ServerSpec(**base)  # type: ignore[arg-type]

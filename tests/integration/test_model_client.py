@@ -40,18 +40,18 @@ async def test_429_with_retry_after_seconds_is_honoured_and_the_wait_measured(op
     assert reply.content == "ok" and reply.attempts == 2
     first, second = openai_server.requests
     waited = second.at - first.at
-    assert 1.0 <= waited < 1.6, waited
+    assert 1.0 <= waited < 4.5, waited  # Retry-After honoured; below the 5 s cap (generous: a loaded machine stretches waits)
 
 
 async def test_retry_after_ms_wins_and_the_cap_bounds_any_wait(openai_server: ScriptedServer) -> None:
     openai_server.push(error(503, retry_after_ms="250", retry_after="30"), completion("ok"))
     reply = await _complete(_route(openai_server))
     waited = openai_server.requests[1].at - openai_server.requests[0].at
-    assert reply.attempts == 2 and 0.25 <= waited < 0.8, waited
+    assert reply.attempts == 2 and 0.25 <= waited < 10, waited  # the 250 ms, not the 30 s
     openai_server.push(error(429, retry_after="3600"), completion("ok"))
     started = time.monotonic()
     reply = await _complete(_route(openai_server, retry_cap_s=0.3))
-    assert reply.content == "ok" and 0.3 <= time.monotonic() - started < 1.2
+    assert reply.content == "ok" and 0.3 <= time.monotonic() - started < 30  # the 0.3 s cap, not the hour
 
 
 async def test_500_then_success(openai_server: ScriptedServer) -> None:
@@ -95,12 +95,12 @@ async def test_finish_reason_error_is_a_failure_not_an_empty_success(openai_serv
 
 
 async def test_a_timeout_is_retried_then_fails(openai_server: ScriptedServer) -> None:
-    openai_server.push(Response(body=completion("late").body, delay_s=1.5), Response(body=completion("late").body, delay_s=1.5))
+    openai_server.push(Response(body=completion("late").body, delay_s=60), Response(body=completion("late").body, delay_s=60))
     started = time.monotonic()
     with pytest.raises(ModelError, match="timed out"):
         await _complete(_route(openai_server, timeout_s=0.3, max_retries=1, retry_cap_s=0.05))
     elapsed = time.monotonic() - started
-    assert len(openai_server.requests) == 2 and 0.6 <= elapsed < 1.4, elapsed
+    assert len(openai_server.requests) == 2 and 0.6 <= elapsed < 30, elapsed  # two 0.3 s timeouts, not the 60 s answers
 
 
 async def test_a_timeout_then_success(openai_server: ScriptedServer) -> None:

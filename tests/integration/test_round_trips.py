@@ -3,6 +3,7 @@ daemon-path whisper, and the pool's reset, which skips its round trip only when 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
 from collections.abc import Callable
@@ -40,10 +41,10 @@ model = "scripted"
 # slot claim's transaction (4: BEGIN; the claim with the fence floor and the pause; the fence
 # recorded, which also finds any rows left started, once Redis gave the lease; COMMIT), the
 # Cloister canary's read, which finds nothing new to audit and reads the open findings the
-# cloister block then shows (1), both previous wakes (1), the recent wakes (1), and the row
-# written settled, with its contents and its chain link, in one statement that checks the fence
-# (1). The claim's transaction and the row commit.
-WHISPER_TRIPS = 8
+# cloister block then shows (1), both previous wakes with the recent wakes the recent-wakes block
+# shows (1), and the row written settled, with its contents and its chain link, in one statement
+# that checks the fence (1). The claim's transaction and the row commit.
+WHISPER_TRIPS = 7
 WHISPER_COMMITS = 2
 # Two Redis round trips: the lease taken and released, one script each (Redis also counts the
 # commands the scripts run: SET NX and INCR, then GET and DEL).
@@ -87,6 +88,51 @@ async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config:
     spent = {k: redis_after[k] - redis_before.get(k, 0) for k in redis_after if redis_after[k] != redis_before.get(k, 0)}
     spent.pop("info", None)
     assert spent == WHISPER_REDIS
+
+
+AT_ONCE = 16
+
+
+def _agents_at_once(url: str) -> str:
+    head = f'[models.scripted]\nbase_url = "{url}"\nmodel = "scripted-1"\ntimeout_s = 5\n'
+    return head + "".join(
+        f'[agents.a{i:02d}]\ntimezone = "UTC"\n[agents.a{i:02d}.tiers.whisper]\nevery = "15m"\nbinds = ["wake.whisper"]\nmodel = "scripted"\n'
+        for i in range(AT_ONCE)
+    )
+
+
+async def test_sixteen_whispers_at_once_cost_sixteen_times_one(store_config: Callable[..., Config]) -> None:
+    # At once on one loop (as the daemon runs them), the slot claims, the leases and the rows of
+    # different agents wait on no one: no retry, no extra statement, no renewal. Each whisper
+    # costs what one alone costs, and the lease is renewed by nobody (each wake is far shorter
+    # than a third of the TTL).
+    with ScriptedServer() as server, counted_pools():
+        config = store_config(agents=_agents_at_once(server.url), WAKE_POSTGRES__POOL_MIN_SIZE="16", WAKE_POSTGRES__POOL_MAX_SIZE="16")
+        async with stores.connected(config) as st:
+            await session.prepare_schema(st)
+            s = session.Session(config=config, stores=st, registry=session.build_registry(config))
+            agents = sorted(config.agents)
+
+            async def whisper(agent: str, n: int) -> Any:
+                request = WakeRequest(
+                    agent_id=agent, tier="whisper", trigger="schedule", scheduled_for=_SLOT + dt.timedelta(minutes=15 * n), wake_id=uuid.uuid4(),
+                )
+                return await claim.run(s, request, owner=claim.owner(), claim=claim.Claim(by="test"))
+
+            for n in (0, 1, 2):  # the model call, then warm: the statement caches, the fence rows, the chain heads
+                for agent in agents:
+                    await whisper(agent, n)
+            trips, commits = CountingConnection.totals()
+            redis_before = await _redis_calls(st)
+            outcomes = await asyncio.gather(*(whisper(agent, 3) for agent in agents))
+            redis_after = await _redis_calls(st)
+            after = CountingConnection.totals()
+    assert [o.status for o in outcomes] == ["quiet"] * AT_ONCE and all(o.recorded for o in outcomes)
+    assert (after[0] - trips, after[1] - commits) == (WHISPER_TRIPS * AT_ONCE, WHISPER_COMMITS * AT_ONCE)
+    spent = {k: redis_after[k] - redis_before.get(k, 0) for k in redis_after if redis_after[k] != redis_before.get(k, 0)}
+    for setup in ("info", "hello", "client"):  # the INFO itself, and Redis connections the pool opened for the 16
+        spent.pop(setup, None)
+    assert spent == {k: v * AT_ONCE for k, v in WHISPER_REDIS.items()}
 
 
 async def _leftovers(st: stores.Stores) -> tuple[int, bool, int]:

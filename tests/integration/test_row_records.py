@@ -24,6 +24,8 @@ from ledgers import (
     fact_checks,
     facts,
     memory_ledger,
+    memory_sources,
+    orphans,
     outbox,
     probes,
     queries,
@@ -82,6 +84,8 @@ READS: list[tuple[str, type[rows.Row], tuple[str, ...]]] = [
     ("tool_pins.open_findings", tool_pins.OpenFinding, ()),
     ("tool_pins.findings", tool_pins.Finding, ()),
     ("tool_pins.accept", tool_pins.Accepted, ()),
+    ("orphans.unrecorded_oneshots", orphans.Unrecorded, ()),
+    ("memory_sources.human_messages", memory_sources.Said, ()),
     ("costs.totals", costs.Group, ()),
     ("costs.spent_today", costs.Spent, ()),
 ]

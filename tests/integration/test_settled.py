@@ -92,7 +92,7 @@ async def test_actions_of_the_last_48_hours_with_the_exact_total(store_config: C
                                      arguments={}, wake_id=None, fence=None, acted_at=now - dt.timedelta(hours=hours))
         found = await settled_block.settled_facts(wake_ctx(config, st, now))
     line = _lines(found.text)["Confirmed actions, last 48 h"]
-    assert line.startswith("Confirmed actions, last 48 h (3 of 4, newest first): Sun 12:00 add_commitment on chat: 1 hours ago;")
+    assert line.startswith("Confirmed actions, last 48 h (3 of 4, newest first): 2026-11-29 12:00 add_commitment on chat: 1 hours ago;")
     assert "49 hours" not in line and "47 hours" not in line  # outside the window / beyond the three shown
 
 

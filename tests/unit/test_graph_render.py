@@ -48,4 +48,4 @@ def test_links_render_with_type_and_direction_in_the_agents_timezone() -> None:
     )
     text, shown = graph_block.render(v, max_nodes=20, max_chars=2000, timezone="Europe/Stockholm")
     assert shown == 2
-    assert text.splitlines()[1:] == ["- Apollo: COMMITMENT, last 30 Nov 2026", "  <-[OWNS]- Alice (person)"]
+    assert text.splitlines()[1:] == ["- Apollo: COMMITMENT, last 2026-11-30", "  <-[OWNS]- Alice (person)"]

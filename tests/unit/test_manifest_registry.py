@@ -221,3 +221,15 @@ def test_capability_map_flags_a_bind_no_tool_declares() -> None:
     assert cmap.inert == ["tier a.full binds surface 'wake.full', which no tool declares"]
     assert cmap.tiers["a.whisper"]["bound"] == 1 and cmap.tiers["a.full"]["bound"] == 0
     assert cmap.surfaces == {"chat": 1, "wake.whisper": 1}
+
+
+def test_a_built_in_tool_the_tiers_leave_unbound_is_not_inert_but_an_operators_tool_is() -> None:
+    from surfaces import capability
+
+    registry = Registry({"wake", "wake.whisper", "wake.surface", "wake.full", "chat", "ops"})
+    registry.register(_mk(name="whisper_tool", surfaces=frozenset({"wake.whisper"})))
+    registry.register(_mk(name="deep_builtin", surfaces=frozenset({"wake.full"})))  # built in; no tier here binds wake.full
+    registry.register(_mk(name="ops_tool", surfaces=frozenset({"ops"}), origin="module opstools"))
+    cmap = capability.build(registry, {"a.whisper": ["wake.whisper"]})
+    assert cmap.inert == ["tool ops_tool declares surface 'ops', which no tier binds"]
+    assert cmap.unbound_builtins == ["deep_builtin"] and cmap.as_dict()["unbound_builtins"] == ["deep_builtin"]

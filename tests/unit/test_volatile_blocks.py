@@ -42,8 +42,8 @@ def test_a_gap_under_two_hours_is_given_in_minutes_alone() -> None:
 
 def test_a_longer_gap_keeps_the_time_beside_the_rounded_one() -> None:
     text = diff.render(_both(_diff(150), _diff(60 * 30, wake_id="b")), "surface", ZONE, NOW)
-    assert text.splitlines()[0] == "Since your last wake (whisper, 2026-11-30 08:00 CET, 2 h ago):"
-    assert "Since your last surface wake (2026-11-29 04:30 CET, 30 h ago):" in text
+    assert text.splitlines()[0] == "Since your last wake (whisper, 2026-11-30 08:00, 2 h ago):"
+    assert "Since your last surface wake (2026-11-29 04:30, 30 h ago):" in text
 
 
 def test_a_time_on_the_wakes_own_day_carries_no_date() -> None:
@@ -92,3 +92,11 @@ def test_the_recorded_arrival_order_is_the_order_the_model_reads() -> None:
     sent = [line.removeprefix("## ") for m in prompt.messages(blocks) for line in m["content"].splitlines() if line.startswith("## ")]
     assert sent == [b.name for b in prompt_order(blocks)]
     assert sent == ["identity", "facts", "commitments", "cloister", "daybook", "binding_diff", "recent_wakes", "clock"]
+
+
+def test_the_arrival_writes_every_time_one_way() -> None:
+    from wake import clock
+
+    at = dt.datetime(2026, 11, 29, 23, 30, tzinfo=dt.UTC)
+    assert clock.stamp(at, "Europe/Stockholm") == "2026-11-30 00:30" and clock.day(at, "Europe/Stockholm") == "2026-11-30"
+    assert clock.stamp(at, "UTC") == "2026-11-29 23:30"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import uuid
-import zoneinfo
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
@@ -20,7 +19,7 @@ import asyncpg
 from ledgers import queries, retractions
 from surfaces import epistemic as tools
 from surfaces import probe
-from wake import logs
+from wake import clock, logs
 from wake.arrival.engine import Found
 from wake.context import WakeContext
 from wake.errors import InvalidInput, NotFound
@@ -65,7 +64,7 @@ async def due_falsifiers(ctx: WakeContext) -> Found:
 
 
 def local_date(value: dt.datetime, zone: str) -> str:
-    return f"{value.astimezone(zoneinfo.ZoneInfo(zone)):%Y-%m-%d}"
+    return clock.day(value, zone)
 
 
 def render_due(rows: list[retractions.Retraction], total: int, found: dict[uuid.UUID, probe.ProbeResult], zone: str) -> str:

@@ -13,6 +13,7 @@ import datetime as dt
 import zoneinfo
 
 from ledgers import graph
+from wake import clock
 from wake.arrival.engine import Found
 from wake.context import WakeContext
 from wake.errors import Disabled
@@ -30,7 +31,7 @@ def _entity(name: str, kind: str | None) -> str:
 
 
 def _anchor_line(a: graph.Anchor, zone: zoneinfo.ZoneInfo) -> str:
-    when = f", last {a.last.astimezone(zone):%d %b %Y}" if a.last else ""
+    when = f", last {clock.day(a.last, zone)}" if a.last else ""
     return f"- {_entity(a.name, a.kind)}: {', '.join(a.roles)}{when}"
 
 

@@ -4,7 +4,9 @@
 and runs the Cloister canary over what changed since its last audit. The `memory` and `cloister`
 blocks read what the wake's start found (`WakeContext.memory_state`): the repository the canary has
 just audited, and whether the canary could run at all. `memory` is the file tree with each file's
-description, within `agents.<id>.memory.block_max_chars` and with the exact totals; `cloister`
+description, within `agents.<id>.memory.block_max_chars` and with the exact totals, then the
+newest commits with where their text came from (the model, a tool result, a human, the operator:
+`memory.provenance`, read from each commit's trailers); `cloister`
 lists the open HALT and WARN findings (as the canary read them, when it recorded nothing new: the
 same round trip). A canary that could not run fails both blocks ("could not
 check: ..."), so an unaudited memory never reads as an empty one.
@@ -26,6 +28,8 @@ from wake.errors import CanaryFailed, Disabled
 from wake.stores import Stores, lease
 
 log = logs.get("wake.cycle")
+
+RECENT_CHANGES = 5  # the newest commits the memory block names, each with where its text came from
 
 
 async def open_memory(config: Config, stores: Stores, request: WakeRequest, now: dt.datetime, *, dry_run: bool) -> MemoryState:
@@ -73,7 +77,7 @@ async def memory_tree(ctx: WakeContext) -> Found:
     repo = ctx.memory_state.repo
     if repo is None:  # a dry run before the first wake: nothing has created the repository
         return Found(text="memory: no repository yet; the first wake creates it", rows=0)
-    shown = render.memory_block(repo.ls(), head=repo.head(), max_chars=ctx.agent.memory.block_max_chars)
+    shown = render.memory_block(repo.ls(), head=repo.head(), max_chars=ctx.agent.memory.block_max_chars, recent=repo.log(limit=RECENT_CHANGES))
     return Found(text=shown.text, rows=shown.total)
 
 

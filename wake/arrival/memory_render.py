@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgers import memory_ledger, queries
-from memory.repo import Entry
+from memory import provenance
+from memory.repo import Entry, LogEntry
+from wake import clock
 
 MEMORY_MAX_CHARS = 4000
 CLOISTER_MAX_CHARS = 3000
@@ -44,9 +46,27 @@ def _order(path: str) -> tuple[int, str]:
     return (0 if path.startswith("system/") else 1, path)
 
 
-def memory_block(entries: Sequence[Entry], *, head: str | None, max_chars: int = MEMORY_MAX_CHARS) -> Rendered:
-    """The file tree with each file's description and size, `system/` first; cut at `max_chars`
-    with a last line naming how many files were not shown."""
+def recent_lines(recent: Sequence[LogEntry]) -> list[str]:
+    """The newest commits, each with where its content came from (`memory.provenance`)."""
+    if not recent:
+        return []
+    lines = ["recent changes, newest first, and where their text came from:"]
+    for entry in recent:
+        words = entry.summary.split(" ", 2)
+        op = words[1] if len(words) > 1 and words[0] == "memory" else "commit"
+        wake = entry.trailers.get("Wake-Id", "")
+        who = "bootstrap" if wake == "bootstrap" else "operator" if wake == "-" else f"wake {wake[:8]}" if wake else "not the memory tool"
+        paths = _clip(", ".join(entry.paths) or "(no file)", DESCRIPTION_MAX_CHARS)
+        lines.append(f"- {paths} ({op}, {who}): {_clip(provenance.describe(provenance.of_trailers(entry.trailers)), DESCRIPTION_MAX_CHARS)}")
+    return lines
+
+
+def memory_block(
+    entries: Sequence[Entry], *, head: str | None, max_chars: int = MEMORY_MAX_CHARS, recent: Sequence[LogEntry] = (),
+) -> Rendered:
+    """The file tree with each file's description and size, `system/` first, then the newest
+    commits with where their text came from; cut at `max_chars` with a last line naming how many
+    files were not shown."""
     total = len(entries)
     size = sum(e.bytes for e in entries)
     ordered = sorted(entries, key=lambda e: _order(e.path))
@@ -54,7 +74,10 @@ def memory_block(entries: Sequence[Entry], *, head: str | None, max_chars: int =
     shown = 0
     used = 0
     opened: list[str] = []
-    budget = max_chars - 200  # room for the header and the "not shown" line
+    changes = recent_lines(recent)
+    while changes and sum(len(c) + 1 for c in changes) > max_chars // 3:  # the tree keeps most of the room
+        changes.pop()
+    budget = max_chars - 200 - sum(len(c) + 1 for c in changes)  # room for the header, the "not shown" line and the changes
     for entry in ordered:
         *dirs, name = entry.path.split("/")
         common = 0
@@ -75,12 +98,12 @@ def memory_block(entries: Sequence[Entry], *, head: str | None, max_chars: int =
     header = f"memory: {total} files, {_size(size)}{at}" + (f" (showing {shown} of {total})" if shown < total else "")
     if shown < total:
         lines.append(f"… {total - shown} more files not shown; `memory ls DIR` lists a directory")
-    return Rendered(text="\n".join([header, *lines]), shown=shown, total=total)
+    return Rendered(text="\n".join([header, *lines, *changes]), shown=shown, total=total)
 
 
 def _when(value: Any) -> str:
     if isinstance(value, dt.datetime):
-        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return f"{clock.stamp(value, 'UTC')} UTC"  # the renderer knows no agent zone: the one format, in UTC, said so
     return str(value)
 
 

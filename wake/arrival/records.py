@@ -14,6 +14,7 @@ import zoneinfo
 
 from ledgers import daybook, facts, queries, summaries
 from surfaces.recall import HISTORICAL
+from wake import clock
 from wake.arrival import code_check
 from wake.arrival.engine import Found, Part, clip
 from wake.context import WakeContext
@@ -60,13 +61,13 @@ async def living_summaries(ctx: WakeContext) -> Found:
     zone = zoneinfo.ZoneInfo(ctx.timezone)
     parts, states = [SUMMARIES_HEAD], []
     for r in rows:
-        part = [f"### {r.aspect} (derived, v{r.version}, folded {r.folded_at.astimezone(zone):%Y-%m-%d %H:%M})", r.content.strip()]
+        part = [f"### {r.aspect} (derived, v{r.version}, folded {clock.stamp(r.folded_at, zone)})", r.content.strip()]
         if r.trail_id is None or r.trail_folded_at is None:  # a part that cannot be read fails the block (its other aspects still render)
             part.append("What changed since the last fold: could not check: no trail row for this version")
             states.append(Part(name=f"{r.aspect} trail", reason="no trail row for this version"))
         elif r.merged_deltas:
             part.append(
-                f"What changed since the last fold ({r.trail_folded_at.astimezone(zone):%Y-%m-%d}): "
+                f"What changed since the last fold ({clock.day(r.trail_folded_at, zone)}): "
                 + "; ".join(str(d) for d in r.merged_deltas)
             )
         else:
@@ -86,5 +87,5 @@ async def recent_daybook(ctx: WakeContext) -> Found:
         entry = clip(r.entry, DAYBOOK_CHARS)
         wake = f" (wake {str(r.wake_id)[:8]})" if r.wake_id else ""
         unchecked = f" [{daybook.unchecked_mark(r.unchecked_blocks)}]" if r.unchecked_blocks else ""
-        lines.append(f"- #{r.entry_id} {r.written_at.astimezone(zone):%Y-%m-%d %H:%M}{wake}{unchecked}: {entry}")
+        lines.append(f"- #{r.entry_id} {clock.stamp(r.written_at, zone)}{wake}{unchecked}: {entry}")
     return Found(text="\n".join(lines), rows=total)

@@ -23,7 +23,7 @@ import zoneinfo
 import asyncpg
 
 from ledgers import actions, commitments, queries, retractions, settled
-from wake import logs
+from wake import clock, logs
 from wake.arrival import sql as sql_sources
 from wake.arrival.engine import Found, Part, clip
 from wake.context import WakeContext
@@ -72,7 +72,7 @@ async def _actions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int
     if not rows:
         return "Confirmed actions, last 48 h: none", 0
     zone = zoneinfo.ZoneInfo(ctx.timezone)
-    items = "; ".join(f"{r.acted_at.astimezone(zone):%a %H:%M} {r.tool} on {r.surface}: {clip(r.summary, 60)}" for r in rows)
+    items = "; ".join(f"{clock.stamp(r.acted_at, zone)} {r.tool} on {r.surface}: {clip(r.summary, 60)}" for r in rows)
     return f"Confirmed actions, last 48 h ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
 
 

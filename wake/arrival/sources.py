@@ -9,6 +9,8 @@ import datetime as dt
 import zoneinfo
 
 from ledgers import introspection
+from ledgers.vocab import Status
+from wake import clock as wake_clock
 from wake.arrival import falsifiers as epistemic
 from wake.arrival import graph, posture, settled
 from wake.arrival import memory as memory_blocks
@@ -37,7 +39,7 @@ def _local_time(at: dt.datetime, zone: zoneinfo.ZoneInfo, today: dt.date) -> str
     """`HH:MM` for a time on `today` (the wake's local date, which the clock block states), else
     `YYYY-MM-DD HH:MM`: a date repeated on every line of a block is bytes that move every day."""
     local = at.astimezone(zone)
-    return f"{local:%H:%M}" if local.date() == today else f"{local:%Y-%m-%d %H:%M}"
+    return f"{local:%H:%M}" if local.date() == today else wake_clock.stamp(at, zone)
 
 
 async def clock(ctx: WakeContext) -> Found:
@@ -53,20 +55,36 @@ async def clock(ctx: WakeContext) -> Found:
 
 
 async def recent_wakes(ctx: WakeContext) -> Found:
-    async with ctx.stores.pg_conn() as conn:
-        rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=RECENT_WAKES)
+    if ctx.recent is not None:  # the wake read them with its previous wakes: the same rows, no round trip
+        rows = list(ctx.recent[:RECENT_WAKES])
+    else:
+        async with ctx.stores.pg_conn() as conn:
+            rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=RECENT_WAKES)
     if not rows:
         return Found(text="No earlier wakes are recorded.", rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
     today = ctx.now.astimezone(zone).date()
     held = len(ctx.binding)
     lines = [
-        f"- {_local_time(r.started_at, zone, today)} {r.tier} ({r.trigger}): {r.status}"
+        f"- {_local_time(r.started_at, zone, today)} {r.tier} ({r.trigger}) {str(r.wake_id)[:8]}: {r.status}{_why(r)}"
         + (f", {r.active_tools_count} tools" if r.active_tools_count != held else "") + (f" — {r.error}" if r.error else "")
         for r in rows
     ]
     # The header carries no count (the lines are the count), so it stays byte-identical as the list fills.
     return Found(text=RECENT_WAKES_HEAD.format(held=held) + "\n" + "\n".join(lines), rows=len(rows))
+
+
+def _why(row: introspection.WakeSummary) -> str:
+    """Why a wake that did not complete ended so, in a word: its stop reason (`gate`,
+    `nothing_to_report`, `precheck`, ...), else the first word of its note's reason (`paused`,
+    `busy`, `inactive_hours`); nothing for a completed one. Two quiet whispers then read apart."""
+    if row.status == Status.completed:
+        return ""
+    if row.stop_reason:
+        return f" ({row.stop_reason})"
+    prefix = f"{row.status}: "
+    note = row.note or ""
+    return f" ({note.removeprefix(prefix).split(':', 1)[0].strip()})" if note.startswith(prefix) else ""
 
 
 async def binding_diff(ctx: WakeContext) -> Found:

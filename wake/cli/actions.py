@@ -31,26 +31,25 @@ def _since(ctx: click.Context, param: click.Parameter, value: str) -> dt.datetim
     return parsed
 
 
-def register(cli: click.Group) -> None:
-    @cli.command("actions")
-    @agent_option()
-    @click.option("--since", "since", default="7d", show_default=True, callback=_since,
-                  help='How far back: a duration ("48h", "7d") or an ISO 8601 time with an offset.')
-    @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON: {total, since, rows}.")
-    @pass_ctx
-    def actions_cmd(ctx: Context, agent_id: str | None, since: dt.datetime, limit: int, as_json: bool) -> None:
-        """The agent's confirmed mutating actions (`last_actions`), newest first, with their total:
-        each successful call of a tool declared `mutates`, its surface, arguments, wake and fence."""
-        config = ctx.config
-        agent = default_agent(config, agent_id)
+@click.command("actions")
+@agent_option()
+@click.option("--since", "since", default="7d", show_default=True, callback=_since,
+              help='How far back: a duration ("48h", "7d") or an ISO 8601 time with an offset.')
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: {total, since, rows}.")
+@pass_ctx
+def actions_cmd(ctx: Context, agent_id: str | None, since: dt.datetime, limit: int, as_json: bool) -> None:
+    """The agent's confirmed mutating actions (`last_actions`), newest first, with their total:
+    each successful call of a tool declared `mutates`, its surface, arguments, wake and fence."""
+    config = ctx.config
+    agent = default_agent(config, agent_id)
 
-        async def body() -> Any:
-            async with ledger_conn(config) as conn:
-                return await actions_ledger.since(conn, agent, since, limit=limit)
+    async def body() -> Any:
+        async with ledger_conn(config) as conn:
+            return await actions_ledger.since(conn, agent, since, limit=limit)
 
-        rows, total = run_async(body)
-        if as_json:
-            click.echo(render.to_json({"agent": agent, "since": since, "total": total, "rows": rows}))
-        else:
-            click.echo("\n".join(render.actions(rows, total, since)))
+    rows, total = run_async(body)
+    if as_json:
+        click.echo(render.to_json({"agent": agent, "since": since, "total": total, "rows": rows}))
+    else:
+        click.echo("\n".join(render.actions(rows, total, since)))

@@ -8,22 +8,27 @@ Exit statuses follow sysexits: 78 bad config, 69 a store unreachable, 65 schema 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-import asyncpg
 import click
 
-from ledgers import contact, ids, introspection, schema
-from wake import __version__, logs, stores
-from wake.config import Config, check_agent_id, load_config
-from wake.config import loader as config_loader
+from ledgers.vocab import Tier
+from wake import __version__
+from wake.cli.commands import LazyGroup
 from wake.errors import InvalidInput, NotFound, SchemaError, WakeError
-from wake.run import session
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    from wake import stores
+    from wake.config import Config
+
+# What this module imports is what `wake --version` and `wake --help` import: click and the names
+# above. The config, the logs and the stores are imported where a command first needs them.
 
 T = TypeVar("T")
 
@@ -35,6 +40,8 @@ def fail(exc: WakeError) -> NoReturn:
 
 def run_async(coro_fn: Callable[[], Awaitable[T]]) -> T:
     """Run an async command body; expected errors become one line and their exit status."""
+    import asyncio
+
     try:
         return asyncio.run(_translate(coro_fn))
     except WakeError as exc:
@@ -43,13 +50,15 @@ def run_async(coro_fn: Callable[[], Awaitable[T]]) -> T:
 
 
 async def _translate(coro_fn: Callable[[], Awaitable[T]]) -> T:
+    from ledgers import errors
+
     try:
         return await coro_fn()
-    except schema.SchemaMismatch as exc:
+    except errors.SchemaMismatch as exc:
         raise SchemaError(str(exc)) from exc
-    except ids.IdLookupError as exc:  # a prefix too short, not hex, or shared by several rows
+    except errors.IdLookupError as exc:  # a prefix too short, not hex, or shared by several rows
         raise NotFound(str(exc)) from exc
-    except contact.MessageRefused as exc:
+    except errors.MessageRefused as exc:
         raise InvalidInput(str(exc)) from exc
 
 
@@ -61,6 +70,9 @@ class Context:
     @property
     def config(self) -> Config:
         if self._config is None:
+            from wake import logs
+            from wake.config import load_config
+
             try:
                 self._config = load_config(self.config_path)
             except WakeError as exc:
@@ -78,8 +90,11 @@ async def ledger_stores(config: Config) -> AsyncIterator[stores.Stores]:
     """The stores for a command over the ledgers (no graph), with the schema prepared the same way
     for every command: pending migrations applied when `postgres.auto_migrate` is on, then the
     exact head required (exit 65 otherwise)."""
+    from wake import stores
+    from wake.stores import prepared
+
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         yield st
 
 
@@ -92,6 +107,8 @@ async def ledger_conn(config: Config) -> AsyncIterator[asyncpg.Connection]:
 
 async def resolve_wake(conn: asyncpg.Connection, text: str) -> uuid.UUID:
     """A wake id from a full id or a unique prefix."""
+    from ledgers import introspection
+
     wake_id = await introspection.resolve_id(conn, text)
     if wake_id is None:
         raise NotFound(f"no wake matches {text!r} (give a full id or a unique prefix)")
@@ -99,7 +116,7 @@ async def resolve_wake(conn: asyncpg.Connection, text: str) -> uuid.UUID:
 
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--config",
     "config_path",
@@ -115,6 +132,9 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     Logs of one-shot commands go to stderr (JSON when stderr is not a terminal; force with
     WAKE_LOG_FORMAT=json|console); command output goes to stdout.
     """
+    from wake import logs
+    from wake.config import loader as config_loader
+
     log_format, log_level = config_loader.log_settings()
     logs.configure(log_format, log_level, stream=sys.stderr)
     refuse_undecodable(sys.argv[1:])
@@ -146,12 +166,17 @@ class AgentIdType(_StrParam):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         try:
+            from wake.config import check_agent_id
+
             return check_agent_id(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
 
 AGENT_ID = AgentIdType()
+
+
+TIER_CHOICE = click.Choice([t.value for t in Tier])
 
 
 def agent_option(required: bool = False) -> Callable[[Any], Any]:

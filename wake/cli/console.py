@@ -1,5 +1,5 @@
 """`wake console`: the operator console in the foreground (docs/console.md); and the console as
-the daemon's companion when `[console] listen` is set. Registered on the group by `wake.cli.main`."""
+the daemon's companion when `[console] listen` is set. Listed in `wake.cli.commands`."""
 
 from __future__ import annotations
 
@@ -60,7 +60,3 @@ def console_cmd(ctx: app.Context, listen: str | None, read_only: bool) -> None:
             await serving
 
     app.run_async(body)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(console_cmd)

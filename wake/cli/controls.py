@@ -1,6 +1,6 @@
 """Operator controls over the schedule and the deliveries: `wake pause`, `wake resume`, `wake at`,
 `wake outbox` (docs/daemon.md). Everything is stored in PostgreSQL, so every replica honours it at
-once. Registered on the group by `wake.cli.main`.
+once. Listed in `wake.cli.commands`.
 
 Bad input (an unknown agent or tier, a time that does not parse or has passed, an id that matches
 nothing) is one line, `wake: …`, and exit 65 (an unknown id: 1).
@@ -16,7 +16,6 @@ import click
 
 from ledgers import controls, outbox
 from ledgers import rows as ledger_rows
-from ledgers.vocab import Tier
 from wake import clock
 from wake.cli import app, render
 from wake.config import Config
@@ -24,7 +23,7 @@ from wake.daemon import channels
 from wake.daemon.operator import TIME_HELP, operator, parse_when
 from wake.errors import InvalidInput, NotFound, WakeError
 
-TIER_CHOICE = click.Choice([t.value for t in Tier])
+TIER_CHOICE = app.TIER_CHOICE
 # `wake at` takes a time typed within this much of now as now (the minute being typed); anything
 # earlier has passed and is refused, as `wake pause --until` refuses it.
 AT_PAST_GRACE = dt.timedelta(seconds=60)
@@ -207,8 +206,3 @@ async def snapshot(config: Config, now: dt.datetime) -> dict[str, Any]:
             return {"pauses": await controls.active_pauses(conn, now), "oneshots": await controls.oneshots(conn)}
     except WakeError as exc:
         return {"controls_error": str(exc)}
-
-
-def register(group: click.Group) -> None:
-    for command in (pause_cmd, resume_cmd, at_cmd, outbox_cmd):
-        group.add_command(command)

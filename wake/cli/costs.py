@@ -139,7 +139,3 @@ def costs_cmd(ctx: app.Context, agent_id: str | None, by: str, since_text: str, 
         "daily_cap": headroom(config, spent),
     }
     click.echo(render.to_json(report) if as_json else "\n".join(lines(report)))
-
-
-def register(group: click.Group) -> None:
-    group.add_command(costs_cmd)

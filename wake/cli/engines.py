@@ -1,7 +1,7 @@
 """`wake engines`: the embedded PostgreSQL and Redis, which linger `engines.idle_s` after the last
 command that used them (docs/performance.md).
 
-Registered on the group by `wake.cli.main`.
+Listed in `wake.cli.commands`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,3 @@ def stop_cmd(obj: app.Context, force: bool) -> None:
     except EnginesBusy as exc:
         app.fail(exc)
     click.echo(f"stopped {', '.join(stopped)}" if stopped else "no embedded engine was running")
-
-
-def register(group: click.Group) -> None:
-    group.add_command(engines_group)

@@ -1,7 +1,7 @@
 """Commands over the epistemic ledgers: `wake demo seed`, `wake facts` (`--check`: docs/verify.md),
 `wake tell`, `wake settle` (docs/facts.md).
 
-Registered on the group by `wake.cli.main`.
+Listed in `wake.cli.commands`.
 """
 
 from __future__ import annotations
@@ -162,10 +162,3 @@ def settle_cmd(obj: app.Context, subject: str, state: str, agent_id: str | None,
             return await settled.record_state(conn, agent_id=agent, subject=subject.strip(), state=state.strip(), state_on=day, settled_at=now)
 
     click.echo(f"settled state {app.run_async(body)} for agent {agent}: {day.isoformat()} {subject.strip()}")
-
-
-def register(group: click.Group) -> None:
-    group.add_command(demo_group)
-    group.add_command(facts_cmd)
-    group.add_command(tell_cmd)
-    group.add_command(settle_cmd)

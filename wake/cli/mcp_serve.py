@@ -237,28 +237,28 @@ async def serve(config: Config, agent_id: str, listen: str | None) -> None:
         await web.serve(sockets=[sock])
 
 
-def register(cli: click.Group) -> None:
-    @cli.group("mcp")
-    def mcp_group() -> None:
-        """wake as an MCP server: the ledgers of one agent, read-only, for a chat surface."""
+@click.group("mcp")
+def mcp_group() -> None:
+    """wake as an MCP server: the ledgers of one agent, read-only, for a chat surface."""
 
-    @mcp_group.command("serve")
-    @agent_option()
-    @click.option("--listen", help="Serve streamable HTTP on HOST:PORT (path /mcp; port 0 picks one) instead of stdio.")
-    @pass_ctx
-    def serve_cmd(ctx: Context, agent_id: str | None, listen: str | None) -> None:
-        """Serve the agent's recent wakes, each wake's record, arrival and transcript, the binding
-        diff, open commitments, findings and the settled state as read-only MCP tools and
-        resources, over stdio (default) or streamable HTTP. Nothing it serves can write."""
-        config = ctx.config
-        agent = default_agent(config, agent_id)
-        if listen is not None:
-            try:
-                parse_listen(listen)
-            except ValueError as exc:
-                raise click.BadParameter(str(exc), param_hint="--listen") from exc
+
+@mcp_group.command("serve")
+@agent_option()
+@click.option("--listen", help="Serve streamable HTTP on HOST:PORT (path /mcp; port 0 picks one) instead of stdio.")
+@pass_ctx
+def serve_cmd(ctx: Context, agent_id: str | None, listen: str | None) -> None:
+    """Serve the agent's recent wakes, each wake's record, arrival and transcript, the binding
+    diff, open commitments, findings and the settled state as read-only MCP tools and
+    resources, over stdio (default) or streamable HTTP. Nothing it serves can write."""
+    config = ctx.config
+    agent = default_agent(config, agent_id)
+    if listen is not None:
         try:
-            run_async(lambda: serve(config, agent, listen))
-        except KeyboardInterrupt:
-            pass
+            parse_listen(listen)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--listen") from exc
+    try:
+        run_async(lambda: serve(config, agent, listen))
+    except KeyboardInterrupt:
+        pass
 

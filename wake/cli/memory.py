@@ -2,7 +2,7 @@
 
 Reads come from the repository's branch tip (`ls`, `show`, `log`, `diff`) and the memory ledgers;
 `audit` runs the canary now, as a wake's start would; `ack` and `revert` are a human acting on
-findings, the only way an open HALT is lifted. Registered on the group by `wake.cli.main`.
+findings, the only way an open HALT is lifted. Listed in `wake.cli.commands`.
 """
 
 from __future__ import annotations
@@ -263,7 +263,3 @@ def _run(fn: Any) -> Any:
         return fn()
     except WakeError as exc:
         app.fail(exc)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(memory_group)

@@ -9,22 +9,24 @@ import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from codecheck import workspace
-from ledgers import actions as actions_ledger
-from ledgers import controls, introspection, memory_ledger, queries, transcripts
-from ledgers import outbox as outbox_ledger
-from ledgers import probes as probes_ledger
-from ledgers import retractions as ledger_retractions
+from ledgers import introspection, queries
 from ledgers import rows as ledger_rows
-from surfaces import capability, probe
-from surfaces import epistemic as epistemic_tools
-from wake.arrival import falsifiers
-from wake.cli import doctor
-from wake.daemon import remote
-from wake.run.cycle import WakeOutcome
-from wake.witness import manifest
+from wake.config import plural
+
+if TYPE_CHECKING:  # what is rendered, not imported to render it: a command imports the steps it runs
+    from codecheck import workspace
+    from ledgers import actions as actions_ledger
+    from ledgers import controls, memory_ledger, transcripts
+    from ledgers import outbox as outbox_ledger
+    from ledgers import probes as probes_ledger
+    from ledgers import retractions as ledger_retractions
+    from surfaces import capability, probe
+    from wake.cli import doctor
+    from wake.daemon import remote
+    from wake.run.cycle import WakeOutcome
+    from wake.witness import manifest
 
 
 def _default(value: Any) -> Any:
@@ -95,7 +97,7 @@ def thinking_lines(o: WakeOutcome) -> list[str]:
     t = o.thinking
     if t is not None and t.model is not None:
         lines.append(
-            f"model {t.model}: {t.turns} turns, {t.tool_calls} tool calls ({t.refusals} refused), tokens {t.prompt_tokens} in"
+            f"model {t.model}: {plural(t.turns, 'turn')}, {plural(t.tool_calls, 'tool call')} ({t.refusals} refused), tokens {t.prompt_tokens} in"
             f" ({t.cached_tokens} cached) + {t.completion_tokens} out, ${t.cost_usd:.6f}, stopped: {t.stop_reason}"
         )
     if o.final_text:
@@ -118,18 +120,39 @@ def thinking_json(o: WakeOutcome) -> dict[str, Any]:
     }
 
 
+def _text(value: Any) -> str:
+    """A column's value on a text line, never a Python repr: `-` for none, lists joined, mappings
+    as compact JSON, times in ISO 8601, money in fixed notation."""
+    if value is None:
+        return "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(_text(v) for v in value) or "(none)"
+    if isinstance(value, Mapping):
+        return json.dumps(value, default=_default, separators=(", ", ": "))
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return str(_plain(value))
+
+
+def in_arrival_order(blocks: Mapping[str, Any], order: Sequence[str] | None) -> list[tuple[str, Any]]:
+    """The blocks in the order the prompt had them (`arrival_order`), any it does not name after."""
+    named = [n for n in (order or ()) if n in blocks]
+    return [(n, blocks[n]) for n in named] + [(n, b) for n, b in blocks.items() if n not in named]
+
+
 def row(record: introspection.WakeRecord) -> str:
     r = record.columns()
-    lines = [f"{k}: {_plain(v)}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
+    lines = [f"{k}: {_text(v)}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
     lines.append(f"active_tool_names: {', '.join(record.active_tool_names) or '(none)'}")
     lines.append("tool_hashes:")
     lines += [f"  {name:<24} {h}" for name, h in sorted(record.tool_hashes.items())]
-    lines.append("blocks:")
-    for name, b in record.blocks.items():
+    lines.append("blocks (in arrival order):")
+    for name, b in in_arrival_order(record.blocks, record.arrival_order):
         reason = f"  ({b['reason']})" if b.get("reason") else ""
+        latency = f"{b['latency_ms']:8.2f} ms" if b.get("latency_ms") is not None else "       - ms"
         lines.append(
-            f"  {name:<16} {b['cache_tier']:<9} {b['retrieval']:<8} {b['result']:<8} {b['latency_ms']:8.2f} ms"
-            f"  rows {b['rows']}  {b['hash'][:16]}{reason}"
+            f"  {name:<16} {_text(b.get('cache_tier')):<9} {_text(b.get('retrieval')):<8} {_text(b.get('result')):<8} {latency}"
+            f"  rows {_text(b.get('rows'))}  {_text(b.get('hash'))[:16]}{reason}"
         )
     lines += diff_lines(record.diff)
     return "\n".join(lines)
@@ -225,10 +248,10 @@ def status_lines(s: dict[str, Any]) -> list[str]:
     if s["daemon_alive"]:
         lines.append("next fires")
         lines += table(
-            ("AGENT", "TIER", "AT (UTC)", "WHEN"),
+            ("AGENT", "TIER", "AT (UTC)", "WHEN", "NEXT ACTIVE (UTC)"),
             [(f["agent"], f["tier"],
               f"{dt.datetime.fromisoformat(f['at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if f["at"] else "not scheduled",
-              _in(now, f["at"]) if f["at"] else None)
+              _in(now, f["at"]) if f["at"] else None, _next_active(f))
              for f in s["next_fires"]],
         )
     else:
@@ -236,6 +259,16 @@ def status_lines(s: dict[str, Any]) -> list[str]:
     lines.append("")
     lines.append(f"trigger requests waiting: {s['pending_requests']}")
     return lines + controls_lines(s)
+
+
+def _next_active(fire: Mapping[str, Any]) -> str | None:
+    """The next fire inside the tier's active hours: `same` when it is the next fire itself."""
+    if "next_active" not in fire:  # a snapshot from before active hours
+        return None
+    active = fire["next_active"]
+    if active is None:
+        return "none within reach" if fire.get("at") else None
+    return "same" if active == fire["at"] else f"{dt.datetime.fromisoformat(active).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}"
 
 
 def _utc(value: dt.datetime | None) -> str | None:
@@ -302,7 +335,9 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
     width = max([len(t["name"]) for t in cmap.tools] + [4])
     lines.append(f"{'TOOL':<{width}}  {'MUT':<3}  {'SURFACES':<36}  BOUND BY")
     for t in cmap.tools:
-        lines.append(f"{t['name']:<{width}}  {'yes' if t['mutates'] else 'no':<3}  {', '.join(t['surfaces']):<36}  {', '.join(t['bound_by']) or '-'}")
+        approval = "  (requires approval)" if t.get("requires_approval") else ""
+        bound_by = ", ".join(t["bound_by"]) or "-"
+        lines.append(f"{t['name']:<{width}}  {'yes' if t['mutates'] else 'no':<3}  {', '.join(t['surfaces']):<36}  {bound_by}{approval}")
     lines.append("")
     lines.append("tier                      bound / registry   binds")
     for label, tier in cmap.tiers.items():
@@ -317,10 +352,15 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
         lines.extend(f"  ! {i}" for i in cmap.inert)
     else:
         lines.append("inert declarations: none")
+    if cmap.unbound_builtins:
+        lines.append(f"built-in tools no tier binds (the tiers' choice): {', '.join(cmap.unbound_builtins)}")
     return "\n".join(lines)
 
 
 def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str = "UTC") -> str:
+    from surfaces import epistemic as epistemic_tools
+    from wake.arrival import falsifiers
+
     if not rows:
         return f"no retractions (0 of {total})"
     out = []
@@ -346,6 +386,8 @@ def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str
 
 
 def probe_result(result: probe.ProbeResult) -> str:
+    from surfaces import probe
+
     return f"{result.verdict}  {result.spec.describe()}\n{probe.note(result)}\nresolved: {result.resolved_path or '-'}"
 
 
@@ -374,6 +416,12 @@ def probe_records(records: list[probes_ledger.ProbeRecord]) -> str:
                    f"[instrument {r.instrument_state}, {len(r.controls)} controls, {failed} failed; {r.resolved_path or '-'}]"
                    f"{links}{said}  {str(r.id)[:8]}")
     return "\n".join(out)
+
+
+def messages(sent: Sequence[Mapping[str, Any]]) -> str:
+    """The messages of a request as the model gets them, each under its role: the harness's
+    preamble, the blocks and the closing instruction, nothing left out (`wake up --dry-run`)."""
+    return "\n\n".join(f"--- {m['role']} ---\n{m.get('content') or ''}" for m in sent)
 
 
 def arrival(blocks: Sequence[tuple[str, str | None]]) -> str:
@@ -475,6 +523,8 @@ def memory_files(files: Sequence[Mapping[str, Any]], head: str | None) -> list[s
 
 def memory_log(commits: Sequence[Mapping[str, Any]], writes_recorded: int) -> list[str]:
     """`wake memory log`: each commit with the memory write that made it, or that none did."""
+    from memory import provenance  # only the memory log reads commit trailers
+
     if not commits:
         return ["no commits"]
     out = []
@@ -489,6 +539,7 @@ def memory_log(commits: Sequence[Mapping[str, Any]], writes_recorded: int) -> li
         sizes = f", {_size(w.bytes_before)} -> {_size(w.bytes_after)}" if w is not None else ""
         out.append(f"{c['commit'][:12]}  {c['at']:%Y-%m-%d %H:%M:%S}  {c['summary']}")
         out.append(f"    {made}{sizes}; {', '.join(c['paths']) or '(no file)'}")
+        out.append(f"    text from: {provenance.describe(provenance.of_trailers(c['trailers']))}")
         if w is not None and w.reason:
             out.append(f"    reason: {w.reason} (recorded {w.at:%Y-%m-%d %H:%M:%S}, write #{w.write_id})")
     out.append(f"{len(commits)} commits shown; {writes_recorded} writes recorded")

@@ -138,7 +138,3 @@ def accept_cmd(ctx: Context, target: str, by: str, as_json: bool) -> None:
         was = done.pinned_hash[:16]
         click.echo(f"accepted finding {done.id}: {server}/{tool} pinned {done.seen_hash[:16]} (was {was}), by {by.strip()}")
     sys.exit(0)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(tools_group)

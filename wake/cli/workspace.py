@@ -59,7 +59,3 @@ def status_cmd(obj: app.Context, agent_id: str | None, as_json: bool) -> None:
         click.echo(render.to_json({"agent": agent, **status.as_dict()}))
     else:
         click.echo(render.workspace_status(agent, status))
-
-
-def register(group: click.Group) -> None:
-    group.add_command(workspace_group)

@@ -71,7 +71,17 @@ from wake.config.sections import (
     ToolsConfig,
     VerifyConfig,
 )
-from wake.config.values import AGENT_ID_PATTERN, CLIP_CHARS, MAX_DURATION_S, check_agent_id, check_http_url, clip, parse_duration_s, parse_listen
+from wake.config.values import (
+    AGENT_ID_PATTERN,
+    CLIP_CHARS,
+    MAX_DURATION_S,
+    check_agent_id,
+    check_http_url,
+    clip,
+    parse_duration_s,
+    parse_listen,
+    plural,
+)
 
 __all__ = [
     "AGENT_ID_PATTERN", "BUILTIN_SOURCES", "CLIP_CHARS", "DEFAULT_SCHEDULES", "DEFAULT_SOURCES", "DEFAULT_SOURCE_TIMEOUT_MS",
@@ -82,5 +92,5 @@ __all__ = [
     "RetractionsConfig", "SeverityName", "SqlSourceConfig", "ThinkConfig", "TierConfig", "ToolChoice", "TOOL_CHOICES", "ToolsConfig", "VerifyConfig",
     "DEDUPLICATING_SCHEMES", "InboxConfig", "TEMPLATE_FIELDS",
     "candidate_paths", "check_agent_id", "check_http_url", "clip", "find_config", "load_config", "load_config_file",
-    "log_settings", "parse_duration_s", "parse_listen", "read_environment", "resolve_state_dir",
+    "log_settings", "parse_duration_s", "parse_listen", "plural", "read_environment", "resolve_state_dir",
 ]

@@ -15,7 +15,6 @@ import re
 import string
 from typing import Any, Literal
 
-import apprise
 from pydantic import Field, field_validator, model_validator
 
 from wake.config.values import _Model, clip, parse_listen
@@ -49,6 +48,8 @@ def quiet_apprise() -> None:
 @functools.cache
 def known_schemes() -> frozenset[str]:
     """Every scheme this Apprise can send to (its plugins loaded once)."""
+    import apprise  # here, not at the top: a config without an Apprise route never pays for its plugins
+
     manager: Any = apprise.manager_plugins.NotificationManager  # untyped in Apprise
     return frozenset(s.lower() for s in manager().schemas())
 
@@ -67,6 +68,8 @@ def check_apprise_url(url: str) -> str:
         raise ValueError(f"unknown Apprise scheme {clip(scheme)}:// (docs/channels.md lists the common ones), got {clip(url)}")
     if "{" in url.replace("{{", "").replace("}}", "") and not PLACEHOLDER.search(url):
         raise ValueError(f"expected placeholders as {{credential_name}}, got {clip(url)}")
+    import apprise
+
     quiet_apprise()
     if not PLACEHOLDER.search(url) and apprise.Apprise.instantiate(url) is None:
         raise ValueError(f"the {scheme}:// URL does not parse as an Apprise {scheme} URL (docs/channels.md), got {clip(url)}")

@@ -36,6 +36,9 @@ class McpServerConfig(BaseModel):
     # a declaration that differs from its pin: strict (not bound until accepted), warn (bound,
     # finding raised), off (only the manifest changes)
     pin: Literal["strict", "warn", "off"] = "strict"
+    # globs over the server's tool names whose calls are not run in the wake that made them: each
+    # waits for an operator's decision (docs/approvals.md)
+    requires_approval: tuple[str, ...] = ()
     start_timeout_s: float = Field(15.0, gt=0)
     list_timeout_s: float = Field(10.0, gt=0)
     call_timeout_s: float = Field(30.0, gt=0)

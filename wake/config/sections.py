@@ -11,13 +11,12 @@ import string
 import zoneinfo
 from typing import Any, Literal
 
-from apscheduler.triggers.cron import CronTrigger
 from pydantic import Field, field_validator, model_validator
 
 from ledgers.vocab import Tier
 from memory import config as memory_config
 from surfaces.context import RecallSettings, ToolSettings
-from wake.config import channels
+from wake.config import channels, hours
 from wake.config.mcp import SERVER_NAME, McpServerConfig
 from wake.config.values import _Model, check_http_url, clip, parse_duration_s, parse_listen
 from wake.errors import KeyProblem
@@ -92,6 +91,9 @@ class ToolsConfig(_Model):
     # Surface names beyond the built-in ones that operator tools may declare and tiers may bind.
     surfaces: tuple[str, ...] = ()
     entry_points: bool = True
+    # Globs over tool names (an MCP tool's `server__tool`) whose calls wait for an operator's
+    # decision instead of running in the wake that made them (docs/approvals.md).
+    requires_approval: tuple[str, ...] = ()
     mcp: dict[str, McpServerConfig] = {}  # [tools.mcp.<server>]: MCP servers (wake/config/mcp.py)
 
     @field_validator("mcp")
@@ -291,6 +293,13 @@ class DaemonConfig(_Model):
     ownership: Literal["rendezvous", "every_replica"] = "rendezvous"
 
 
+class TierMemoryConfig(_Model):
+    """`agents.<id>.tiers.<tier>.memory`: whether the tier may write the agent's memory. None:
+    a whisper may not (it reads), the deeper tiers may."""
+
+    writable: bool | None = None
+
+
 TOOL_CHOICES = ("auto", "required", "none")
 
 
@@ -343,11 +352,31 @@ class TierConfig(_Model):
     precheck: tuple[str, ...] | None = Field(None, min_length=1)
     precheck_timeout_s: float = Field(10.0, gt=0)
     precheck_max_chars: int = Field(4000, ge=100)
+    # When the tier's slots may run (`wake.config.hours`): a slot outside every window is claimed
+    # and recorded `skipped` (inactive_hours), like a paused one. Empty: always.
+    active_hours: tuple[str, ...] = ()
+    memory: TierMemoryConfig = TierMemoryConfig()
+
+    def memory_writable(self, tier: str) -> bool:
+        """Whether a wake of `tier` (this tier's name) binds the tools that write memory."""
+        return self.memory.writable if self.memory.writable is not None else tier != Tier.whisper
+
+    @field_validator("active_hours")
+    @classmethod
+    def _active_hours(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            try:
+                hours.parse_window(text)
+            except ValueError as exc:
+                raise ValueError(f"{clip(text)}: {exc}") from None
+        return value
 
     @field_validator("cron")
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
         if value is not None:
+            from apscheduler.triggers.cron import CronTrigger  # the scheduler's parser, loaded by a config with a cron
+
             try:
                 CronTrigger.from_crontab(value)
             except ValueError as exc:

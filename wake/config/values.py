@@ -41,6 +41,11 @@ def clip(value: object) -> str:
     return f"{text[:CLIP_CHARS]}... ({length})"
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """`1 tool call`, `2 tool calls`, `0 turns`: a count with its noun agreeing."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
 def parse_duration_s(text: str) -> int:
     """`"15m"` -> 900. Units: s, m, h, d; at most MAX_DURATION_S."""
     match = _DURATION.match(text)

@@ -5,10 +5,14 @@ Three conversations, every key named below (and nowhere else):
 - **Heartbeats.** Each daemon replica writes its state as JSON to `wake:replica:<id>` with a TTL
   (`heartbeat`); a replica that stops beating disappears by itself. `live_replicas` SCANs them.
 - **Triggers.** `wake trigger` pushes a request onto the list `wake:triggers` (`request_wake`); a
-  daemon takes it with a blocking pop (`next_request`), so exactly one replica gets each request.
-  Delivery is at most once: a daemon that dies after the pop loses the request, and the client's
-  wait times out. A client that gives up before any daemon took its request takes it back
-  (`withdraw`), so nothing runs after the operator was told it did not.
+  daemon takes it with a blocking move (`next_request`) onto its own list of taken requests,
+  `wake:triggers:taken:<replica id>`, so exactly one replica gets each request, and drops it from
+  there once the request is seen through (`done`). A request's wake id is chosen with it (its
+  request id), so a replica that dies after the move leaves a request another replica can give
+  its one row (`failed`, `wake.daemon.orphans`; `taken_lists`, `take_over`) and answer. The
+  wake itself is not run again: delivery stays at most once. A client that gives up before any
+  daemon took its request takes it back (`withdraw`), so nothing runs after the operator was
+  told it did not.
 - **Events.** The daemon that took a request reports what became of it onto the list
   `wake:trigger:<request_id>:events` (`report`), which expires on its own; the client pops them
   (`events`) until the request is settled or refused.
@@ -41,6 +45,8 @@ log = logs.get("wake.control")
 REPLICA_KEY = keys.REPLICA
 REPLICA_MATCH = keys.REPLICA_MATCH
 TRIGGER_QUEUE = keys.TRIGGERS
+TAKEN_KEY = keys.TRIGGERS_TAKEN
+TAKEN_MATCH = keys.TRIGGERS_TAKEN_MATCH
 EVENTS_KEY = keys.TRIGGER_EVENTS
 
 # An events list outlives any sensible client wait, then goes away by itself.
@@ -161,6 +167,15 @@ class TriggerRequest:
             requested_at=dt.datetime.fromisoformat(raw["requested_at"]),
         )
 
+    @property
+    def wake_id(self) -> uuid.UUID:
+        """The id of the wake this request runs, chosen with the request (its id is a UUID's hex),
+        so the replica that takes it and any replica closing it after that one died agree on it."""
+        try:
+            return uuid.UUID(hex=self.request_id)
+        except ValueError:  # not one `request_wake` made: still one id per request
+            return uuid.uuid5(uuid.NAMESPACE_URL, f"wake:trigger:{self.request_id}")
+
 
 async def request_wake(redis: aioredis.Redis, agent: str, tier: str, now: dt.datetime) -> TriggerRequest:
     """Client side: queue a request for a manual wake; some daemon will pop it."""
@@ -187,10 +202,22 @@ def _pop_slice_s(redis: aioredis.Redis) -> float:
     return max(0.01, min(MAX_POP_SLICE_S, float(socket_timeout) / 2))
 
 
-async def _blocking_pop(redis: aioredis.Redis, key: str, timeout_s: float, *, right: bool) -> str | None:
-    """BLPOP/BRPOP one value from `key`, waiting up to `timeout_s` in slices; `timeout_s <= 0` polls once."""
+def _pop(redis: aioredis.Redis, key: str, wait_s: float | None, *, right: bool, into: str | None) -> Any:
+    """One pop from `key` (blocking `wait_s`, or not at all for None); with `into`, moved onto the
+    head of that list in the same command."""
+    side = "RIGHT" if right else "LEFT"
+    if into is not None:
+        return redis.lmove(key, into, side, "LEFT") if wait_s is None else redis.blmove(key, into, wait_s, side, "LEFT")  # type: ignore[arg-type]
+    if wait_s is None:
+        return redis.rpop(key) if right else redis.lpop(key)
+    return redis.brpop([key], timeout=wait_s) if right else redis.blpop([key], timeout=wait_s)
+
+
+async def _blocking_pop(redis: aioredis.Redis, key: str, timeout_s: float, *, right: bool, into: str | None = None) -> str | None:
+    """BLPOP/BRPOP (BLMOVE `into`) one value from `key`, waiting up to `timeout_s` in slices;
+    `timeout_s <= 0` polls once."""
     if timeout_s <= 0:
-        value: str | bytes | None = await (redis.rpop(key) if right else redis.lpop(key))  # type: ignore[assignment]  # no count: one value
+        value: str | bytes | None = await _pop(redis, key, None, right=right, into=into)
         return _text(value) if value is not None else None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
@@ -201,29 +228,55 @@ async def _blocking_pop(redis: aioredis.Redis, key: str, timeout_s: float, *, ri
             return None
         # Redis reads a timeout of 0 as "forever"; never send one.
         wait_s = round(max(0.01, min(slice_s, remaining)), 3)
-        popped = await (redis.brpop([key], timeout=wait_s) if right else redis.blpop([key], timeout=wait_s))
+        popped = await _pop(redis, key, wait_s, right=right, into=into)
         if popped is not None:
-            return _text(popped[1])
+            return _text(popped if into is not None else popped[1])
 
 
-async def next_request(redis: aioredis.Redis, timeout_s: float) -> TriggerRequest | None:
+async def next_request(redis: aioredis.Redis, timeout_s: float, *, taken_by: str | None = None) -> TriggerRequest | None:
     """Daemon side: take the oldest queued request, waiting up to `timeout_s`; None when none came.
 
-    The pop is atomic, so of several replicas waiting exactly one gets each request. A malformed
-    entry is dropped and logged (it can never become valid).
+    The pop is atomic, so of several replicas waiting exactly one gets each request. With
+    `taken_by` (the replica's id) the request is moved onto that replica's taken list in the same
+    command, until `done`. A malformed entry is dropped and logged (it can never become valid).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
+    into = TAKEN_KEY.format(replica_id=taken_by) if taken_by is not None else None
     while True:
-        text = await _blocking_pop(redis, TRIGGER_QUEUE, max(0.0, deadline - loop.time()), right=True)
+        text = await _blocking_pop(redis, TRIGGER_QUEUE, max(0.0, deadline - loop.time()), right=True, into=into)
         if text is None:
             return None
         try:
             return TriggerRequest.from_json(text)
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("control.request_malformed", entry=text[:200], error=str(exc))
+            if into is not None:
+                await redis.lrem(into, 1, text)
             if loop.time() >= deadline:
                 return None
+
+
+async def done(redis: aioredis.Redis, taken_by: str, request: TriggerRequest) -> None:
+    """Daemon side: the request is seen through (its wake settled, or it was refused)."""
+    await redis.lrem(TAKEN_KEY.format(replica_id=taken_by), 1, request.to_json())
+
+
+async def taken_lists(redis: aioredis.Redis) -> list[str]:
+    """The replica ids that hold taken requests not yet seen through."""
+    prefix = TAKEN_KEY.format(replica_id="")
+    return sorted({_text(key).removeprefix(prefix) async for key in redis.scan_iter(match=TAKEN_MATCH)})
+
+
+async def take_over(redis: aioredis.Redis, dead: str, by: str) -> TriggerRequest | None:
+    """Move one request a dead replica took onto `by`'s taken list (atomic: of several replicas
+    doing this, each request goes to one), or None when it holds no more."""
+    while (text := await _blocking_pop(redis, TAKEN_KEY.format(replica_id=dead), 0, right=True, into=TAKEN_KEY.format(replica_id=by))) is not None:
+        try:
+            return TriggerRequest.from_json(text)
+        except (ValueError, KeyError, TypeError):
+            await redis.lrem(TAKEN_KEY.format(replica_id=by), 1, text)
+    return None
 
 
 async def report(redis: aioredis.Redis, request_id: str, event: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from ledgers.vocab import GOOD
 from wake import clock, stores
 from wake.config import Config
-from wake.daemon import control, rendezvous
+from wake.daemon import control, rendezvous, schedule
 from wake.errors import NoDaemon
 from wake.stores import lease
 
@@ -153,9 +153,25 @@ def _next_fires(config: Config, replicas: Sequence[control.ReplicaState]) -> lis
             if key not in earliest or at < dt.datetime.fromisoformat(earliest[key]):
                 earliest[key] = at.isoformat()
     return [
-        {"agent": agent, "tier": tier, "at": earliest.get((agent, tier))}
-        for agent, conf in config.agents.items() for tier in conf.tiers
+        {"agent": agent, "tier": tier, "at": at, "next_active": _next_active(config, agent, tier, at)}
+        for agent, conf in config.agents.items() for tier in conf.tiers for at in [earliest.get((agent, tier))]
     ]
+
+
+def _next_active(config: Config, agent: str, tier: str, at: str | None) -> str | None:
+    """The first fire from `at` on inside the tier's active hours (`at` itself without active
+    hours): the next wake that will run, not be recorded skipped."""
+    if at is None:
+        return None
+    sched = schedule.from_config(config, agent, tier)
+    if not sched.active:
+        return at
+    fire = dt.datetime.fromisoformat(at)
+    slot = schedule.fire_at_or_before(sched, fire) or fire  # the slot the fire belongs to (it fires at slot + jitter)
+    found = schedule.next_active_fire(sched, slot - dt.timedelta(microseconds=1))
+    if found is None:
+        return None
+    return (found + dt.timedelta(seconds=schedule.jitter_delay_s(sched, found))).astimezone(dt.UTC).isoformat()
 
 
 async def status(config: Config, now: dt.datetime | None = None) -> dict[str, Any]:

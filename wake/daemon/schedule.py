@@ -17,7 +17,11 @@ A *slot* is the unjittered instant a schedule names. It is the key every replica
 Quiet hours (`agents.X.quiet_hours = "23:00-07:00"`, local, may wrap midnight) drop slots when
 the tier skips them: whisper and surface by default, full not; `skip_quiet_hours` overrides.
 
-Time is always an argument: `slot_at_or_before`, `slot_after`, `next_fire`, `fires_between`,
+Active hours (`active_hours` on a tier, `wake.config.hours`) do not drop slots: a slot outside
+them fires, is claimed, and gets its `skipped` row (`wake.run.claim`); `next_active_fire` is the
+next one that will run.
+
+Time is always an argument: `slot_at_or_before`, `slot_after`, `next_fire`, `next_active_fire`, `fires_between`,
 `last_missed` and `in_quiet_hours` take the instants they reason about.
 """
 
@@ -34,7 +38,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
 from ledgers.vocab import Tier
-from wake.config import Config, parse_duration_s
+from wake.config import Config, hours, parse_duration_s
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # Tiers that skip quiet hours unless `skip_quiet_hours` says otherwise.
@@ -82,6 +86,7 @@ class Schedule:
     quiet: QuietHours | None = None
     skip_quiet: bool = False
     catch_up: str = "skip"
+    active: tuple[hours.Window, ...] = ()  # the tier's active hours: its slots outside them are claimed and skipped
 
     @property
     def zone(self) -> zoneinfo.ZoneInfo:
@@ -129,7 +134,7 @@ def from_config(config: Config, agent_id: str, tier: str) -> Schedule:
         agent_id=agent_id, tier=tier, timezone=agent.timezone,
         every_s=parse_duration_s(spec["every"]) if "every" in spec else None, cron=spec.get("cron"),
         jitter_s=conf.jitter_s, quiet=QuietHours.parse(agent.quiet_hours) if agent.quiet_hours else None,
-        skip_quiet=skip_quiet, catch_up=catch_up,
+        skip_quiet=skip_quiet, catch_up=catch_up, active=hours.parse(conf.active_hours),
     )
 
 
@@ -207,6 +212,18 @@ def next_fire(s: Schedule, after: dt.datetime) -> dt.datetime | None:
         if not skipped_for_quiet(s, slot):
             return slot
         slot = slot_after(s, slot)
+    return None
+
+
+def next_active_fire(s: Schedule, after: dt.datetime) -> dt.datetime | None:
+    """The first fire strictly after `after` that falls in the tier's active hours: the next wake
+    that will run rather than be recorded `skipped` (inactive_hours). None when none comes within
+    the search bound (a window no slot ever meets)."""
+    slot = next_fire(s, after)
+    for _ in range(_MAX_QUIET_STEPS):
+        if slot is None or hours.active(s.active, s.timezone, slot):
+            return slot
+        slot = next_fire(s, slot)
     return None
 
 

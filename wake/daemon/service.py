@@ -51,7 +51,7 @@ from wake import __version__, clock, logs, stores
 from wake.arrival import code_check
 from wake.config import Config, load_config_file
 from wake.context import WakeRequest
-from wake.daemon import channels, control, inbox, notify, outbox, ownership, schedule
+from wake.daemon import channels, control, inbox, notify, orphans, outbox, ownership, schedule
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable, WakeError
 from wake.observe import metrics
 from wake.run import claim, cycle, session
@@ -455,6 +455,9 @@ class Daemon:
                     log.warning("wake.abandoned", agent=agent_id, wake_id=str(row["wake_id"]), host=host, pid=row["pid"], fence=row["fence"],
                                 closed_by="start-up: its process is dead on this host")
             agents = await introspection.agents_with_started(conn)
+        assert self.session is not None
+        await claim.record_dead_claims(self.session, host=host, alive=engines.alive, now=self.now())
+        await self.close_unrecorded()
         for agent_id in agents:
             with contextlib.suppress(LeaseBusy):
                 async with claim.agent_lease(self.config, self.stores, agent_id, owner=self.owner):
@@ -600,11 +603,26 @@ class Daemon:
             asyncio.create_task(self._oneshot_loop(), name="oneshots"),
         ]
 
+    async def close_unrecorded(self) -> None:
+        """Wakes a dead replica claimed and never recorded get their rows (`wake.daemon.orphans`)."""
+        assert self.session is not None
+        await orphans.sweep(self.session, replica_id=self.replica_id, heartbeat_ttl_s=self.heartbeat_ttl_s, now=self.now())
+
+    @property
+    def heartbeat_ttl_s(self) -> float:
+        """How long a replica's heartbeat lives after its last beat."""
+        return self.ownership.ttl_s  # the same TTL the ownership reads membership by
+
     async def _oneshot_loop(self) -> None:
-        """Hand every due one-shot (`wake at`) to a task; its claim decides which replica runs it."""
+        """Hand every due one-shot (`wake at`) to a task; its claim decides which replica runs it.
+        Once a heartbeat's lifetime, give the one-shots a dead claimer left their rows."""
         assert self.stores is not None
         unknown: set[Any] = set()
+        swept = self.now()
         while not self.stopping:
+            if (self.now() - swept).total_seconds() >= self.heartbeat_ttl_s:
+                swept = self.now()
+                await self.close_unrecorded()
             try:
                 async with self.stores.pg_conn() as conn:
                     due = await controls.due_oneshots(conn, self.now())
@@ -639,10 +657,17 @@ class Daemon:
     # -- manual wakes through Redis -----------------------------------------------------------------
 
     async def _trigger_loop(self) -> None:
+        """Take `wake trigger` requests onto this replica's taken list (`control.next_request`),
+        beating first: a replica holding taken requests and no heartbeat is a dead one
+        (`wake.daemon.orphans`)."""
         assert self.stores is not None
+        beaten = False
         while not self.stopping:
             try:
-                request = await control.next_request(self.stores.redis, TRIGGER_POP_S)
+                if not beaten:
+                    await control.heartbeat(self.stores.redis, self.state(), ttl_s=self.heartbeat_ttl_s)
+                    beaten = True
+                request = await control.next_request(self.stores.redis, TRIGGER_POP_S, taken_by=self.replica_id)
             except Exception as exc:  # Redis away: keep trying, the heartbeat says it too
                 log.warning("daemon.trigger_poll_failed", error=logs.redact_text(str(exc)))
                 await asyncio.sleep(TRIGGER_POP_S)
@@ -650,8 +675,24 @@ class Daemon:
             if request is not None:
                 if self.stopping:
                     await self._report(request.request_id, {"event": "refused", "reason": "the daemon is shutting down"})
+                    await self._done(request)
                     return
-                self._spawn(self.run_manual(request), name=f"manual:{request.agent}/{request.tier}")
+                self._spawn(self._seen_through(request), name=f"manual:{request.agent}/{request.tier}")
+
+    async def _seen_through(self, request: control.TriggerRequest) -> None:
+        try:
+            await self.run_manual(request)
+        finally:
+            await asyncio.shield(self._done(request))
+
+    async def _done(self, request: control.TriggerRequest) -> None:
+        """The request off this replica's taken list; Redis away: it stays, and this replica's
+        heartbeat keeps others from closing it."""
+        assert self.stores is not None
+        try:
+            await control.done(self.stores.redis, self.replica_id, request)
+        except Exception as exc:  # noqa: BLE001 - logged; the request stays taken by a live replica
+            log.warning("daemon.trigger_done_failed", request_id=request.request_id, error=logs.redact_text(str(exc)))
 
     async def _report(self, request_id: str, event: dict[str, Any]) -> None:
         assert self.stores is not None
@@ -670,7 +711,7 @@ class Daemon:
             what = f"agent {request.agent!r}" if agent is None else f"tier {request.tier!r} of agent {request.agent!r}"
             await self._report(request.request_id, {"event": "refused", "reason": f"unknown {what}; configured: {known}"})
             return
-        wake = WakeRequest(agent_id=request.agent, tier=Tier(request.tier), trigger=Trigger.manual)
+        wake = WakeRequest(agent_id=request.agent, tier=Tier(request.tier), trigger=Trigger.manual, wake_id=request.wake_id)
 
         async def started(fenced: WakeRequest, held: lease.Lease) -> None:
             await self._report(request.request_id, {"event": "started", "wake_id": str(fenced.wake_id)})
@@ -682,8 +723,9 @@ class Daemon:
             except AgentBusy as busy:
                 await self._report(request.request_id, {"event": "refused", "reason": str(busy).removesuffix(BUSY_HINT)})
                 return
-            except asyncio.CancelledError:
-                await asyncio.shield(self._report(request.request_id, {**settled, "status": "aborted", "note": None, "error": "cancelled"}))
+            except asyncio.CancelledError as exc:  # the canceller's reason, as the row has it (the drain timeout names itself)
+                why = str(exc.args[0]) if exc.args and exc.args[0] else "cancelled"
+                await asyncio.shield(self._report(request.request_id, {**settled, "status": "aborted", "note": None, "error": why}))
                 raise
         if outcome is None:
             await self._report(request.request_id, {**settled, "status": "aborted", "note": None, "error": "lease lost"})

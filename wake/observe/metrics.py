@@ -42,6 +42,7 @@ STATUSES: tuple[str, ...] = SETTLED
 # Why a claimed or due slot did not run (the text before the first ':' of the daemon's reason).
 SKIP_REASONS = (
     "slot_taken", "busy", "shutting_down", "lease_not_taken", "catch_up_skipped", "paused", "missed", "oneshot_taken", "store_unreachable",
+    "inactive_hours", "died_after_claim",
 )
 BLOCK_STATES: tuple[str, ...] = tuple(Retrieval)
 # Why agents moved between replicas (wake.daemon.ownership), and which way, seen from this replica.

@@ -12,9 +12,12 @@ lease is gone (it died, or lost the lease and can no longer write past the fence
 `abandoned` under the new fence.
 
 Every claimed slot leaves exactly one row: the wake's own, or a `skipped` one (busy, shutting
-down, paused), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
+down, paused, outside the tier's active hours), a `missed` one (found later than the tier's `misfire_grace_s`), or a `failed` one
 (the lease could not be taken after the claim, or was lost before the wake's row could be
-written: `record_lost`). A one-shot (`wake at`, trigger `at`) is claimed
+written: `record_lost`; or its claimer died before writing the row, found
+by the next daemon starting on its host: `record_dead_claims`, or by any replica once a claimer
+elsewhere stopped beating: `wake.run.orphans`), or an `aborted` one (the wake's
+fence went stale before its first write: `_row_if_none`). A one-shot (`wake at`, trigger `at`) is claimed
 on its own `wake_oneshots` row instead of a slot, and then follows the same path.
 """
 
@@ -25,16 +28,17 @@ import contextlib
 import datetime as dt
 import os
 import socket
+import zoneinfo
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
 
-from ledgers import controls, introspection, slots
-from ledgers.vocab import Status, Trigger
+from ledgers import controls, dead_processes, introspection, slots
+from ledgers.vocab import Status, Tier, Trigger
 from wake import clock, logs
-from wake.config import Config
+from wake.config import Config, hours
 from wake.context import WakeRequest
 from wake.errors import AgentBusy, LeaseBusy, LeaseLost, StoreUnavailable
 from wake.observe import metrics
@@ -46,6 +50,10 @@ log = logs.get("wake.claim")
 
 ABANDONED = "abandoned: its process died or lost the agent's lease before settling"
 SHUTTING_DOWN = "shutting down"
+DIED_AFTER_CLAIM = "claimed, never run: its process {claimer} died after claiming the slot, before the slot's row was written"
+DIED_AFTER_ONESHOT = "claimed, never run: its process {claimer} died after claiming the one-shot, before its row was written"
+STALE_BEFORE_ROW = "claimed, never recorded: the wake's lease was lost (fence {fence}) before its row was written"
+DEAD_CLAIM_LOOKBACK = dt.timedelta(days=1)  # how far back a starting daemon looks for its host's dead claims (one range scan per tier)
 BUSY_HINT = "; try again when it has settled"
 
 
@@ -140,6 +148,32 @@ async def record_lost(session: Session, request: WakeRequest, *, now: dt.datetim
             return False
     await record_not_run(session, request, reason, status=Status.failed, now=now)
     return True
+
+
+async def record_dead_claims(session: Session, *, host: str, alive: Callable[[int], bool], now: dt.datetime) -> int:
+    """At a daemon's start: the slots and one-shots claimed (in the last `DEAD_CLAIM_LOOKBACK`) by
+    a process on this host that is dead and that have no row get their one row, `failed`, with the
+    claim's wake id, linked into the chain; returns how many were written. Only a dead claimer's: a live one
+    (even a suspended one) writes its own row."""
+    config = session.config
+    tiers = [(a, str(t)) for a, agent in config.agents.items() for t in agent.tiers]
+    written = 0
+    async with session.stores.pg_conn() as conn:
+        for dead in await dead_processes.dead_claims(conn, host, tiers, now - DEAD_CLAIM_LOOKBACK, alive):
+            reason = (DIED_AFTER_CLAIM if dead.scheduled_for is not None else DIED_AFTER_ONESHOT).format(claimer=dead.claimed_by)
+            row = introspection.WakeRow(
+                wake_id=dead.wake_id, agent_id=dead.agent_id, tier=Tier(dead.tier), trigger=Trigger(dead.trigger),
+                scheduled_for=dead.scheduled_for, started_at=dead.claimed_at, manifest_root=None, **settle.provenance(config), error=reason,
+            )
+            chain = await dead_processes.record_claim_row(conn, dead, row, Status.failed)
+            if chain is None:
+                continue
+            written += 1
+            metrics.observe_skipped(dead.agent_id, dead.tier, "died_after_claim")
+            log.error("wake.failed", error=reason, agent=dead.agent_id, tier=dead.tier, wake_id=str(dead.wake_id),
+                      scheduled_for=dead.scheduled_for.isoformat() if dead.scheduled_for else None, chain=chain,
+                      closed_by="start-up: its claimer is dead on this host")
+    return written
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -266,6 +300,22 @@ async def _take_lease(session: Session, request: WakeRequest, won: _Won, *, owne
         won.failed = exc
 
 
+async def busy_reason(session: Session, agent_id: str, busy: LeaseBusy) -> str:
+    """`busy: …` naming the wake that holds the agent's lease (its id, tier and trigger, from its
+    `started` row), or, before that wake has its row, the process holding the lease (host:pid, the
+    lease token's random part left out)."""
+    holder: introspection.Running | None = None
+    with contextlib.suppress(Exception):  # PostgreSQL away: the row cannot be written either; say what is known
+        async with session.stores.pg_conn() as conn:
+            holder = await introspection.running(conn, agent_id)
+    head = "busy: another wake of the agent holds its lease"
+    if holder is not None:
+        started = holder.started_at.astimezone(dt.UTC)
+        return f"{head} (wake {holder.wake_id}, {holder.tier} {holder.trigger}, started {started:%Y-%m-%dT%H:%M:%SZ})"
+    process = busy.holder.rsplit(":", 1)[0] if busy.holder and busy.holder.count(":") >= 2 else busy.holder
+    return f"{head} (a wake not recorded yet, held by {process or 'a holder unknown'})"
+
+
 def _first_try(won: _Won, wait_s: float) -> None:
     """Raise what the claim transaction's try at the lease met, unless a busy lease is to be waited for."""
     if won.failed is not None:
@@ -300,12 +350,28 @@ def lateness_s(request: WakeRequest, now: dt.datetime, jitter_s: float) -> float
     return (now - request.scheduled_for).total_seconds() - jitter_s
 
 
+def inactive_hours(config: Config, request: WakeRequest, now: dt.datetime) -> str | None:
+    """Why a slot does not run in its tier's `active_hours`, or None. A scheduled slot is judged at
+    its own instant, a catch-up when it would run (now); a one-shot, a manual wake and an
+    escalation were asked for at their time and are not held back."""
+    texts = config.tier(request.agent_id, request.tier).active_hours
+    if not texts or request.trigger not in (Trigger.schedule, Trigger.catch_up):
+        return None
+    zone = config.agents[request.agent_id].timezone
+    at = request.scheduled_for if request.trigger == Trigger.schedule and request.scheduled_for else now
+    if hours.active(hours.parse(texts), zone, at):
+        return None
+    local = at.astimezone(zoneinfo.ZoneInfo(zone))
+    return f"inactive_hours: {local:%a %H:%M} {zone} is outside the tier's active hours ({hours.describe(texts)})"
+
+
 async def held_back(
     session: Session, request: WakeRequest, now: dt.datetime, jitter_s: float = 0.0, pause: controls.Pause | None = _NOT_READ,
 ) -> tuple[Status, str] | None:
     """After the claim, before the lease: why a claimed slot or one-shot does not run, or None.
     A pause (`wake pause`, read from PostgreSQL, so every replica sees it at once; a slot's claim
-    has read it already, else it is read here) records it `skipped`; a scheduled slot found later
+    has read it already, else it is read here) records it `skipped`, and so does a slot outside
+    its tier's `active_hours` (`inactive_hours`); a scheduled slot found later
     than its tier's `misfire_grace_s` records it `missed`."""
     if pause is _NOT_READ:
         try:
@@ -318,6 +384,9 @@ async def held_back(
         until = f" until {pause.until.isoformat()}" if pause.until else ""
         why = f" ({pause.reason})" if pause.reason else ""
         return Status.skipped, f"paused: by {pause.paused_by}{until}{why}"
+    inactive = inactive_hours(session.config, request, now)
+    if inactive is not None:
+        return Status.skipped, inactive
     grace = session.config.tier(request.agent_id, request.tier).misfire_grace_s
     if grace is not None and request.trigger == Trigger.schedule:
         late = lateness_s(request, now, jitter_s)
@@ -384,7 +453,7 @@ async def run(
                 return None
             fenced = request.fenced(held.fence)
             started = True
-            outcome = await _run_leased(session, fenced, held, task, now, on_running, t)
+            outcome = await _run_claimed(session, fenced, held, task, now, on_running, t, claim)
             t3 = clock.monotonic_ms()
         t.release_ms = clock.monotonic_ms() - t3
         return outcome
@@ -392,8 +461,7 @@ async def run(
         t.outcome = "busy"
         if claim is None:
             raise AgentBusy(f"{busy}{BUSY_HINT}") from None
-        reason = f"busy: another wake of the agent holds its lease ({busy.holder or 'holder unknown'})"
-        await record_not_run(session, request, reason, now=now())
+        await record_not_run(session, request, await busy_reason(session, request.agent_id, busy), now=now())
         return None
     except (asyncio.CancelledError, LeaseLost):
         raise
@@ -406,6 +474,43 @@ async def run(
         reason = logs.redact_text(f"lease not taken: {type(exc).__name__}: {exc}")
         await record_not_run(session, request, reason, status=Status.failed, now=now())
         return None
+
+
+async def _run_claimed(
+    session: Session, request: WakeRequest, held: lease.Lease, task: asyncio.Task[Any] | None,
+    now: Callable[[], dt.datetime], on_running: OnRunning | None, t: Timing, claim: Claim | None,
+) -> cycle.WakeOutcome:
+    """`_run_leased`, and for a claimed slot or one-shot whose wake wrote no row (its fence went
+    stale first), that row (`_row_if_none`). A wake PostgreSQL was away for is the spool's."""
+    try:
+        outcome = await _run_leased(session, request, held, task, now, on_running, t)
+    except LeaseLost:
+        if claim is not None:
+            await _row_if_none(session, request, claim, STALE_BEFORE_ROW.format(fence=held.fence), now())
+        raise
+    if claim is not None and not outcome.recorded and outcome.unreachable != "postgres":
+        await _row_if_none(session, request, claim, STALE_BEFORE_ROW.format(fence=held.fence), now())
+    return outcome
+
+
+async def _row_if_none(session: Session, request: WakeRequest, claim: Claim, reason: str, now: dt.datetime) -> None:
+    """A claimed slot or one-shot whose wake wrote no row (its fence went stale before the first
+    write: a process suspended past its lease's TTL, say) still gets its one row: `aborted`,
+    unfenced like `record_not_run`'s (the claim makes it the slot's only row), written under a lock
+    on the claim unless a row exists by then."""
+    pending = dead_processes.ClaimWithoutRow(
+        agent_id=request.agent_id, tier=request.tier, scheduled_for=request.scheduled_for, trigger=request.trigger, claimed_by=claim.by,
+        claimed_at=now, wake_id=request.wake_id,
+    )
+    row = introspection.WakeRow(
+        wake_id=request.wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=request.scheduled_for,
+        started_at=now, manifest_root=None, **settle.provenance(session.config), error=reason,
+    )
+    async with session.stores.pg_conn() as conn:
+        chain = await dead_processes.record_claim_row(conn, pending, row, Status.aborted)
+    if chain is not None:
+        log.warning("wake.aborted", reason=reason, agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id),
+                    scheduled_for=request.scheduled_for.isoformat() if request.scheduled_for else None, chain=chain)
 
 
 async def _run_leased(

@@ -25,8 +25,10 @@ from typing import Any
 from ledgers import introspection
 from ledgers.introspection import WakeDiff, WakeRow
 from ledgers.vocab import Status, Tier, Trigger
+from surfaces import memory as memory_tools
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
+from wake.arrival import approvals as approvals_block
 from wake.arrival import engine as arrival
 from wake.arrival import memory, sources
 from wake.arrival import operator as operator_sources
@@ -38,8 +40,8 @@ from wake.observe import metrics
 from wake.run import mcp as mcp_tools
 from wake.run import settle
 from wake.run.session import Session
+from wake.think import approval, decide, gate
 from wake.think import client as model
-from wake.think import decide, gate
 from wake.think import loop as thinking_loop
 from wake.witness import diff, manifest
 
@@ -81,8 +83,12 @@ def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
 
 def bind(registry: Registry, config: Config, agent_id: str, tier: str, *, halted: bool = False) -> list[Tool]:
     """Step 5: the binding comes from the registry's surface declarations and nothing else; a wake
-    the Cloister canary halted binds no tool that mutates."""
-    tools = registry.binding(config.tier(agent_id, tier).binds)
+    the Cloister canary halted binds no tool that mutates, and a tier whose memory is read-only
+    (`memory.writable`, false for a whisper unless set) none that writes memory."""
+    conf = config.tier(agent_id, tier)
+    tools = registry.binding(conf.binds)
+    if not conf.memory_writable(tier):
+        tools = [t for t in tools if t.name not in memory_tools.WRITING_TOOLS]
     return [t for t in tools if not t.mutates] if halted else tools
 
 
@@ -147,14 +153,20 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: m
     p.binding = vetted.binding
     p.log.info("bind.done", tools=[t.name for t in p.binding], bound=len(p.binding), registry=len(registry))
     tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
+    approvals_on = approval.active(registry)
+    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted),
+              *([approvals_block.SOURCE] if approvals_on else [])]
+    recent = sources.RECENT_WAKES if any(src.fn is sources.recent_wakes for src in chosen) else None  # read with the previous wakes
     async with stores.pg_conn() as conn:
-        previous = await introspection.previous_both(conn, agent_id, tier, started_at)
+        previous = await introspection.previous_both(conn, agent_id, tier, started_at, recent=recent)
     ctx = WakeContext(
         config=config, stores=stores, request=request, now=started_at, binding=tuple(p.binding), previous=previous.agent,
-        previous_tier=previous.tier, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
+        previous_tier=previous.tier, recent=previous.recent, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
     )
-    # 4b. the arrival, and 7a. the diff it carries
-    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted)]
+    # 4b. the approved calls this wake can run, before the arrival that shows their results (a
+    # halted wake runs none: they wait); then the arrival, and 7a. the diff it carries
+    if approvals_on and not dry_run and memory_state.halt is None:
+        await approval.run_approved(ctx)
     p.blocks, ctx = await arrive(ctx, chosen, ctx.tier_config.source_timeout_ms / 1000)
     p.diff = ctx.diff
     # 6. the manifest, and the row it completes
@@ -192,9 +204,18 @@ async def run_wake(
     source_list: Sequence[Source] | None = None,
 ) -> WakeOutcome:
     """Run one wake: arrive, bind, manifest, record, gate, think, settle (then any escalation).
+    Every log line the wake's code emits, in its own tasks too (the sources, the model client,
+    the tools), carries its `agent`, `tier` and `wake_id`.
 
     The model calls go through the session's client; a session without one (a test's) opens its
     own for this wake and closes it."""
+    with logs.wake_fields(agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id)):
+        return await _run_wake(session, request, now=now, dry_run=dry_run, source_list=source_list)
+
+
+async def _run_wake(
+    session: Session, request: WakeRequest, *, now: Callable[[], dt.datetime], dry_run: bool, source_list: Sequence[Source] | None,
+) -> WakeOutcome:
     started = clock.monotonic_ms()
     bound = logs.get("wake.cycle").bind(agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id))
     p = _Progress(row=settle.first_row(session.config, request, now(), len(session.registry)), log=bound)

@@ -52,6 +52,7 @@ def specs(config: Config) -> list[mcp.ServerSpec]:
         out.append(mcp.ServerSpec(
             name=name, command=command, args=conf.args, env=env, cwd=cwd, url=conf.url, headers=headers,
             surfaces=tuple(conf.surfaces.items()), mutates=tuple(conf.mutates.items()), pin=conf.pin,
+            requires_approval=conf.requires_approval,
             start_timeout_s=conf.start_timeout_s, list_timeout_s=conf.list_timeout_s, call_timeout_s=conf.call_timeout_s,
             ping_interval_s=conf.ping_interval_s, restart_max_s=conf.restart_max_s,
             result_max_chars=max(config.think.tool_result_max_chars * 4, 10_000),

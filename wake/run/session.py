@@ -6,15 +6,16 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from ledgers import graph, schema
 from surfaces import loader
+from surfaces.checked_schemas import CheckedSchemas
 from surfaces.registry import DeclarationError, Registry
-from wake import logs, stores
+from wake import stores
 from wake.config import Config
-from wake.errors import ConfigError, RegistryError, SchemaError
+from wake.errors import ConfigError, RegistryError
+from wake.stores.prepared import prepare_schema as prepare_schema  # the commands over the ledgers prepare it alone
 from wake.think import client as model
 
-log = logs.get("wake.session")
+CHECKED_SCHEMAS = "cache/checked-schemas"  # under the state directory: the tool schemas that passed the metaschema check
 
 
 def build_registry(config: Config) -> Registry:
@@ -22,12 +23,35 @@ def build_registry(config: Config) -> Registry:
     so does a tier whose `tool_choice` names a tool its binding does not hold."""
     try:
         registry = loader.build(
-            config.tools.modules, config.tools.surfaces, entry_points=config.tools.entry_points, graph=config.neo4j.uri is not None
+            config.tools.modules, config.tools.surfaces, entry_points=config.tools.entry_points, graph=config.neo4j.uri is not None,
+            checked=CheckedSchemas(config.state_dir_path() / CHECKED_SCHEMAS),
         )
     except DeclarationError as exc:
         raise RegistryError(f"tool registry: {exc}") from exc
     check_tool_choices(config, registry)
+    check_approval_rules(config, registry)
+    registry.require_approval(config.tools.requires_approval)
     return registry
+
+
+def check_approval_rules(config: Config, registry: Registry) -> None:
+    """Each `tools.requires_approval` glob marks something: a tool of the registry, or (a name
+    with `__`) a tool of a configured MCP server, whose tools are listed only once it runs. A
+    glob that matches nothing would leave the tool it meant to hold running unattended."""
+    import fnmatch
+
+    servers = sorted(config.tools.mcp)
+    for rule in config.tools.requires_approval:
+        if any(fnmatch.fnmatchcase(t.name, rule) for t in registry):
+            continue
+        server, sep, _ = rule.partition("__")
+        if sep and any(fnmatch.fnmatchcase(s, server) for s in servers):
+            continue
+        shown = rule if len(rule) <= 64 else f"{rule[:64]}... ({len(rule)} characters)"
+        raise ConfigError(
+            str(config.path), "tools.requires_approval",
+            f"{shown!r} matches no tool (a built-in or module tool by name, an MCP tool as server__tool; servers: {', '.join(servers) or 'none'})",
+        )
 
 
 def check_tool_choices(config: Config, registry: Registry) -> None:
@@ -55,25 +79,6 @@ class Session:
     # The process's one model client (keep-alive pool), closed with the session; None (a test's
     # session) lets each wake open and close its own.
     models: model.Client | None = None
-
-
-async def prepare_schema(st: stores.Stores) -> None:
-    """Apply pending migrations when `postgres.auto_migrate` is on; then require the exact head."""
-    async with st.pg_conn() as conn:
-        try:
-            if st.config.postgres.auto_migrate:
-                for m in await schema.migrate(conn):
-                    log.info("schema.migrated", version=m.version, name=m.name)
-            await schema.check(conn)
-        except schema.SchemaMismatch as exc:
-            raise SchemaError(str(exc)) from exc
-    g = st.graph
-    if g is not None and st.config.postgres.auto_migrate:
-        try:
-            for name in await graph.ensure_schema(g):
-                log.info("schema.graph_created", name=name)
-        except graph.GraphUnavailable as exc:  # the graph block and tools will say so; the wake runs
-            log.warning("schema.graph_unavailable", error=str(exc))
 
 
 @contextlib.asynccontextmanager

@@ -18,7 +18,6 @@ import asyncpg
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from ledgers import graph
 from wake import logs, secrets
 from wake.config import Config
 from wake.errors import StoreUnavailable
@@ -27,6 +26,8 @@ from wake.stores.scope import ToolPool
 
 if TYPE_CHECKING:  # imported when a graph is configured: a command without one never pays for the driver
     import neo4j
+
+    from ledgers import graph
 
 log = logs.get("wake.stores")
 
@@ -260,10 +261,17 @@ async def open_stores(config: Config, *, neo4j: bool = True) -> Stores:
         neo4j_address=address(config.neo4j.uri) if config.neo4j.uri else None,
         embedded=embedded,
         tools=ToolPool(dsn),
-        graph=graph.on(driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=address(config.neo4j.uri))
-        if driver is not None and config.neo4j.uri
-        else None,
+        graph=_graph(config, driver),
     )
+
+
+def _graph(config: Config, driver: neo4j.AsyncDriver | None) -> graph.Graph | None:
+    """The graph ledger over the driver, when a graph is configured (its module loaded with it)."""
+    if driver is None or not config.neo4j.uri:
+        return None
+    from ledgers import graph
+
+    return graph.on(driver, database=config.neo4j.database, timeout_s=config.neo4j.timeout_s, address=address(config.neo4j.uri))
 
 
 @contextlib.asynccontextmanager

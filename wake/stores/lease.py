@@ -72,6 +72,10 @@ class Lease:
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     # The rows left `started` that taking the lease closed `abandoned` (when asked to: `abandon`).
     abandoned: list[introspection.AbandonedRow] = field(default_factory=list)
+    _timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+    _renewing: asyncio.Task[None] | None = field(default=None, repr=False)
+    _guarded: asyncio.Task[Any] | None = field(default=None, repr=False)
+    _last_ok: float = field(default=0.0, repr=False)
 
     @property
     def key(self) -> str:
@@ -89,25 +93,46 @@ class Lease:
         """Compare-and-delete: True if this holder still held the lease and released it."""
         return bool(await self.redis.eval(_RELEASE, 1, self.key, self.token))
 
-    async def keep(self, guarded: asyncio.Task[Any] | None = None) -> None:
-        """Renew every TTL/3 until cancelled; on loss, cancel `guarded`. A Redis error counts as a
-        failed renewal only once the TTL has run out since the last success."""
-        interval = self.ttl_ms / 3000
+    def keep(self, guarded: asyncio.Task[Any] | None = None) -> None:
+        """Renew every TTL/3 until `stop_keeping`; on loss, cancel `guarded`. A Redis error counts
+        as a failed renewal only once the TTL has run out since the last success. A timer, not a
+        task: a wake shorter than TTL/3 (most) never renews, and its release waits for no task."""
         loop = asyncio.get_running_loop()
-        last_ok = loop.time()
-        while not self.lost.is_set():
-            await asyncio.sleep(interval)
-            try:
-                if await self.renew():
-                    last_ok = loop.time()
-            except Exception as exc:  # Redis unreachable: the lease may still be ours until the TTL runs out
-                log.warning("lease.renew_failed", agent=self.agent_id, error=logs.redact_text(str(exc)))
-                if loop.time() - last_ok >= self.ttl_ms / 1000:
-                    self.lost.set()
-                    log.warning("lease.lost", agent=self.agent_id, fence=self.fence, reason="renewal failed past the TTL")
-                    metrics.lease_lost(self.agent_id)
-        if guarded is not None and not guarded.done():
-            guarded.cancel()
+        self._guarded = guarded
+        self._last_ok = loop.time()
+        self._timer = loop.call_later(self.ttl_ms / 3000, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self._renewing = asyncio.get_running_loop().create_task(self._renew_once(), name=f"lease-renewal:{self.agent_id}")
+
+    async def _renew_once(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            if await self.renew():
+                self._last_ok = loop.time()
+        except Exception as exc:  # Redis unreachable: the lease may still be ours until the TTL runs out
+            log.warning("lease.renew_failed", agent=self.agent_id, error=logs.redact_text(str(exc)))
+            if loop.time() - self._last_ok >= self.ttl_ms / 1000 and not self.lost.is_set():
+                self.lost.set()
+                log.warning("lease.lost", agent=self.agent_id, fence=self.fence, reason="renewal failed past the TTL")
+                metrics.lease_lost(self.agent_id)
+        if self.lost.is_set():
+            if self._guarded is not None and not self._guarded.done():
+                self._guarded.cancel()
+            return
+        self._timer = loop.call_later(self.ttl_ms / 3000, self._due)
+
+    async def stop_keeping(self) -> None:
+        """No more renewals; a renewal under way is cancelled and waited for."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        renewing, self._renewing = self._renewing, None
+        if renewing is not None and not renewing.done():
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
 
 
 async def holder(redis: aioredis.Redis, agent_id: str) -> str | None:
@@ -192,13 +217,11 @@ async def held(
     """Hold the lease for the body, renewing it; release it (if still ours) on the way out.
     `taken`: a lease the caller has just acquired (`acquire`), held from here on."""
     lease = taken or await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner, wait_s=wait_s, floor=floor, abandon=abandon)
-    keeper = asyncio.create_task(lease.keep(guarded), name=f"lease-keeper:{agent_id}")
+    lease.keep(guarded)
     try:
         yield lease
     finally:
-        keeper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await keeper
+        await lease.stop_keeping()
         with contextlib.suppress(Exception):
             await asyncio.shield(lease.release())
 

@@ -6,7 +6,9 @@ Each turn sends the conversation with the bound tools. Every tool call is checke
   `tool.refused`, counted on the row); nothing the model says widens the binding;
 - its arguments must parse as a JSON object and validate against the tool's schema;
 - the same call (name and arguments) may run `think.max_repeat_calls` times; once more trips the
-  circuit breaker and ends the loop.
+  circuit breaker and ends the loop;
+- a tool that requires approval is not run: the call is queued for an operator and answered
+  "queued for approval" (`wake.think.approval`, docs/approvals.md).
 
 Handlers run under `think.tool_timeout_s`; an exception is answered as a tool error, never a
 crash (except a stale fence: a newer holder exists and this wake must stop writing). Results are
@@ -56,11 +58,11 @@ from surfaces.conversation import Conversation
 from surfaces.registry import Tool
 from wake import clock, logs, secrets
 from wake.arrival.engine import Block
-from wake.config import ModelRoute
+from wake.config import ModelRoute, plural
 from wake.context import WakeContext
 from wake.errors import ModelError
 from wake.observe import metrics
-from wake.think import budget, prompt, structured
+from wake.think import approval, budget, prompt, structured
 from wake.think import transcript as transcripts
 from wake.think.client import Client, Reply
 from wake.think.pressure import Pressure, summary_body
@@ -159,6 +161,7 @@ class Loop:
         # Today's spending: read once, then kept from what each call's `add` returns (the agent's
         # lease makes this wake the only spender meanwhile).
         self.today_usd = 0.0
+        self.turn_text = ""  # the assistant's text of the turn whose calls are being answered (an approval's reason)
 
     def thinking(self, stop_reason: str | None) -> introspection.Thinking:
         u = self.budget.usage
@@ -303,6 +306,7 @@ class Loop:
                 elif not reply.tool_calls:
                     final, stop = reply.content, "truncated" if reply.finish_reason == "length" else "done"
                 else:
+                    self.turn_text = reply.content or ""
                     stop = await self._tool_calls(reply.tool_calls)
             if stop not in ("done", "truncated"):
                 summary = prompt.summary_request(stop)
@@ -324,7 +328,8 @@ class Loop:
         u = self.budget.usage
         cut = stop == "truncated" or summary_cut
         note = (
-            f"model {self.route.model}: {self.budget.turns} turns ({self.attempts} requests), {self.budget.tool_calls} tool calls"
+            f"model {self.route.model}: {plural(self.budget.turns, 'turn')} ({plural(self.attempts, 'request')}),"
+            f" {plural(self.budget.tool_calls, 'tool call')}"
             f" ({self.refusals} refused), {u.prompt_tokens}+{u.completion_tokens} tokens ({u.cached_tokens} cached),"
             f" ${u.cost_usd:.6f}; stopped: {stop}{'; the summary was cut off at its token limit' if summary_cut else ''}"
         )
@@ -352,7 +357,7 @@ class Loop:
                 stop, answer = "max_tool_calls", _error("not run: this wake's tool-call budget is spent", "not_run")
             else:
                 self.budget.tool_calls += 1
-                answer, tripped = await self._one(name, fn.get("arguments"))
+                answer, tripped = await self._one(name, fn.get("arguments"), call_id)
                 stop = stop or tripped
             if self.structured:
                 self.messages.append(structured.tool_result_message(name or "(none)", answer))
@@ -364,7 +369,7 @@ class Loop:
             )
         return stop
 
-    async def _one(self, name: str, raw_arguments: Any) -> tuple[str, str | None]:
+    async def _one(self, name: str, raw_arguments: Any, call_id: str = "") -> tuple[str, str | None]:
         tool = self.tools.get(name)
         if tool is None:
             self.refusals += 1
@@ -391,6 +396,13 @@ class Loop:
         if self.repeats[key] > self.conf.max_repeat_calls:
             self.log.warning("tool.breaker", tool=name, repeats=self.repeats[key])
             return _error(f"not run: this exact call was made more than {self.conf.max_repeat_calls} times in this wake"), "repeated_call"
+        if tool.requires_approval:  # not run in this wake: it waits for an operator (docs/approvals.md)
+            return await approval.queue(self.ctx, tool, arguments, turn=self.budget.turns, call_id=call_id, turn_text=self.turn_text), None
+        return await self._run(tool, arguments), None
+
+    async def _run(self, tool: Tool, arguments: dict[str, Any]) -> str:
+        """Run a call that passed every check: its answer (an error answer when it failed)."""
+        name = tool.name
         started = clock.monotonic_ms()
         try:
             result = await asyncio.wait_for(tool.handler(self.tool_ctx, **arguments), timeout=self.conf.tool_timeout_s)
@@ -398,15 +410,15 @@ class Loop:
             raise
         except TimeoutError:
             self.log.warning("tool.call", tool=name, ok=False, error="timeout", latency_ms=round(clock.monotonic_ms() - started, 2))
-            return _error(f"the tool timed out after {self.conf.tool_timeout_s}s"), None
+            return _error(f"the tool timed out after {self.conf.tool_timeout_s}s")
         except Exception as exc:  # a handler may fail in any way; the model is told, the wake goes on
             message = logs.redact_text(f"{type(exc).__name__}: {exc}")
             self.log.warning("tool.call", tool=name, ok=False, error=message, latency_ms=round(clock.monotonic_ms() - started, 2))
-            return _error(f"the tool failed: {message}"), None
+            return _error(f"the tool failed: {message}")
         self.log.info("tool.call", tool=name, ok=True, mutates=tool.mutates, latency_ms=round(clock.monotonic_ms() - started, 2))
         if tool.mutates:
             await self._record_action(tool, arguments)
-        return truncate(_as_text(result), self.conf.tool_result_max_chars), None
+        return truncate(_as_text(result), self.conf.tool_result_max_chars)
 
     async def _record_partial(self, stop_reason: str) -> None:
         try:

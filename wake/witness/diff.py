@@ -8,11 +8,11 @@ told when its hands changed.
 from __future__ import annotations
 
 import datetime as dt
-import zoneinfo
 from collections.abc import Mapping
 
 from ledgers.introspection import Against, BlockDiff, BlockStates, Diff, ToolDiff, WakeDiff, WakeRecord
 from ledgers.vocab import Retrieval
+from wake import clock
 
 DIFF_BLOCK = "binding_diff"
 
@@ -63,7 +63,7 @@ def _when(iso: str, timezone: str, now: dt.datetime) -> str:
     if minutes < 120:
         return f"{minutes} min ago"
     ago = f"{minutes // 60} h ago" if minutes < 2880 else f"{minutes // 1440} days ago"
-    return f"{at.astimezone(zoneinfo.ZoneInfo(timezone)):%Y-%m-%d %H:%M %Z}, {ago}"
+    return f"{clock.stamp(at, timezone)}, {ago}"
 
 
 def _lines(d: Diff) -> list[str]:

@@ -1,0 +1,69 @@
+"""The tool schemas that have passed the JSON Schema metaschema check, remembered between processes.
+
+Checking a tool's parameters against the Draft 2020-12 metaschema is the slowest part of building
+the registry (milliseconds a tool, and the import of jsonschema): a one-shot command (`wake up`)
+paid it for every tool on every run. A schema that passed is remembered by a digest of its exact
+content and of the jsonschema version that checked it, so the same schema under the same checker is
+not checked again; a changed schema, a new tool or another jsonschema is checked as before, and a
+schema that fails is never remembered. The file is a cache: unreadable or absent, everything is
+checked; a lost write costs one more check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+MAX_ENTRIES = 4096  # digests kept; past it the file starts again (tools come and go with MCP servers)
+
+
+class CheckedSchemas:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._checker = f"jsonschema {importlib.metadata.version('jsonschema')} Draft202012Validator.check_schema"
+        self._known: set[str] = set()
+        self._added = False
+        if path is not None:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                self._known = {line for line in path.read_text().split("\n") if len(line) == 64}
+
+    def digest(self, schema: Mapping[str, Any]) -> str:
+        text = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=repr)
+        return hashlib.sha256(f"{self._checker}\0{text}".encode()).hexdigest()
+
+    def passed(self, schema: Mapping[str, Any]) -> bool:
+        return self.digest(schema) in self._known
+
+    def remember(self, schema: Mapping[str, Any]) -> None:
+        digest = self.digest(schema)
+        if digest not in self._known:
+            if len(self._known) >= MAX_ENTRIES:
+                self._known.clear()
+            self._known.add(digest)
+            self._added = True
+
+    def save(self) -> None:
+        """Write the digests (atomically: a reader sees the old file or the new one)."""
+        if self.path is None or not self._added:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".checked-schemas-")
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write("\n".join(sorted(self._known)) + "\n")
+            os.replace(tmp, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return
+        self._added = False
