@@ -3,7 +3,8 @@
 `WAKE_TEST_PG_DSN` and `WAKE_TEST_REDIS_URL` point the suite at existing servers instead. Each
 test gets its own database, copied from a migrated template, and an empty Redis database.
 Neo4j fixtures (`neo4j_uri`, `neo4j_dedicated`) come from tests/support/neo4j_fixtures.py, the
-llama.cpp ones (`llama_url`, `llama_server_info`) from tests/support/llama_fixtures.py.
+llama.cpp ones (`llama_url`, `llama_server_info`) from tests/support/llama_fixtures.py. The suite
+runs on parallel workers (pytest-xdist), each with its own engines: tests/support/workers.py.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import redis
 
 from ledgers import schema
 from tests.support import environ as test_environ
+from tests.support import workers
 from tests.support.llama_fixtures import llama_server_info, llama_url  # noqa: F401  (fixtures)
 from tests.support.neo4j_fixtures import neo4j_dedicated, neo4j_server_uri, neo4j_uri  # noqa: F401  (fixtures)
 from wake import config as wake_config
 from wake.stores import engines
 
-TEMPLATE_DB = "wake_test_template"
+TEMPLATE_DB = workers.template_database("wake_test_template")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,6 +37,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--console-screenshots", metavar="DIR", default=None,
         help="Also keep the console's browser-test screenshots in DIR (docs/console/ holds the committed ones).",
     )
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker per core, at most workers.MAX_AUTO_WORKERS, or WAKE_TEST_WORKERS."""
+    return workers.auto_workers(len(os.sched_getaffinity(0)))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workers.assign_groups(items)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -118,7 +129,10 @@ def empty_pg_dsn(pg_server_dsn: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_server_url(services_dir: Path) -> str:
-    return os.environ.get("WAKE_TEST_REDIS_URL") or engines.start_redis(services_dir)
+    external = os.environ.get("WAKE_TEST_REDIS_URL")
+    if external:
+        return workers.redis_url_for_worker(external, workers.worker_index())
+    return engines.start_redis(services_dir)
 
 
 @pytest.fixture
