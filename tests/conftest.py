@@ -44,10 +44,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return workers.auto_workers(len(os.sched_getaffinity(0)))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    workers.assign_groups(items)
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Before any test module is collected: the user's WAKE_*, PG*, REDIS_URL, DATABASE_URL,
     NEO4J_* and XDG_* are gone, the XDG homes point under the base temporary directory
@@ -186,5 +182,3 @@ def store_config(write_config: Callable[..., Path], pg_dsn: str, redis_url: str,
         return wake_config.load_config_file(path, environ=environ)
 
     return make
-
-

@@ -1,16 +1,17 @@
-"""The suite on parallel workers (pytest-xdist): how many, what each keeps to itself, what runs together.
+"""The suite on parallel workers (pytest-xdist): how many, and what each keeps to itself.
 
-`python -m pytest` runs `-n auto --dist loadgroup` ([tool.pytest.ini_options] addopts). Each
-worker is its own pytest session in its own process, under its own base temporary directory
-(`<basetemp>/popen-gwN`), so its embedded PostgreSQL and Redis, their sockets and state, the
-scrubbed XDG homes and every `tmp_path` are its own. What two workers could still share is a
-server named from outside (`WAKE_TEST_PG_DSN`, `WAKE_TEST_REDIS_URL`): there each worker takes its
-own template database and its own Redis database number.
+`python -m pytest` runs `-n auto --dist loadfile` ([tool.pytest.ini_options] addopts): each
+test module runs whole on one worker. Each worker is its own pytest session in its own process,
+under its own base temporary directory (`<basetemp>/popen-gwN`), so the session's servers are its
+own: the embedded PostgreSQL and Redis, their sockets and state, the Neo4j and llama.cpp servers
+(started by the first test on that worker that needs one), the scrubbed XDG homes and every
+`tmp_path`. What two workers could still share is a server named from outside
+(`WAKE_TEST_PG_DSN`, `WAKE_TEST_REDIS_URL`): there each worker takes its own template database
+and its own Redis database number.
 
-Tests that need a server the session starts once (Neo4j, llama.cpp) run on one worker together
-(an `xdist_group`), so the server starts once, not once per worker, and no two tests share its
-graph or its one slot at the same time. Tests marked `serial` all run on one worker, one after
-another, never beside each other (`tests/conftest.py`, `pytest_collection_modifyitems`).
+No test relies on an `xdist_group`: with pytest 9.2 and pytest-xdist 3.8 `--dist loadgroup`
+drops the groups without a word (xdist writes the group into a node id field pytest no longer
+reads). Every server a test uses is its own worker's, so none needs one.
 """
 
 from __future__ import annotations
@@ -25,13 +26,6 @@ import pytest
 # and CLI tests start processes of their own; past one worker per core they wait on each other.
 MAX_AUTO_WORKERS = 4
 WORKERS_ENV = "WAKE_TEST_WORKERS"  # an explicit count for `-n auto` (tests/support/environ.py keeps it)
-
-# A fixture -> the group of the tests that use it: they run on one worker, one after another.
-GROUP_OF_FIXTURE = {
-    "neo4j_server_uri": "neo4j",  # one Neo4j for the session; neo4j_uri empties its graph per test
-    "llama_server_info": "llama",  # one llama.cpp server with one slot (`-np 1`)
-}
-SERIAL_GROUP = "serial"
 
 
 def auto_workers(cpus: int | None, environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
@@ -71,22 +65,6 @@ def redis_url_for_worker(url: str, index: int) -> str:
         query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
         db = int(query.get("db", ["0"])[0] or 0) + index
         query["db"] = [str(db)]
-        return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query, doseq=True)))
+        return f"unix://{parts.netloc}{parts.path}?{urllib.parse.urlencode(query, doseq=True)}"
     db = int(parts.path.strip("/") or 0) + index
     return urllib.parse.urlunsplit(parts._replace(path=f"/{db}"))
-
-
-def assign_groups(items: list[pytest.Item]) -> None:
-    """Put the tests of one session-started server into that server's group, and the `serial`
-    ones into theirs (an explicit `xdist_group` mark wins)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        if item.get_closest_marker("serial") is not None:
-            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
-            continue
-        fixtures = set(getattr(item, "fixturenames", ()))
-        for fixture, group in GROUP_OF_FIXTURE.items():
-            if fixture in fixtures:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
