@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import textwrap
 import urllib.parse
 import uuid
@@ -50,6 +51,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     (tests/support/environ.py says which of the suite's own variables stay)."""
     factory: pytest.TempPathFactory = session.config._tmp_path_factory  # type: ignore[attr-defined]
     test_environ.scrub_process(factory.getbasetemp() / "xdg")
+    # A run started in the background by a non-interactive shell (`pytest &`) inherits SIGINT
+    # ignored, and so would every CLI child: the tests that interrupt one would wait on it forever.
+    # A handler here is reset to the default in each child at exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _with_database(dsn: str, database: str) -> str:
