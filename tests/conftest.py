@@ -3,13 +3,15 @@
 `WAKE_TEST_PG_DSN` and `WAKE_TEST_REDIS_URL` point the suite at existing servers instead. Each
 test gets its own database, copied from a migrated template, and an empty Redis database.
 Neo4j fixtures (`neo4j_uri`, `neo4j_dedicated`) come from tests/support/neo4j_fixtures.py, the
-llama.cpp ones (`llama_url`, `llama_server_info`) from tests/support/llama_fixtures.py.
+llama.cpp ones (`llama_url`, `llama_server_info`) from tests/support/llama_fixtures.py. The suite
+runs on parallel workers (pytest-xdist), each with its own engines: tests/support/workers.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import textwrap
 import urllib.parse
 import uuid
@@ -22,12 +24,13 @@ import redis
 
 from ledgers import schema
 from tests.support import environ as test_environ
+from tests.support import workers
 from tests.support.llama_fixtures import llama_server_info, llama_url  # noqa: F401  (fixtures)
 from tests.support.neo4j_fixtures import neo4j_dedicated, neo4j_server_uri, neo4j_uri  # noqa: F401  (fixtures)
 from wake import config as wake_config
 from wake.stores import engines
 
-TEMPLATE_DB = "wake_test_template"
+TEMPLATE_DB = workers.template_database("wake_test_template")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -37,12 +40,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker per core, at most workers.MAX_AUTO_WORKERS, or WAKE_TEST_WORKERS."""
+    return workers.auto_workers(len(os.sched_getaffinity(0)))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Before any test module is collected: the user's WAKE_*, PG*, REDIS_URL, DATABASE_URL,
     NEO4J_* and XDG_* are gone, the XDG homes point under the base temporary directory
     (tests/support/environ.py says which of the suite's own variables stay)."""
     factory: pytest.TempPathFactory = session.config._tmp_path_factory  # type: ignore[attr-defined]
     test_environ.scrub_process(factory.getbasetemp() / "xdg")
+    # A run started in the background by a non-interactive shell (`pytest &`) inherits SIGINT
+    # ignored, and so would every CLI child: the tests that interrupt one would wait on it forever.
+    # A handler here is reset to the default in each child at exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _with_database(dsn: str, database: str) -> str:
@@ -118,7 +131,10 @@ def empty_pg_dsn(pg_server_dsn: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_server_url(services_dir: Path) -> str:
-    return os.environ.get("WAKE_TEST_REDIS_URL") or engines.start_redis(services_dir)
+    external = os.environ.get("WAKE_TEST_REDIS_URL")
+    if external:
+        return workers.redis_url_for_worker(external, workers.worker_index())
+    return engines.start_redis(services_dir)
 
 
 @pytest.fixture
@@ -172,5 +188,3 @@ def store_config(write_config: Callable[..., Path], pg_dsn: str, redis_url: str,
         return wake_config.load_config_file(path, environ=environ)
 
     return make
-
-

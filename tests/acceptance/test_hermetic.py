@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import environ as test_environ
 
 REPO = Path(__file__).resolve().parents[2]
@@ -15,7 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 WAKE_TEST = "tests/integration/test_memory_wake.py::test_a_full_wake_writes_memory_through_the_tool_and_the_next_wake_shows_it"
 
 
-def test_a_wake_under_pytest_leaves_an_exported_state_dir_and_xdg_home_empty(tmp_path: Path) -> None:
+# In the pytest process itself (`-n 0`) and on a parallel worker (`-n 1`), which runs its own session.
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_a_wake_under_pytest_leaves_an_exported_state_dir_and_xdg_home_empty(tmp_path: Path, workers: str) -> None:
     canary, xdg = tmp_path / "canary-state", tmp_path / "canary-xdg"
     canary.mkdir()
     xdg.mkdir()
@@ -25,7 +29,8 @@ def test_a_wake_under_pytest_leaves_an_exported_state_dir_and_xdg_home_empty(tmp
         WAKE_CONFIG=str(tmp_path / "nowhere.toml"), REDIS_URL="redis://192.0.2.1:1", DATABASE_URL="postgresql://nobody@192.0.2.1:1/x",
     )
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", "600", "--basetemp", str(tmp_path / "bt"), WAKE_TEST],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", "600", "--basetemp", str(tmp_path / "bt"), "-n", workers,
+         WAKE_TEST],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
