@@ -364,9 +364,26 @@ def engine_pids(state_dir: Path) -> dict[str, int]:
     for name, path in (("postgres", state_dir / "postgres" / "postmaster.pid"), ("redis", state_dir / "redis" / "redis.pid")):
         with contextlib.suppress(OSError, ValueError, IndexError):
             pid = int(path.read_text().split()[0])
-            if _alive(pid):
+            if _alive(pid) and _is_engine(pid, name):
                 found[name] = pid
     return found
+
+
+_ENGINE_NAMES = {"postgres": ("postgres",), "redis": ("redis-server", "redis")}
+
+
+def _is_engine(pid: int, engine: str) -> bool:
+    """Whether `pid` still runs the engine a stale pid file names: pids wrap (here often), and a
+    pid file left by a dead engine must never get someone else's process signalled."""
+    import psutil
+
+    try:
+        name = psutil.Process(pid).name()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except psutil.AccessDenied:  # someone else's process: not an engine of this state dir's owner
+        return False
+    return name.startswith(_ENGINE_NAMES[engine])
 
 
 def kill_engines(pids: dict[str, int], *, gone: bool = False) -> None:
