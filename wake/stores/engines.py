@@ -378,7 +378,7 @@ def _is_engine(pid: int, engine: str) -> bool:
     import psutil
 
     try:
-        name = psutil.Process(pid).name()
+        name: str = psutil.Process(pid).name()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
     except psutil.AccessDenied:  # someone else's process: not an engine of this state dir's owner
