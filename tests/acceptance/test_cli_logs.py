@@ -191,6 +191,9 @@ def replicas(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[[
     config = tmp_path / "wake.toml"
     config.write_text(
         f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n[daemon]\nheartbeat_s = 1\n'
+        # both replicas schedule the agent and race for each slot: a lost race is what this tells
+        # (under the default ownership a replica loses a slot only around a handover)
+        'ownership = "every_replica"\n'
         '[agents.demo]\n[agents.demo.tiers.whisper]\nevery = "1s"\nbinds = ["wake.whisper"]\n'
     )
     env = _clean_env(WAKE_STATE_DIR=str(tmp_path / "state"))
