@@ -463,11 +463,10 @@ async def previous_both(
 ) -> Previous:
     """`previous_settled` of the agent and of its tier, in one round trip; with `recent`, also that
     many of the agent's newest wakes (`recent(agent_id=...)`) in the same round trip."""
-    if recent is None:
-        found = {r["previous_of"]: WakeRecord.from_row(r) for r in await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before)}
-        return Previous(agent=found.get("agent"), tier=found.get("tier"))
-    rows = await conn.fetch(_sql("previous_settled_both_recent"), agent_id, tier, before, recent)
+    rows = await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before, recent or 0)  # LIMIT 0: no recent rows
     previous = {r["previous_of"]: WakeRecord.from_row(r) for r in rows if r["previous_of"] != "recent"}
+    if recent is None:
+        return Previous(agent=previous.get("agent"), tier=previous.get("tier"))
     newest = sorted((WakeSummary.from_row(r) for r in rows if r["previous_of"] == "recent"), key=lambda w: w.started_at, reverse=True)
     return Previous(agent=previous.get("agent"), tier=previous.get("tier"), recent=tuple(newest))
 

@@ -57,18 +57,8 @@ SELECT * FROM wake_introspection_ledger
  LIMIT 1
 
 -- name: previous_settled_both
--- Both in one round trip: the agent's newest (`agent`) and the tier's newest (`tier`).
-(SELECT 'agent' AS previous_of, * FROM wake_introspection_ledger
-  WHERE agent_id = $1 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
-  ORDER BY started_at DESC LIMIT 1)
-UNION ALL
-(SELECT 'tier' AS previous_of, * FROM wake_introspection_ledger
-  WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
-  ORDER BY started_at DESC LIMIT 1)
-
--- name: previous_settled_both_recent
--- `previous_settled_both` and `recent` of the agent ($4 rows, any status), in one round trip: the
--- wake's comparison and its recent-wakes block read together (`previous_of` 'recent').
+-- In one round trip: the agent's newest settled wake (`agent`), the tier's (`tier`) and, for the
+-- recent-wakes block, the agent's $4 newest of any status (`recent`; $4 = 0 reads none).
 (SELECT 'agent' AS previous_of, * FROM wake_introspection_ledger
   WHERE agent_id = $1 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
   ORDER BY started_at DESC LIMIT 1)
