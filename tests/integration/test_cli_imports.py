@@ -1,6 +1,6 @@
 """What a command imports: `wake --version`, `wake --help` and `wake ledger` run in a child
 interpreter that writes its `sys.modules` at exit, and the heavy parts a command does not use (the
-graph driver, MCP, the web stack, Apprise, the model client, the tool registry, the wake's steps)
+graph driver, Redis (a ledger read is PostgreSQL's alone), the metrics client, MCP, the web stack, Apprise, the model client, the tool registry, the wake's steps)
 are not among them. A count, not a time: the time is bench/cli.py's."""
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ main()
 """
 
 NEVER_FOR_A_LEDGER_READ = (
-    "neo4j", "mcp", "starlette", "uvicorn", "apprise", "httpx", "jinja2", "pygit2", "apscheduler",
+    "neo4j", "redis", "prometheus_client", "mcp", "starlette", "uvicorn", "apprise", "httpx", "jinja2", "pygit2", "apscheduler",
     "ledgers.graph", "surfaces.registry", "surfaces.loader", "wake.run", "wake.think", "wake.arrival", "wake.daemon", "wake.console", "memory.repo",
 )
-NEVER_FOR_THE_VERSION = (*NEVER_FOR_A_LEDGER_READ, "asyncpg", "redis", "pydantic", "structlog", "wake.config", "wake.stores", "wake.logs")
+NEVER_FOR_THE_VERSION = (*NEVER_FOR_A_LEDGER_READ, "asyncpg", "pydantic", "structlog", "wake.config", "wake.stores", "wake.logs")
 
 
 def _hermetic_env() -> dict[str, str]:

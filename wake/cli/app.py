@@ -86,22 +86,23 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 @contextlib.asynccontextmanager
-async def ledger_stores(config: Config) -> AsyncIterator[stores.Stores]:
+async def ledger_stores(config: Config, *, redis: bool = True) -> AsyncIterator[stores.Stores]:
     """The stores for a command over the ledgers (no graph), with the schema prepared the same way
     for every command: pending migrations applied when `postgres.auto_migrate` is on, then the
-    exact head required (exit 65 otherwise)."""
+    exact head required (exit 65 otherwise). With `redis=False` (a command that reads PostgreSQL
+    alone) Redis is neither started nor imported."""
     from wake import stores
     from wake.stores import prepared
 
-    async with stores.connected(config, neo4j=False) as st:
+    async with stores.connected(config, neo4j=False, redis=redis) as st:
         await prepared.prepare_schema(st)
         yield st
 
 
 @contextlib.asynccontextmanager
 async def ledger_conn(config: Config) -> AsyncIterator[asyncpg.Connection]:
-    """A PostgreSQL connection from `ledger_stores`."""
-    async with ledger_stores(config) as st, st.pg_conn() as conn:
+    """A PostgreSQL connection from `ledger_stores`, without Redis."""
+    async with ledger_stores(config, redis=False) as st, st.pg_conn() as conn:
         yield conn
 
 

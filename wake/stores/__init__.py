@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import asyncpg
-import redis.asyncio as aioredis
-import redis.exceptions
 
 from wake import logs, secrets
 from wake.config import Config
@@ -26,6 +24,7 @@ from wake.stores.scope import ToolPool
 
 if TYPE_CHECKING:  # imported when a graph is configured: a command without one never pays for the driver
     import neo4j
+    import redis.asyncio as aioredis  # imported when Redis is opened: a command over the ledgers never pays for it
 
     from ledgers import graph
 
@@ -62,16 +61,23 @@ def neo4j_errors() -> tuple[type[BaseException], ...]:
 class Stores:
     config: Config
     pg: asyncpg.Pool
-    redis: aioredis.Redis
+    # None when opened with `redis=False` (a command that reads the ledgers alone); `redis` says so.
+    redis_client: aioredis.Redis | None
     neo4j: neo4j.AsyncDriver | None
     pg_address: str
-    redis_address: str
+    redis_address: str | None
     neo4j_address: str | None
     embedded: tuple[str, ...] = field(default_factory=tuple)
     # The agent graph over `neo4j` (its database and timeout), built once; None without Neo4j.
     graph: graph.Graph | None = None
     # The tool role's connections (`scoped_conn`), opened on first use (wake.stores.scope).
     tools: ToolPool | None = None
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        if self.redis_client is None:
+            raise RuntimeError("these stores were opened without Redis")
+        return self.redis_client
 
     @contextlib.asynccontextmanager
     async def pg_conn(self, *, trusted: bool = True) -> AsyncIterator[asyncpg.Connection]:
@@ -116,8 +122,9 @@ class Stores:
             await self.tools.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.pg.close(), timeout=5)
-        with contextlib.suppress(Exception):
-            await self.redis.aclose()
+        if self.redis_client is not None:
+            with contextlib.suppress(Exception):
+                await self.redis_client.aclose()
         if self.neo4j is not None:
             with contextlib.suppress(Exception):
                 await self.neo4j.close()
@@ -182,6 +189,9 @@ async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
 
 
 async def open_redis(config: Config, url: str) -> aioredis.Redis:
+    import redis.asyncio as aioredis
+    import redis.exceptions
+
     client = aioredis.Redis.from_url(
         url,
         socket_timeout=config.redis.socket_timeout_s,
@@ -232,32 +242,32 @@ async def open_neo4j(config: Config) -> neo4j.AsyncDriver:
     return driver
 
 
-async def open_stores(config: Config, *, neo4j: bool = True) -> Stores:
-    """Open every configured store; embedded engines start when no DSN is configured."""
+async def open_stores(config: Config, *, neo4j: bool = True, redis: bool = True) -> Stores:
+    """Open every configured store; embedded engines start when no DSN is configured. With
+    `redis=False` Redis is neither started nor imported (a command that reads the ledgers alone)."""
     dsn, pg_embedded = await resolve_postgres_dsn(config)
-    url, redis_embedded = await resolve_redis_url(config)
+    url, redis_embedded = await resolve_redis_url(config) if redis else (None, False)
     pool = await open_postgres(config, dsn)
+    client = None
+    driver = None
     try:
-        client = await open_redis(config, url)
+        if url is not None:
+            client = await open_redis(config, url)
+        if neo4j and config.neo4j.uri:
+            driver = await open_neo4j(config)
     except BaseException:
         await pool.close()
-        raise
-    driver = None
-    if neo4j and config.neo4j.uri:
-        try:
-            driver = await open_neo4j(config)
-        except BaseException:
-            await pool.close()
+        if client is not None:
             await client.aclose()
-            raise
+        raise
     embedded = tuple(name for name, flag in (("postgres", pg_embedded), ("redis", redis_embedded)) if flag)
     return Stores(
         config=config,
         pg=pool,
-        redis=client,
+        redis_client=client,
         neo4j=driver,
         pg_address=address(dsn),
-        redis_address=address(url),
+        redis_address=address(url) if url is not None else None,
         neo4j_address=address(config.neo4j.uri) if config.neo4j.uri else None,
         embedded=embedded,
         tools=ToolPool(dsn),
@@ -275,8 +285,8 @@ def _graph(config: Config, driver: neo4j.AsyncDriver | None) -> graph.Graph | No
 
 
 @contextlib.asynccontextmanager
-async def connected(config: Config, *, neo4j: bool = True) -> AsyncIterator[Stores]:
-    stores = await open_stores(config, neo4j=neo4j)
+async def connected(config: Config, *, neo4j: bool = True, redis: bool = True) -> AsyncIterator[Stores]:
+    stores = await open_stores(config, neo4j=neo4j, redis=redis)
     try:
         yield stores
     finally:

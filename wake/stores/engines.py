@@ -31,14 +31,15 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fasteners
-import redis
 
 from wake import logs
 from wake.errors import EnginesBusy, StoreUnavailable
-from wake.observe import metrics
+
+if TYPE_CHECKING:  # imported where Redis is used: a command over PostgreSQL alone never pays for it
+    import redis
 
 log = logs.get("wake.stores")
 
@@ -156,6 +157,8 @@ def restarted(engine: str, users: int) -> None:
     """An embedded engine was found dead while `users` processes (this one included, when it had
     joined) used it, and was started again: logged (`engine.restarted`, a warning on stderr for a
     command) and counted (`wake_engine_restarts_total`)."""
+    from wake.observe import metrics
+
     log.warning("engine.restarted", engine=engine, reason=f"not running while {users} process{'es' if users != 1 else ''} used it")
     metrics.engine_restarted(engine)
 
@@ -197,11 +200,15 @@ class EmbeddedRedis:
         return f"unix://{self.socket}"
 
     def _client(self) -> redis.Redis:
+        import redis
+
         return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=2, socket_connect_timeout=2)
 
     def _running(self) -> bool:
         if not self.socket.exists():
             return False
+        import redis
+
         try:
             with self._client() as client:
                 return bool(client.ping())
@@ -286,6 +293,8 @@ class EmbeddedRedis:
 
     def shutdown(self) -> None:
         """Stop the server now (saving first); the caller holds the lock."""
+        import redis
+
         # shutdown closes the connection under us
         with contextlib.suppress(redis.exceptions.RedisError, OSError), self._client() as client:
             client.shutdown(save=True)
