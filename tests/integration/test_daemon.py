@@ -122,7 +122,7 @@ async def test_a_claimed_slot_whose_lease_cannot_be_taken_still_leaves_its_one_r
     d = opened()
     assert d.stores is not None
     real = d.stores
-    d.stores = dataclasses.replace(real, redis=aioredis.Redis(unix_socket_path=str(tmp_path / "no-redis.sock"), decode_responses=True))
+    d.stores = dataclasses.replace(real, redis_client=aioredis.Redis(unix_socket_path=str(tmp_path / "no-redis.sock"), decode_responses=True))
     slot = dt.datetime(2026, 11, 29, 9, 15, tzinfo=dt.UTC)
     try:
         await d.run_slot(d.schedules[("demo", "whisper")], slot, "schedule")
