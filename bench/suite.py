@@ -11,7 +11,8 @@ written); nothing is read from the caller's `WAKE_*`, `PG*`, `REDIS_URL` or `XDG
 code is first on the path, so a clone measures itself and not the editable install.
 
 Per mode: wall time, the CPU time of pytest and every child it waited for (user + system), the
-outcome counts pytest printed, and the load average before and after. Run it on a clean clone
+CPU time the whole machine was busy (which also counts the engines pg_ctl daemonized, and anything
+else running), the outcome counts pytest printed, and the load average before and after. Run it on a clean clone
 (`git clone . /tmp/w && cd /tmp/w && python bench/suite.py`) with the engines' caches warm
 (`.ci/run` fetches them), on a machine doing nothing else: it takes as long as the two suites.
 """
@@ -28,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 HERMETIC = ("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "XDG_", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTEST_")
 CI_ENV = {"WAKE_REQUIRE_NEO4J": "1", "WAKE_REQUIRE_LLAMA": "1", "WAKE_REQUIRE_CHROMIUM": "1", "WAKE_TEST_REPLICA_RUN_S": "60"}
@@ -36,6 +39,14 @@ SUMMARY = re.compile(r"=+ (?P<body>.*\d+ (?:passed|failed|error).*) in [\d.]+s")
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine spent busy (every core, every process): the suite's engines
+    (PostgreSQL started by pg_ctl, reparented away from pytest) are counted here and not in
+    `children_cpu`. On a machine doing nothing else it is the suite's CPU."""
+    t = psutil.cpu_times()
+    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "steal", 0.0))
 
 
 def children_cpu() -> float:
@@ -50,15 +61,16 @@ def run(mode: str, workers: str, extra: list[str], scratch: Path) -> dict[str, s
     env.update(CI_ENV, PYTHONPATH=str(ROOT))
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={home / 'tmp'}",
             "-n", "0" if mode == "serial" else workers, *extra]
-    before_load, cpu0, t0 = load(), children_cpu(), time.monotonic()
+    before_load, cpu0, busy0, t0 = load(), children_cpu(), machine_busy(), time.monotonic()
     done = subprocess.run(args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    wall, cpu = time.monotonic() - t0, children_cpu() - cpu0
+    wall, cpu, busy = time.monotonic() - t0, children_cpu() - cpu0, machine_busy() - busy0
     (scratch / f"{mode}.log").write_text(done.stdout + done.stderr)
     found = [m.group("body") for m in SUMMARY.finditer(done.stdout)]
     return {
         "mode": mode if mode == "serial" else f"parallel (-n {workers})",
         "wall": f"{int(wall // 60)} min {wall % 60:04.1f} s",
         "cpu": f"{cpu / 60:.1f} CPU-min",
+        "busy": f"{busy / 60:.1f} CPU-min ({100 * busy / (wall * (os.cpu_count() or 1)):.0f}% of the cores)",
         "outcome": found[-1] if found else f"exit {done.returncode}, no summary (see {scratch / (mode + '.log')})",
         "load": f"{before_load} -> {load()}",
         "exit": str(done.returncode),
@@ -81,7 +93,8 @@ def main() -> None:
         for mode in modes:
             rows.append(run(mode, opts.workers, opts.pytest_args, Path(scratch)))
             r = rows[-1]
-            print(f"  {r['mode']:<18} {r['wall']:>14}  {r['cpu']:>12}  load {r['load']}  {r['outcome']}", flush=True)
+            print(f"  {r['mode']:<18} {r['wall']:>14}  pytest and its children {r['cpu']}, the machine {r['busy']}"
+                  f"  load {r['load']}  {r['outcome']}", flush=True)
             if r["exit"] != "0":
                 print("    (its log: " + (Path(scratch) / f"{mode}.log").read_text()[-2000:].replace("\n", "\n    ") + ")")
     if len(rows) == 2:
