@@ -42,9 +42,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 MAX_BLOB_BYTES = 2_000_000  # a larger .py or manifest is skipped (generated code, vendored data)
 _ENV_METHODS = ("get", "setdefault", "pop")
 
@@ -89,6 +86,14 @@ class Declaration:
 
 _DEV_NAMES = frozenset({"dev", "devel", "develop", "development"})
 _TEST_NAMES = frozenset({"test", "tests", "testing"})
+
+
+def canonicalize_name(name: str) -> str:
+    """A package's PEP 503 name (packaging's): imported when a manifest is read, since packaging
+    imports its platform tags with it (30 ms a wake that checks no package would pay)."""
+    from packaging.utils import canonicalize_name as canonical
+
+    return str(canonical(name))
 
 
 def _named_scope(name: str) -> tuple[str, ...]:
@@ -616,6 +621,8 @@ class _Declarations:
         if not isinstance(spec, str):
             self.problems.append(f"{group}: {spec!r} is not a requirement string")
             return
+        from packaging.requirements import InvalidRequirement, Requirement
+
         try:
             name = Requirement(spec).name
         except InvalidRequirement as exc:

@@ -23,11 +23,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from codecheck import anchors as anchors_mod
 from codecheck.anchors import Anchor
-from codecheck.fingerprint import Declaration, Fingerprint, Site
+from codecheck.fingerprint import Declaration, Fingerprint, Site, canonicalize_name
 from codecheck.workspace import Workspace, WorkspaceError
 
 VERIFIED, REFUTED, INCONCLUSIVE = "verified", "refuted", "inconclusive"

@@ -1,7 +1,8 @@
 """What a command imports: `wake --version`, `wake --help` and `wake ledger` run in a child
 interpreter that writes its `sys.modules` at exit, and the heavy parts a command does not use (the
-graph driver, Redis (a ledger read is PostgreSQL's alone), the metrics client, MCP, the web stack, Apprise, the model client, the tool registry, the wake's steps)
-are not among them. A count, not a time: the time is bench/cli.py's."""
+graph driver, Redis (a ledger read is PostgreSQL's alone), the metrics client, MCP, the web
+stack, Apprise, the model client, the tool registry, the wake's steps) are not among them. A
+count, not a time: the time is bench/cli.py's."""
 
 from __future__ import annotations
 
