@@ -46,12 +46,15 @@ from wake.context import WakeRequest  # noqa: E402
 from wake.run import claim, session  # noqa: E402
 from wake.stores import Stores, engines  # noqa: E402
 
-_SCOPED = Stores.scoped_conn
+_SCOPED = getattr(Stores, "scoped_conn", None)  # None: code from before the tool role (--code), unscoped already
 
 
 @contextlib.contextmanager
 def _unscoped() -> Any:
     """Tool connections from the harness's own pool: what `ctx.read()`/`ctx.write()` were before."""
+    if _SCOPED is None:
+        yield
+        return
     Stores.scoped_conn = lambda self, agent_id: self.pg_conn(trusted=False)  # type: ignore[method-assign]
     try:
         yield
@@ -132,8 +135,12 @@ def _memory_work(config: wake_config.Config, agent: str, runs: int) -> str:
     """What a quiet wake does with its memory, without the stores: open the repository, audit
     nothing new (the tip is the last audited commit; the work tree is clean) and list the tree for
     the `memory` block. In process, no round trip: the figure the memory's caches move."""
-    from memory import cloister
-    from memory.repo import MemoryRepo
+    try:
+        from memory import cloister
+        from memory.repo import MemoryRepo
+    except ImportError:  # code from before the memory package (--code): it lived under ledgers
+        from ledgers.memory import cloister  # type: ignore[no-redef]
+        from ledgers.memory.repo import MemoryRepo  # type: ignore[no-redef]
 
     path, memory_config, at = config.memory_path(agent), config.memory_config(agent), dt.datetime.now(dt.UTC)
     head = MemoryRepo.open(path, memory_config, at=at).head()
