@@ -70,7 +70,9 @@ def test_another_local_user_cannot_connect_to_the_embedded_postgres(wake_cli: CL
         pwd.getpwnam("nobody")
         import pgserver._commands as commands  # noqa: PLC0415 - the engine's own psql
 
-        socket_dir = tmp_path / "state" / "postgres"
+        # where the server listens, from its own postmaster.pid (line 5): pgserver moves the socket
+        # out of the data directory when that path is too long for a unix socket's name
+        socket_dir = (tmp_path / "state" / "postgres" / "postmaster.pid").read_text().splitlines()[4]
         done = subprocess.run(
             [str(commands.POSTGRES_BIN_PATH / "psql"), f"postgresql://postgres@/postgres?host={socket_dir}", "-c", "SELECT 1"],
             user="nobody", capture_output=True, text=True, cwd="/", timeout=60,
