@@ -93,7 +93,7 @@ def canonicalize_name(name: str) -> str:
     imports its platform tags with it (30 ms a wake that checks no package would pay)."""
     from packaging.utils import canonicalize_name as canonical
 
-    return str(canonical(name))
+    return canonical(name)
 
 
 def _named_scope(name: str) -> tuple[str, ...]:

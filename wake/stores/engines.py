@@ -388,9 +388,7 @@ def _is_engine(pid: int, engine: str) -> bool:
 
     try:
         name: str = psutil.Process(pid).name()
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return False
-    except psutil.AccessDenied:  # someone else's process: not an engine of this state dir's owner
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):  # gone, or someone else's
         return False
     return name.startswith(_ENGINE_NAMES[engine])
 
