@@ -32,6 +32,9 @@ timezone = "UTC"
 persona_files = ["persona.md"]
 workspace = "{workspace}"
 
+[agents.demo.verify]
+budget_ms = 60000   # the tests count verdicts; a 50 ms budget on a loaded machine would make them timing
+
 [agents.demo.tiers.whisper]
 every = "15m"
 binds = ["wake.whisper"]

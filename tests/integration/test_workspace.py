@@ -197,7 +197,7 @@ async def test_a_slow_fingerprint_gives_inconclusive_not_a_late_result(repo: Pat
     finally:
         release.set()
     await asyncio.to_thread(ws.fingerprint, 120)  # the same build, finished once released
-    again = await verify.check(ws, facts, budget_ms=50)
+    again = await verify.check(ws, facts, budget_ms=60_000)  # a budget a loaded machine cannot run out of
     assert [v.status for v in again.verdicts] == [verify.VERIFIED] * 3 and again.fingerprint_ready
 
 
@@ -220,7 +220,7 @@ async def test_the_budget_holds_with_the_build_in_the_worker_process(repo: Path,
 
     await asyncio.wait_for(asyncio.to_thread(release), 120)
     await asyncio.to_thread(ws.fingerprint, 120)
-    assert (await verify.check(ws, [([imp("json")], "json")], budget_ms=50)).verdicts[0].status == verify.VERIFIED
+    assert (await verify.check(ws, [([imp("json")], "json")], budget_ms=60_000)).verdicts[0].status == verify.VERIFIED
 
 
 # -- workspaces that cannot be read -------------------------------------------------------------
