@@ -48,7 +48,7 @@ input_usd_per_mtok = 1.0
 output_usd_per_mtok = 4.0
 
 [think]
-tool_timeout_s = 0.5
+tool_timeout_s = 3  # long enough for a tool that succeeds on a loaded machine; `sleepy` sleeps 30 s
 tool_result_max_chars = 200
 max_repeat_calls = 2
 {extra}
@@ -173,7 +173,7 @@ async def test_handler_failure_timeout_and_oversized_result_become_tool_answers(
     assert o.status == "completed", o.error
     explode, sleepy, chatty = [m["content"] for m in server.requests[1].json["messages"] if m["role"] == "tool"]
     assert json.loads(explode)["error"] == "the tool failed: RuntimeError: kaboom"
-    assert json.loads(sleepy)["error"] == "the tool timed out after 0.5s"
+    assert json.loads(sleepy)["error"] == "the tool timed out after 3.0s"
     assert chatty.startswith("x" * 200) and chatty.endswith("…[truncated: 200 of 1000 characters shown]")
 
 
