@@ -58,9 +58,7 @@ def run(mode: str, workers: str, extra: list[str], scratch: Path) -> dict[str, s
     home = scratch / mode
     home.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(HERMETIC)}
-    # the environment's scripts first, as an activated virtual environment has them (the MCP tests
-    # start `mcp-server-git` and `mcp-server-time` from PATH)
-    env.update(CI_ENV, PYTHONPATH=str(ROOT), PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]))
+    env.update(CI_ENV, PYTHONPATH=str(ROOT))  # the suite puts its environment's scripts first on PATH (tests/support/environ.py)
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={home / 'tmp'}",
             "-n", "0" if mode == "serial" else workers, *extra]
     before_load, cpu0, busy0, t0 = load(), children_cpu(), machine_busy(), time.monotonic()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,12 @@ def test_the_scrub_keeps_the_suites_own_switches_and_removes_what_wake_reads(tmp
     left = {k for k in os.environ if test_environ.READ_BY_WAKE.match(k) and not test_environ.kept(k)}
     assert left == {"XDG_STATE_HOME", "XDG_CONFIG_HOME"}
     assert Path(os.environ["XDG_STATE_HOME"]).parent.parent in tmp_path.parents
+
+
+def test_the_environments_scripts_come_first_on_path_once() -> None:
+    environ = {"PATH": f"/usr/bin{os.pathsep}/venv/bin{os.pathsep}/bin"}
+    assert test_environ.scripts_first(environ, "/venv/bin") == "/venv/bin"
+    assert environ["PATH"] == os.pathsep.join(["/venv/bin", "/usr/bin", "/bin"])
+    test_environ.scripts_first(environ, "/venv/bin")
+    assert environ["PATH"] == os.pathsep.join(["/venv/bin", "/usr/bin", "/bin"])
+    assert os.environ["PATH"].split(os.pathsep)[0] == sysconfig.get_path("scripts")  # this session's, by pytest_sessionstart

@@ -10,12 +10,18 @@ Kept: the suite's own switches, which the loader never reads (`WAKE_TEST_*`, `WA
 `WAKE_CI_*`, `WAKE_EXT_*` and `WAKE_*_CACHE`, none with the `__` of a config override). The XDG
 state and config homes are pointed into the session's temporary directory, so a default state
 directory (`$XDG_STATE_HOME/wake`) can never be the user's.
+
+The scripts of the environment running the suite (`sysconfig`'s `scripts` path: a venv's `bin`)
+are put first on PATH, as activating the venv would: the tests start `mcp-server-time`,
+`mcp-server-git` and `wake` by name, and `venv/bin/python -m pytest` without activating it must
+find the environment's own, not fail on them or run another installation's.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sysconfig
 from collections.abc import MutableMapping
 from pathlib import Path
 
@@ -44,4 +50,13 @@ def scrub(environ: MutableMapping[str, str], home: Path) -> list[str]:
 
 
 def scrub_process(home: Path) -> list[str]:
+    scripts_first(os.environ)
     return scrub(os.environ, home)
+
+
+def scripts_first(environ: MutableMapping[str, str], scripts: str | None = None) -> str:
+    """Put the running environment's scripts directory first on PATH (once); returns it."""
+    scripts = scripts or sysconfig.get_path("scripts")
+    parts = [p for p in environ.get("PATH", "").split(os.pathsep) if p and p != scripts]
+    environ["PATH"] = os.pathsep.join([scripts, *parts])
+    return scripts
