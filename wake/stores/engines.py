@@ -200,9 +200,15 @@ class EmbeddedRedis:
         return f"unix://{self.socket}"
 
     def _client(self) -> redis.Redis:
+        """A client that does not retry: SHUTDOWN closes the connection under it by design, and a
+        ping to a socket nobody serves means the engine is not running. redis-py's default retry
+        (10 attempts with backoff in 8.x) made each of those a 4 s wait, the last process out of
+        every command that had opened Redis included."""
         import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
 
-        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=2, socket_connect_timeout=2)
+        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
 
     def _running(self) -> bool:
         if not self.socket.exists():
