@@ -5,8 +5,11 @@ every command that had opened Redis."""
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -45,3 +48,45 @@ def test_the_last_process_out_shuts_redis_down_without_a_retry(tmp_path: Path, m
             assert client.get("fence:demo") == b"7"
     finally:
         engine.leave()
+
+
+def test_a_refused_socket_is_not_running_at_once_and_a_silent_one_is_pinged_again(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = engines.EmbeddedRedis(tmp_path / "redis", linger=False)
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(engine.socket))
+    stale.close()  # the file of a server that died: nobody listens
+    clients = 0
+    make_client = engine._client
+
+    def counted_client() -> Any:
+        nonlocal clients
+        clients += 1
+        return make_client()
+
+    monkeypatch.setattr(engine, "_client", counted_client)
+    assert not engine._running() and clients == 1  # refused: once, no second try (a retry would only sleep)
+
+    engine.socket.unlink()
+    monkeypatch.setattr(engines, "_ADMIN_TIMEOUT_S", 0.2)
+    silent = socket.socket(socket.AF_UNIX)  # a server that accepts and never answers: frozen, or very busy
+    silent.bind(str(engine.socket))
+    silent.listen(8)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        silent.settimeout(30)
+        for _ in range(engines._PING_ATTEMPTS):
+            conn, _ = silent.accept()
+            accepted.append(conn)
+
+    acceptor = threading.Thread(target=accept)
+    acceptor.start()
+    try:
+        assert not engine._running()  # after its attempts, a server that never answers counts as not running
+    finally:
+        acceptor.join(timeout=30)
+        for conn in accepted:
+            conn.close()
+        silent.close()
+    assert len(accepted) == engines._PING_ATTEMPTS  # one connection a ping: each timed-out ping was tried again

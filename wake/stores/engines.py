@@ -45,6 +45,8 @@ log = logs.get("wake.stores")
 
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
 _START_TIMEOUT_S = 15.0
+_ADMIN_TIMEOUT_S = 2.0  # the embedded Redis's admin client: connect and each reply
+_PING_ATTEMPTS = 3  # liveness pings that time out before a server counts as not running
 
 
 REAPER_LOCK = ".reaper.lock"
@@ -208,18 +210,26 @@ class EmbeddedRedis:
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
+        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=_ADMIN_TIMEOUT_S, socket_connect_timeout=_ADMIN_TIMEOUT_S,
+                           retry=Retry(NoBackoff(), 0))
 
     def _running(self) -> bool:
+        """Whether a server answers on the socket. A refused connection ends it at once (nobody
+        serves it); a ping that times out is tried again, up to `_PING_ATTEMPTS` times, since a
+        busy server is still a server and starting a second one on its directory would be worse."""
         if not self.socket.exists():
             return False
         import redis
 
-        try:
-            with self._client() as client:
-                return bool(client.ping())
-        except (redis.exceptions.RedisError, OSError):
-            return False
+        for _ in range(_PING_ATTEMPTS):
+            try:
+                with self._client() as client:
+                    return bool(client.ping())
+            except redis.exceptions.TimeoutError:
+                continue
+            except (redis.exceptions.RedisError, OSError):
+                return False
+        return False
 
     def _pids(self) -> list[int]:
         try:
