@@ -5,6 +5,7 @@ every command that had opened Redis."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
@@ -90,3 +91,28 @@ def test_a_refused_socket_is_not_running_at_once_and_a_silent_one_is_pinged_agai
             conn.close()
         silent.close()
     assert len(accepted) == engines._PING_ATTEMPTS  # one connection a ping: each timed-out ping was tried again
+
+
+def test_a_server_whose_directory_was_deleted_is_killed_by_the_last_process_out(tmp_path: Path) -> None:
+    """A state directory deleted before the at-exit cleanup (a benchmark's temporary one) takes
+    the socket with it, and a Redis that cannot save refuses SHUTDOWN: without this the server ran
+    on for ever, trying to save every few seconds into a directory that is gone."""
+    engine = engines.EmbeddedRedis(tmp_path / "state" / "redis", linger=False)
+    other = engines.EmbeddedRedis(tmp_path / "other" / "redis", linger=False)
+    engine.join()
+    other.join()
+    try:
+        pid = int((tmp_path / "state" / "redis" / "redis.pid").read_text())
+        other_pid = int((tmp_path / "other" / "redis" / "redis.pid").read_text())
+        assert engine._serves_here(pid) and not engine._serves_here(other_pid)  # a pid is killed only where it works
+        shutil.rmtree(tmp_path / "state")
+        engine.leave()
+        try:
+            psutil.Process(pid).wait(timeout=30)
+        except psutil.NoSuchProcess:
+            pass
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert not (tmp_path / "state").exists()  # leaving made no directory again
+        assert other._running()  # the other state directory's Redis is untouched
+    finally:
+        other.leave()

@@ -186,6 +186,8 @@ class EmbeddedRedis:
         self._lock = fasteners.InterProcessLock(str(directory / ".lock"))
         self._pids_file = directory / ".handle_pids.json"
         self._joined = False
+        self._server_pid: int | None = None  # the redis-server this process joined (its pidfile, read at the join)
+        self._workdir = str(directory.resolve())  # the server's working directory (its conf's `dir`)
 
     @staticmethod
     def _socket_path(directory: Path) -> Path:
@@ -290,16 +292,44 @@ class EmbeddedRedis:
             pids = self._pids()
             pids.append(os.getpid())
             self._write_pids(pids)
+            self._server_pid = self._pidfile_pid()
         if not self._joined:
             self._joined = True
             atexit.register(self.leave)
         return self.url
 
+    def _serves_here(self, pid: int) -> bool:
+        """Whether `pid` is a redis-server working in this directory (deleted or not): a pid
+        reused since the join, even by another state directory's Redis, is left alone."""
+        import psutil
+
+        if not _is_engine(pid, "redis"):
+            return False
+        try:
+            cwd: str = psutil.Process(pid).cwd()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            return False
+        return cwd.removesuffix(" (deleted)") == self._workdir
+
+    def _pidfile_pid(self) -> int | None:
+        try:
+            return int((self.directory / "redis.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
     def leave(self) -> None:
-        """Deregister this process; the last one out shuts the server down (saving first)."""
+        """Deregister this process; the last one out shuts the server down (saving first). If
+        the state directory was deleted under it (a benchmark's or a test's temporary directory,
+        gone before the at-exit cleanup), the socket went with it and there is nothing to save
+        into: the server this process joined is killed by its pid, as the reaper does, or it
+        would run on with no directory for ever."""
         if not self._joined:
             return
         self._joined = False
+        if not (self.directory / "redis.conf").exists():  # deleted: no lock to take (it would make the directory again)
+            if self._server_pid is not None and self._serves_here(self._server_pid):
+                kill_engines({"redis": self._server_pid}, gone=True)
+            return
         with self._lock:
             pids = [p for p in self._pids() if p != os.getpid()]
             self._write_pids(pids)
