@@ -292,7 +292,7 @@ class EmbeddedRedis:
             pids = self._pids()
             pids.append(os.getpid())
             self._write_pids(pids)
-            self._server_pid = self._pidfile_pid()
+            self._server_pid = _engine_pid("redis", self.directory / "redis.pid")
         if not self._joined:
             self._joined = True
             atexit.register(self.leave)
@@ -310,12 +310,6 @@ class EmbeddedRedis:
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             return False
         return cwd.removesuffix(" (deleted)") == self._workdir
-
-    def _pidfile_pid(self) -> int | None:
-        try:
-            return int((self.directory / "redis.pid").read_text().strip())
-        except (OSError, ValueError):
-            return None
 
     def leave(self) -> None:
         """Deregister this process; the last one out shuts the server down (saving first). If
@@ -417,11 +411,19 @@ def engine_pids(state_dir: Path) -> dict[str, int]:
     """The running engines' own pids: the postmaster's, redis-server's."""
     found = {}
     for name, path in (("postgres", state_dir / "postgres" / "postmaster.pid"), ("redis", state_dir / "redis" / "redis.pid")):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            pid = int(path.read_text().split()[0])
-            if _alive(pid) and _is_engine(pid, name):
-                found[name] = pid
+        pid = _engine_pid(name, path)
+        if pid is not None:
+            found[name] = pid
     return found
+
+
+def _engine_pid(engine: str, pid_file: Path) -> int | None:
+    """The pid a pid file names, if that process is alive and still runs the engine."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        pid = int(pid_file.read_text().split()[0])
+        if _alive(pid) and _is_engine(pid, engine):
+            return pid
+    return None
 
 
 _ENGINE_NAMES = {"postgres": ("postgres",), "redis": ("redis-server", "redis")}
