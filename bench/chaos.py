@@ -19,9 +19,12 @@ disabled), each on the PostgreSQL or the Redis link.
 The checker, over the window from the first fault's warm-up to the end of the faults:
 every due slot of every agent has exactly one terminal row; no row is left `started`; no write
 under a stale fence (a settled row whose newer-fenced successor had started before it settled;
-an outbox entry or last action of a wake that did not complete); every agent's chain verifies
-(`wake verify --chain`); the receiver saw every completed wake's delivery and, deduplicating by
-its key, acted on each once (and on nothing that did not complete).
+an outbox entry or last action of a wake that did not complete); every incident notice in the
+outbox (docs/incidents.md: keyed by the incident, not a wake) is about a row of its kind (an
+opening about a failing row, or a dead-man opening about none, a recovery about a completed or
+quiet one), once per incident, kind and route; every agent's chain verifies (`wake verify --chain`); the receiver saw every completed
+wake's delivery and, deduplicating by its key, acted on each once (and on nothing that is neither
+a completed wake's delivery nor an incident's notice).
 """
 
 from __future__ import annotations
@@ -409,7 +412,9 @@ def check_fences(rows: list[Row], outbox: list[Row], actions: list[Row]) -> list
                 violations.append(f"{agent}: wake {r['wake_id']} (fence {r['fence']}) settled at {r['finished_at'].isoformat()} after fence "
                                   f"{newer[0]['fence']} started at {newer[0]['started_at'].isoformat()}")
     completed = {str(r["wake_id"]) for r in rows if r["status"] == "completed"}
-    violations += [f"outbox entry of wake {o['wake_id']} that did not complete" for o in outbox if str(o["wake_id"]) not in completed]
+    violations += [f"outbox entry of wake {o['wake_id']} that did not complete" for o in outbox
+                   if not is_notice(o) and str(o["wake_id"]) not in completed]
+    violations += check_notices(rows, outbox)
     # a last action is written mid-wake: under its wake's fence, before any newer fence's wake of the agent started
     row_of = {str(r["wake_id"]): r for r in rows}
     for a in actions:
@@ -424,6 +429,44 @@ def check_fences(rows: list[Row], outbox: list[Row], actions: list[Row]) -> list
     return violations
 
 
+def is_notice(entry: Row) -> bool:
+    """An incident's notice (wake.run.incidents): queued by a failing or recovering row, keyed by
+    a wake id of its own, not a wake's delivery."""
+    payload = entry.get("payload") or {}
+    if isinstance(payload, str):
+        payload = json.loads(payload)
+    return str(payload.get("kind", "")).startswith("incident.")
+
+
+def _payload(entry: Row) -> dict[str, Any]:
+    payload = entry.get("payload") or {}
+    return json.loads(payload) if isinstance(payload, str) else dict(payload)
+
+
+NOTICE_STATUSES = {"incident.opened": {"failed", "aborted", "abandoned", "missed"}, "incident.recovered": {"completed", "quiet"}}
+
+
+def check_notices(rows: list[Row], outbox: list[Row]) -> list[str]:
+    """Every incident notice is about a row that exists with a status of its kind (an opening
+    about a failing row, a recovery about a completed or quiet one), and one incident has at most
+    one notice of each kind per route."""
+    status_of = {str(r["wake_id"]): r["status"] for r in rows}
+    violations, seen = [], Counter[tuple[Any, ...]]()
+    for o in outbox:
+        if not is_notice(o):
+            continue
+        p = _payload(o)
+        about, kind = str(p.get("about_wake")), str(p.get("kind"))
+        if kind == "incident.opened" and p.get("deadman") is True:  # the dead-man check's: a silent tier, about no row
+            if p.get("about_wake") is not None:
+                violations.append(f"dead-man notice {o['wake_id']} names a wake {about}")
+        elif status_of.get(about) not in NOTICE_STATUSES.get(kind, set()):
+            violations.append(f"{kind} notice {o['wake_id']} about wake {about} whose row is {status_of.get(about)!r}")
+        seen[(p.get("incident"), kind, o.get("route"))] += 1
+    violations += [f"incident {k[0]}: {n} {k[1]} notices on route {k[2]}" for k, n in seen.items() if n > 1]
+    return violations
+
+
 def check_deliveries(rows: list[Row], outbox: list[Row], receiver: Receiver, last: dt.datetime) -> list[str]:
     """The receiver saw every completed wake's delivery (those due by the end of the faults: later
     ones may still be queued at the stop) and acted on nothing else."""
@@ -432,7 +475,8 @@ def check_deliveries(rows: list[Row], outbox: list[Row], receiver: Receiver, las
     queued = {str(o["wake_id"]) for o in outbox} & in_window
     violations = [f"wake {w} completed in the window with no delivery queued" for w in sorted(in_window - {str(o["wake_id"]) for o in outbox})]
     violations += [f"receiver never saw the delivery of wake {w}" for w in sorted(queued - set(receiver.acted))]
-    violations += [f"receiver acted on {k!r}, no completed wake" for k in sorted(set(receiver.acted) - completed)]
+    notices = {str(o["wake_id"]) for o in outbox if is_notice(o)}
+    violations += [f"receiver acted on {k!r}, no completed wake or incident notice" for k in sorted(set(receiver.acted) - completed - notices)]
     return violations
 
 
@@ -443,7 +487,7 @@ async def check(
     try:
         rows = [dict(r) for r in await conn.fetch(
             "SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, fence, started_at, finished_at FROM wake_introspection_ledger")]
-        outbox = [dict(r) for r in await conn.fetch("SELECT wake_id, state FROM wake_outbox")]
+        outbox = [dict(r) for r in await conn.fetch("SELECT wake_id, route, state, payload FROM wake_outbox")]
         actions = [dict(r) for r in await conn.fetch("SELECT wake_id, fence, acted_at FROM last_actions WHERE wake_id IS NOT NULL")]
     finally:
         await conn.close()

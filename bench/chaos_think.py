@@ -1,6 +1,7 @@
 """A tools module for bench/chaos.py (loaded through `tools.modules`): each wake's think step,
 without a model, takes `WAKE_CHAOS_THINK_S` seconds (so faults find wakes in flight), makes one
-fenced write (a `last_actions` row, as a mutating tool would; a stale fence refuses it) and ends
+fenced write (a `last_actions` row, as the model loop records a mutating call, on the harness's
+login; a stale fence refuses it) and ends
 with a final text, so the wake writes its daybook entry and queues its delivery under its fence."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import os
 from typing import Any
 
 from ledgers import actions
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
 from wake.run import cycle
@@ -22,7 +23,7 @@ log = logs.get("bench.chaos_think")
 async def _think(ctx: Any, blocks: Any, models: Any) -> thinking_loop.Thought:
     await asyncio.sleep(float(os.environ.get("WAKE_CHAOS_THINK_S", "0.5")))
     try:
-        async with ctx.write() as conn:
+        async with ctx.harness_write() as conn:  # last_actions: the harness's record (control plane)
             await actions.record(
                 conn, agent_id=ctx.agent_id, surface=f"wake.{ctx.tier}", tool="chaos_think", summary="acted under the fence",
                 arguments={}, wake_id=ctx.wake_id, fence=ctx.fence, acted_at=clock.now(),

@@ -43,7 +43,7 @@ sys.path.insert(0, _CODE)
 
 from wake import config as wake_config  # noqa: E402
 from wake import logs  # noqa: E402
-from wake.daemon import notify, schedule  # noqa: E402
+from wake.daemon import notify, running, schedule  # noqa: E402
 from wake.daemon import service as daemon  # noqa: E402
 from wake.stores import Stores, engines  # noqa: E402
 
@@ -91,7 +91,6 @@ async def sample_locks(d: daemon.Daemon, stop: asyncio.Event, found: dict[str, C
     which locks they wait for (`pg_locks`, not granted)."""
     import asyncpg
 
-    assert d.stores is not None
     conn = await asyncpg.connect(*d.stores.pg._connect_args, **{  # type: ignore[attr-defined]  # the daemon's own DSN
         k: v for k, v in d.stores.pg._connect_kwargs.items() if k in ("host", "port", "user", "password", "database")  # type: ignore[attr-defined]
     })
@@ -169,11 +168,11 @@ async def main(args: argparse.Namespace, state_dir: Path) -> float:
     logs.configure("json", "error", stream=sys.stderr)
     print(f"building the config: {args.agents} agents x 3 tiers ...", flush=True)
     config = _config(state_dir, args)
-    timings: list[daemon.Timing] = []
+    timings: list[running.Timing] = []
     d = daemon.Daemon(config=config, notifier=notify.Notifier(None), timings=timings, handle_signals=False)
     _ACQUIRES.clear()
     runner = asyncio.create_task(d.run())
-    while d.scheduler is None or not d.scheduler.running:
+    while d.opened is None or not d.scheduler.running:
         await asyncio.sleep(0.2)
         if runner.done():
             runner.result()

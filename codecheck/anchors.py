@@ -9,12 +9,15 @@ share the list:
 
   | type | `ref` | extra keys | matches |
   |---|---|---|---|
-  | `file` | a path relative to the workspace root | | a file, symlink or directory in the HEAD tree |
+  | `file` | a path relative to the workspace root | | a file (or a symlink to one) in the HEAD tree, never a directory |
+  | `dir` | a path relative to the workspace root | | a directory in the HEAD tree |
+  | `signature` | a qualified callable | `params` | its parameters (names, order, kinds, defaults as source), from the AST |
+  | `value` | a qualified constant | `value` | its module- or class-level literal value, from the AST |
   | `import` | an absolute dotted module name | `where` | an import statement of that module (see `codecheck.fingerprint`) |
   | `symbol` | a qualified definition, `pkg.mod.Class.method` | | a definition, or a name re-exported from one |
   | `env` | an environment variable name | `where` | a read of it through `os.environ` / `os.getenv` |
   | `package` | a distribution name | `ecosystem` (`python` or `npm`), `scope` | a declared dependency (PEP 503 names for Python), in that scope |
-  | `absent` | — | `anchor`: one of the five above | the wrapped anchor does NOT match: what the fact says is not used |
+  | `absent` | — | `anchor`: file, dir, import, symbol, env or package | the wrapped anchor does NOT match: what the fact says is not used |
 
   `where` places the anchor: a path (contains `/` or ends in `.py`: that file, or every file under
   that directory) or a dotted name (a module: its file or package; a definition: inside it, which
@@ -42,10 +45,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from codecheck import pysource
 from codecheck.errors import AnchorError as AnchorError  # noqa: F401  (defined in codecheck/errors.py, imported from here too)
 
 PROVENANCE_TYPES: tuple[str, ...] = ("message", "wake", "url")
-CODE_TYPES: tuple[str, ...] = ("file", "import", "symbol", "env", "package")
+CODE_TYPES: tuple[str, ...] = ("file", "dir", "import", "symbol", "env", "package", "signature", "value")
+NEGATABLE_TYPES: tuple[str, ...] = ("file", "dir", "import", "symbol", "env", "package")  # what `absent` can wrap
 ABSENT = "absent"
 TYPES: tuple[str, ...] = (*CODE_TYPES, ABSENT, *PROVENANCE_TYPES)
 ECOSYSTEMS: tuple[str, ...] = ("python", "npm")
@@ -71,6 +76,7 @@ class Anchor:
     scope: str | None = None
     negated: bool = False
     inferred: bool = False
+    expected: str | None = None  # signature: the parameters, value: the literal, each in its canonical source form
 
     @property
     def is_code(self) -> bool:
@@ -84,6 +90,8 @@ class Anchor:
             out["ecosystem"] = self.ecosystem
         if self.scope is not None:
             out["scope"] = self.scope
+        if self.expected is not None:
+            out[_EXPECTED_KEY[self.type]] = self.expected
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -102,6 +110,8 @@ class Anchor:
             text += f" ({self.ecosystem})"
         if self.scope is not None:
             text += f" as {self.scope}"
+        if self.expected is not None:
+            text += f"({self.expected})" if self.type == "signature" else f" = {self.expected}"
         return ("absent " if self.negated else "") + text + (" (inferred)" if self.inferred else "")
 
 
@@ -181,8 +191,13 @@ def _package(value: Any, ecosystem: str | None) -> str:
     return value
 
 
+_EXPECTED_KEY = {"signature": "params", "value": "value"}
+
 _ALLOWED_KEYS: dict[str, set[str]] = {
     "file": {"type", "ref"},
+    "dir": {"type", "ref"},
+    "signature": {"type", "ref", "params"},
+    "value": {"type", "ref", "value"},
     "import": {"type", "ref", "where"},
     "symbol": {"type", "ref"},
     "env": {"type", "ref", "where"},
@@ -213,29 +228,47 @@ def _one(raw: Any, *, negated: bool, inferred: bool) -> Anchor:
     scope = raw.get("scope")
     _bounded(ref, "ref")
     _bounded(where, "where")
+    expected = _expected(kind, raw)
     return Anchor(type=kind, ref=_ref(kind, ref, ecosystem), where=_where(where) if where is not None else None,
-                  ecosystem=ecosystem, scope=_scope(scope) if scope is not None else None, negated=negated, inferred=inferred)
+                  ecosystem=ecosystem, scope=_scope(scope) if scope is not None else None, negated=negated, inferred=inferred,
+                  expected=expected)
+
+
+def _expected(kind: str, raw: dict[str, Any]) -> str | None:
+    """A signature's parameters or a value's literal, in the canonical source form the fingerprint
+    gives the code's (`codecheck.pysource`), so the two compare as text."""
+    if kind not in _EXPECTED_KEY:
+        return None
+    key = _EXPECTED_KEY[kind]
+    given = raw.get(key)
+    if not isinstance(given, str):
+        raise AnchorError(f"a {kind} anchor needs {key}, a string of Python source, got {_clipped(given)}")
+    _bounded(given, key)
+    try:
+        return pysource.parameters(given) if kind == "signature" else pysource.literal(given)
+    except ValueError as exc:
+        raise AnchorError(f"{key} {_clipped(given)}: {exc}") from None
 
 
 def _absent(raw: dict[str, Any], *, negated: bool, inferred: bool) -> Anchor:
     if negated:
-        raise AnchorError("absent wraps one of file, import, symbol, env, package, not another absent")
+        raise AnchorError(f"absent wraps one of {', '.join(NEGATABLE_TYPES)}, not another absent")
     extra = set(raw) - {"type", "anchor", "inferred"}
     if extra or "anchor" not in raw:
         raise AnchorError("absent takes exactly the keys type, anchor (and optionally inferred)")
     inner = _one(raw["anchor"], negated=True, inferred=inferred)
-    if not inner.is_code:
-        raise AnchorError(f"absent wraps a code anchor ({', '.join(CODE_TYPES)}), not {inner.type}")
+    if inner.type not in NEGATABLE_TYPES:
+        raise AnchorError(f"absent wraps a code anchor ({', '.join(NEGATABLE_TYPES)}), not {inner.type}")
     return inner
 
 
 def _ref(kind: str, ref: str, ecosystem: Any) -> str:
     """`ref` checked and normalized for its anchor type."""
-    if kind == "file":
-        return workspace_path(ref, "ref")
+    if kind in ("file", "dir"):
+        return workspace_path(ref.rstrip("/") if kind == "dir" and ref.strip("/") else ref, "ref")
     if kind == "import":
         return _dotted(ref, "ref")
-    if kind == "symbol":
+    if kind in ("symbol", "signature", "value"):
         return _dotted(ref, "ref", min_parts=2)
     if kind == "env":
         if "=" in ref or "\x00" in ref:
@@ -252,7 +285,9 @@ def _label(raw: Any) -> str:
     if isinstance(raw, dict):
         wrapped = raw.get("anchor") if raw.get("type") == ABSENT else None
         inner: dict[str, Any] = wrapped if isinstance(wrapped, dict) else raw
-        label = f"{raw.get('type')}" if inner is raw else f"absent {inner.get('type')}"
+        kind = inner.get("type")
+        shown = kind if isinstance(kind, str) and kind.isidentifier() and len(kind) <= 40 else _clipped(kind)  # escaped, clipped
+        label = shown if inner is raw else f"absent {shown}"
         ref = inner.get("ref")
         return f"{label} {_clipped(ref)}" if isinstance(ref, str) else label
     return type(raw).__name__
@@ -305,12 +340,25 @@ _WHERE = {**_TEXT, "description": "where it must be: a path (a file, or a direct
 
 def _code_anchors(*, top: bool) -> list[dict[str, Any]]:
     return [
-        _object("file", "a path relative to the workspace root", _TEXT, {}, top=top),
+        _object("file", "a file (not a directory) relative to the workspace root", _TEXT, {}, top=top),
+        _object("dir", "a directory relative to the workspace root (a package's directory, scripts/)", _TEXT, {}, top=top),
         _object("import", "the imported module, absolute and dotted (pkg.mod)", _TEXT, {"where": _WHERE}, top=top),
         _object("symbol", "a qualified definition: pkg.mod.Class.method", _TEXT, {}, top=top),
         _object("env", "an environment variable the code reads", _TEXT, {"where": _WHERE}, top=top),
         _object("package", "a declared dependency (distribution name)", {**_TEXT, "maxLength": 214},
                 {"ecosystem": {"enum": list(ECOSYSTEMS)}, "scope": _SCOPE}, top=top),
+    ]
+
+
+def _expected_anchors() -> list[dict[str, Any]]:
+    return [
+        _object("signature", "a qualified callable: pkg.mod.func or pkg.mod.Class.method (a class: its __init__)", _TEXT,
+                {"params": {**_TEXT, "description": "its parameters as the def writes them, without annotations: "
+                                                    "'total, sequence=None, *, description=\"Working...\"' ('' for none, 'self' included)"}},
+                top=True) | {"required": ["type", "ref", "params"]},
+        _object("value", "a qualified module- or class-level constant: pkg.mod.NAME or pkg.mod.Class.NAME", _TEXT,
+                {"value": {**_TEXT, "description": "its value as a Python literal: 80, 'utf-8', (1, 2), None"}},
+                top=True) | {"required": ["type", "ref", "value"]},
     ]
 
 
@@ -320,13 +368,16 @@ JSON_SCHEMA: dict[str, Any] = {
     "type": "array",
     "description": (
         "What the fact stands on, checked against your workspace at its git HEAD whenever the fact is read: "
-        "files, imports, definitions, environment reads, declared packages; wrap one in absent for something "
-        "the fact says is NOT used. Place an import or env read with where (the file, package or definition "
-        "the fact is about): an import elsewhere does not verify it. Messages, wakes and URLs are kept as provenance."
+        "files, directories, imports, definitions, a callable's parameters (signature), a constant's value (value), "
+        "environment reads, declared packages; wrap one in absent for something the fact says is NOT there. A fact is "
+        "shown verified only when its anchors cover every name and number its value states. Place an import or env "
+        "read with where (the file, package or definition the fact is about): an import elsewhere does not verify it. "
+        "Messages, wakes and URLs are kept as provenance."
     ),
     "maxItems": MAX_ANCHORS,
     "items": {"anyOf": [
         *_code_anchors(top=True),
+        *_expected_anchors(),
         {
             "type": "object",
             "properties": {

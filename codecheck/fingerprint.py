@@ -42,6 +42,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from codecheck import pysource
+from untrusted import text as untrusted_text
+
 MAX_BLOB_BYTES = 2_000_000  # a larger .py or manifest is skipped (generated code, vendored data)
 _ENV_METHODS = ("get", "setdefault", "pop")
 
@@ -58,6 +61,20 @@ class Site:
 
     def describe(self) -> str:
         return f"{self.path}:{self.line}" + (f" ({self.note})" if self.note else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    """What one `def` or assignment says: a callable's parameters or a constant's literal (None:
+    computed), in `codecheck.pysource`'s canonical form, and where."""
+
+    text: str | None
+    path: str
+    line: int
+    source: str = ""  # a computed value's source, clipped
+
+    def describe(self) -> str:
+        return f"{self.path}:{self.line}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +171,8 @@ class PyFile:
     env_dynamic: tuple[tuple[int, str, str], ...]     # (line, scope, why) a read whose name is not a literal
     imports_dynamic: tuple[tuple[int, str], ...]      # (line, scope) import_module(<not a literal>)
     classes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (qualified class, its bases, qualified where known)
+    signatures: tuple[tuple[str, str, int], ...] = ()      # (qualified callable, its parameters (codecheck.pysource), line)
+    values: tuple[tuple[str, str | None, int, str], ...] = ()  # (qualified name, its literal or None when computed, line, source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +208,8 @@ class Fingerprint:
     manifests: tuple[str, ...]
     dynamic_manifests: tuple[str, ...]               # setup.py: dependencies this cannot read
     skipped: tuple[Skipped, ...]
+    signatures: Mapping[str, tuple[Assigned, ...]] = field(default_factory=dict)  # callable -> each def's parameters
+    values: Mapping[str, tuple[Assigned, ...]] = field(default_factory=dict)      # constant -> each assignment's literal
     build_ms: float = 0.0
     parsed: int = 0          # blobs read and parsed in this build
     reused: int = 0          # blobs whose summary came from the previous build (same oid)
@@ -196,6 +217,10 @@ class Fingerprint:
     cache: BlobCache = field(default_factory=dict, repr=False, compare=False)
     # the builder's own cache of what it walked (codecheck.workspace: subtrees by oid), kept for the next build
     walk_cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    # every name the workspace defines or uses that an anchor could name, and the TS #39 skeleton of each
+    # (codecheck.names): built with the fingerprint, in the worker, so that no budget pays for them
+    names: frozenset[str] = frozenset()
+    skeletons: Mapping[str, str] = field(default_factory=dict, repr=False)  # skeleton -> a name with it
 
     def size(self) -> dict[str, int]:
         return {
@@ -272,6 +297,14 @@ def _chain(node: ast.expr) -> str | None:
     return ".".join(reversed(parts))
 
 
+def _clip_source(node: ast.AST, limit: int = 80) -> str:
+    try:
+        text = ast.unparse(node)
+    except (ValueError, RecursionError):
+        return "(unprintable)"
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _is_type_checking(test: ast.expr) -> bool:
     return _chain(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING", "t.TYPE_CHECKING")
 
@@ -339,6 +372,8 @@ class _Reader(ast.NodeVisitor):
         self.subscripts: list[tuple[str, Key, int, str]] = []        # (value chain, key, line, scope), loads only
         self.contains: list[tuple[str, Key, int, str]] = []          # ("X" in chain)
         self.classes: list[tuple[str, list[str]]] = []
+        self.signatures: list[tuple[str, str, int]] = []
+        self.values: list[tuple[str, str | None, int, str]] = []
 
     # scopes and definitions
 
@@ -359,6 +394,11 @@ class _Reader(ast.NodeVisitor):
             for base in [*node.bases, *node.keywords]:
                 self.visit(base)
         qualified = self._define(node.name)
+        if not isinstance(node, ast.ClassDef) and self.function_depth == 0:
+            try:
+                self.signatures.append((qualified, pysource.signature(node.args), node.lineno))
+            except RecursionError:
+                pass  # a default too deep to print: the signature is not known (an anchor on it is undecidable)
         if isinstance(node, ast.ClassDef) and self.function_depth == 0:
             self.classes.append((qualified, [_chain(base.value if isinstance(base, ast.Subscript) else base) or "?"
                                              for base in node.bases]))
@@ -389,7 +429,22 @@ class _Reader(ast.NodeVisitor):
             for element in target.elts:
                 self._assigned(element)
 
+    def _valued(self, target: ast.expr, value: ast.expr | None, line: int) -> None:
+        """A module- or class-level constant's value: the literal, or None when it is computed
+        (a call, a name, an unpacking, an annotation with no value)."""
+        if self.function_depth:
+            return
+        if isinstance(target, ast.Name):
+            literal = pysource.value_of(value) if value is not None else None
+            source = "" if literal is not None else ("(no value)" if value is None else _clip_source(value))
+            self.values.append((f"{self.here}.{target.id}", literal, line, source))
+        elif isinstance(target, ast.Tuple | ast.List):
+            for element in target.elts:
+                self._valued(element, None, line)
+
     def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._valued(target, node.value if isinstance(target, ast.Name) else None, node.lineno)
         for target in node.targets:
             self._assigned(target)
             if isinstance(target, ast.Name) and target.id == "__all__" and len(self.scope) == 1:
@@ -398,11 +453,15 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.target, ast.Name) and not self.function_depth:
+            self.values.append((f"{self.here}.{node.target.id}", None, node.lineno, "changed by " + _clip_source(node)))
         if isinstance(node.target, ast.Name) and node.target.id == "__all__" and self.all_names is not None:
             self.all_names += _literal_names(node.value) or []
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self._valued(node.target, node.value, node.lineno)
         self._assigned(node.target)
         self.generic_visit(node)
 
@@ -512,6 +571,7 @@ class _Reader(ast.NodeVisitor):
             uses=tuple(sorted(uses)), env_reads=tuple(env_reads), env_dynamic=tuple(env_dynamic),
             imports_dynamic=tuple(imports_dynamic),
             classes=tuple((name, tuple(q for c in bases for q in self._qualify(c, defined))) for name, bases in self.classes),
+            signatures=tuple(self.signatures), values=tuple(self.values),
         )
 
     def _special_names(self) -> tuple[set[str], set[str], set[str]]:
@@ -845,6 +905,8 @@ class _Index:
     dependencies: dict[str, list[Declaration]] = field(default_factory=dict)
     manifests: list[str] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    signatures: dict[str, list[Assigned]] = field(default_factory=dict)
+    values: dict[str, list[Assigned]] = field(default_factory=dict)
 
     def add_manifest(self, path: str, summary: Manifest) -> None:
         self.manifests.append(path)
@@ -857,6 +919,10 @@ class _Index:
         _index_python(path, summary, self.imported, self.maybe, self.modules, self.tops)
         self.definitions.update(summary.definitions)
         self.bases.update(summary.classes)
+        for name, params, line in summary.signatures:
+            self.signatures.setdefault(name, []).append(Assigned(text=params, path=path, line=line))
+        for name, literal, line, source in summary.values:
+            self.values.setdefault(name, []).append(Assigned(text=literal, path=path, line=line, source=source))
         self.reexports.update(summary.reexports)
         if summary.stars:
             self.stars[module] = summary.stars
@@ -884,7 +950,8 @@ def _module_paths(names: Mapping[str, tuple[str, bool]]) -> tuple[dict[str, str]
 
 
 def assemble(head: str, entries: list[Entry], load: Callable[[str], bytes], previous: BlobCache | None = None,
-             *, symlinks: Mapping[str, str] | None = None, walk_cache: dict[Any, Any] | None = None) -> Fingerprint:
+             *, symlinks: Mapping[str, str] | None = None, walk_cache: dict[Any, Any] | None = None,
+             previous_skeletons: Mapping[str, str] | None = None) -> Fingerprint:
     """The fingerprint of one tree: `entries` are its blobs, `load` reads a blob by oid. Summaries
     in `previous` (the last build's cache) are reused for every blob whose oid is unchanged."""
     entries, unread = resolve_links(entries, symlinks or {})
@@ -901,6 +968,8 @@ def assemble(head: str, entries: list[Entry], load: Callable[[str], bytes], prev
         elif modules.get(module) == path:  # else a second file claiming a module another file already defines
             idx.add_python(path, module, summary)
     frozen = {k: tuple(v) for k, v in idx.imported.items()}
+    dependencies = {k: tuple(v) for k, v in idx.dependencies.items()}
+    named = workspace_names(modules, idx.definitions, [*frozen, *idx.maybe], idx.reexports, files, idx.env_reads, dependencies)
     return Fingerprint(
         head=head, files=files, dirs=dirs, symlinks=dict(symlinks or {}), modules=modules, packages=frozenset(packages),
         imported=frozen, maybe_imported={k: tuple(v) for k, v in idx.maybe.items() if k not in frozen},
@@ -908,10 +977,40 @@ def assemble(head: str, entries: list[Entry], load: Callable[[str], bytes], prev
         reexports=idx.reexports, stars=idx.stars, all_names=idx.all_names,
         env_reads={k: tuple(v) for k, v in idx.env_reads.items()},
         env_dynamic=tuple(idx.env_dynamic), imports_dynamic=tuple(idx.imports_dynamic),
-        dependencies={k: tuple(v) for k, v in idx.dependencies.items()}, manifests=tuple(idx.manifests),
+        dependencies=dependencies, manifests=tuple(idx.manifests), names=named,
+        skeletons=skeletons(named, previous_skeletons),
         dynamic_manifests=tuple(sorted(p for p in files if p == "setup.py" or p.endswith("/setup.py"))),
-        skipped=tuple(idx.skipped), parsed=parsed, reused=reused, cache=cache, walk_cache=walk_cache or {},
+        skipped=tuple(idx.skipped), signatures={k: tuple(v) for k, v in idx.signatures.items()},
+        values={k: tuple(v) for k, v in idx.values.items()}, parsed=parsed, reused=reused, cache=cache, walk_cache=walk_cache or {},
     )
+
+
+def workspace_names(modules: Iterable[str], definitions: Iterable[str], imported: Iterable[str], reexports: Iterable[str],
+                    paths: Iterable[str], env_reads: Iterable[str], dependencies: Mapping[str, tuple[Declaration, ...]]) -> frozenset[str]:
+    """Every name an anchor could name: the parts of modules, definitions, imported modules and
+    re-exports, path parts, environment variables read, declared dependencies (as written and PEP 503)."""
+    names: set[str] = set()
+    for dotted in (modules, definitions, imported, reexports):
+        for name in dotted:
+            names.update(p for p in name.split(".") if p)
+    for path in paths:
+        names.update(p for p in path.split("/") if p)
+    names.update(env_reads)
+    for key, decls in dependencies.items():
+        names.add(key.split(":", 1)[1])
+        names.update(d.name for d in decls)
+    return frozenset(names)
+
+
+def skeletons(names: Iterable[str], previous: Mapping[str, str] | None = None) -> dict[str, str]:
+    """skeleton -> the first name (sorted) with it; a name the previous build had keeps its skeleton
+    without asking ICU again (a HEAD move adds few names)."""
+    known = {name: sk for sk, name in (previous or {}).items()}
+    out: dict[str, str] = {}
+    for name in sorted(names):
+        sk = known.get(name)
+        out.setdefault(sk if sk is not None else untrusted_text.skeleton(name), name)
+    return out
 
 
 def _index_python(path: str, summary: PyFile, imported: dict[str, list[Site]], maybe: dict[str, list[Site]],

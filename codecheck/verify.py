@@ -24,12 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from codecheck import anchors as anchors_mod
+from codecheck import coverage, names
 from codecheck.anchors import Anchor
 from codecheck.fingerprint import Declaration, Fingerprint, Site, canonicalize_name
 from codecheck.workspace import Workspace, WorkspaceError
+from untrusted import text as untrusted_text
 
-VERIFIED, REFUTED, INCONCLUSIVE = "verified", "refuted", "inconclusive"
-STATUSES: tuple[str, ...] = (VERIFIED, REFUTED, INCONCLUSIVE)
+VERIFIED, PARTLY, REFUTED, INCONCLUSIVE = "verified", "partly", "refuted", "inconclusive"
+STATUSES: tuple[str, ...] = (VERIFIED, PARTLY, REFUTED, INCONCLUSIVE)
+SETTLED: tuple[str, ...] = (VERIFIED,)  # the only status an arrival shows as settled
 DEFAULT_BUDGET_MS = 50.0
 HOLDS, FAILS, UNKNOWN = "holds", "fails", "unknown"
 _MAX_HOPS = 8       # re-exports, star imports and base classes followed for one symbol
@@ -57,19 +60,24 @@ class Verdict:
     head: str | None
     findings: tuple[Finding, ...] = ()
     elapsed_ms: float = 0.0
+    uncovered: tuple[str, ...] = ()  # partly: what the value claims that no anchor covers (codecheck.coverage)
 
     def label(self) -> str:
-        """The short form an arrival line carries: `verified @1a2b3c4d`, `REFUTED @1a2b3c4d: why`."""
+        """The short form an arrival line carries: `verified @1a2b3c4d`, `REFUTED @1a2b3c4d: why`,
+        `partly anchored @1a2b3c4d (total, sequence not checked)`."""
         at = f" @{self.head[:8]}" if self.head else ""
         if self.status == VERIFIED:
             return f"verified{at}"
+        if self.status == PARTLY:
+            return f"partly anchored{at} ({coverage.describe(self.uncovered)})"
         if self.evidence == NO_CODE_ANCHOR:
             return "inconclusive (no code anchor)"
         return f"{'REFUTED' if self.status == REFUTED else 'inconclusive'}{at}: {self.evidence}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"status": self.status, "evidence": self.evidence, "head": self.head,
-                "findings": [f.as_dict() for f in self.findings], "elapsed_ms": round(self.elapsed_ms, 3)}
+                "findings": [f.as_dict() for f in self.findings], "elapsed_ms": round(self.elapsed_ms, 3),
+                **({"uncovered": list(self.uncovered)} if self.uncovered else {})}
 
 
 def unavailable(reason: str, head: str | None = None) -> Verdict:
@@ -163,29 +171,52 @@ def _skipped(fp: Fingerprint, scope: str | None) -> str | None:
 Match = tuple[bool | None, str]  # (present, or None when undecidable; what was seen)
 
 
-def _file(a: Anchor, fp: Fingerprint) -> Match:
-    path = a.ref
+def _path_kind(ref: str, fp: Fingerprint) -> tuple[str | None, str]:
+    """What `ref` is at HEAD, symlinks followed inside the tree: `file`, `dir`, `missing`, or None
+    when nobody here can tell (a link out of the workspace, an unread subtree), with what was seen."""
+    path = ref
+    via = ""
     for _ in range(_MAX_HOPS):
         if path in fp.symlinks:
             target = posixpath.normpath(posixpath.join(posixpath.dirname(path), fp.symlinks[path]))
             if fp.symlinks[path].startswith("/") or target == ".." or target.startswith("../"):
                 return None, f"{path} is a symlink that escapes the workspace ({fp.symlinks[path]})"
-            return True, f"{a.ref} is a symlink to {target}"
-        if path in fp.files:
-            return True, f"{a.ref} is a file at HEAD"
+            via, path = f" (a symlink to {target})", target
+            continue
         if path in fp.dirs:
-            return True, f"{a.ref} is a directory at HEAD"
+            return "dir", f"{ref} is a directory at HEAD{via}"
+        if path in fp.files:
+            return "file", f"{ref} is a file at HEAD{via}"
         parts = path.split("/")
         link = next(("/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i]) in fp.symlinks), None)
         if link is None:
             unread = _unread(path, fp)
-            return (None, unread) if unread is not None else (False, f"{a.ref} is not in the tree")
+            return (None, unread) if unread is not None else ("missing", f"{ref} is not in the tree")
         target = fp.symlinks[link]
         joined = posixpath.normpath(posixpath.join(posixpath.dirname(link), target, path[len(link) + 1:]))
         if target.startswith("/") or joined == ".." or joined.startswith("../"):
             return None, f"{link} is a symlink that escapes the workspace ({target})"
-        path = joined
-    return None, f"{a.ref}: too many symlinks"
+        via, path = f" (through the symlink {link})", joined
+    return None, f"{ref}: too many symlinks"
+
+
+def _file(a: Anchor, fp: Fingerprint) -> Match:
+    """A file (or a symlink to one); a directory of that path is not one (anchor it with `dir`)."""
+    kind, seen = _path_kind(a.ref, fp)
+    if kind is None:
+        return None, seen
+    if kind == "dir":
+        return False, f"{seen}, not a file"
+    return kind == "file", seen
+
+
+def _dir(a: Anchor, fp: Fingerprint) -> Match:
+    kind, seen = _path_kind(a.ref, fp)
+    if kind is None:
+        return None, seen
+    if kind == "file":
+        return False, f"{seen}, not a directory"
+    return kind == "dir", seen
 
 
 def _import(a: Anchor, fp: Fingerprint) -> Match:
@@ -387,13 +418,89 @@ def _scoped(a: Anchor, found: Sequence[Declaration]) -> Match:
         f"{'/'.join(d.scopes)} ({d.path} {d.group})" for d in found[:_SHOWN_SITES]) + f", not {a.scope}"
 
 
+def _defined_as(name: str, fp: Fingerprint, table: Mapping[str, Any]) -> str:
+    """`name` with its re-exports followed (`rich.Console` -> `rich.console.Console`) until a
+    name `table` knows, or as far as they lead."""
+    for _ in range(_MAX_HOPS):
+        if name in table or name in fp.definitions and name not in fp.reexports:
+            return name
+        module = module_of(name, fp)
+        if module is None or module == name:
+            return name
+        rest = name[len(module) + 1:].split(".")
+        head = f"{module}.{rest[0]}"
+        if head not in fp.reexports:
+            return name
+        name = fp.reexports[head] + "".join("." + r for r in rest[1:])
+    return name
+
+
+def _not_there(a: Anchor, fp: Fingerprint, what: str) -> Match:
+    """A signature or value anchor on a name with no def or assignment of it: absent (refuted)
+    when the name is not defined at all, else undecidable, saying what the name is."""
+    present, seen = _resolve_symbol(a.ref, fp, 0, a.ref)
+    if present is False:
+        return False, seen
+    if present is None:
+        return None, seen
+    return None, f"{seen}, but not by {what} this can read ({what} made at run time, inherited or generated is not seen)"
+
+
+def _signature(a: Anchor, fp: Fingerprint) -> Match:
+    assert a.expected is not None
+    name = _defined_as(a.ref, fp, fp.signatures)
+    defs = fp.signatures.get(name)
+    if defs is None and name in fp.bases:  # a class: its own __init__
+        defs = fp.signatures.get(f"{name}.__init__")
+        if defs is None:
+            return None, (f"{a.ref} is a class with no __init__ of its own: its parameters come from a base or are "
+                          "generated (dataclass, attrs, NamedTuple)")
+    if defs is None:
+        return _not_there(a, fp, "a def")
+    texts = sorted({d.text or "" for d in defs})
+    at = ", ".join(d.describe() for d in defs[:_SHOWN_SITES])
+    if len(texts) > 1:
+        return None, f"{a.ref} is defined {len(defs)} times with different parameters ({at}): which one runs is decided at run time"
+    if texts[0] == a.expected:
+        return True, f"{a.ref}({texts[0]}) at {at}"
+    return False, f"{a.ref} takes ({texts[0]}) at {at}, not ({a.expected})"
+
+
+def _value(a: Anchor, fp: Fingerprint) -> Match:
+    assert a.expected is not None
+    name = _defined_as(a.ref, fp, fp.values)
+    assigned = fp.values.get(name)
+    if assigned is None:
+        return _not_there(a, fp, "an assignment")
+    at = ", ".join(d.describe() for d in assigned[:_SHOWN_SITES])
+    computed = [d for d in assigned if d.text is None]
+    if computed:
+        return None, (f"{a.ref} is computed at {computed[0].describe()} ({computed[0].source}): only a literal value can be "
+                      "checked, so this cannot say whether it is " + a.expected)
+    texts = sorted({d.text or "" for d in assigned})
+    if len(texts) > 1:
+        if a.expected not in texts:
+            return False, f"{a.ref} is assigned {', '.join(texts)} ({at}), never {a.expected}"
+        return None, f"{a.ref} is assigned {len(texts)} different values ({', '.join(texts)} at {at}): which one holds is decided at run time"
+    if texts[0] == a.expected:
+        return True, f"{a.ref} = {texts[0]} at {at}"
+    return False, f"{a.ref} = {texts[0]} at {at}, not {a.expected}"
+
+
 _MATCHERS: dict[str, Callable[[Anchor, Fingerprint], Match]] = {
-    "file": _file, "import": _import, "symbol": _symbol, "env": _env, "package": _package,
+    "file": _file, "dir": _dir, "import": _import, "symbol": _symbol, "env": _env, "package": _package,
+    "signature": _signature, "value": _value,
 }
 
 
 def finding(anchor: Anchor, fp: Fingerprint) -> Finding:
-    """What one code anchor shows at HEAD, from the fact's side."""
+    """What one code anchor shows at HEAD, from the fact's side. A non-ASCII identifier that looks
+    like a name of the workspace without being it (a row written before the tool refused them)
+    decides nothing: `codecheck.names`."""
+    if not all(name.isascii() for name in names.identifiers(anchor)):
+        fake = next((why for name in names.identifiers(anchor) if (why := names.lookalike(name, fp)) is not None), None)
+        if fake is not None:
+            return Finding(anchor=anchor, outcome=UNKNOWN, evidence=f"a look-alike: {fake}")
     present, seen = _MATCHERS[anchor.type](anchor, fp)
     if present is None:
         outcome = UNKNOWN
@@ -437,14 +544,23 @@ NO_CODE_ANCHOR = "no code anchor"
 
 
 def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, *,
-           deadline: float | None = None, clock: Clock = time.perf_counter, share: bool = False) -> Verdict:
+           deadline: float | None = None, clock: Clock = time.perf_counter, share: bool = False, text: str | None = None,
+           retrieval_end: float | None = None) -> Verdict:
     """The verdict of one fact's anchors at the fingerprint's HEAD. Past the budget (or the
     `deadline`, a `clock` time: the fact's share of a retrieval when `share`) what is left
     undecided makes it inconclusive, and so does a last anchor that ends past it: a late verdict
     is never returned. A fact stored with more than `anchors.MAX_ANCHORS` anchors has the first
-    of them checked: refuted if one fails, else inconclusive (the rest were never read)."""
+    of them checked: refuted if one fails, else inconclusive (the rest were never read). With the
+    fact's `text`, anchors that all hold make it `partly` when the text claims names or numbers
+    they do not cover (`codecheck.coverage`): verified is for what was checked, not more.
+
+    With `share`, `retrieval_end` is the retrieval's own deadline: the share decides whether the
+    next anchor is read, and a verdict decided past the share but before the retrieval's deadline
+    still counts (a single check that a preemption or a collection made late has taken nothing
+    the retrieval did not have; the next facts' shares are cut from what is left)."""
     started = clock()
     end = deadline if deadline is not None else started + budget_ms / 1000
+    late = retrieval_end if share and retrieval_end is not None else end
     stored = anchors.stored if isinstance(anchors, Read) else len(anchors)
     code = [a for a in anchors[: anchors_mod.MAX_ANCHORS] if a.is_code]
     if not code:
@@ -454,7 +570,7 @@ def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAUL
         if clock() > end:
             return _over(findings, code, fp, budget_ms, share, (clock() - started) * 1000)
         found = finding(anchor, fp)
-        if clock() > end:  # decided, but too late to count
+        if clock() > late:  # decided, but too late to count
             return _over(findings, code, fp, budget_ms, share, (clock() - started) * 1000)
         findings.append(found)
     elapsed = (clock() - started) * 1000
@@ -468,8 +584,14 @@ def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAUL
     if unknown or over_cap:
         text = "; ".join([*([over_cap] if over_cap else []), *(f"{f.anchor.describe()}: {f.evidence}" for f in unknown)])
         return Verdict(status=INCONCLUSIVE, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
-    text = "; ".join(f.evidence for f in findings)
-    return Verdict(status=VERIFIED, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
+    seen = "; ".join(f.evidence for f in findings)
+    missing = coverage.uncovered(text, code) if text is not None else []
+    if clock() > late:  # the coverage rule is part of the verdict: past the deadline it does not count either
+        return _over(findings, code, fp, budget_ms, share, (clock() - started) * 1000)
+    if missing:
+        return Verdict(status=PARTLY, evidence=f"{coverage.describe(missing)} (the anchors hold: {seen})", head=fp.head,
+                       findings=tuple(findings), elapsed_ms=elapsed, uncovered=tuple(missing))
+    return Verdict(status=VERIFIED, evidence=seen, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
 
 
 def _over(findings: list[Finding], code: list[Anchor], fp: Fingerprint, budget_ms: float, share: bool, elapsed: float) -> Verdict:
@@ -483,7 +605,7 @@ def not_reached(budget_ms: float, head: str | None) -> Verdict:
 
 
 def verify_many(facts: Sequence[Sequence[Anchor] | str], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, *,
-                deadline: float | None = None, clock: Clock = time.perf_counter) -> list[Verdict]:
+                deadline: float | None = None, clock: Clock = time.perf_counter, texts: Sequence[str] | None = None) -> list[Verdict]:
     """Verdicts for many facts before one deadline, each fact held to its share: what is left of
     the budget divided by the facts still to check, so one fact with many or slow anchors cannot
     starve the others (a fact that finishes early leaves its rest to the next). A fact not reached
@@ -498,7 +620,8 @@ def verify_many(facts: Sequence[Sequence[Anchor] | str], fp: Fingerprint, budget
         if now >= end:
             out.append(not_reached(budget_ms, fp.head))
             continue
-        out.append(verify(anchors, fp, budget_ms, deadline=now + (end - now) / (len(facts) - i), clock=clock, share=True))
+        out.append(verify(anchors, fp, budget_ms, deadline=now + (end - now) / (len(facts) - i), clock=clock, share=True,
+                          text=texts[i] if texts is not None else None, retrieval_end=end))
     return out
 
 
@@ -538,7 +661,9 @@ async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], b
     inconclusive (and goes on, so the next retrieval finds it). No workspace: all inconclusive.
     `known(head)` gives the verdicts already made at that HEAD (by index), which are not made
     again: a fingerprint is fixed per HEAD, and so is a verdict on it. Each other fact gets its
-    share of what is left of the budget (`verify_many`)."""
+    share of what is left of the budget (`verify_many`). What the check imports is loaded before
+    the budget's clock starts (`warm`)."""
+    warm()
     started = clock()
     if workspace is None:
         verdict = unavailable("no workspace is configured for this agent")
@@ -550,12 +675,33 @@ async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], b
         return Checked(verdicts=[verdict] * len(facts), head=None, elapsed_ms=(clock() - started) * 1000, fingerprint_ready=False)
     before = await known(fp.head) if known is not None else {}
     todo = [i for i in range(len(facts)) if i not in before]
-    made = verify_many([fact_anchors(*facts[i]) for i in todo], fp, budget_ms, deadline=started + budget_ms / 1000, clock=clock)
+    made = verify_many([fact_anchors(*facts[i]) for i in todo], fp, budget_ms, deadline=started + budget_ms / 1000, clock=clock,
+                       texts=[facts[i][1] for i in todo])
     verdicts = dict(before) | dict(zip(todo, made, strict=True))
     return Checked(verdicts=[verdicts[i] for i in range(len(facts))], head=fp.head, elapsed_ms=(clock() - started) * 1000,
                    fingerprint_ready=True, known=frozenset(before))
 
 
-def verify_json(stored: str | list[Any], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS) -> Verdict:
+def verify_json(stored: str | list[Any], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, text: str | None = None) -> Verdict:
     """`verify` from the stored JSON form (a convenience for tools and tests)."""
-    return verify(anchors_mod.parse(json.loads(stored) if isinstance(stored, str) else stored), fp, budget_ms)
+    return verify(anchors_mod.parse(json.loads(stored) if isinstance(stored, str) else stored), fp, budget_ms, text=text)
+
+
+def warm() -> None:
+    """Import and load everything a check needs now, before any budget's clock starts: packaging
+    (its PEP 503 names import its platform tags, ~10-30 ms), ICU's confusables data
+    (`untrusted.text.warm`), and the AST helpers. `check` calls it before its clock starts, so a
+    fresh process's first retrieval does not spend its budget on imports. Idempotent."""
+    global _warmed
+    if _warmed:
+        return
+    from packaging.utils import canonicalize_name
+
+    canonicalize_name("Warm_Up")
+    untrusted_text.warm()
+    anchors_mod.parse([{"type": "signature", "ref": "a.b", "params": "x=1"}, {"type": "value", "ref": "a.b", "value": "1"}])
+    coverage.uncovered("`a.b` = 1, c and d", anchors_mod.parse([{"type": "package", "ref": "c"}]))
+    _warmed = True
+
+
+_warmed = False

@@ -38,6 +38,7 @@ from pygit2.enums import FileMode, RepositoryOpenFlag
 from codecheck import build_worker
 from codecheck.builds import Builder, WorkspaceError, WorkspaceTimeout, run_build
 from codecheck.fingerprint import Entry, Fingerprint, assemble, with_timing
+from untrusted import text as untrusted_text
 
 __all__ = ["Builder", "Status", "Workspace", "WorkspaceError", "WorkspaceTimeout", "Workspaces", "build", "resolve_head"]
 
@@ -118,7 +119,7 @@ def build(root: Path, head: str, previous: Fingerprint | None) -> Fingerprint:
         return bytes(blob.data)
 
     return assemble(head, entries, load, previous.cache if previous is not None else None,
-                    symlinks=links, walk_cache=trees)
+                    symlinks=links, walk_cache=trees, previous_skeletons=previous.skeletons if previous is not None else None)
 
 
 def _build_elsewhere(runner: Runner, builder: Builder, root: str, head: str) -> tuple[Fingerprint, float]:
@@ -228,8 +229,14 @@ class Workspace:
 
     def warm(self) -> None:
         """Start resolving HEAD and building its fingerprint now, without waiting (at daemon start,
-        so that the first wake's retrieval finds it ready instead of spending its budget)."""
+        so that the first wake's retrieval finds it ready instead of spending its budget). It also
+        loads what a check of its facts will use, ICU's confusables and packaging's names, which
+        `codecheck.verify.warm` would otherwise load before the first retrieval."""
         self._future()
+        untrusted_text.warm()
+        from packaging.utils import canonicalize_name
+
+        canonicalize_name("warm")
 
     def fingerprint(self, timeout_s: float | None = None) -> Fingerprint:
         """The fingerprint of HEAD, waiting for a build (at most `timeout_s`, else for as long as it takes)."""
@@ -242,13 +249,15 @@ class Workspace:
 
     async def fingerprint_within(self, budget_s: float) -> Fingerprint:
         """The fingerprint of HEAD if it is ready within `budget_s`; else `WorkspaceTimeout`, and
-        the build goes on so that a later read finds it."""
+        the build goes on so that a later read finds it. Starting the build (resolving HEAD, and
+        the worker process when none runs) counts against `budget_s`."""
+        started = time.perf_counter()
         future = self._future()
         if future.done():
             return future.result()
         waiting = asyncio.wrap_future(future)
         try:
-            return await asyncio.wait_for(asyncio.shield(waiting), budget_s)
+            return await asyncio.wait_for(asyncio.shield(waiting), max(0.0, budget_s - (time.perf_counter() - started)))
         except TimeoutError:
             waiting.add_done_callback(_retrieve)
             raise WorkspaceTimeout(f"the fingerprint of {self.root} was not ready within {budget_s * 1000:.0f} ms "
@@ -287,3 +296,8 @@ class Workspaces:
             if key not in self._open:
                 self._open[key] = Workspace(key[0], head_ttl_s=head_ttl_s, clock=self._clock, runner=self._runner)
             return self._open[key]
+
+
+# The process's workspaces: one `Workspace` per repository and TTL, shared by the facts block's
+# check (`wake.arrival.code_check.WORKSPACES` is this one) and the fact tools' look-alike check.
+PROCESS = Workspaces()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from ledgers import queries, rows
-from ledgers.errors import AlreadyClosed as AlreadyClosed  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import AlreadyClosed
 from ledgers.errors import CommitmentError as CommitmentError
 
 CLOSED_STATUSES = ("done", "dropped")
@@ -53,25 +53,7 @@ class Open(rows.Row):
     created_at: dt.datetime
 
 
-@dataclass(frozen=True, kw_only=True)
-class Closed(rows.Row):
-    """A commitment done or dropped, with its outcome."""
-
-    commitment_id: int
-    title: str
-    due_on: str | None
-    status: str  # one of CLOSED_STATUSES
-    outcome: str | None
-    wake_id: uuid.UUID | None
-    created_at: dt.datetime
-    completed_at: dt.datetime
-
-
 async def open_newest(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> tuple[list[Open], int]:
     """The newest open commitments and the number open (a COUNT, never the LIMIT), counted up to
     `queries.COUNT_READ`: render it with `queries.count_text`."""
     return rows.counted(Open, await conn.fetch(_sql("open_newest"), agent_id, limit, queries.COUNT_READ), limit)
-
-
-async def closed_recent(conn: asyncpg.Connection, agent_id: str, *, limit: int) -> list[Closed]:
-    return rows.all_of(Closed, await conn.fetch(_sql("closed_recent"), agent_id, limit))

@@ -11,7 +11,7 @@ from typing import cast
 import asyncpg
 
 from ledgers import queries, rows
-from ledgers.errors import MessageRefused as MessageRefused  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import MessageRefused
 
 _sql = queries.named("contact")
 
@@ -54,6 +54,7 @@ class Message(rows.Row):
     channel: str
     body: str
     received_at: dt.datetime
+    sealed: bool = True  # it carries a valid seal: `wake tell` or the inbox wrote it, and nobody changed it since
 
 
 async def get(conn: asyncpg.Connection, agent_id: str, message_id: uuid.UUID) -> Message | None:
@@ -64,3 +65,19 @@ async def last_received(conn: asyncpg.Connection, agent_id: str) -> dt.datetime 
     """When a human last wrote to the agent; None when no human ever has."""
     value: dt.datetime | None = await conn.fetchval(_sql("last_received"), agent_id)
     return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unsealed:
+    """A message without a valid seal: not written by `wake tell` or the inbox, or changed since."""
+
+    message_id: uuid.UUID
+    agent_id: str
+    author: str
+    channel: str
+    received_at: dt.datetime
+
+
+async def unsealed(conn: asyncpg.Connection, agent_id: str | None) -> list[Unsealed]:
+    """The messages `wake verify --chain` names as unsealed."""
+    return [Unsealed(**dict(r)) for r in await conn.fetch(_sql("unsealed"), agent_id)]

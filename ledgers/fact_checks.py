@@ -27,7 +27,7 @@ import asyncpg
 from codecheck import anchors as anchors_mod
 from codecheck import verify
 from ledgers import queries, retractions, rows
-from ledgers.errors import FactCheckError as FactCheckError  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import FactCheckError
 
 _TEXT_MAX = 2000  # evidence and retraction fields are clipped to this many characters
 

@@ -21,10 +21,17 @@ import asyncpg
 
 from codecheck import anchors as anchors_mod
 from ledgers import attestation, contact, queries, rows
-from ledgers.errors import FactError as FactError  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import FactError
+from untrusted import render
 
 ORIGINS = ("did", "saw")
 ANCHOR_TYPES = ("file", "message", "wake", "url")  # the {type, ref} anchors; codecheck.anchors has the code ones
+KEY_CHARS = 120      # a fact's key on its line is cut to this (before escaping)
+VALUE_CHARS = 700    # its value
+ANCHOR_CHARS = 160   # each anchor's reference and place
+ANCHORS_SHOWN = 6    # the anchors a line names; past them it says how many more
+# what a fact's line holds of stored text at most, before escaping (each escape is at most 10 characters)
+LINE_CHARS_MAX = KEY_CHARS + VALUE_CHARS + ANCHORS_SHOWN * 2 * ANCHOR_CHARS + 200
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,6 +125,8 @@ async def _passport(
     message = await contact.get(conn, agent_id, source_ref)
     if message is None:
         raise FactError(f"source_ref {source_ref} is not a message of agent {agent_id!r} (human_contact)")
+    if not message.sealed:  # a forged message attests nothing (docs/isolation.md, "Sealed decisions")
+        raise FactError(f"source_ref {source_ref} carries no valid seal: no human's message was stored so (wake verify --chain names it)")
     if origin == "did":
         return "active", None, None
     verdict = attestation.attest(value, message.body)
@@ -223,26 +232,37 @@ async def for_arrival(
     return found, int(counts["active"]), held
 
 
-def anchor_text(anchor: dict[str, Any]) -> str:
-    """`[file: path]`, `[import: httpcore in httpx/_transports/default.py]`, `[absent import: redis]`;
-    a message or wake anchor carries what the read-time check found."""
+def anchor_text(anchor: dict[str, Any], marks: render.Marks) -> str:
+    """` ⟦file ⟪…:path⟫⟧`, ` ⟦import ⟪…:httpcore⟫ in ⟪…:httpx/_transports/default.py⟫, found⟧`,
+    ` ⟦absent import ⟪…:redis⟫⟧`: the anchor's kind and what the read-time check found are the
+    harness's marks, its reference and place (stored text) are marked data; a `signature` anchor's
+    parameters and a `value` anchor's value (canonical one-line source, codecheck.pysource) follow
+    its reference inside the span."""
     check = anchor.get("check", "unchecked")
     negated = anchor.get("type") == anchors_mod.ABSENT and isinstance(anchor.get("anchor"), dict)
     inner = anchor["anchor"] if negated else anchor
-    where = f" in {inner['where']}" if inner.get("where") else ""
+    where = f" in {marks.span(str(inner['where']), ANCHOR_CHARS)}" if inner.get("where") else ""
     found = "" if check == "unchecked" else f", {'found' if check == 'found' else 'MISSING'}"
-    return f" [{'absent ' if negated else ''}{inner.get('type')}: {inner.get('ref')}{where}{found}]"
+    stated = (f"({inner['params']})" if inner.get("type") == "signature" else
+              f" = {inner['value']}" if inner.get("type") == "value" else "")  # canonical one-line source (codecheck.pysource)
+    kind = render.neutral(f"{'absent ' if negated else ''}{inner.get('type')}")
+    ref = f"{inner.get('ref')}{stated}"
+    return f" {render.MARK_OPEN}{kind} {marks.span(ref, ANCHOR_CHARS)}{where}{render.neutral(found)}{render.MARK_CLOSE}"
 
 
-def render_line(row: ArrivalFact) -> str:
-    """One fact with its passport: `(saw, 16 Jul 2026) key: value`, or for a predecessor in a
-    chain `[SUPERSEDED] (saw, recorded 2026-10-02, superseded 2026-10-21) key: value`."""
-    anchors = "".join(anchor_text(a) for a in row.anchors)
+def render_line(row: ArrivalFact, marks: render.Marks) -> str:
+    """One fact with its passport: `- ⟦saw, 16 Jul 2026⟧ ⟪…:key⟫: ⟪…:value⟫`, or for a predecessor
+    in a chain `  ⟦SUPERSEDED saw, recorded 2026-10-02, superseded 2026-10-21⟧ ⟪…:key⟫: ⟪…:value⟫`.
+    The key, the value and the anchors' references are stored text: marked data (`untrusted.render`),
+    each on the fact's one line."""
+    anchors = "".join(anchor_text(a, marks) for a in row.anchors[:ANCHORS_SHOWN])
+    more = render.mark(f"{len(row.anchors) - ANCHORS_SHOWN} more anchors") if len(row.anchors) > ANCHORS_SHOWN else ""
+    said = f"{marks.span(row.fact_key, KEY_CHARS)}: {marks.span(row.fact_value, VALUE_CHARS)}{anchors}{' ' + more if more else ''}"
     if row.depth == 0:
-        return f"- ({row.origin}, {row.recorded_on}) {row.fact_key}: {row.fact_value}{anchors}"
+        return f"- {render.mark(f'{row.origin}, {row.recorded_on}')} {said}"
     superseded = f", superseded {row.superseded_day}" if row.superseded_day else ""
-    passport = f"({row.origin}, recorded {row.recorded_day}{superseded})"
-    return f"  {'  ' * (row.depth - 1)}[{row.status.upper()}] {passport} {row.fact_key}: {row.fact_value}{anchors}"
+    passport = render.mark(f"{row.status.upper()} {row.origin}, recorded {row.recorded_day}{superseded}")
+    return f"  {'  ' * (row.depth - 1)}{passport} {said}"
 
 
 async def active_count(conn: asyncpg.Connection, agent_id: str) -> int:

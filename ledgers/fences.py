@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncpg
 
 from ledgers import queries
-from ledgers.errors import StaleFence as StaleFence  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import StaleFence
 
 _sql = queries.named("fences")
 

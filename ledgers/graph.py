@@ -7,7 +7,7 @@ graph's own fence. Cypher lives in `ledgers/cypher/*.cypher` as `// name: x` sec
 
 Every write runs in one transaction whose first statement is the `fence` query: it refuses (and
 rolls back) a write whose fence is older than the newest fence the graph has seen for that agent,
-raising `ledgers.fences.StaleFence`. An unreachable server, an expired session or a timeout
+raising `ledgers.errors.StaleFence`. An unreachable server, an expired session or a timeout
 raises `GraphUnavailable` with the reason.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
-from ledgers.errors import GraphStaleFence as GraphStaleFence  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import GraphStaleFence
 from ledgers.errors import GraphUnavailable as GraphUnavailable
 
 if TYPE_CHECKING:  # the driver is imported when a graph is used, not by every command that may open one

@@ -14,14 +14,6 @@ from ledgers import queries
 _sql = queries.named("scaleout")
 
 
-async def claim(
-    conn: asyncpg.Connection, agent_id: str, tier: str, scheduled_for: dt.datetime, *, claimed_by: str, claimed_at: dt.datetime,
-    wake_id: uuid.UUID,
-) -> bool:
-    """Claim a scheduled slot (trigger `schedule`); True if this caller won it."""
-    return await conn.fetchval(_sql("claim"), agent_id, tier, scheduled_for, claimed_by, claimed_at, wake_id) is not None
-
-
 async def last_claimed(conn: asyncpg.Connection, agents: list[str]) -> dict[tuple[str, str], dt.datetime]:
     """The newest claimed or recorded scheduled slot of every (agent, tier) of `agents` that has one."""
     return {(r["agent_id"], r["tier"]): r["scheduled_for"] for r in await conn.fetch(_sql("last_claimed"), agents) if r["scheduled_for"]}

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from ledgers.errors import AmbiguousPrefix as AmbiguousPrefix  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import AmbiguousPrefix
 from ledgers.errors import BadPrefix as BadPrefix
 from ledgers.errors import IdLookupError as IdLookupError
 

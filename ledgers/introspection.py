@@ -22,8 +22,8 @@ from typing import Any, Self
 import asyncpg
 
 from ledgers import ids, queries
-from ledgers.fences import StaleFence
-from ledgers.vocab import SETTLED, Status, Tier, Trigger
+from ledgers.errors import StaleFence
+from ledgers.vocab import RAN, SETTLED, Status, Tier, Trigger
 
 # A block's state as the row stores it, under its name (`wake.arrival.engine.Block.state`): hash,
 # cache_tier, retrieval, result, reason, latency_ms, rows, and for a composed block its parts.
@@ -135,7 +135,7 @@ class WakeDiff:
 
 @dataclass(frozen=True, kw_only=True)
 class WakeRow:
-    """What the cycle writes when it records a wake (docs/design.md, step 7)."""
+    """What the cycle writes when it records a wake (docs/design.md, step 8)."""
 
     wake_id: uuid.UUID
     agent_id: str
@@ -160,6 +160,7 @@ class WakeRow:
     # in `manifest_contents`; and the block names in prompt order
     contents: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     arrival_order: Sequence[str] = ()
+    trace_id: str | None = None  # the OpenTelemetry trace of the wake's spans (32 hex digits), when it was traced
 
     @property
     def active_tool_names(self) -> list[str]:
@@ -320,7 +321,7 @@ def walk(agent_id: str, rows: Sequence[ChainRow], head: tuple[int, str] | None) 
 
 @dataclass(frozen=True, kw_only=True)
 class Thinking:
-    """Steps 8-9 as the row stores them."""
+    """Steps 7 and 9 as the row stores them."""
 
     model: str | None
     prompt_tokens: int = 0
@@ -356,7 +357,7 @@ def _json(value: Any) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class WakeRecord:
-    """One row of `wake_introspection_ledger` as read (`get`, `previous_settled`): every column."""
+    """One row of `wake_introspection_ledger` as read (`get`, `previous_both`): every column."""
 
     wake_id: uuid.UUID
     agent_id: str
@@ -397,6 +398,7 @@ class WakeRecord:
     arrival_order: list[str]
     peak_pressure: float | None
     transcript_root: str | None  # the root over the wake's recorded conversation (ledgers.transcripts), linked into the chain
+    trace_id: str | None = None  # the OpenTelemetry trace its spans were exported under (docs/traces.md)
 
     @classmethod
     def from_row(cls, r: asyncpg.Record | Mapping[str, Any]) -> Self:
@@ -411,6 +413,7 @@ class WakeRecord:
             stop_reason=r["stop_reason"], final_text=r["final_text"], escalation_cause=r["escalation_cause"],
             unchecked_absence_claims=r["unchecked_absence_claims"], chain_seq=r["chain_seq"], chain=r["chain"],
             arrival_order=list(r["arrival_order"]), peak_pressure=r["peak_pressure"], transcript_root=r["transcript_root"],
+            trace_id=r.get("trace_id"),
         )
 
     def columns(self) -> dict[str, Any]:
@@ -429,24 +432,18 @@ async def get(conn: asyncpg.Connection, wake_id: uuid.UUID) -> WakeRecord | None
     return _record(await conn.fetchrow(_sql("get"), wake_id))
 
 
-async def resolve_id(conn: asyncpg.Connection, text: str) -> uuid.UUID | None:
-    """A full wake id, or the one wake a prefix names; None when no wake has the id or the prefix. Raises
-    `ids.BadPrefix` for a prefix too short or not hex, `ids.AmbiguousPrefix` when several match."""
+async def resolve_id(conn: asyncpg.Connection, text: str, agent_id: str | None = None) -> uuid.UUID | None:
+    """A full wake id, or the one wake a prefix names (with `agent_id`, among that agent's wakes
+    only); None when no wake has the id or the prefix. Raises `ids.BadPrefix` for a prefix too
+    short or not hex, `ids.AmbiguousPrefix` when several match."""
     try:
         full = uuid.UUID(text)
     except ValueError:
         low, high = ids.prefix_range(text)
     else:  # a full id names a wake only when one has it
         low = high = full
-    rows = await conn.fetch(_sql("find_by_prefix"), low, high, ids.LISTED_MATCHES)
+    rows = await conn.fetch(_sql("find_by_prefix"), low, high, ids.LISTED_MATCHES, agent_id)
     return ids.unique(rows, what="wake", prefix=text, column="wake_id")
-
-
-async def previous_settled(conn: asyncpg.Connection, agent_id: str, tier: str | None, before: dt.datetime) -> WakeRecord | None:
-    """The agent's newest settled wake with a manifest started before `before` (of `tier`, if given)."""
-    if tier is None:
-        return _record(await conn.fetchrow(_sql("previous_settled"), agent_id, before))
-    return _record(await conn.fetchrow(_sql("previous_settled_tier"), agent_id, tier, before))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -461,7 +458,7 @@ class Previous:
 async def previous_both(
     conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime, *, recent: int | None = None,
 ) -> Previous:
-    """`previous_settled` of the agent and of its tier, in one round trip; with `recent`, also that
+    """The agent's newest settled wake with a manifest started before `before`, and its tier's, in one round trip; with `recent`, also that
     many of the agent's newest wakes (`recent(agent_id=...)`) in the same round trip."""
     rows = await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before, recent or 0)  # LIMIT 0: no recent rows
     previous = {r["previous_of"]: WakeRecord.from_row(r) for r in rows if r["previous_of"] != "recent"}
@@ -477,7 +474,7 @@ def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:
         row.manifest_root, json.dumps(dict(row.blocks)), len(row.tool_hashes), row.active_tool_names,
         json.dumps(dict(row.tool_hashes)), row.registry_tool_count, row.fence, row.host, row.pid,
         row.version, row.config_hash, json.dumps(row.diff.as_json()) if row.diff is not None else None,
-        row.note, row.error, row.escalation_cause, list(row.arrival_order),
+        row.note, row.error, row.escalation_cause, list(row.arrival_order), row.trace_id,
     )
 
 
@@ -639,3 +636,30 @@ async def abandon_started(conn: asyncpg.Connection, agent_id: str, reason: str) 
 
 async def agents_with_started(conn: asyncpg.Connection) -> list[str]:
     return [r["agent_id"] for r in await conn.fetch(_sql("agents_with_started"))]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LastSettled:
+    """A tier's signs of life for the dead-man check: its newest row of a wake that ran
+    (`ledgers.vocab.RAN`; None: none ever), and the newest slot a pause held back since (None: none)."""
+
+    agent_id: str
+    tier: str
+    wake_id: uuid.UUID | None
+    status: Status | None
+    finished_at: dt.datetime | None
+    paused_at: dt.datetime | None
+
+
+async def last_settled(conn: asyncpg.Connection, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], LastSettled]:
+    """Each (agent, tier) of `pairs`, its signs of life (one statement)."""
+    if not pairs:
+        return {}
+    rows = await conn.fetch(_sql("last_settled"), [a for a, _ in pairs], [t for _, t in pairs], list(RAN))
+    return {
+        (r["agent_id"], r["tier"]): LastSettled(
+            agent_id=r["agent_id"], tier=r["tier"], wake_id=r["wake_id"], status=Status(r["status"]) if r["status"] else None,
+            finished_at=r["finished_at"], paused_at=r["paused_at"],
+        )
+        for r in rows
+    }

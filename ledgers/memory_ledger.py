@@ -98,7 +98,7 @@ class FindingRecord(rows.Row):
 
 @dataclass(frozen=True, kw_only=True)
 class OpenFinding(rows.Row):
-    """An open HALT or WARN finding as the cloister block shows it."""
+    """An open finding (any level) as the cloister block shows it."""
 
     finding_id: int
     severity: str
@@ -195,7 +195,9 @@ async def known_commits(conn: asyncpg.Connection, agent_id: str, commits: Sequen
 
 
 async def record_findings(conn: asyncpg.Connection, agent_id: str, findings: Sequence[cloister.Finding], at: dt.datetime) -> list[int]:
-    """Record findings (LOG ones as `logged`); returns the ids of those new to the ledger."""
+    """Record findings, every level open (a LOG one too: it is shown until a human acknowledges it,
+    issue 38; `logged` is the state of LOG findings recorded before); returns the ids of those new
+    to the ledger."""
     return [finding_id for finding_id, _ in await _record(conn, agent_id, findings, at)]
 
 
@@ -204,7 +206,7 @@ async def _record(
 ) -> list[tuple[int, cloister.Finding]]:
     new = []
     for f in findings:
-        state = "logged" if f.severity == Severity.LOG else "open"
+        state = "open"
         value = await conn.fetchval(
             _sql("record_finding"), agent_id, f.severity.value, f.domain, f.path, f.commit, f.excerpt, f.rule,
             f.fingerprint, state, at,
@@ -228,10 +230,10 @@ CLOISTER_SHOWN = 20  # the open findings the cloister block lists
 
 @dataclass(frozen=True, kw_only=True)
 class OpenFindings:
-    """The open HALT and WARN findings as the cloister block shows them (`open_findings`)."""
+    """The open findings as the cloister block shows them (`open_findings`), every level."""
 
     rows: list[OpenFinding]  # at most the limit, HALT first
-    total: int  # the number open: HALT and WARN
+    total: int  # the number open: HALT, WARN and LOG
     counts: dict[str, int]  # the number of each, HALT and WARN, counted up to queries.COUNT_READ (above COUNT_CAP: "more than")
     audited_commit: str | None  # the agent's last audited commit, read in the same round trip
 
@@ -242,19 +244,35 @@ async def open_view(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLO
     records = await conn.fetch(_sql("open_findings"), agent_id, limit, queries.COUNT_READ)
     first = records[0]
     shown = [OpenFinding.from_row({k: v for k, v in r.items() if k not in _VIEW_COLUMNS}) for r in records if r["finding_id"] is not None]
-    halts, warns = int(first["halts"]), int(first["warns"])
+    halts, warns, logs = int(first["halts"]), int(first["warns"]), int(first["logs"])
     return OpenFindings(
-        rows=shown, total=halts + warns, counts={Severity.HALT.value: halts, Severity.WARN.value: warns}, audited_commit=first["audited_commit"],
+        rows=shown, total=halts + warns + logs, counts={Severity.HALT.value: halts, Severity.WARN.value: warns, Severity.LOG.value: logs},
+        audited_commit=first["audited_commit"],
     )
 
 
-_VIEW_COLUMNS = ("audited_commit", "halts", "warns")  # what `open_findings` reads beside each finding
+_VIEW_COLUMNS = ("audited_commit", "halts", "warns", "logs")  # what `open_findings` reads beside each finding
 
 
 async def open_findings(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLOISTER_SHOWN) -> tuple[list[OpenFinding], int]:
-    """The open HALT and WARN findings the cloister block shows (HALT first), and their exact number."""
+    """The open findings the cloister block shows (HALT first, then WARN, then LOG), and their exact number."""
     view = await open_view(conn, agent_id, limit=limit)
     return view.rows, view.total
+
+
+async def open_by_path(conn: asyncpg.Connection, agent_id: str, paths: Sequence[str]) -> dict[str, OpenFinding]:
+    """The files of `paths` with an open finding (any level), each with its worst one: what the
+    memory tools quarantine (docs/memory.md, "What the model sees of stored text")."""
+    return {r["path"]: OpenFinding.from_row(r) for r in await conn.fetch(_sql("open_by_path"), agent_id, list(paths))}
+
+
+async def open_counts_by_agent(conn: asyncpg.Connection, agent_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """The open findings of every level, counted per agent: each of `agent_ids` (zeros included)
+    and any other agent with one open (`wake status`)."""
+    counts = {a: {s.value: 0 for s in Severity} for a in agent_ids}
+    for r in await conn.fetch(_sql("open_counts_by_agent")):
+        counts.setdefault(r["agent_id"], {s.value: 0 for s in Severity})[r["severity"]] = int(r["n"])
+    return counts
 
 
 async def open_counts(conn: asyncpg.Connection, agent_id: str) -> dict[str, int]:

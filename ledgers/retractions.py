@@ -21,7 +21,7 @@ from pathlib import Path
 import asyncpg
 
 from ledgers import ids, queries, rows
-from ledgers.errors import RetractionInputError as RetractionInputError  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import RetractionInputError
 
 SETTLED_VERDICTS: tuple[str, ...] = ("upheld", "overturned", "unresolvable")
 CAUGHT_BY: tuple[str, ...] = ("self", "human", "together", "reality")
@@ -169,7 +169,7 @@ async def get(conn: asyncpg.Connection, row_id: uuid.UUID) -> Retraction | None:
 async def resolve_id(conn: asyncpg.Connection, text: str, agent_id: str | None = None) -> uuid.UUID | None:
     """A full id, or the one retraction a prefix names (optionally among one agent's rows); None
     when none has the prefix. Raises `ids.BadPrefix` for a prefix too short or not hex,
-    `ids.AmbiguousPrefix` when several match."""
+    `AmbiguousPrefix` when several match."""
     try:
         return uuid.UUID(text)
     except ValueError:

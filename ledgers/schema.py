@@ -19,7 +19,7 @@ from pathlib import Path
 import asyncpg
 
 from ledgers import scope
-from ledgers.errors import SchemaMismatch as SchemaMismatch  # noqa: F401  (defined in ledgers/errors.py, imported from here too)
+from ledgers.errors import SchemaMismatch
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 LOCK_KEY = 0x77616B65  # "wake"

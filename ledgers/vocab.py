@@ -81,17 +81,12 @@ class StopReason(enum.StrEnum):
     precheck = "precheck"  # the tier's pre-check ended the wake before the model
 
 
-class OutboxState(enum.StrEnum):
-    """Where a delivery stands (`wake_outbox.state`)."""
-
-    pending = "pending"
-    sent = "sent"
-    dead = "dead"
-
-
 # Tiers that never wait for a busy agent: a whisper is cheap and the next one is minutes away.
 NO_WAIT_TIERS: frozenset[Tier] = frozenset({Tier.whisper})
 # Every status a settled wake can have: all but `started`, in the enum's order.
 SETTLED: tuple[Status, ...] = tuple(s for s in Status if s is not Status.started)
 # A settled wake that counts as success (`wake trigger`'s exit 0; the gate's "previous whisper").
 GOOD: frozenset[Status] = frozenset({Status.completed, Status.quiet})
+# A settled row of a wake that ran, well or not: the dead-man check's sign of life (docs/incidents.md).
+# A `skipped` or `missed` slot did not run.
+RAN: tuple[Status, ...] = (Status.completed, Status.quiet, Status.failed, Status.aborted, Status.halted, Status.abandoned)

@@ -249,6 +249,9 @@ class _Auditor:
         parent = commit.parents[0] if commit.parents else None
         bypass = sha not in self.known
         touched: dict[str, Domain] = {}
+        if bypass and commit.message:  # a commit made around the tool: its message is read as the files are
+            for hit in injection.scan(commit.message):
+                self.add(Severity.WARN, None, "", sha, hit.rule, f"commit message: {hit.excerpt}")
         for path, status in MemoryRepo.changed_paths(commit):
             self.paths += 1
             domain = self.config.domain_of(path)
@@ -292,8 +295,11 @@ class _Auditor:
                 frontmatter.validate(new)
             except FrontmatterRefused as exc:
                 self.add(domain.severity, domain, path, sha, "frontmatter.invalid", f"{exc}\n{diff}")
-            for hit in injection.scan(injection.added_lines(old, new)):
-                self.add(domain.severity, domain, path, sha, hit.rule, f"{path}: {hit.excerpt}")
+            # the whole file after the change, and its name; a hit the file had before was reported then
+            before = set(injection.scan(f"{path}\n{old}")) if old is not None else set()
+            for hit in injection.scan(f"{path}\n{new}"):
+                if hit not in before:
+                    self.add(domain.severity, domain, path, sha, hit.rule, f"{path}: {hit.excerpt}")
 
     def _fields(self, domain: Domain, parent: pygit2.Commit | None, commit: pygit2.Commit) -> None:
         sha = str(commit.id)

@@ -426,10 +426,16 @@ class MemoryRepo:
     def diff(self, path: str | None = None, *, commit: str | None = None, worktree: bool = False, max_chars: int = 20_000) -> str:
         """A unified diff: the uncommitted changes (`worktree`), one commit against its parent
         (`commit`), or the last change to `path` (default: the tip against its parent)."""
+        return "".join(text for _, text in self.diff_by_path(path, commit=commit, worktree=worktree, max_chars=max_chars))
+
+    def diff_by_path(
+        self, path: str | None = None, *, commit: str | None = None, worktree: bool = False, max_chars: int = 20_000,
+    ) -> list[tuple[str, str]]:
+        """`diff`, file by file: (path, its unified diff)."""
         if worktree:
             changed = [c.path for c in self.changes() if path is None or c.path == path]
             tip = self._tip()
-            return "".join(unified(self.text_at(tip, p), self.worktree_text(p), p, max_chars=max_chars) for p in changed)
+            return [(p, unified(self.text_at(tip, p), self.worktree_text(p), p, max_chars=max_chars)) for p in changed]
         if commit:
             target = self.commit(commit)
         elif path:
@@ -441,7 +447,7 @@ class MemoryRepo:
             target = self._tip()
         parent = target.parents[0] if target.parents else None
         names = [path] if path else [p for p, _ in self.changed_paths(target)]
-        return "".join(unified(self.text_at(parent, p), self.text_at(target, p), p, max_chars=max_chars) for p in names)
+        return [(p, unified(self.text_at(parent, p), self.text_at(target, p), p, max_chars=max_chars)) for p in names]
 
     def search(self, query: str, directory: str = "", *, limit: int | None = None) -> tuple[list[Hit], int]:
         """Lines at the tip containing `query` (case-insensitive), at most `limit`, and the exact

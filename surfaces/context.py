@@ -3,7 +3,7 @@
 A tool handler is `async def handler(ctx: ToolContext, **arguments)`. The harness passes its
 own wake context, which satisfies this Protocol; tests may pass anything that does. Every
 PostgreSQL write goes through `ctx.write()`, a transaction that commits only while the wake's
-fence is the agent's newest (`ledgers.fences.StaleFence` otherwise); reads go through
+fence is the agent's newest (`ledgers.errors.StaleFence` otherwise); reads go through
 `ctx.read()`.
 """
 
@@ -49,6 +49,8 @@ class ToolSettings:
     probe_max_file_bytes: int = 1_048_576
     recall: Mapping[str, RecallSettings] = field(default_factory=dict)  # by agent id
     with_workspace: frozenset[str] = frozenset()  # agents whose facts are checked against a workspace
+    # each such agent's workspace (its root, its HEAD TTL): the fact tools compare anchor names with the names it defines
+    workspaces: Mapping[str, tuple[Path, float]] = field(default_factory=dict)
 
     def recall_of(self, agent_id: str) -> RecallSettings:
         return self.recall.get(agent_id) or RecallSettings()
@@ -99,6 +101,12 @@ class ToolContext(Protocol):
 
     def write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """A transaction that writes only while this wake's fence is the agent's newest."""
+
+    def harness_write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        """The harness's own fenced transaction, on the owner's login: for the harness's machinery
+        a builtin tool runs (the Cloister canary after a memory write writes the findings; the
+        context tools record a decline or a setting they checked in the context audit: both are
+        the control plane, docs/isolation.md). Not for a tools module's own writes."""
 
 
 def graph_write(ctx: ToolContext, ref: str) -> graph.Write:

@@ -4,8 +4,11 @@ These act on the running wake's conversation (`ctx.conversation`, which the mode
 A compaction is a request: the loop applies it once the current turn's calls are answered, before
 the next request, archives what it removed (`archive_search archive:<wake>-seg-<n>` reads it
 back) and writes the event, with pressure before and after, to the `context_events` audit. A
-decline and a change of the agent's own settings are written here, in the wake's fenced
-transaction. Outside a model loop (no conversation) each says so and changes nothing.
+decline and a change of the agent's own settings are written here, once checked (a setting
+against the operator's bounds), in the harness's fenced transaction (`harness_write`): the audit
+is the control plane, which the tool role only reads (docs/isolation.md), so SQL from a tool
+cannot record a setting past the bounds. Outside a model loop (no conversation) each says so and
+changes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 from ledgers import context_events
 from surfaces.context import ToolContext
 from surfaces.conversation import STRATEGIES, Conversation, Request
-from surfaces.errors import ContextToolError as ContextToolError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
+from surfaces.errors import ContextToolError
 from surfaces.registry import Tool, tool
 
 ARCHIVE_REF = re.compile(r"^archive:([0-9a-fA-F-]{36})-seg-([0-9]{1,6})$")
@@ -91,7 +94,7 @@ async def ignore_compaction(ctx: ToolContext, reason: str) -> dict[str, Any]:
     grace = int(conv.settings.get("decline_grace_turns", 3))
     conv.declined_until = conv.turn + grace
     conv.declines += 1
-    async with ctx.write() as conn:
+    async with ctx.harness_write() as conn:  # the audit is the control plane: written once checked, here
         await context_events.record(
             conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, turn=conv.turn, kind="declined", reason=reason.strip(),
             pressure_before=conv.pressure, at=ctx.now, detail={"grace_turns": grace, "declines": conv.declines},
@@ -161,7 +164,7 @@ async def context_config_set(ctx: ToolContext, key: str, value: str, reason: str
     conv = _conversation(ctx)
     parsed = _parse(key, value, conv.settings)
     before = conv.settings.get(key)
-    async with ctx.write() as conn:
+    async with ctx.harness_write() as conn:  # the audit is the control plane: written once checked, here
         await context_events.record(
             conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, turn=conv.turn, kind="config_set", reason=reason or f"set {key}",
             pressure_before=conv.pressure, at=ctx.now, detail={"key": key, "value": parsed, "previous": before},

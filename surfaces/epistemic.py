@@ -19,9 +19,10 @@ from typing import Any, cast
 import asyncpg
 
 from ledgers import facts, probes, retractions
+from ledgers.errors import FactError, RetractionInputError
 from surfaces import probe
 from surfaces.context import ToolContext, ToolSettings
-from surfaces.errors import ToolInputError as ToolInputError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
+from surfaces.errors import ToolInputError
 from surfaces.registry import Tool, tool
 
 Writer = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
@@ -89,7 +90,7 @@ def new_retraction(agent_id: str, fields: dict[str, Any], corrected_at: dt.datet
     )
     try:
         new.validate()
-    except retractions.RetractionInputError as exc:
+    except RetractionInputError as exc:
         raise ToolInputError(str(exc)) from exc
     return new
 
@@ -113,12 +114,12 @@ async def insert_retraction(
     if fact_id is not None:
         try:
             key = await facts.refute(conn, agent_id=new.agent_id, fact_id=fact_id)
-        except facts.FactError as exc:
+        except FactError as exc:
             raise ToolInputError(str(exc)) from exc
         new = retractions.naming_fact(new, fact_id, key)
     try:
         row_id = await retractions.insert(conn, new, maturity_days=maturity_days)
-    except retractions.RetractionInputError as exc:
+    except RetractionInputError as exc:
         raise ToolInputError(str(exc)) from exc
     row = await retractions.get(conn, row_id)
     assert row is not None
@@ -128,7 +129,7 @@ async def insert_retraction(
 async def settle(conn: asyncpg.Connection, row_id: uuid.UUID, agent_id: str, verdict: str, outcome: str, now: dt.datetime) -> retractions.Settled:
     try:
         return await retractions.settle(conn, row_id, agent_id, verdict=verdict, outcome=outcome, checked_at=now)
-    except retractions.RetractionInputError as exc:
+    except RetractionInputError as exc:
         raise ToolInputError(str(exc)) from exc
 
 

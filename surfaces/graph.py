@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from ledgers import graph
-from ledgers.fences import StaleFence
+from ledgers.errors import GraphStaleFence, StaleFence
 from surfaces.context import ToolContext, graph_write
 from surfaces.registry import Tool, tool
 
@@ -43,7 +43,7 @@ async def _answer(ctx: ToolContext, name: str, call: Callable[[graph.Graph], Awa
     except ValueError as exc:
         return {"error": f"invalid argument: {exc}"}
     except StaleFence as exc:
-        if isinstance(exc, graph.GraphStaleFence):  # ctx.write() logged PostgreSQL's own refusal
+        if isinstance(exc, GraphStaleFence):  # ctx.write() logged PostgreSQL's own refusal
             log.warning("fence.stale", store="neo4j", tool=name, agent=ctx.agent_id, fence=exc.fence, newest=exc.newest)
         return {"error": f"refused, nothing was written: {exc}"}
     except graph.GraphUnavailable as exc:

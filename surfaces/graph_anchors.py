@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from ledgers import graph
+from ledgers.errors import GraphStaleFence
 from surfaces.context import ToolContext, graph_write
 
 log = structlog.get_logger("surfaces.graph_anchors")
@@ -42,7 +43,7 @@ async def _attempt(ctx: ToolContext, tool: str, ref: str, call: Callable[[graph.
         return {}
     try:
         return {"graph": await call(g)}
-    except graph.GraphStaleFence as exc:  # ctx.write() rolls the row back; the model loop stops the wake
+    except GraphStaleFence as exc:  # ctx.write() rolls the row back; the model loop stops the wake
         log.warning("fence.stale", store="neo4j", tool=tool, agent=ctx.agent_id, fence=exc.fence, newest=exc.newest)
         raise
     except graph.GraphUnavailable as exc:

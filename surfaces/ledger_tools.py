@@ -17,7 +17,10 @@ import uuid
 from typing import Any
 
 from codecheck import anchors as anchors_mod
+from codecheck import coverage, names, workspace
+from codecheck.fingerprint import Fingerprint
 from ledgers import commitments, daybook, facts, summaries
+from ledgers.errors import AlreadyClosed, FactError
 from surfaces import graph_anchors
 from surfaces.context import ToolContext
 from surfaces.registry import Tool, tool
@@ -64,7 +67,7 @@ def _with_inferred(value: str, anchors: list[dict[str, Any]] | None) -> list[dic
 NO_CODE_ANCHOR_NOTE = (
     "no code anchor given: this fact is shown 'inconclusive (no code anchor)' in every "
     "arrival, never as settled (anchors read from its prose only report what they find). If it is about code, supersede it "
-    "with typed anchors (file, import, symbol, env, package, or absent) so it can be verified or refuted."
+    "with typed anchors (file, dir, import, symbol, signature, value, env, package, or absent) so it can be verified or refuted."
 )
 
 
@@ -77,6 +80,44 @@ def _anchor_note(ctx: ToolContext, anchors: list[dict[str, Any]] | None) -> dict
     if any(isinstance(a, dict) and a.get("type") in (*anchors_mod.CODE_TYPES, anchors_mod.ABSENT) for a in given):
         return {}
     return {"code_anchors": NO_CODE_ANCHOR_NOTE}
+
+
+LOOKALIKE_WAIT_S = 5.0  # how long a fact tool waits for the workspace's fingerprint to compare names with
+
+
+async def _fingerprint(ctx: ToolContext) -> Fingerprint | None:
+    """The agent's workspace fingerprint at HEAD (normally warm: the daemon builds it at start),
+    or None when it has none or it cannot be read now."""
+    found = ctx.settings.workspaces.get(ctx.agent_id)
+    if found is None:
+        return None
+    try:
+        return await workspace.PROCESS.get(found[0], head_ttl_s=found[1]).fingerprint_within(LOOKALIKE_WAIT_S)
+    except workspace.WorkspaceError:
+        return None
+
+
+async def _checked(ctx: ToolContext, value: str, anchors: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Refuse an anchor naming a look-alike of a workspace name (`codecheck.names`: one line naming
+    both); the answer's `not_checked` when the value claims names or numbers no anchor covers
+    (`codecheck.coverage`), so the model can add anchors. Nothing is written on a refusal."""
+    try:
+        parsed = anchors_mod.parse(list(anchors or []))
+    except anchors_mod.AnchorError:
+        return {}  # the ledger refuses it, naming the anchor (FactError), as it always did
+    if not any(a.is_code for a in parsed):
+        return {}
+    fakes = names.lookalikes(parsed, await _fingerprint(ctx))
+    if fakes:
+        i, anchor, why = fakes[0]
+        raise FactError(f"anchors[{i}] ({anchor.type}): {why}")
+    missing = coverage.uncovered(value, parsed)
+    if not missing:
+        return {}
+    return {"not_checked": (f"{coverage.describe(missing)}: your value states these and no anchor covers them, so this fact "
+                            "reads 'partly anchored (... not checked)' in every arrival, never verified. Supersede it with "
+                            "anchors for them (signature for parameters, value for a constant, package or import for each "
+                            "name, absent for what is not there), or with a value that says only what the anchors check.")}
 
 
 def _date(value: str | None) -> dt.date | None:
@@ -119,6 +160,7 @@ async def remember_fact(
     anchors: list[dict[str, Any]] | None = None, about: str | None = None, about_kind: str | None = None,
 ) -> dict[str, Any]:
     subject = graph_anchors.about(about)
+    checked = await _checked(ctx, value, anchors)
     async with ctx.write() as conn:
         done = await facts.remember(
             conn, agent_id=ctx.agent_id, key=key, value=value, origin=origin, category=category,
@@ -127,7 +169,7 @@ async def remember_fact(
         anchored = await graph_anchors.fact(
             ctx, "remember_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind, key=done.key,
         )
-    return {**done.as_dict(), **anchored, **_anchor_note(ctx, anchors)}
+    return {**done.as_dict(), **anchored, **_anchor_note(ctx, anchors), **checked}
 
 
 @tool(
@@ -158,6 +200,7 @@ async def supersede_fact(
     old_id = _uuid(fact_id, "fact_id")
     assert old_id is not None
     subject = graph_anchors.about(about)
+    checked = await _checked(ctx, value, anchors)
     async with ctx.write() as conn:
         done = await facts.supersede(
             conn, agent_id=ctx.agent_id, fact_id=old_id, value=value, origin=origin,
@@ -168,7 +211,7 @@ async def supersede_fact(
             ctx, "supersede_fact", fact_id=done.fact_id, status=done.status, name=subject, kind=about_kind,
             supersedes_id=old_id, key=done.key,
         )
-    return {**done.as_dict(), **anchored, **_anchor_note(ctx, anchors)}
+    return {**done.as_dict(), **anchored, **_anchor_note(ctx, anchors), **checked}
 
 
 @tool(
@@ -226,13 +269,13 @@ async def complete_commitment(ctx: ToolContext, commitment_id: int, status: str 
         async with ctx.write() as conn:
             await commitments.complete(conn, agent_id=ctx.agent_id, commitment_id=commitment_id, status=status, outcome=outcome, completed_at=ctx.now)
             anchored = await graph_anchors.close_commitment(ctx, "complete_commitment", commitment_id=commitment_id)
-    except commitments.AlreadyClosed as exc:
+    except AlreadyClosed as exc:
         # Closed in the ledger before; if the graph missed that close (Neo4j was down), a second
         # call repairs it. The call is still refused as already done.
         async with ctx.write():
             anchored = await graph_anchors.close_commitment(ctx, "complete_commitment", commitment_id=commitment_id)
         graph_note = f" (graph: {anchored['graph']})" if "graph" in anchored else ""
-        raise commitments.AlreadyClosed(f"{exc}{graph_note}") from None
+        raise AlreadyClosed(f"{exc}{graph_note}") from None
     return {"commitment_id": commitment_id, "status": status, **anchored}
 
 

@@ -8,7 +8,8 @@ start, list or answer has no tools in the registry, and the wake says so (`Hub.s
 
 Surfaces come from the operator (an MCP server knows nothing of wake's tiers): a tool no
 configured glob matches is registered with no surface and never bound. `mutates` comes from the
-tool's annotations (`readOnlyHint: true` means it does not) unless the operator overrides it.
+tool's annotations (`readOnlyHint: true` means it does not) unless the operator overrides it; so
+do its flow labels (`surfaces.flows.from_annotations`, replaced by the `flows` globs).
 
 With `keep_alive` (the daemon) a server that dies is started again with a bounded exponential
 backoff, pinged while idle, and re-listed on `notifications/tools/list_changed`; without it
@@ -28,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from surfaces.errors import McpToolError as McpToolError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
+from surfaces import flows as flow_labels
+from surfaces.errors import DeclarationError, McpToolError
 from surfaces.errors import McpUnavailable as McpUnavailable
-from surfaces.registry import DeclarationError, Tool
+from surfaces.registry import Tool
 
 SEPARATOR = "__"
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -51,6 +53,7 @@ class ServerSpec:
     surfaces: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob over the server's tool names, surfaces)
     mutates: tuple[tuple[str, bool], ...] = ()  # (glob, mutates): overrides the annotations
     requires_approval: tuple[str, ...] = ()  # globs over the server's tool names whose calls wait for an operator
+    flows: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, flow labels): replace the labels the annotations give
     pin: str = "strict"
     start_timeout_s: float = 15.0
     list_timeout_s: float = 10.0
@@ -109,7 +112,7 @@ def build_tools(spec: ServerSpec, listed: Sequence[Any], server_version: str, ha
     where = f"mcp server {spec.name}"
     remote_names = [t.name for t in listed]
     approval = tuple((pattern, True) for pattern in spec.requires_approval)
-    for key, rules in (("surfaces", spec.surfaces), ("mutates", spec.mutates), ("requires_approval", approval)):
+    for key, rules in (("surfaces", spec.surfaces), ("mutates", spec.mutates), ("requires_approval", approval), ("flows", spec.flows)):
         for pattern, _ in rules:
             if not any(fnmatch.fnmatchcase(n, pattern) for n in remote_names):
                 lists = ", ".join(remote_names) or "none"
@@ -130,6 +133,7 @@ def build_tools(spec: ServerSpec, listed: Sequence[Any], server_version: str, ha
             parameters=_json_safe(dict(t.input_schema)), version=server_version or "unknown", handler=handler_for(t.name),
             mutates=mutates, surfaces=surfaces, origin=f"mcp server {spec.name}", server=spec.name, remote_name=t.name,
             annotations=_json_safe(annotations), pin_policy=spec.pin, requires_approval=bool(_globbed(approval, t.name)),
+            flows=flow_labels.overridden(t.name, flow_labels.from_annotations(annotations), spec.flows),
         )
         check(tool)
         out[name] = tool

@@ -22,21 +22,24 @@ import structlog
 
 from ledgers import memory_ledger as ledger
 from ledgers import memory_sources
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from memory import provenance
 from memory.errors import MemoryRefused
 from memory.repo import MemoryRepo
 from surfaces import context_tools
 from surfaces.context import ToolContext
 from surfaces.conversation import Conversation
-from surfaces.epistemic import ToolInputError
+from surfaces.errors import ContextToolError, ToolInputError
 from surfaces.registry import Tool, tool
+from untrusted import render
 
 log = structlog.get_logger("surfaces.memory")
 
 READS = ("read", "ls", "status", "diff", "audit", "search")
 WRITES = ("write", "append")
 FINDINGS_SHOWN = 20
+QUARANTINE_EXCERPT_CHARS = 160  # of a quarantined file's finding, its invisible characters made visible
+QUARANTINED = "quarantined: an open Cloister finding; its text is withheld until a human acknowledges the finding (wake memory ack)"
 
 def finding_json(row: ledger.FindingRecord) -> dict[str, Any]:
     return {
@@ -93,30 +96,71 @@ async def _read(ctx: ToolContext, command: str, path: str | None, query: str | N
     if command == "search" and query is not None and query.strip().startswith("archive:"):
         try:  # a segment the wake's own compaction archived (docs/context.md), not a memory file
             return await context_tools.search(ctx, query)
-        except context_tools.ContextToolError as exc:
+        except ContextToolError as exc:
             raise ToolInputError(str(exc)) from exc
     repo = _repo(ctx)
     if command == "read":
         _need("read", path=path)
         assert path is not None
         view = repo.read(path)
+        held = await _quarantined(ctx, [view.path])
+        if view.path in held:
+            return quarantine_view(view.path, held[view.path])
         return {"path": view.path, "description": view.description, "bytes": view.bytes, "read_only": view.read_only,
                 "commit": view.commit, "text": view.text}
     if command == "ls":
         entries = repo.ls(path or "")
+        held = await _quarantined(ctx, [e.path for e in entries])
         return {"dir": path or "", "total": len(entries), "files": [
-            {"path": e.path, "description": e.description, "bytes": e.bytes, "read_only": e.read_only} for e in entries
+            {"path": e.path, "description": e.description, "bytes": e.bytes, "read_only": e.read_only} if e.path not in held
+            else {"path": e.path, "bytes": e.bytes, "read_only": e.read_only, "quarantined": _finding_kind(held[e.path])}
+            for e in entries
         ]}
     if command == "search":
         _need("search", query=query)
         assert query is not None
         hits, total = repo.search(query, path or "")
-        return {"query": query, "total": total, "hits": [{"path": h.path, "line": h.line, "text": h.text} for h in hits]}
+        held = await _quarantined(ctx, sorted({h.path for h in hits}))
+        return {"query": query, "total": total, "hits": [
+            {"path": h.path, "line": h.line, "text": h.text} if h.path not in held
+            else {"path": h.path, "line": h.line, "quarantined": _finding_kind(held[h.path])} for h in hits
+        ]}
     if command == "diff":
-        return {"path": path, "diff": repo.diff(path) or "(no change)"}
+        return {"path": path, "diff": await _diff(ctx, repo, path)}
     if command == "status":
         return await _status(ctx, repo)
     return await _audit(ctx, path)
+
+
+async def _quarantined(ctx: ToolContext, paths: list[str]) -> dict[str, ledger.OpenFinding]:
+    """The files of `paths` with an open finding (any level): the model gets their quarantine view, never their text."""
+    if not paths:
+        return {}
+    async with ctx.read() as conn:
+        return await ledger.open_by_path(conn, ctx.agent_id, paths)
+
+
+def _finding_kind(row: ledger.OpenFinding) -> str:
+    return f"open {row.severity} finding #{row.finding_id} {render.neutral(row.rule)}"
+
+
+def quarantine_view(path: str, row: ledger.OpenFinding) -> dict[str, Any]:
+    """What the memory tools answer for a file with an open finding: its name, the finding's kind and
+    a short excerpt of what was flagged (one line, its invisible and control characters shown as
+    `<U+XXXX>`): never the file's text or description."""
+    return {
+        "path": path, "quarantined": True, "note": QUARANTINED,
+        "finding": {"id": row.finding_id, "severity": row.severity, "rule": render.neutral(row.rule)},
+        "excerpt": render.neutral(render.clipped(row.excerpt or "", QUARANTINE_EXCERPT_CHARS)),
+    }
+
+
+async def _diff(ctx: ToolContext, repo: MemoryRepo, path: str | None) -> str:
+    """The last change (of `path`, or the tip), each quarantined file's part replaced by a line saying so."""
+    parts = repo.diff_by_path(path)
+    held = await _quarantined(ctx, sorted({p for p, _ in parts}))
+    text = "".join(diff if p not in held else f"{render.neutral(p)}: {_finding_kind(held[p])}; {QUARANTINED}\n" for p, diff in parts)
+    return text or "(no change)"
 
 
 # -- writes ---------------------------------------------------------------------------------------
@@ -178,7 +222,8 @@ async def _write(ctx: ToolContext, command: str, path: str | None, content: str 
         "source": list(source.sources),
     }
     try:
-        result = await ledger.run_canary(None, ctx.write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, at=ctx.now)  # just written: no quiet read
+        # just written: no quiet read; the findings and the audit are the control plane, the harness's to write
+        result = await ledger.run_canary(None, ctx.harness_write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, at=ctx.now)
     except StaleFence:
         raise
     except Exception as exc:  # the write is made; the next wake's canary audits it

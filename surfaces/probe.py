@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from surfaces.errors import Escape as Escape  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
+from surfaces.errors import Escape
 from surfaces.errors import ProbeSpecError as ProbeSpecError
 
 MODES: tuple[str, ...] = ("exists", "missing", "contains")

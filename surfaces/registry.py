@@ -23,9 +23,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from surfaces import flows as flow_labels
 from surfaces import names, schema_patterns
 from surfaces.checked_schemas import CheckedSchemas
-from surfaces.errors import DeclarationError as DeclarationError  # noqa: F401  (defined in surfaces/errors.py, imported from here too)
+from surfaces.errors import DeclarationError
 
 ENTRY_POINT_GROUP = "wake.tools"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the OpenAI function-name rule
@@ -48,6 +49,10 @@ class Tool:
     # by the operator's `tools.requires_approval` (`Registry.require_approval`). Not part of the
     # declaration the manifest hashes and MCP pins compare: it is the operator's policy, not the tool's contract.
     requires_approval: bool = field(default=False, compare=False)
+    # Flow labels (surfaces/flows.py): what the tool lets in, reads, sends out. Declared by the
+    # tool (a built-in's from `flows.BUILTIN`), an MCP tool's from its annotations, replaced by the
+    # operator's `tools.flows` globs; like `requires_approval`, not part of the hashed declaration.
+    flows: frozenset[str] = field(default=frozenset(), compare=False)
 
     def declaration(self) -> dict[str, Any]:
         """The canonical declaration hashed into the manifest (docs/design.md, step 6)."""
@@ -72,12 +77,13 @@ class Registry:
         self._tools: dict[str, Tool] = {}
         self.attached: list[Any] = []  # sources whose tools come and go (surfaces.mcp.Hub): `tools()`
         self.approval_rules: tuple[str, ...] = ()  # globs over tool names the operator marked `requires_approval`
+        self.flow_rules: tuple[tuple[str, frozenset[str]], ...] = ()  # (glob over tool names, the labels it gives)
         # id(declared tool) -> (it, its marked copy): one copy per Tool, so its manifest hash is computed once
         self._marked_copies: dict[int, tuple[Tool, Tool]] = {}
 
     def _all(self) -> dict[str, Tool]:
         tools = self._tools if not self.attached else {**self._tools, **{t.name: t for source in self.attached for t in source.tools()}}
-        if not self.approval_rules:
+        if not self.approval_rules and not self.flow_rules:
             return tools
         return {name: self._marked(t) for name, t in tools.items()}
 
@@ -86,12 +92,19 @@ class Registry:
         name) as requiring approval, whatever it declares."""
         self.approval_rules = tuple(rules)
 
+    def label(self, rules: Iterable[tuple[str, Iterable[str]]]) -> None:
+        """The operator's flow labels: a tool whose name the last of these globs matches carries
+        that glob's labels instead of its own (MCP tools by their `server__tool` name)."""
+        self.flow_rules = tuple((pattern, frozenset(labels)) for pattern, labels in rules)
+
     def _marked(self, tool: Tool) -> Tool:
-        if tool.requires_approval or not any(fnmatch.fnmatchcase(tool.name, rule) for rule in self.approval_rules):
+        approval = tool.requires_approval or any(fnmatch.fnmatchcase(tool.name, rule) for rule in self.approval_rules)
+        labels = flow_labels.overridden(tool.name, tool.flows, self.flow_rules)
+        if approval == tool.requires_approval and labels == tool.flows:
             return tool
         hit = self._marked_copies.get(id(tool))
         if hit is None or hit[0] is not tool:
-            hit = self._marked_copies[id(tool)] = (tool, dataclasses.replace(tool, requires_approval=True))
+            hit = self._marked_copies[id(tool)] = (tool, dataclasses.replace(tool, requires_approval=approval, flows=labels))
         return hit[1]
 
     def __len__(self) -> int:
@@ -118,6 +131,8 @@ class Registry:
 
     def register(self, tool: Tool) -> Tool:
         self._validate(tool)
+        if tool.origin == "builtin" and not tool.flows and tool.name in flow_labels.BUILTIN:
+            tool = dataclasses.replace(tool, flows=flow_labels.BUILTIN[tool.name])
         self._tools[tool.name] = tool
         return tool
 
@@ -142,6 +157,9 @@ class Registry:
         unknown = sorted(set(tool.surfaces) - self.known_surfaces)
         if unknown:
             raise DeclarationError(f"{where}: unknown surface {unknown[0]!r}; known: {', '.join(sorted(self.known_surfaces))}")
+        strange = sorted(set(tool.flows) - set(flow_labels.LABELS))
+        if strange:
+            raise DeclarationError(f"{where}: unknown flow label {strange[0]!r}; known: {', '.join(flow_labels.LABELS)}")
 
     def _check_schema(self, where: str, parameters: Mapping[str, Any]) -> None:
         if self.checked is not None and self.checked.passed(parameters):
@@ -241,15 +259,16 @@ def _with_origin(tool: Any, origin: str) -> Tool:
 
 def tool(
     *, name: str, description: str, parameters: Mapping[str, Any], surfaces: Iterable[str], mutates: bool = False, version: str = "1",
-    requires_approval: bool = False,
+    requires_approval: bool = False, flows: Iterable[str] = (),
 ) -> Callable[[Handler], Tool]:
     """Decorator: declare an async handler as a tool; `requires_approval` holds every call of it
-    for an operator's decision (docs/approvals.md)."""
+    for an operator's decision (docs/approvals.md); `flows` are its flow labels (surfaces/flows.py)."""
 
     def wrap(handler: Handler) -> Tool:
         return Tool(
             name=name, description=description, parameters=parameters, version=version,
             handler=handler, mutates=mutates, surfaces=frozenset(surfaces), requires_approval=requires_approval,
+            flows=frozenset(flows),
         )
 
     return wrap

@@ -3,7 +3,8 @@
 `WAKE_TEST_PG_DSN` and `WAKE_TEST_REDIS_URL` point the suite at existing servers instead. Each
 test gets its own database, copied from a migrated template, and an empty Redis database.
 Neo4j fixtures (`neo4j_uri`, `neo4j_dedicated`) come from tests/support/neo4j_fixtures.py, the
-llama.cpp ones (`llama_url`, `llama_server_info`) from tests/support/llama_fixtures.py. The suite
+llama.cpp ones (`llama_url`, `llama_server_info`) from tests/support/llama_fixtures.py, Jaeger
+(`jaeger`) from tests/support/jaeger_fixtures.py. The suite
 runs on parallel workers (pytest-xdist), each with its own engines: tests/support/workers.py.
 """
 
@@ -19,12 +20,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import asyncpg
+import hypothesis
 import pytest
 import redis
 
 from ledgers import schema
+from tests.support import basetemp as test_basetemp
 from tests.support import environ as test_environ
 from tests.support import workers
+from tests.support.jaeger_fixtures import jaeger  # noqa: F401  (fixtures)
 from tests.support.llama_fixtures import llama_server_info, llama_url  # noqa: F401  (fixtures)
 from tests.support.neo4j_fixtures import neo4j_dedicated, neo4j_server_uri, neo4j_uri  # noqa: F401  (fixtures)
 from wake import config as wake_config
@@ -32,12 +36,33 @@ from wake.stores import engines
 
 TEMPLATE_DB = workers.template_database("wake_test_template")
 
+# Property tests: no example database (it would be written into the checkout), no deadline (a
+# loaded 2-core machine is slow, and a deadline would make a slow example a failure), and
+# function-scoped fixtures allowed (a test's database is made once and reused across examples,
+# each example cleaning what it wrote).
+hypothesis.settings.register_profile(
+    "wake",
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture, hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.load_profile("wake")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--console-screenshots", metavar="DIR", default=None,
         help="Also keep the console's browser-test screenshots in DIR (docs/console/ holds the committed ones).",
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """As root, a session given no `--basetemp` takes one outside pytest's per-user root, whose
+    mode every other root session resets (tests/support/basetemp.py); xdist's workers inherit it."""
+    if os.geteuid() == 0 and config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = str(test_basetemp.for_root_session())
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from ledgers import flows as flow_ledger
 from ledgers import graph
 from ledgers.introspection import WakeDiff, WakeRecord, WakeSummary
 from ledgers.memory_ledger import CanaryResult
@@ -82,6 +83,7 @@ class WakeContext:
     # the diff against both (step 7), set once the direct blocks are in: the derived sources (the
     # binding diff) and the gate see it; None before
     diff: WakeDiff | None = None
+    flow_change: flow_ledger.Change | None = None  # how the tier's toxic flow changed since its last wake (the binding diff says)
     # The model loop's conversation, in the context it hands to tools (None in sources and outside the loop)
     conversation: Conversation | None = None
     # Writes a source leaves for the wake's own row (they name the wake): run by the cycle in the
@@ -143,13 +145,14 @@ class WakeContext:
 
     def write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """`async with ctx.write() as conn:` — a transaction that writes only while this wake's
-        fence is the agent's newest (raises `ledgers.fences.StaleFence` otherwise). Every write a
+        fence is the agent's newest (raises `ledgers.errors.StaleFence` otherwise). Every write a
         wake, a source or a tool makes to PostgreSQL goes through here. Its connection, like
         `read()`'s, sees and writes only this agent's rows."""
         return lease.fenced(self.stores, self.agent_id, self.fence, scoped=True)
 
     def harness_write(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """The harness's own fenced transaction on the owner's login, for a write into a table no
-        agent owns (the transcript's texts go to the shared, content-addressed `manifest_contents`,
-        which the tool role may not write). Not for tool code: a tool writes through `write()`."""
+        agent owns (the transcript's texts go to the shared, content-addressed `manifest_contents`)
+        or into the control plane (the wake's row, a queued approval: docs/isolation.md), which the
+        tool role may not write. Not for tool code: a tool writes through `write()`."""
         return lease.fenced(self.stores, self.agent_id, self.fence)

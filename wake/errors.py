@@ -160,6 +160,14 @@ class ModelError(WakeError):
         self.same_error = same_error  # of the attempts, how many ended with the last one's error
 
 
+class ModelUnavailable(ModelError):
+    """The embedded model cannot run: not fetched (`wake model fetch`), its build failed, or its
+    server did not start (sysexits EX_UNAVAILABLE). Inside a wake it fails the wake like any
+    provider failure."""
+
+    exit_code = 69
+
+
 class Failure(Exception):
     """One failed attempt, with the retry decision attached."""
 
@@ -184,3 +192,9 @@ class WorkspaceUnavailable(WakeError):
 
 class CanaryFailed(Exception):
     """The Cloister canary could not audit the agent's memory: its blocks fail, its wake halts."""
+
+
+class Unreplayable(WakeError):
+    """A wake's record lacks what a replay needs (sysexits EX_DATAERR): `wake.replay`."""
+
+    exit_code = 65

@@ -11,7 +11,7 @@ REPLICA_MATCH = "wake:replica:*"
 # `wake trigger` requests (a list the daemons pop) and each request's events: wake.daemon.control.
 TRIGGERS = "wake:triggers"
 # The requests a replica has taken and not yet seen through (a list per replica), so that another
-# replica can give a dead one's their rows: wake.daemon.control, wake.daemon.orphans.
+# replica can give a dead one's their rows: wake.daemon.control, wake.daemon.dead_claimers.
 TRIGGERS_TAKEN = "wake:triggers:taken:{replica_id}"
 TRIGGERS_TAKEN_MATCH = "wake:triggers:taken:*"
 TRIGGER_EVENTS = "wake:trigger:{request_id}:events"

@@ -94,6 +94,11 @@ def wake_fields(*, agent: str, tier: str, wake_id: str) -> contextlib.AbstractCo
     return structlog.contextvars.bound_contextvars(agent=agent, tier=tier, wake_id=wake_id)
 
 
+def quieter(level: str) -> str:
+    """`level`, raised to warning: a one-shot command's logs on a terminal, where its output says the rest."""
+    return level if getattr(logging, level.upper()) >= logging.WARNING else "warning"
+
+
 def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
     """Configure structlog and the stdlib loggers once; calling again reconfigures."""
     stream = stream or sys.stdout

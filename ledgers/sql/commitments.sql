@@ -22,12 +22,3 @@ SELECT commitment_id, title, to_char(due_on, 'YYYY-MM-DD') AS due_on, created_at
  WHERE agent_id = $1 AND status = 'open'
  ORDER BY created_at DESC, commitment_id DESC
  LIMIT $2
-
--- name: closed_recent
--- What recently closed commitments came to (`wake commitments`).
-SELECT commitment_id, title, to_char(due_on, 'YYYY-MM-DD') AS due_on, status, outcome, wake_id,
-       created_at, completed_at
-  FROM commitments
- WHERE agent_id = $1 AND status <> 'open'
- ORDER BY completed_at DESC, commitment_id DESC
- LIMIT $2

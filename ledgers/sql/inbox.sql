@@ -1,7 +1,10 @@
 -- name: record
 -- One message from the inbox, verbatim; nothing when the agent already has one with this key.
-INSERT INTO human_contact (agent_id, author, channel, body, received_at, idempotency_key)
-VALUES ($1, $2, $3, $4, $5, $6)
+-- Sealed as `contact.record` seals a message (migration 0022).
+WITH m AS (SELECT gen_random_uuid() AS id)
+INSERT INTO human_contact (message_id, agent_id, author, channel, body, received_at, idempotency_key, seal)
+SELECT m.id, $1, $2, $3, $4, $5, $6, wake_seal(wake_message_text(m.id, $1::text, $2::text, $3::text, $4::text, $5::timestamptz))
+  FROM m
 ON CONFLICT (agent_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING message_id
 

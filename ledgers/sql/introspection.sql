@@ -2,10 +2,10 @@
 INSERT INTO wake_introspection_ledger (
     wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
     manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
-    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause, arrival_order
+    registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause, arrival_order, trace_id
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, CASE WHEN $6 = 'started' THEN NULL ELSE now() END,
-    $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22, $23
+    $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22, $23, $24
 )
 
 -- name: record_thinking
@@ -28,33 +28,12 @@ SELECT * FROM wake_introspection_ledger WHERE wake_id = $1
 
 -- name: find_by_prefix
 -- Wakes whose id lies in [$1, $2], the range an id prefix spans (ledgers.ids), newest first, with
--- the exact number that match.
+-- the exact number that match; with $4, only that agent's (another agent's wake is not there to match).
 SELECT wake_id, count(*) OVER () AS total
   FROM wake_introspection_ledger
- WHERE wake_id BETWEEN $1 AND $2
+ WHERE wake_id BETWEEN $1 AND $2 AND ($4::text IS NULL OR agent_id = $4)
  ORDER BY started_at DESC
  LIMIT $3
-
--- name: previous_settled
--- The agent's newest finished wake with a manifest, started before $2.
-SELECT * FROM wake_introspection_ledger
- WHERE agent_id = $1
-   AND started_at < $2
-   AND status NOT IN ('started', 'skipped')
-   AND manifest_root IS NOT NULL
- ORDER BY started_at DESC
- LIMIT 1
-
--- name: previous_settled_tier
--- The same, of one tier ($2): its own query, so it walks (agent_id, tier, started_at).
-SELECT * FROM wake_introspection_ledger
- WHERE agent_id = $1
-   AND tier = $2
-   AND started_at < $3
-   AND status NOT IN ('started', 'skipped')
-   AND manifest_root IS NOT NULL
- ORDER BY started_at DESC
- LIMIT 1
 
 -- name: previous_settled_both
 -- In one round trip: the agent's newest settled wake (`agent`), the tier's (`tier`) and, for the
@@ -73,23 +52,23 @@ UNION ALL
 
 -- name: insert_settled_fenced
 -- A wake that calls no model (halted, pre-checked, gated, or harness-only) is recorded already
--- settled, with its totals ($24-$32), in one statement, written only while $14 is the agent's
+-- settled, with its totals ($25-$33; $24 the trace id), in one statement, written only while $14 is the agent's
 -- newest fence (NULL: unfenced); the fence row is locked FOR SHARE, so a newer holder's advance waits.
 INSERT INTO wake_introspection_ledger (
     wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
     manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
     registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause, arrival_order,
-    model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals, stop_reason
+    model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals, stop_reason, trace_id
 )
 SELECT $1, $2, $3, $4, $5, $6, $7, now(),
        $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22, $23,
-       $24, $25, $26, $27, $28, $29, $30, $31, $32
+       $25, $26, $27, $28, $29, $30, $31, $32, $33, $24
  WHERE $14::bigint IS NULL
     OR EXISTS (SELECT 1 FROM agent_fences WHERE agent_id = $2 AND fence = $14 FOR SHARE)
 RETURNING wake_id
 
 -- name: insert_settled_linked
--- `insert_settled_fenced`, its contents ($33-$35: sha256, kind, body) and its chain link in one
+-- `insert_settled_fenced`, its contents ($34-$36: sha256, kind, body) and its chain link in one
 -- statement, so a wake that calls no model is recorded in one round trip and one commit. The
 -- agent's chain head is locked FOR UPDATE (links of one agent stay one at a time) and the link is
 -- `introspection.chain_of` in SQL: sha256(previous link || root) as hex. Nothing is written when
@@ -108,12 +87,12 @@ WITH head AS (
         wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
         manifest_root, blocks, active_tools_count, active_tool_names, tool_hashes,
         registry_tool_count, fence, host, pid, version, config_hash, diff, note, error, escalation_cause, arrival_order,
-        model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals, stop_reason,
+        model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals, stop_reason, trace_id,
         chain_seq, chain
     )
     SELECT $1, $2, $3, $4, $5, $6, $7, now(),
            $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, $19::jsonb, $20, $21, $22, $23,
-           $24, $25, $26, $27, $28, $29, $30, $31, $32,
+           $25, $26, $27, $28, $29, $30, $31, $32, $33, $24,
            l.seq, l.chain
       FROM link AS l
     RETURNING chain_seq, chain
@@ -124,7 +103,7 @@ WITH head AS (
     RETURNING h.seq
 ), stored AS (
     INSERT INTO manifest_contents (sha256, kind, body)
-    SELECT c.sha256, c.kind, c.body FROM unnest($33::text[], $34::text[], $35::text[]) AS c (sha256, kind, body)
+    SELECT c.sha256, c.kind, c.body FROM unnest($34::text[], $35::text[], $36::text[]) AS c (sha256, kind, body)
      WHERE EXISTS (SELECT 1 FROM inserted)
     ON CONFLICT (sha256) DO NOTHING
 )
@@ -236,3 +215,25 @@ SELECT wake_id, chain_seq, chain, manifest_root, transcript_root, status, starte
 
 -- name: chain_agents
 SELECT agent_id FROM agent_chain_heads ORDER BY agent_id
+
+-- name: last_settled
+-- The dead-man check's read (docs/incidents.md): for each (agent $1[i], tier $2[i]) the newest row
+-- of a wake that ran (status in $3: `ledgers.vocab.RAN`; a skipped or missed slot did not run, so
+-- it is no sign of life), and the newest slot held back by a pause since (`skipped: paused: …`: a
+-- paused tier is silent on purpose), each by the (agent_id, started_at DESC) index and bounded by
+-- the first.
+SELECT a.agent_id, a.tier, l.wake_id, l.status, l.started_at, l.finished_at, p.started_at AS paused_at
+  FROM unnest($1::text[], $2::text[]) AS a(agent_id, tier)
+  LEFT JOIN LATERAL (
+      SELECT wake_id, status, started_at, finished_at FROM wake_introspection_ledger w
+       WHERE w.agent_id = a.agent_id AND w.tier = a.tier AND w.status = ANY($3::text[])
+       ORDER BY w.started_at DESC
+       LIMIT 1
+  ) l ON true
+  LEFT JOIN LATERAL (
+      SELECT started_at FROM wake_introspection_ledger w
+       WHERE w.agent_id = a.agent_id AND w.tier = a.tier AND w.status = 'skipped' AND w.note LIKE 'skipped: paused:%'
+         AND w.started_at > coalesce(l.started_at, '-infinity'::timestamptz)
+       ORDER BY w.started_at DESC
+       LIMIT 1
+  ) p ON true

@@ -33,24 +33,36 @@ SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, fingerprint
  LIMIT $3
 
 -- name: open_findings
--- What the cloister block shows: open HALT findings first, then WARN, oldest first within each,
+-- What the cloister block shows: open HALT findings first, then WARN, then LOG, oldest first within each,
 -- at most $2; the number of each, counted up to $3 (the cap + 1, ledgers.queries.COUNT_READ) on
 -- the open-findings index. Also the agent's last audited commit, so a wake's canary reads all it
 -- needs in one round trip: there is always one row, and a row without a finding_id stands for
 -- no findings.
-SELECT a.audited_commit, a.halts, a.warns, f.*
+SELECT a.audited_commit, a.halts, a.warns, a.logs, f.*
   FROM (SELECT (SELECT commit_id FROM cloister_audits WHERE agent_id = $1) AS audited_commit,
                (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
                                        WHERE agent_id = $1 AND state = 'open' AND severity = 'HALT' LIMIT $3) AS n) AS halts,
                (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
-                                       WHERE agent_id = $1 AND state = 'open' AND severity = 'WARN' LIMIT $3) AS n) AS warns) AS a
+                                       WHERE agent_id = $1 AND state = 'open' AND severity = 'WARN' LIMIT $3) AS n) AS warns,
+               (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
+                                       WHERE agent_id = $1 AND state = 'open' AND severity = 'LOG' LIMIT $3) AS n) AS logs) AS a
   LEFT JOIN LATERAL (
       SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, at
         FROM cloister_findings
-       WHERE agent_id = $1 AND state = 'open' AND severity IN ('HALT', 'WARN')
-       ORDER BY severity = 'HALT' DESC, at, finding_id
+       WHERE agent_id = $1 AND state = 'open'
+       ORDER BY severity = 'HALT' DESC, severity = 'WARN' DESC, at, finding_id
        LIMIT $2
   ) AS f ON true
+
+-- name: open_by_path
+-- Each of the files $2 with an open finding: its worst open finding (HALT, then WARN, then LOG; the oldest).
+SELECT DISTINCT ON (path) finding_id, severity, domain, path, commit_id, excerpt, rule, at
+  FROM cloister_findings
+ WHERE agent_id = $1 AND state = 'open' AND path = ANY($2::text[])
+ ORDER BY path, severity = 'HALT' DESC, severity = 'WARN' DESC, at, finding_id
+
+-- name: open_counts_by_agent
+SELECT agent_id, severity, count(*) AS n FROM cloister_findings WHERE state = 'open' GROUP BY agent_id, severity
 
 -- name: open_counts
 SELECT severity, count(*) AS n FROM cloister_findings WHERE agent_id = $1 AND state = 'open' GROUP BY severity

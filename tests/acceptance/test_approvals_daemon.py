@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start  # noqa: F401  (start is a fixture)
+from tests.support import agents as agent_configs
 from tests.support.openai_server import ScriptedServer, completion
 
 
@@ -42,14 +43,9 @@ model = "scripted-1"
 timeout_s = 30
 max_retries = 0
 """
-    agents = """
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.surface]
-cron = "0 0 1 1 *"
-binds = ["wake.surface"]
-model = "scripted"
-"""
+    agents = agent_configs.toml(tiers={
+        "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"',
+    }, timezone="UTC")
     return extra, agents
 
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start, wait_rows  # noqa: F401  (start is a fixture)
+from tests.support import agents
 from tests.support.openai_server import ScriptedServer, completion
 from tests.support.smtp_server import SmtpServer
 from tests.support.webhook_receiver import Receiver
@@ -27,15 +28,9 @@ REPORT = "Ticket 4411 is waiting on you."
 HOOK_TOKEN = "tok-31c7d9e0a4b2"
 INBOX_SECRET = "inbox-secret-a81f44"
 DAEMON = "poll_s = 0.2\nlease_ttl_s = 5\nheartbeat_s = 1\ndrain_s = 5"
-AGENTS = """
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.surface]
-cron = "0 0 1 1 *"
-binds = ["wake.surface"]
-model = "scripted"
-deliver_to = ["hook", "mail"]
-"""
+AGENTS = agents.toml(tiers={
+    "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"\ndeliver_to = ["hook", "mail"]',
+}, timezone="UTC")
 
 
 @pytest.fixture

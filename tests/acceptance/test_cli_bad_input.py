@@ -1,4 +1,4 @@
-"""Bad input to the CLI: one line on stderr, the documented exit status (README, "Exit statuses"),
+"""Bad input to the CLI: one line on stderr, the documented exit status (docs/commands.md, "Exit statuses"),
 no traceback, nothing changed."""
 
 from __future__ import annotations

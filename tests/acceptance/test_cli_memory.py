@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support import marked
 from tests.support.memory_git import doc, git, requires_git
 from tests.support.openai_server import Response, ScriptedServer, completion
 from wake.config import Config
@@ -166,7 +167,8 @@ def test_a_nul_byte_committed_by_hand_is_a_finding_the_cli_shows_and_a_revert_cl
     git(repo, "commit", "-q", "-am", "by hand")
     sha = git(repo, "rev-parse", "HEAD").strip()
     audit = wake_cli(*cfg, "memory", "audit")
-    assert "Traceback" not in audit.stderr and "HALT bypass.commit system/persona/persona.md" in audit.stdout, audit.stdout + audit.stderr
+    said = marked.plain(audit.stdout)  # the finding's place is marked data
+    assert "Traceback" not in audit.stderr and "HALT bypass.commit system/persona/persona.md" in said, audit.stdout + audit.stderr
     found = _json(wake_cli(*cfg, "memory", "findings", "--json"))
     assert any("\\x00" in f["excerpt"] for f in found["findings"]), found
     halted = _json(wake_cli(*cfg, "up", "--tier", "surface", "--json"))

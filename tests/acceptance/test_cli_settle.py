@@ -6,6 +6,7 @@ import json
 import subprocess
 from collections.abc import Callable
 
+from tests.support import marked
 from wake.config import Config
 
 AGENTS = """
@@ -32,4 +33,4 @@ def test_wake_settle_records_the_state_the_next_arrival_shows(
     assert bad.returncode == 2 and "'22/10/2026'" in bad.stderr
     assert empty.returncode == 2 and "must be non-empty" in empty.stderr
     assert "Settled state: none recorded" in before
-    assert "Settled state: 2026-10-22 timereport: reported: Kvällsskift 8 h" in json.loads(after.stdout)["prompt"]
+    assert "Settled state: 2026-10-22 timereport: reported: Kvällsskift 8 h" in marked.plain(json.loads(after.stdout)["prompt"])

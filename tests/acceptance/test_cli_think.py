@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support import marked
 from tests.support.openai_server import ScriptedServer, completion
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
@@ -33,7 +34,7 @@ def test_wake_up_thinks_and_show_reads_every_thinking_column(wake_cli: CLI, tmp_
     assert (shown["model"], shown["turns"], shown["tool_calls"], shown["refusals"], shown["stop_reason"]) == ("scripted-1", 2, 1, 0, "done")
     assert shown["final_text"] == "Daybook: checked the time, all calm." and shown["cost_usd"] == 0.00042  # a JSON number
     assert shown["prompt_tokens"] > 0 and shown["completion_tokens"] > 0 and shown["escalation_cause"] is None
-    text = wake_cli("--config", str(config), "show", wake_id).stdout
+    text = marked.plain(wake_cli("--config", str(config), "show", wake_id).stdout)  # the final text is marked data
     for line in ("model: scripted-1", "stop_reason: done", "final_text: Daybook: checked the time, all calm.", "cached_tokens: "):
         assert line in text
     assert "None" not in text and "escalation_cause: -\n" in text and "[" not in text.split("tool_hashes:")[0]  # no Python reprs

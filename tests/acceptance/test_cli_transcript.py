@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ledgers import transcripts
+from tests.support import marked
 from tests.support.daemon_proc import query
 from tests.support.openai_server import ScriptedServer, completion
 
@@ -45,7 +46,7 @@ def test_show_transcript_prints_both_calls_and_verify_and_the_chain_cover_it(
 
     shown = wake_cli(*c, "show", wake_id[:8], "--transcript")
     assert shown.returncode == 0, shown.stderr
-    text = shown.stdout
+    text = marked.plain(shown.stdout)
     assert "6 messages, 2 tool calls; transcript root " in text
     assert "### 0 system (turn 0)\nYou are a long-lived agent" in text and "### 1 user (turn 0)\n" in text
     assert "### 2 assistant (turn 1)\nChecking two things.\n" in text
@@ -59,7 +60,7 @@ def test_show_transcript_prints_both_calls_and_verify_and_the_chain_cover_it(
     assert [(k["tool"], json.loads(k["arguments"]), k["ok"]) for k in as_json["calls"]] == [
         ("local_time", {}, True), ("note_write", {"text": "the garden is watered"}, True),
     ]
-    assert json.loads(as_json["calls"][1]["answer"]) == {"written": "the garden is watered"}
+    assert json.loads(marked.plain(as_json["calls"][1]["answer"])) == {"written": "the garden is watered"}
     assert [m["role"] for m in as_json["messages"]] == ["system", "user", "assistant", "tool", "tool", "assistant"]
 
     both = wake_cli(*c, "show", wake_id, "--transcript", "--arrival")

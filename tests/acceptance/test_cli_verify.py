@@ -16,7 +16,7 @@ import asyncpg
 import pygit2
 
 from ledgers import facts
-from tests.support import gitrepo
+from tests.support import gitrepo, marked
 from wake.config import Config
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
@@ -79,7 +79,7 @@ def test_facts_check_shows_each_verdict_and_records_it(wake_cli: CLI, store_conf
     up = wake_cli(*cfg, "up", "--dry-run")  # a fresh process: the fingerprint is built (in the worker) before the wake
     assert up.returncode == 0, up.stderr
     assert f"code anchors checked at HEAD {head[:8]}: 1 verified, 1 refuted (left out), 2 inconclusive (1 with no code anchor)" in up.stdout
-    assert f"get opens sqlite3 [import: sqlite3 in app.cache.get] {{verified @{head[:8]}}}" in up.stdout
+    assert f"get opens sqlite3 ⟦import sqlite3 in app.cache.get⟧ ⟦verified @{head[:8]}⟧" in marked.plain(up.stdout)
     assert "the cache uses redis" not in up.stdout
 
     dry = wake_cli(*cfg, "facts", "--check", "--no-record", "--json")
@@ -94,7 +94,7 @@ def test_facts_check_shows_each_verdict_and_records_it(wake_cli: CLI, store_conf
 
     human = wake_cli(*cfg, "facts", "--check")
     assert human.returncode == 0, human.stderr
-    assert f"refuted      @{head[:8]}  cache: the cache uses redis" in human.stdout
+    assert f"refuted      @{head[:8]}  cache: the cache uses redis" in marked.plain(human.stdout)
     assert human.stdout.rstrip().endswith("3 checked: 1 verified, 1 refuted, 1 inconclusive (recorded in fact_checks); "
                                           "1 of 4 active facts not checked: 1 with no code anchor (arrivals show them inconclusive)")
 
@@ -176,7 +176,8 @@ def test_facts_lists_every_anchor_kind_and_check_says_what_it_did_not_check(
     ])
     listed = wake_cli(*cfg, "facts")
     assert listed.returncode == 0, listed.stderr
-    assert "[absent import: requests in app/cache.py]" in listed.stdout and "[import: sqlite3 in app.cache.get]" in listed.stdout
+    shown = marked.plain(listed.stdout)
+    assert "⟦absent import requests in app/cache.py⟧" in shown and "⟦import sqlite3 in app.cache.get⟧" in shown
     assert "Traceback" not in listed.stderr
 
     limited = wake_cli(*cfg, "facts", "--check", "--no-record", "--limit", "1")

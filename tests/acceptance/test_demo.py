@@ -6,6 +6,7 @@ import json
 import subprocess
 from collections.abc import Callable
 
+from tests.support import marked
 from wake.arrival import sources
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
@@ -14,7 +15,7 @@ CLI = Callable[..., subprocess.CompletedProcess[str]]
 def _blocks(prompt: str) -> dict[str, str]:
     parts = prompt.split("\n\n## ")
     parts[0] = parts[0].removeprefix("## ")
-    return {p.split("\n", 1)[0]: p.split("\n", 1)[1] if "\n" in p else "" for p in parts}
+    return {p.split("\n", 1)[0]: marked.plain(p.split("\n", 1)[1]) if "\n" in p else "" for p in parts}
 
 
 def test_demo_seed_then_dry_run_shows_every_block(wake_cli: CLI) -> None:
@@ -33,9 +34,9 @@ def test_demo_seed_then_dry_run_shows_every_block(wake_cli: CLI) -> None:
     blocks = _blocks(outcome["prompt"])
 
     facts = blocks["provenance_facts"]
-    assert "- (saw, " in facts and "- (did, " in facts  # passports of both origins
-    assert ") shift_pattern: Kvällsskift runs 15:00-23:00" in facts
-    assert "  [SUPERSEDED] (saw, recorded " in facts and "shift_pattern: Dagskift runs 07:00-16:00" in facts
+    assert "- ⟦saw, " in facts and "- ⟦did, " in facts  # passports of both origins
+    assert "⟧ shift_pattern: Kvällsskift runs 15:00-23:00" in facts
+    assert "  ⟦SUPERSEDED saw, recorded " in facts and "shift_pattern: Dagskift runs 07:00-16:00" in facts
     assert "Lisbon" not in outcome["prompt"] and "travel_plan" not in outcome["prompt"]  # the unattested fact is left out
     assert "(1 unverified fact held back" in facts
 

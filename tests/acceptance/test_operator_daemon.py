@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start, wait_rows  # noqa: F401  (start is a fixture)
+from tests.support import agents as agent_configs
 from tests.support.openai_server import ScriptedServer, completion
 from tests.support.webhook_receiver import Receiver
 
@@ -47,15 +48,9 @@ max_attempts = 5
 backoff_s = 0.2
 backoff_max_s = 1
 """
-    agents = """
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.surface]
-cron = "0 0 1 1 *"
-binds = ["wake.surface"]
-model = "scripted"
-deliver_to = ["hook"]
-"""
+    agents = agent_configs.toml(tiers={
+        "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"\ndeliver_to = ["hook"]',
+    }, timezone="UTC")
     return extra, agents
 
 

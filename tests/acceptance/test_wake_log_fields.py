@@ -1,4 +1,4 @@
-"""Every log line of a wake carries its `agent`, `tier` and `wake_id` (README, "Logs"), the lines
+"""Every log line of a wake carries its `agent`, `tier` and `wake_id` (docs/configuration.md, "Logs"), the lines
 of its sources and of the model client's retries too."""
 
 from __future__ import annotations

@@ -6,17 +6,15 @@ import datetime as dt
 from collections.abc import Callable
 
 from ledgers import actions
-from wake import stores
+from tests.support import sessions
 from wake.config import Config
-from wake.run import session
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 
 async def test_since_reports_the_exact_total_and_newest_first(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             for hours_ago in (1, 2, 3, 4, 5, 72):
                 await actions.record(

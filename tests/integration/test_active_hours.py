@@ -11,6 +11,7 @@ from typing import Any
 
 from ledgers import controls
 from ledgers.vocab import Trigger
+from tests.support import sessions
 from wake import stores
 from wake.config import Config
 from wake.context import WakeRequest
@@ -36,8 +37,7 @@ async def _rows(st: stores.Stores) -> list[dict[str, Any]]:
 
 async def test_a_slot_outside_its_active_hours_gets_one_skipped_row_and_inside_it_runs(store_config: Callable[..., Config]) -> None:
     config = store_config(agents=AGENTS)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         s = session.Session(config=config, stores=st, registry=session.build_registry(config), models=None)
         night = WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=FRIDAY_NIGHT)
         first = await claim.run(s, night, owner="t", claim=claim.Claim(by="r1"), now=lambda: FRIDAY_NIGHT)
@@ -67,8 +67,7 @@ async def test_a_slot_outside_its_active_hours_gets_one_skipped_row_and_inside_i
 
 async def test_a_pause_is_named_before_active_hours(store_config: Callable[..., Config]) -> None:
     config = store_config(agents=AGENTS)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         s = session.Session(config=config, stores=st, registry=session.build_registry(config), models=None)
         async with st.pg_conn() as conn:
             await controls.pause(conn, agent_id="demo", tier=None, paused_by="erin", paused_at=FRIDAY_NIGHT, until=None, reason=None)

@@ -54,7 +54,7 @@ async def test_an_unscoped_query_in_alices_tool_sees_and_changes_only_alices_row
         assert seen == {"alice"} and bodies == ["private to alice"]
         async with ctx.write() as conn:
             changed = await conn.execute("UPDATE daybook SET entry = 'overwritten'")
-            deleted = await conn.execute("DELETE FROM human_contact")
+            deleted = await conn.execute("DELETE FROM daybook WHERE entry = 'overwritten'")
         assert (changed, deleted) == ("UPDATE 1", "DELETE 1")
         with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
             async with ctx.write() as conn:
@@ -63,8 +63,8 @@ async def test_an_unscoped_query_in_alices_tool_sees_and_changes_only_alices_row
         async with st.pg_conn() as conn:
             rows = {(r["agent_id"], r["entry"]) for r in await conn.fetch("SELECT agent_id, entry FROM daybook")}
             messages = {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM human_contact")}
-        assert rows == {("alice", "overwritten"), ("bob", "bob's day")}
-        assert messages == {"bob"}
+        assert rows == {("bob", "bob's day")}
+        assert messages == {"alice", "bob"}  # human messages are the control plane: no tool deletes one
         # the same pooled connection, handed to bob's wake next, sees bob's rows only
         async with wake_ctx(config, st, T0, agent_id="bob", tier="whisper").read() as conn:
             assert {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM daybook")} == {"bob"}
@@ -87,7 +87,9 @@ async def test_the_tools_sql_cannot_unbind_its_agent(config: Config) -> None:
                 " FROM pg_roles r WHERE rolname = current_user"
             )
             assert role is not None and dict(role) == {"rolsuper": False, "rolbypassrls": False, "rolcreaterole": False, "owns": 0}
-            for sql in ("UPDATE wake_scope SET agent_id = 'bob'", "SELECT * FROM wake_tool_login", "SET ROLE postgres",
+            for sql in ("UPDATE wake_scope SET agent_id = 'bob'", "SELECT * FROM wake_scope", "DELETE FROM wake_scope",
+                        "INSERT INTO wake_scope VALUES (1, 'alice')", "RESET ROLE; SET ROLE postgres",
+                        "SELECT * FROM wake_tool_login", "SET ROLE postgres",
                         "SET SESSION AUTHORIZATION postgres", "ALTER TABLE daybook DISABLE ROW LEVEL SECURITY"):
                 with pytest.raises(asyncpg.PostgresError):
                     async with conn.transaction():
@@ -103,9 +105,11 @@ async def test_every_agent_table_has_its_policy_and_no_other_table_is_granted(co
             assert await scope.unscoped_tables(conn) == []
             agent_tables = {r["table_name"] for r in await conn.fetch(
                 "SELECT table_name FROM information_schema.columns WHERE table_schema = 'public' AND column_name = 'agent_id'")}
+            # the agent's login role holds nothing itself: what it may do, it inherits from the tool role
+            own = await conn.fetchval("SELECT count(*) FROM information_schema.role_table_grants WHERE grantee = $1", role)
             granted = {r["table_name"] for r in await conn.fetch(
-                "SELECT DISTINCT table_name FROM information_schema.role_table_grants WHERE grantee = $1", role)}
-        assert len(agent_tables) > 20 and granted == agent_tables
+                "SELECT DISTINCT table_name FROM information_schema.role_table_grants WHERE grantee = $1", st.tools and st.tools.role)}
+        assert own == 0 and len(agent_tables) > 20 and granted == agent_tables - {"wake_scope"}
 
 
 async def test_a_login_that_may_not_create_roles_is_refused_by_migrate_in_one_line(pg_server_dsn: str) -> None:

@@ -219,3 +219,25 @@ def test_one_fact_cannot_starve_the_others_and_no_late_verdict_is_returned(tree:
     assert [v.status for v in verdicts[1:]] == [verify.VERIFIED] * 3
     late = verify.verify(light, tree, 1.5, clock=Steps(1.0))  # its one anchor ends past the budget
     assert late.status == verify.INCONCLUSIVE and "budget" in late.evidence
+
+
+class Script:
+    """A clock that reads the given times, then steps 0.1 ms a read."""
+
+    def __init__(self, *ms: float) -> None:
+        self.times, self.t = [m / 1000 for m in ms], 0.0
+
+    def __call__(self) -> float:
+        self.t = self.times.pop(0) if self.times else self.t + 0.0001
+        return self.t
+
+
+def test_a_check_made_late_by_a_pause_inside_the_retrievals_deadline_keeps_its_verdict(tree: Fingerprint) -> None:
+    light = anchors.parse([imp("json", "pkg/good.py")])
+    # the retrieval's deadline 20 ms; the first fact's share ends at 10.5 ms; its one check ends at 15 ms (a preemption)
+    verdicts = verify.verify_many([light, light], tree, budget_ms=20, clock=Script(0, 1, 2, 3, 15))
+    assert [v.status for v in verdicts] == [verify.VERIFIED, verify.VERIFIED]
+    # past the retrieval's own deadline it does not count, share or not
+    verdicts = verify.verify_many([light, light], tree, budget_ms=20, clock=Script(0, 1, 2, 3, 25))
+    assert verdicts[0].status == verify.INCONCLUSIVE and "share" in verdicts[0].evidence
+    assert verdicts[1].status == verify.INCONCLUSIVE and "not reached" in verdicts[1].evidence

@@ -19,7 +19,7 @@ import asyncpg
 import pytest
 
 from ledgers import actions, approvals, fences
-from tests.support import approval_tools, wakes
+from tests.support import approval_tools, marked, sessions, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import stores
 from wake.config import Config
@@ -59,8 +59,7 @@ model = "scripted"
 
 async def _wake(config: Config, fence: int, tier: str = "surface") -> cycle.WakeOutcome:
     """One wake under `fence`, recorded as the agent's newest first (as the lease does)."""
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             await fences.advance(conn, "demo", fence)
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier=tier, fence=fence)
@@ -83,7 +82,8 @@ def _block(o: cycle.WakeOutcome) -> Any:
 
 
 def _answers(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [json.loads(m["content"]) if m["content"].startswith("{") else {"text": m["content"]} for m in body["messages"] if m["role"] == "tool"]
+    return [json.loads(marked.plain(m["content"])) if marked.plain(m["content"]).startswith("{") else {"text": marked.plain(m["content"])}
+            for m in body["messages"] if m["role"] == "tool"]
 
 
 def _one_line(done: subprocess.CompletedProcess[str], status: int, needle: str) -> None:
@@ -145,7 +145,7 @@ async def test_a_queued_call_is_decided_once_and_run_by_the_next_wake_under_its_
     assert not [c for c in approval_tools.CALLS if c["tool"] == "restart"]
     block = _block(second)
     assert block.retrieval == "ok" and "ran in this wake: ok" in block.text and '{"deployed": "prod"}' in block.text
-    assert "rejected by bob" in block.text and "not during business hours" in block.text
+    assert "rejected by bob" in marked.plain(block.text) and "not during business hours" in block.text
     sent = json.dumps(server.requests[-1].json["messages"])
     assert "ran in this wake: ok" in sent  # the model read the result in its arrival
     done = {r.tool: r for r in await _rows(config)}["deploy"]
@@ -169,8 +169,7 @@ async def test_an_approved_call_whose_tool_is_no_longer_bound_or_changed_is_not_
     from wake.witness import manifest
 
     at = dt.datetime.now(dt.UTC)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             changed = await approvals.queue(
                 conn, agent_id="demo", wake_id=uuid.uuid4(), tier="surface", turn=1, call_id="c1", tool="deploy", tool_hash="0" * 64,
@@ -181,8 +180,8 @@ async def test_an_approved_call_whose_tool_is_no_longer_bound_or_changed_is_not_
                 tool_hash=manifest.tool_hash(deploy), arguments={"target": "b"}, reason="r", reason_from="arguments", at=at,
             )
             for q in (changed, unbound):
-                assert await approvals.decide(conn, q.id, "approved", by="alice", at=at, why=None) is not None
-            assert await approvals.decide(conn, changed.id, "rejected", by="bob", at=at, why=None) is None  # once
+                assert await approvals.decide(conn, q.id, "approved", by="alice", at=at, why=None, ttl_s=86400) is not None
+            assert await approvals.decide(conn, changed.id, "rejected", by="bob", at=at, why=None, ttl_s=86400) is None  # once
     first = await _wake(config, fence=1)  # deploy is bound: the changed declaration is not run, the other one is
     states = {r.id: r for r in await _rows(config)}
     assert states[changed.id].state == "not_run" and "declaration changed" in (states[changed.id].result or "")
@@ -194,7 +193,7 @@ async def test_an_approved_call_whose_tool_is_no_longer_bound_or_changed_is_not_
             conn, agent_id="demo", wake_id=uuid.uuid4(), tier="surface", turn=1, call_id="c3", tool="deploy",
             tool_hash=manifest.tool_hash(deploy), arguments={"target": "c"}, reason="r", reason_from="arguments", at=at,
         )
-        await approvals.decide(conn, again.id, "approved", by="alice", at=at, why=None)
+        await approvals.decide(conn, again.id, "approved", by="alice", at=at, why=None, ttl_s=86400)
     whisper = await _wake(config, fence=2, tier="whisper")  # a whisper does not hold deploy and did not ask: it waits
     assert "runs at your next wake that holds deploy" in _block(whisper).text
     narrowed = _config(store_config, server, surface_binds='["wake.whisper"]')
@@ -207,14 +206,13 @@ async def test_an_approved_call_whose_tool_is_no_longer_bound_or_changed_is_not_
 async def test_two_claimants_race_and_the_call_is_claimed_once(store_config: Callable[..., Config], server: ScriptedServer, pg_dsn: str) -> None:
     config = _config(store_config, server)
     at = dt.datetime.now(dt.UTC)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             q = await approvals.queue(
                 conn, agent_id="demo", wake_id=uuid.uuid4(), tier="surface", turn=1, call_id="c", tool="deploy", tool_hash="h",
                 arguments={"target": "x"}, reason="", reason_from="none", at=at,
             )
-            await approvals.decide(conn, q.id, "approved", by="alice", at=at, why=None)
+            await approvals.decide(conn, q.id, "approved", by="alice", at=at, why=None, ttl_s=86400)
     conns = [await asyncpg.connect(pg_dsn) for _ in range(2)]
     try:
         async def claim(conn: asyncpg.Connection, fence: int) -> list[approvals.Claimed]:
@@ -242,3 +240,63 @@ async def test_a_requires_approval_rule_that_matches_no_tool_stops_start_up(stor
     assert registry.get("status").requires_approval and registry.get("deploy").requires_approval
     assert not registry.get("restart").requires_approval
     assert registry.get("status").declaration() == approval_tools.status.declaration()  # the policy is not the declaration
+
+
+async def test_a_call_pending_past_its_ttl_expires_never_runs_and_says_so(store_config: Callable[..., Config], server: ScriptedServer) -> None:
+    """`[tools] approval_ttl` (issue 41, item 7): a call still pending that long after it was asked
+    is `expired` — by the decision that comes too late (refused, one line, exit 65), by the next
+    wake before its claim, and by `wake approvals` before it lists — never runs, is shown expired in
+    the next arrival and by `wake approvals`, and carries a seal, so `wake verify --chain` vouches
+    for it."""
+    config = _config(store_config, server, tools=TOOLS.replace("[tools]\n", '[tools]\napproval_ttl = "1h"\n'))
+    assert config.tools.approval_ttl == 3600
+    deploy = session.build_registry(config).get("deploy")
+    from wake.witness import manifest
+
+    now = dt.datetime.now(dt.UTC)
+
+    async def ask(target: str, ago: dt.timedelta) -> int:
+        async with stores.connected(config) as st, st.pg_conn() as conn:
+            q = await approvals.queue(
+                conn, agent_id="demo", wake_id=uuid.uuid4(), tier="surface", turn=1, call_id=f"c-{target}", tool="deploy",
+                tool_hash=manifest.tool_hash(deploy), arguments={"target": target}, reason="r", reason_from="arguments", at=now - ago,
+            )
+        return q.id
+
+    async with sessions.ready_stores(config):
+        pass
+    late, in_time, waited = await ask("late", dt.timedelta(hours=2)), await ask("in-time", dt.timedelta(minutes=50)), \
+        await ask("waited", dt.timedelta(hours=3))
+    refused = _cli(config, "approvals", "approve", str(late), "--by", "alice")
+    _one_line(refused, 65, f"approval {late} expired at")
+    assert "approval_ttl (1h)" in refused.stderr and "will not run" in refused.stderr
+    assert _cli(config, "approvals", "approve", str(in_time), "--by", "alice").returncode == 0  # 50 minutes: in time
+    rows = {r.id: r for r in await _rows(config)}
+    assert (rows[late].state, rows[late].decided_by) == ("expired", approvals.EXPIRED_BY)
+    assert rows[waited].state == "pending"  # the refused decision expired its own approval only
+
+    server.push(completion("Noted."))
+    woke = await _wake(config, fence=1)  # expires `waited` before its claim, runs `in_time`
+    assert woke.status == "completed", woke.error
+    assert [c["target"] for c in approval_tools.CALLS if c["tool"] == "deploy"] == ["in-time"]
+    rows = {r.id: r for r in await _rows(config)}
+    assert (rows[waited].state, rows[waited].decided_by) == ("expired", approvals.EXPIRED_BY)
+    block = marked.plain(_block(woke).text)
+    for target in ("late", "waited"):
+        line = next(x for x in block.splitlines() if f'"target": "{target}"' in x)
+        assert "expired at" in line and "will not run" in line, block
+    assert "Decided since your last wake:" in block and "ran in this wake: ok" in block
+
+    listed_late = await ask("listed", dt.timedelta(hours=5))
+    shown = _cli(config, "approvals")  # expires `listed` and shows it among the open ones
+    assert shown.returncode == 0, shown.stderr
+    assert f"approval {listed_late}  demo  expired  deploy" in shown.stdout and "not decided within [tools] approval_ttl" in shown.stdout
+    every = json.loads(_cli(config, "approvals", "--all", "--json").stdout)
+    assert {a["id"]: a["state"] for a in every} == {late: "expired", in_time: "ran", waited: "expired", listed_late: "expired"}
+    again = _cli(config, "approvals", "reject", str(waited), "--by", "bob")
+    _one_line(again, 65, f"approval {waited} expired at")
+    async with stores.connected(config) as st, st.pg_conn() as conn:
+        assert await approvals.unsealed(conn, "demo") == []  # the harness's expiries are sealed decisions
+        await conn.execute("UPDATE tool_approvals SET state = 'approved' WHERE id = $1", waited)  # a forger revives one
+        assert [u.id for u in await approvals.unsealed(conn, "demo")] == [waited]
+    assert len([c for c in approval_tools.CALLS if c["tool"] == "deploy"]) == 1

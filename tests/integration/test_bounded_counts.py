@@ -11,12 +11,12 @@ import asyncpg
 import pytest
 
 from ledgers import memory_ledger, queries
+from tests.support import sessions
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import falsifiers, records, settled
 from wake.arrival import memory_render as memory_render
 from wake.config import Config
-from wake.run import session
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 CAP = queries.COUNT_CAP
@@ -25,8 +25,7 @@ OVER = CAP + 7  # more rows than the cap, and not cap + 1: a count that ran on w
 
 @pytest.fixture
 async def st(store_config: Callable[..., Config]) -> AsyncIterator[stores.Stores]:
-    async with stores.connected(store_config()) as opened:
-        await session.prepare_schema(opened)
+    async with sessions.ready_stores(store_config()) as opened:
         yield opened
 
 
@@ -105,9 +104,9 @@ async def test_the_cloister_block_counts_open_findings_up_to_the_cap(st: stores.
             )
         view = await memory_ledger.open_view(conn, "demo")
         exact = await memory_ledger.open_view(conn, "other")
-    assert view.counts == {"HALT": 3, "WARN": queries.COUNT_READ} and len(view.rows) == memory_ledger.CLOISTER_SHOWN
+    assert view.counts == {"HALT": 3, "WARN": queries.COUNT_READ, "LOG": 0} and len(view.rows) == memory_ledger.CLOISTER_SHOWN
     assert [r.severity for r in view.rows[:4]] == ["HALT", "HALT", "HALT", "WARN"]
     header = memory_render.cloister_block(view.rows, total=view.total, counts=view.counts).text.splitlines()[0]
-    assert header.startswith(f"cloister: 3 HALT, more than {CAP} WARN open (showing ") and header.endswith(f" of more than {CAP})")
+    assert header.startswith(f"cloister: 3 HALT, more than {CAP} WARN, 0 LOG open (showing ") and header.endswith(f" of more than {CAP})")
     assert str(OVER) not in header and str(OVER + 3) not in header
-    assert exact.counts == {"HALT": 0, "WARN": 0} and exact.rows == [] and exact.total == 0
+    assert exact.counts == {"HALT": 0, "WARN": 0, "LOG": 0} and exact.rows == [] and exact.total == 0

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from ledgers import introspection
 from ledgers.vocab import Status, Trigger
-from wake import stores
+from tests.support import sessions
 from wake.config import Config
 from wake.context import WakeRequest
 from wake.run import claim, session, settle
@@ -19,8 +19,7 @@ from wake.stores import lease
 async def test_a_busy_slot_names_the_running_wake_then_the_process(store_config: Callable[..., Config]) -> None:
     config = store_config()
     slot = dt.datetime(2026, 11, 29, 9, tzinfo=dt.UTC)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         s = session.Session(config=config, stores=st, registry=session.build_registry(config), models=None)
         other = await lease.acquire(st, "demo", ttl_ms=30_000, owner="box-7:4242")
         unrecorded = WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=slot)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ledgers import outbox
-from tests.support import wakes
+from tests.support import sessions, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from tests.support.smtp_server import SmtpServer
 from tests.support.webhook_receiver import Receiver
@@ -65,8 +65,7 @@ def _route(name: str, url: str, *, attempts: int = 3, more: str = "") -> str:
 
 
 async def _wake(config: Config) -> Any:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, agent_id="demo", tier="surface")
 
 

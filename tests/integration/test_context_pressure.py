@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ledgers import context_events
-from tests.support import wakes
+from tests.support import marked, sessions, wakes
 from tests.support.openai_server import Recorded, ScriptedServer, completion
 from wake import stores
 from wake.config import Config
@@ -66,8 +66,7 @@ max_cost_usd = 10
 
 
 async def _wake(config: Config, wake_id: uuid.UUID | None = None) -> tuple[cycle.WakeOutcome, list[context_events.Turn], list[context_events.Event]]:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         outcome = await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="full", wake_id=wake_id or uuid.uuid4())
         async with st.pg_conn() as conn:
             turns = await context_events.turns(conn, outcome.wake_id)
@@ -208,7 +207,7 @@ async def test_each_strategy_lowers_the_next_request_and_the_segment_can_be_read
         summaries = [r for r in server.requests if r not in sent]
         assert len(summaries) == 1
         assert "I looked at five bulk results" in json.dumps(after.json["messages"])
-    answer = json.loads(sent[7].json["messages"][-1]["content"])
+    answer = json.loads(marked.plain(sent[7].json["messages"][-1]["content"]))
     assert answer["ref"] == ref and answer["messages"], "the archived segment reads back"
     assert outcome.status == "completed"
     _fits(server)
@@ -245,7 +244,7 @@ async def test_config_set_within_bounds_takes_effect_and_out_of_bounds_is_refuse
         completion("done"),
     )
     _, _, events = await _wake(config)
-    answers = [json.loads(r.json["messages"][-1]["content"]) for r in server.requests[1:4]]
+    answers = [json.loads(marked.plain(r.json["messages"][-1]["content"])) for r in server.requests[1:4]]
     assert answers[0]["error"].endswith("refused: act_at 0.99 is above the bound context.agent_max_threshold = 0.9")
     assert answers[1] == {"key": "narrow_at", "value": 0.6, "previous": 0.7}
     assert answers[2]["settings"]["narrow_at"] == 0.6
@@ -264,15 +263,14 @@ async def test_memory_status_reports_the_context_and_memory_search_reads_an_arch
     """`memory status` carries the context section; `memory search archive:<wake>-seg-<n>` reads
     the archive, and a bad ref is refused in one line (the memory tools delegate to the context tools)."""
     from surfaces import memory as memory_tools
-    from surfaces.epistemic import ToolInputError
+    from surfaces.errors import ToolInputError
     from tests.support.ledger_ctx import wake_ctx
     from wake.arrival import memory as arrival_memory
 
     config = _config(store_config, server)
     wake_id = uuid.uuid4()
     at = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             await context_events.archive(
                 conn, wake_id=wake_id, segment=1, agent_id="demo", strategy="archive-segment",

@@ -18,7 +18,7 @@ import pytest
 from ledgers import introspection
 from surfaces import loader
 from surfaces.registry import Registry, Tool
-from tests.support import wakes
+from tests.support import sessions, wakes
 from wake import stores
 from wake.arrival import engine as arrival
 from wake.arrival import sources
@@ -37,8 +37,7 @@ BASE_BOUND = {
 
 
 async def _wake(config: Config, registry: Registry, tier: str = "whisper", **kw: Any) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, registry, agent_id="demo", tier=tier, **kw)
 
 

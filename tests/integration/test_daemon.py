@@ -20,47 +20,27 @@ import structlog
 
 from ledgers import controls, introspection, slots
 from ledgers.vocab import Tier, Trigger
+from tests.support import agents, daemons
 from wake import clock, stores
 from wake.config import Config
 from wake.context import WakeRequest
-from wake.daemon import control, notify, ownership, schedule
+from wake.daemon import beat, control, jobs, notify, ownership, schedule, wakes
 from wake.daemon import service as daemon
-from wake.run import claim, session
+from wake.run import claim
 from wake.stores import lease
 
-AGENTS = """
-[agents.demo]
-timezone = "Europe/Stockholm"
-
-[agents.demo.tiers.whisper]
-every = "15m"
-binds = ["wake.whisper"]
-
-[agents.demo.tiers.surface]
-every = "1h"
-binds = ["wake.surface"]
-
-[agents.demo.tiers.full]
-cron = "0 * * * *"
-binds = ["wake"]
-"""
+AGENTS = agents.toml(tiers={
+    "whisper": 'every = "15m"\nbinds = ["wake.whisper"]',
+    "surface": 'every = "1h"\nbinds = ["wake.surface"]',
+    "full": 'cron = "0 * * * *"\nbinds = ["wake"]',
+})
 DAEMON = "[daemon]\nlease_ttl_s = 5\nheartbeat_s = 0.2\nbusy_wait_s = 2\ndrain_s = 5\n"
 
 
 @pytest.fixture
 async def opened(store_config: Callable[..., Config]) -> AsyncIterator[Callable[..., daemon.Daemon]]:
     """Daemons sharing this test's stores, ready for `run_slot` and friends (not `run`)."""
-    config = store_config(DAEMON, agents=AGENTS)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        registry = session.build_registry(config)
-
-        def make(**kw: Any) -> daemon.Daemon:
-            d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False, **kw)
-            d.session = session.Session(config=config, stores=st, registry=registry)
-            d.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(config)}
-            return d
-
+    async with daemons.factory(store_config(DAEMON, agents=AGENTS)) as make:
         yield make
 
 
@@ -239,12 +219,12 @@ async def test_a_slot_whose_fence_went_stale_before_its_row_still_gets_one_row(o
     request = WakeRequest(agent_id="demo", tier=Tier.whisper, trigger=Trigger.schedule, scheduled_for=slot)
     st = d.stores
 
-    async def newer_holder(running: WakeRequest, held: lease.Lease) -> None:  # another replica takes a newer fence meanwhile
-        async with st.pg_conn() as conn:
-            await conn.execute("UPDATE agent_fences SET fence = fence + 1 WHERE agent_id = 'demo'")
-
     with structlog.testing.capture_logs() as logs:
-        outcome = await claim.run(d.session, request, owner="suspended-replica", claim=claim.Claim(by="vm:1:suspended"), on_running=newer_holder)
+        async with claim.started(d.session, request, claim.Claim(by="vm:1:suspended"), owner="suspended-replica") as wake:
+            assert wake is not None
+            async with st.pg_conn() as conn:  # another replica takes a newer fence meanwhile
+                await conn.execute("UPDATE agent_fences SET fence = fence + 1 WHERE agent_id = 'demo'")
+            outcome = await claim.ran(d.session, wake)
     assert outcome is not None and not outcome.recorded
     async with st.pg_conn() as conn:
         row = await introspection.get(conn, request.wake_id)
@@ -270,7 +250,7 @@ async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_ne
                 claimed_at=three_hours_ago, wake_id=uuid.uuid4(),
             )
     with structlog.testing.capture_logs() as logs:
-        await d._catch_up_all()
+        await jobs.catch_up_all(d)
         await asyncio.gather(*list(d.tasks))
     rows = await _rows(d)
     assert sorted((r.tier, r.trigger, r.scheduled_for, r.status) for r in rows) == [
@@ -279,7 +259,7 @@ async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_ne
     ]
     assert [e["tier"] for e in logs if e["event"] == "wake.catch_up_skipped"] == ["whisper"]
     # a second restart finds nothing missed: the catch-up claimed the slot
-    await opened(now=lambda: now + dt.timedelta(minutes=5))._catch_up_all()
+    await jobs.catch_up_all(opened(now=lambda: now + dt.timedelta(minutes=5)))
     assert len(await _rows(d)) == 2
 
 
@@ -311,7 +291,6 @@ async def test_manual_trigger_through_redis(opened: Callable[..., daemon.Daemon]
 
 async def test_reload_keeps_the_old_config_when_the_new_one_is_bad(opened: Callable[..., daemon.Daemon]) -> None:
     d = opened()
-    d.scheduler = daemon.AsyncIOScheduler(timezone=dt.UTC, job_defaults=daemon.JOB_DEFAULTS)
     d.scheduler.start()
     try:
         d._schedule_all()
@@ -366,16 +345,16 @@ async def test_a_spooled_slot_whose_connection_dies_under_its_write_stays_spoole
     d = opened()
     assert d.stores is not None
     slot = dt.datetime(2026, 11, 29, 9, 15, tzinfo=dt.UTC)
-    d.keep_missed(WakeRequest(agent_id="demo", tier=Tier.whisper, trigger=Trigger.schedule, scheduled_for=slot), "postgres unreachable")
+    d.spool.keep(WakeRequest(agent_id="demo", tier=Tier.whisper, trigger=Trigger.schedule, scheduled_for=slot), "postgres unreachable")
     async with d.stores.pg_conn() as conn:  # the claim's insert kills its own backend, as a restart would
         await conn.execute("CREATE FUNCTION test_cut() RETURNS trigger LANGUAGE plpgsql AS "
                            "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(30); RETURN NEW; END $$")
         await conn.execute("CREATE TRIGGER test_cut BEFORE INSERT ON wake_slots FOR EACH ROW EXECUTE FUNCTION test_cut()")
-    assert await d.flush_spool() == 1
+    assert await d.spool.flush(d.session) == 1
     assert [m.request.scheduled_for for m in d.spool] == [slot]
     async with d.stores.pg_conn() as conn:
         await conn.execute("DROP TRIGGER test_cut ON wake_slots")
-    assert await d.flush_spool() == 0
+    assert await d.spool.flush(d.session) == 0
     [row] = await _rows(d)
     assert (row.status, row.scheduled_for) == ("missed", slot)
 
@@ -398,7 +377,7 @@ async def test_a_replica_alone_at_its_first_read_after_a_redis_outage_records_th
                           claimed_by="vm:1:gone", claimed_at=hour - dt.timedelta(hours=1), wake_id=uuid.uuid4())
     await d.stores.redis.set("wake:cluster", "vm:1:gone")
     with structlog.testing.capture_logs() as logs:
-        await d._beat()
+        await beat.beat(d)
         while d.tasks:
             await asyncio.wait_for(asyncio.gather(*list(d.tasks)), timeout=120)
     assert [e["why"] for e in logs if e["event"] == "wake.handover"] == ["resumed"]
@@ -462,7 +441,9 @@ async def test_a_takeover_writes_the_row_of_a_slot_its_dead_owner_claimed_and_di
     assert row.error.startswith("claimed by vm:1:gone, which died between the claim and the wake's row")
 
 
-async def test_a_slot_whose_claim_fails_in_an_unforeseen_way_still_gets_its_one_row(opened: Callable[..., daemon.Daemon]) -> None:
+async def test_a_slot_whose_claim_fails_in_an_unforeseen_way_still_gets_its_one_row(
+    opened: Callable[..., daemon.Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """asyncpg raised what nobody listed (a connection left mid-operation by a cut link): the fired
     slot is spooled, not dropped with the task, and gets its one row through the claim."""
     import asyncpg
@@ -473,9 +454,9 @@ async def test_a_slot_whose_claim_fails_in_an_unforeseen_way_still_gets_its_one_
     async def broken(*args: Any, **kwargs: Any) -> None:
         raise asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")
 
-    d._leased = broken  # type: ignore[method-assign]  # the exact fault, at the claim
+    monkeypatch.setattr(wakes, "leased", broken)  # the exact fault, at the claim
     await d.run_slot(d.schedules[("demo", "whisper")], slot, Trigger.schedule)
     assert [m.request.scheduled_for for m in d.spool] == [slot]
-    assert await d.flush_spool() == 0
+    assert await d.spool.flush(d.session) == 0
     [row] = await _rows(d)
     assert (row.status, row.scheduled_for) == ("missed", slot)

@@ -16,6 +16,7 @@ import pytest
 from codecheck import verify
 from codecheck.workspace import Workspace
 from ledgers import fact_checks, facts, retractions
+from ledgers.errors import FactCheckError, FactError
 from tests.support import gitrepo
 
 NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
@@ -130,15 +131,21 @@ async def test_record_refuses_what_it_cannot_stand_behind(conn: asyncpg.Connecti
     root = tmp_path / "repo"
     gitrepo.commit(root, CODE)
     theirs = await _fact(conn, "k", "v", REDIS, agent="other")
-    with pytest.raises(fact_checks.FactCheckError, match="no fact .* for agent 'demo'"):
+    with pytest.raises(FactCheckError, match="no fact .* for agent 'demo'"):
         await fact_checks.record(conn, agent_id="demo", fact_id=theirs, verdict=_verdict(root, REDIS), checked_at=NOW)
     headless = verify.Verdict(status=verify.REFUTED, evidence="x", head=None)
-    with pytest.raises(fact_checks.FactCheckError, match="names the HEAD"):
+    with pytest.raises(FactCheckError, match="names the HEAD"):
         await fact_checks.record(conn, agent_id="other", fact_id=theirs, verdict=headless, checked_at=NOW)
     assert await conn.fetchval("SELECT count(*) FROM fact_checks") == 0
     with pytest.raises(asyncpg.CheckViolationError, match="fact_checks_refuted_retracts"):
         await conn.execute("INSERT INTO fact_checks (fact_id, agent_id, status, evidence, head, checked_at) "
                            "VALUES ($1, 'other', 'refuted', 'x', $2, $3)", theirs, "a" * 40, NOW)
+    partly = verify.Verdict(status=verify.PARTLY, evidence="80 not checked", head="a" * 40, uncovered=("80",))
+    assert (await fact_checks.record(conn, agent_id="other", fact_id=theirs, verdict=partly, checked_at=NOW)).retraction_id is None
+    assert await conn.fetchval("SELECT status FROM fact_checks") == "partly"  # 0020: a status of its own
+    with pytest.raises(asyncpg.CheckViolationError, match="fact_checks_status_check"):
+        await conn.execute("INSERT INTO fact_checks (fact_id, agent_id, status, evidence, head, checked_at) "
+                           "VALUES ($1, 'other', 'settled', 'x', $2, $3)", theirs, "a" * 40, NOW)
 
 
 @pytest.mark.parametrize("anchors", [
@@ -148,6 +155,9 @@ async def test_record_refuses_what_it_cannot_stand_behind(conn: asyncpg.Connecti
      {"type": "absent", "anchor": {"type": "env", "ref": "X", "where": "a.py"}}, {"type": "symbol", "ref": "a.B", "inferred": True}],
     [{"type": "package", "ref": "h2", "scope": "extra:http2"}, {"type": "absent", "anchor": {"type": "package", "ref": "h2", "scope": "required"}},
      *({"type": "file", "ref": "x" * 500} for _ in range(14))],               # the bounds themselves: 16 anchors, 500 characters
+    [{"type": "dir", "ref": "rich/live"}, {"type": "absent", "anchor": {"type": "dir", "ref": "rich/markdown"}},   # 0020's kinds
+     {"type": "signature", "ref": "rich.progress.track", "params": "sequence, total=None"},
+     {"type": "value", "ref": "rich.console.JUPYTER_DEFAULT_COLUMNS", "value": "115"}],
 ])
 async def test_the_anchor_check_accepts_old_and_typed_shapes(conn: asyncpg.Connection, anchors: list[dict[str, Any]]) -> None:
     stored = await conn.fetchval("INSERT INTO facts (agent_id, fact_key, fact_value, origin, anchors, recorded_at) "
@@ -172,6 +182,10 @@ async def test_the_anchor_check_accepts_old_and_typed_shapes(conn: asyncpg.Conne
     [{"type": "symbol", "ref": "a." * 250 + "b"}],                              # 501 characters
     [{"type": "absent", "anchor": {"type": "import", "ref": "x", "where": "a/" * 251}}],
     ["file"],
+    [{"type": "signature", "ref": "a.f"}],                                     # a signature states its params
+    [{"type": "value", "ref": "a.X", "value": 80}],                            # as source text
+    [{"type": "import", "ref": "a", "params": "x"}],                           # params only on a signature
+    [{"type": "absent", "anchor": {"type": "value", "ref": "a.X", "value": "1"}}],  # absent wraps no value
 ])
 async def test_the_anchor_check_refuses_other_shapes(conn: asyncpg.Connection, anchors: Any) -> None:
     with pytest.raises(asyncpg.CheckViolationError, match="facts_anchors_(typed|check|bounded)"):  # a non-list: 0006's own CHECK
@@ -184,7 +198,7 @@ async def test_remember_stores_typed_anchors_and_refuses_bad_ones_by_name(conn: 
     fact_id = await _fact(conn, "k", "v", stored)
     assert json.loads(await conn.fetchval("SELECT anchors FROM facts WHERE fact_id = $1", fact_id)) == [
         stored[0], {"type": "import", "ref": "a.b", "where": "pkg/"}]  # a directory stays a path: `pkg` would be a module
-    with pytest.raises(facts.FactError, match=r"anchors\[0\] \(file '\.\./x'\): '\.\.' escapes the workspace"):
+    with pytest.raises(FactError, match=r"anchors\[0\] \(file '\.\./x'\): '\.\.' escapes the workspace"):
         await _fact(conn, "k2", "v", [{"type": "file", "ref": "../x"}])
 
 

@@ -20,13 +20,12 @@ from ledgers import graph
 from ledgers.introspection import Diff, WakeDiff
 from ledgers.vocab import Result, Retrieval
 from memory.repo import MemoryRepo
-from tests.support import records
+from tests.support import records, sessions
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import engine, sources
 from wake.config import Config
 from wake.context import MemoryState, WakeContext
-from wake.run import session
 from wake.stores import Stores
 from wake.witness import diff
 
@@ -101,8 +100,7 @@ async def _run(source: engine.Source, ctx: object) -> engine.Block:
 @pytest.mark.parametrize("name", sorted(set(PG_TABLES) | set(OTHER_STORE)))
 async def test_a_source_whose_store_fails_is_failed_never_ok(name: str, store_config: Callable[..., Config], tmp_path: Path) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         healthy = await _run(sources.BUILTIN[name], _ctx(name, config, st, tmp_path)) if name != "graph" else None
         broken = await _broken(st, name, tmp_path)
         block = await _run(sources.BUILTIN[name], _ctx(name, config, broken, tmp_path, broken=True))
@@ -117,8 +115,7 @@ async def test_a_source_whose_store_fails_is_failed_never_ok(name: str, store_co
 @pytest.mark.parametrize("name", sorted(PG_TABLES))
 async def test_a_source_whose_database_is_unreachable_is_failed(name: str, store_config: Callable[..., Config], tmp_path: Path) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         await st.pg.close()
         block = await _run(sources.BUILTIN[name], _ctx(name, config, st, tmp_path))
     assert (block.retrieval, block.result) == (Retrieval.failed, Result.unknown), block
@@ -136,8 +133,7 @@ async def test_a_storeless_source_reads_no_store(name: str, store_config: Callab
 
 async def test_one_failed_part_fails_the_settled_block_and_the_row_names_it(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         before = await _run(sources.BUILTIN["settled_facts"], wake_ctx(config, st, NOW))
         async with st.pg_conn() as conn:
             await conn.execute("DROP TABLE commitments CASCADE")

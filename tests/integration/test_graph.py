@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
@@ -10,9 +11,10 @@ import neo4j
 import pytest
 import structlog.testing
 
-from ledgers import fences, graph
+from ledgers import graph
+from ledgers.errors import GraphStaleFence, StaleFence
 from surfaces import graph as graph_tools
-from tests.support import ledger_ctx, wakes
+from tests.support import ledger_ctx, marked, sessions, wakes
 from wake import stores
 from wake.arrival import graph as graph_block
 from wake.arrival import sources
@@ -63,7 +65,9 @@ async def _block(config: Config, st: stores.Stores, now: dt.datetime = FIXED_NOW
     outcome = await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="full",
                                    now=lambda: now, source_list=GRAPH, dry_run=True)
     assert outcome.status == "completed", outcome.error
-    return outcome.blocks[0]
+    block = outcome.blocks[0]
+    assert len(block.text) <= config.neo4j.block_max_chars  # the block as the model reads it; the tests read its data plain
+    return dataclasses.replace(block, text=marked.plain(block.text))
 
 
 async def test_block_renders_the_anchors_and_one_hop_with_relationship_types(store_config: Callable[..., Config], neo4j_uri: str) -> None:
@@ -164,8 +168,7 @@ async def test_tools_link_read_and_unlink(store_config: Callable[..., Config], n
 async def test_stale_fence_is_refused_and_writes_nothing(store_config: Callable[..., Config], neo4j_uri: str) -> None:
     config = store_config(_neo4j(neo4j_uri), **PATIENT)
     link = graph_tools.graph_link.handler
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         old = await lease.acquire(st, "demo", ttl_ms=5000)
         await st.redis.delete(lease.LEASE_KEY.format(agent="demo"))  # the old holder's lease expired
         new = await lease.acquire(st, "demo", ttl_ms=5000)
@@ -180,9 +183,9 @@ async def test_stale_fence_is_refused_and_writes_nothing(store_config: Callable[
         # the graph's own fence node refuses an older fence even where PostgreSQL is not consulted
         g = st.graph
         assert g is not None
-        with pytest.raises(graph.GraphStaleFence) as caught:
+        with pytest.raises(GraphStaleFence) as caught:
             await graph.link(g, _w(fence=new.fence - 1), "C", "KNOWS", "D")
-        assert isinstance(caught.value, fences.StaleFence) and caught.value.newest == new.fence
+        assert isinstance(caught.value, StaleFence) and caught.value.newest == new.fence
 
         assert _cypher(neo4j_uri, "MATCH (e:Entity {name: 'C'}) RETURN count(e) AS n") == [{"n": 0}]
         await graph.link(g, _w(fence=new.fence + 1), "C", "KNOWS", "D")
@@ -205,8 +208,7 @@ async def test_server_stopped_mid_run_fails_the_block_and_the_tools_not_the_wake
     # reason; a stopped server refuses at once, so its reason is never a timeout.
     config = store_config(_neo4j(server.uri, timeout_s=30), WAKE_AGENTS__DEMO__TIERS__WHISPER__SOURCE_TIMEOUT_MS="60000")
     registry = session.build_registry(config)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         ctx = _ctx(config, st)
         assert (await graph_tools.graph_link.handler(ctx, source="A", relation="KNOWS", target="B"))["created"] is True
         up = await wakes.run(config, st, registry, agent_id="demo", tier="whisper", now=lambda: FIXED_NOW)

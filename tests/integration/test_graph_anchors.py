@@ -15,10 +15,10 @@ import neo4j
 import pytest
 import structlog.testing
 
-from ledgers import commitments, contact, graph
-from ledgers.fences import StaleFence
+from ledgers import contact, graph
+from ledgers.errors import AlreadyClosed, StaleFence
 from surfaces import loader
-from tests.support import wakes
+from tests.support import marked, wakes
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import sources
@@ -76,7 +76,7 @@ async def _block(config: Config, st: stores.Stores, now: dt.datetime = NOW) -> A
 async def _block_text(config: Config, st: stores.Stores, now: dt.datetime = NOW) -> str:
     block = await _block(config, st, now)
     assert block.retrieval == "ok", block.reason
-    return block.text
+    return marked.plain(block.text)
 
 
 async def _block_text_once_answering(config: Config, st: stores.Stores, deadline_s: float = 60) -> str:
@@ -86,7 +86,7 @@ async def _block_text_once_answering(config: Config, st: stores.Stores, deadline
     while (block := await _block(config, st)).retrieval != "ok" and loop.time() < end:
         await asyncio.sleep(1)
     assert block.retrieval == "ok", block.reason
-    return str(block.text)
+    return marked.plain(str(block.text))
 
 
 async def test_facts_and_open_commitments_anchor_the_graph_block(store_config: Callable[..., Config], neo4j_uri: str) -> None:
@@ -236,7 +236,7 @@ async def test_neo4j_down_keeps_the_rows_and_reports_the_anchor_failure(
 
         server.start()  # back, same port: the commitment's anchor is still open in the graph
         assert "- Apollo: COMMITMENT" in await _block_text_once_answering(config, st)
-        with pytest.raises(commitments.AlreadyClosed, match=r"already done \(graph: closed COMMITMENT anchor on 'Apollo'\)"):
+        with pytest.raises(AlreadyClosed, match=r"already done \(graph: closed COMMITMENT anchor on 'Apollo'\)"):
             await _call(ctx, "complete_commitment", commitment_id=made["commitment_id"])  # a retry repairs the graph
         assert "Apollo" not in await _block_text(config, st)
         await held.release()

@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 from ledgers import contact
+from tests.support import sessions
 from wake import stores
 from wake.config import Config
 from wake.daemon import inbox
 from wake.errors import ListenError
-from wake.run import session
 
 SECRET = "inbox-secret-5b1e0c9a"
 AGENTS = """
@@ -43,8 +43,7 @@ def _config(store_config: Callable[..., Config], more: str = "") -> Config:
 @asynccontextmanager
 async def _serving(config: Config, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[httpx.AsyncClient, stores.Stores]]:
     monkeypatch.setenv("WAKE_INBOX_SECRET", SECRET)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         endpoint = inbox.Endpoint.open(lambda: config, st)
         stop = asyncio.Event()
         served = asyncio.create_task(endpoint.serve(stop))

@@ -10,8 +10,9 @@ from collections.abc import Callable
 import pytest
 
 from ledgers import fences, introspection, slots
+from ledgers.errors import StaleFence
 from ledgers.vocab import Trigger
-from tests.support import wakes
+from tests.support import sessions, wakes
 from wake import stores
 from wake.config import Config
 from wake.context import WakeRequest
@@ -22,8 +23,7 @@ from wake.stores import lease
 
 async def test_one_holder_at_a_time_and_fences_grow(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         first = await lease.acquire(st, "demo", ttl_ms=5000, owner="a")
         with pytest.raises(lease.LeaseBusy) as busy:
             await lease.acquire(st, "demo", ttl_ms=5000, owner="b")
@@ -41,8 +41,7 @@ async def test_one_holder_at_a_time_and_fences_grow(store_config: Callable[..., 
 
 async def test_fence_counter_is_seeded_from_postgres_after_redis_loses_it(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         for _ in range(3):
             await (await lease.acquire(st, "demo", ttl_ms=5000)).release()
         await st.redis.flushdb()  # Redis lost its data
@@ -53,13 +52,12 @@ async def test_fence_counter_is_seeded_from_postgres_after_redis_loses_it(store_
 
 async def test_stale_fence_writes_nothing(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         old = await lease.acquire(st, "demo", ttl_ms=5000)
         await st.redis.delete(lease.LEASE_KEY.format(agent="demo"))  # the old holder's lease expired
         new = await lease.acquire(st, "demo", ttl_ms=5000)
         await st.pg.execute("CREATE TABLE scratch (v int)")
-        with pytest.raises(fences.StaleFence):
+        with pytest.raises(StaleFence):
             async with lease.fenced(st, "demo", old.fence) as conn:
                 await conn.execute("INSERT INTO scratch VALUES (1)")
         async with lease.fenced(st, "demo", new.fence) as conn:
@@ -78,8 +76,7 @@ async def test_stale_fence_writes_nothing(store_config: Callable[..., Config]) -
 
 async def test_lost_lease_cancels_the_guarded_task(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         work = asyncio.create_task(asyncio.sleep(30))
         async with lease.held(st, "demo", ttl_ms=300, guarded=work) as held:
             await st.redis.set(lease.LEASE_KEY.format(agent="demo"), "someone-else")
@@ -114,8 +111,7 @@ async def test_a_slot_claimed_in_an_open_transaction_decides_for_the_second_clai
             wake_id=uuid.uuid4(),
         )
 
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as first, st.pg_conn() as second:
             pid = await second.fetchval("SELECT pg_backend_pid()")
             tx = first.transaction()
@@ -139,8 +135,7 @@ async def test_postgresql_failing_inside_the_claim_rolls_the_claim_back_and_free
     # daemon's spool (StoreUnavailable), not spent without a row.
     config = store_config(WAKE_POSTGRES__COMMAND_TIMEOUT_S="1", WAKE_POSTGRES__POOL_MAX_SIZE="4")  # the timeout is what is under test
     slot = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         s = session.Session(config=config, stores=st, registry=session.build_registry(config))
         first = await claim.run(s, WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=slot),
                                 owner="a", claim=claim.Claim(by="r1"))

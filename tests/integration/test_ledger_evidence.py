@@ -19,31 +19,24 @@ import structlog
 
 from ledgers import fences, introspection, slots
 from ledgers.vocab import Status
-from tests.support import wakes
+from tests.support import agents, daemons, sessions, wakes
 from wake import clock, stores
 from wake.cli import render
 from wake.config import Config
 from wake.context import WakeRequest
-from wake.daemon import notify, schedule
 from wake.daemon import service as daemon
-from wake.run import claim, cycle, session
+from wake.run import cycle, session, unrun
 from wake.witness import manifest
 
-AGENTS = """
-[agents.demo]
-timezone = "Europe/Stockholm"
-
-[agents.demo.tiers.whisper]
-every = "15m"
-binds = ["wake.whisper"]
-"""
+AGENTS = agents.toml(tiers={
+    "whisper": 'every = "15m"\nbinds = ["wake.whisper"]',
+})
 
 
 @pytest.fixture
 async def opened(store_config: Callable[..., Config]) -> AsyncIterator[stores.Stores]:
     config = store_config("[daemon]\nlease_ttl_s = 5\n", agents=AGENTS)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         yield st
 
 
@@ -109,7 +102,7 @@ async def test_the_chain_links_every_settled_row_and_the_log_holds_the_head(open
         ran = [await _wake(opened) for _ in range(3)]
     request = WakeRequest(agent_id="demo", tier="whisper", trigger="schedule", scheduled_for=dt.datetime(2026, 11, 29, 9, tzinfo=dt.UTC))
     s = session.Session(config=opened.config, stores=opened, registry=session.build_registry(opened.config))
-    await claim.record_not_run(s, request, "busy: another wake of the agent holds its lease (x:1)", now=clock.now())
+    await unrun.write(s, unrun.NotRun.of(request, Status.skipped, "busy: another wake of the agent holds its lease (x:1)", at=clock.now()))
     check = await _chain(opened)
     assert check.why is None and check.rows == 4 and check.head is not None and check.head[0] == 4
     chains = [e["chain"] for e in logged if e["event"] == "wake.settled"]
@@ -181,10 +174,7 @@ async def test_vocab_status_is_the_live_check(opened: stores.Stores) -> None:
 
 
 def _daemon(st: stores.Stores) -> daemon.Daemon:
-    d = daemon.Daemon(config=st.config, notifier=notify.Notifier(None), handle_signals=False)
-    d.session = session.Session(config=st.config, stores=st, registry=session.build_registry(st.config))
-    d.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(st.config)}
-    return d
+    return daemons.in_process(session.Session(config=st.config, stores=st, registry=session.build_registry(st.config)))
 
 
 async def test_slots_postgres_was_away_for_are_recorded_missed_once_across_replicas(opened: stores.Stores, tmp_path: Path) -> None:
@@ -204,13 +194,13 @@ async def test_slots_postgres_was_away_for_are_recorded_missed_once_across_repli
         assert len(spooled) == 6 and len(a.spool) == len(b.spool) == 3
         assert all(e["error"].startswith("postgres unreachable at postgresql://postgres@/wake (stopped): FileNotFoundError") for e in spooled)
         assert not [e for e in logged if e["event"] == "daemon.task_failed"]
-        assert await a.flush_spool() == 3  # still away: kept
+        assert await a.spool.flush(a.session) == 3  # still away: kept
     finally:
         a.stores, b.stores = opened, opened
         await gone.close()
     async with opened.pg_conn() as conn:
         assert await introspection.recent(conn) == []  # nothing was written meanwhile
-    assert await b.flush_spool() == 0 and await a.flush_spool() == 0
+    assert await b.spool.flush(b.session) == 0 and await a.spool.flush(a.session) == 0
     async with opened.pg_conn() as conn:
         rows = sorted(await introspection.recent(conn, limit=100), key=lambda r: r.scheduled_for)
         claims = [await slots.holder(conn, "demo", "whisper", s) for s in slots_due]

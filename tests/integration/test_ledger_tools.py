@@ -11,9 +11,9 @@ import jsonschema
 import pytest
 
 from ledgers import contact
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from surfaces import ledger_tools, loader
-from tests.support import wakes
+from tests.support import marked, sessions, wakes
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import records as recall
@@ -53,8 +53,7 @@ def test_every_ledger_tool_is_declared_mutating_with_its_surfaces() -> None:
 async def test_tools_write_through_the_fence_and_show_up_in_the_arrival(store_config: Callable[..., Config]) -> None:
     config = store_config()
     registry = session.build_registry(config)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         recorded = await wakes.run(config, st, registry, agent_id="demo", tier="full")
         held = await lease.acquire(st, "demo", ttl_ms=30_000)
         ctx = wake_ctx(config, st, NOW, wake_id=recorded.wake_id, fence=held.fence)
@@ -74,20 +73,19 @@ async def test_tools_write_through_the_fence_and_show_up_in_the_arrival(store_co
         entry = await _call(ctx, "write_daybook", entry="Moved the box fact to the attic.")
         facts_block = await recall.provenance_facts(ctx)
         settled_text = (await settled_block.settled_facts(ctx)).text
-        daybook_text = (await recall.recent_daybook(ctx)).text
+        daybook_text = marked.plain((await recall.recent_daybook(ctx)).text)
         last_actions = await _count(st, "last_actions")
         await held.release()
-    assert "- (did, 29 Nov 2026) storage_box: box 14 moved to the attic [url: https://example.org/box]" in facts_block.text
-    assert "[SUPERSEDED] (saw, recorded 2026-11-29, superseded 2026-11-29) storage_box: basement box number 14" in facts_block.text
-    assert f"Open commitments (1 of 1, newest first): #{made['commitment_id']} Renew the box lease (due 2026-12-01)" in settled_text
+    assert "- ⟦did, 29 Nov 2026⟧ storage_box: box 14 moved to the attic ⟦url https://example.org/box⟧" in marked.plain(facts_block.text)
+    assert "⟦SUPERSEDED saw, recorded 2026-11-29, superseded 2026-11-29⟧ storage_box: basement box number 14" in marked.plain(facts_block.text)
+    assert f"Open commitments (1 of 1, newest first): #{made['commitment_id']} Renew the box lease (due 2026-12-01)" in marked.plain(settled_text)
     assert f"#{entry['entry_id']} 2026-11-29 13:00 (wake {str(recorded.wake_id)[:8]}): Moved the box fact to the attic." in daybook_text
     assert last_actions == 0  # the model loop records actions, not the tools
 
 
 async def test_bad_input_is_a_clear_error_and_keeps_nothing(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         ctx = wake_ctx(config, st, NOW, wake_id=None)
         with pytest.raises(ValueError, match="due_on must be a calendar date YYYY-MM-DD, got '2026-13-01'"):
             await _call(ctx, "add_commitment", title="x", due_on="2026-13-01")
@@ -105,8 +103,7 @@ async def test_bad_input_is_a_clear_error_and_keeps_nothing(store_config: Callab
 
 async def test_a_stale_fence_writes_nothing(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         old = await lease.acquire(st, "demo", ttl_ms=30_000)
         await old.release()
         newer = await lease.acquire(st, "demo", ttl_ms=30_000)  # a newer holder exists now

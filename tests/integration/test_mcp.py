@@ -22,7 +22,7 @@ from ledgers import tool_pins
 from ledgers.vocab import Retrieval
 from surfaces import mcp
 from surfaces.registry import Registry
-from tests.support import gitrepo, wakes
+from tests.support import gitrepo, sessions, wakes
 from wake import stores
 from wake.config import Config
 from wake.run import cycle, session
@@ -38,8 +38,7 @@ def _own(state: Path, extra: str = "", name: str = "t") -> str:
 @contextlib.asynccontextmanager
 async def _opened(config: Config) -> AsyncIterator[tuple[stores.Stores, Registry]]:
     registry = session.build_registry(config)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with session.opened_mcp(config, registry, keep_alive=False):
             yield st, registry
 
@@ -120,7 +119,7 @@ async def test_a_rewritten_description_is_unbound_under_strict_until_accepted(st
     assert "t__echo" in second.diff.agent.tools.removed
     listed = _wake_cli(config, "tools", "findings", "--json")
     assert listed.returncode == 0, listed.stderr
-    findings = json.loads(listed.stdout)
+    findings = [f for f in json.loads(listed.stdout) if f.get("kind") != "toxic_flow"]  # the unannotated tools make a flow with the built-ins
     assert [(f["server"], f["tool"], f["state"]) for f in findings] == [("t", "echo", "open")]
     assert "+" in findings[0]["diff"] and "evil.example" in findings[0]["diff"]
     third = await _wake(config)  # still strict: not bound, and the finding is not raised twice

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from surfaces import mcp
+from surfaces.errors import McpToolError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,7 +68,7 @@ async def test_tool_error_crash_hang_big_and_list_changed(tmp_path: Path) -> Non
             "t__echo": False, "t__hang": False, "t__big": False, "t__fails": False, "t__crash": True, "t__grow": True,
         }
         assert await server.call("echo", {"text": "hi"}) == "echo: hi"
-        with pytest.raises(mcp.McpToolError, match="fails"):  # isError: a tool error, the session goes on
+        with pytest.raises(McpToolError, match="fails"):  # isError: a tool error, the session goes on
             await server.call("fails", {})
         big = await server.call("big", {})
         assert len(big) == server.spec.result_max_chars  # 5 MB answered, clipped before the loop's own cap

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.support import wakes
+from tests.support import marked, sessions, wakes
 from tests.support.openai_server import ScriptedServer, completion
-from wake import stores
 from wake.cli import mcp_serve
 from wake.config import Config
 from wake.run import cycle, session
@@ -44,8 +44,7 @@ def config(store_config: Callable[..., Config], server: ScriptedServer) -> Confi
 
 
 async def _wake(config: Config, agent: str) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         o = await wakes.run(config, st, session.build_registry(config), agent_id=agent, tier="surface")
     assert o.status == "completed", o.error
     return o
@@ -99,10 +98,10 @@ async def test_a_stdio_client_reads_a_wakes_arrival_and_transcript_scoped_to_one
         assert all(t.annotations is not None and t.annotations.read_only_hint is True for t in tools)
 
         said = _structured(await client.call_tool("wake_transcript", {"wake_id": mine[:8]}))
-        assert [(c["tool"], json.loads(c["arguments"]), c["outcome"]) for c in said["calls"]] == [
+        assert [(c["tool"], json.loads(marked.plain(c["arguments"])), c["outcome"]) for c in said["calls"]] == [
             ("local_time", {}, "ok"), ("note_write", {"text": "fed the cat"}, "ok"),
         ]
-        assert json.loads(said["calls"][1]["answer"]) == {"written": "fed the cat"}
+        assert json.loads(marked.plain(said["calls"][1]["answer"])) == {"written": "fed the cat"}
         assert [m["role"] for m in said["messages"]] == ["system", "user", "assistant", "tool", "tool", "assistant"]
 
         arrived = _structured(await client.call_tool("wake_arrival", {"wake_id": mine}))
@@ -110,13 +109,16 @@ async def test_a_stdio_client_reads_a_wakes_arrival_and_transcript_scoped_to_one
         assert "identity" in names and all(b["text"] for b in arrived["blocks"] if b["name"] == "identity")
 
         text = (await client.read_resource(f"wake://demo/wakes/{mine}/transcript")).contents[0]
-        assert 'call call_1: note_write {"text": "fed the cat"}  -> ok (answer 4)' in getattr(text, "text", "")
+        assert 'call call_1: note_write {"text": "fed the cat"}  -> ok (answer 4)' in marked.plain(getattr(text, "text", ""))
         page = (await client.read_resource(f"wake://demo/wakes/{mine}/arrival")).contents[0]
         assert "## identity\n" in getattr(page, "text", "")
 
         recent = _structured(await client.call_tool("recent_wakes", {}))
-        rows = recent["result"] if isinstance(recent, dict) and "result" in recent else recent
-        assert [r["wake_id"] for r in rows] == [mine]  # only this session's agent
+        assert [r["wake_id"] for r in recent["wakes"]] == [mine] and recent["count"] == 1  # only this session's agent
+        none = await client.call_tool("recent_wakes", {"tier": "full"})  # no full wake: an answer with content all the same
+        assert _structured(none)["count"] == 0 and none.content and '"count": 0' in none.content[0].text  # type: ignore[union-attr]
+        unknown = await client.call_tool("recent_wakes", {"tier": "nonsense"})
+        assert unknown.is_error and "nonsense" in unknown.content[0].text  # type: ignore[union-attr]
         refused = await client.call_tool("wake_transcript", {"wake_id": theirs})
         assert refused.is_error and "agent 'demo' has no wake" in refused.content[0].text  # type: ignore[union-attr]
         diff = _structured(await client.call_tool("binding_diff", {}))
@@ -159,8 +161,7 @@ async def _listening(proc: asyncio.subprocess.Process) -> str:
 
 
 async def test_every_read_runs_in_a_read_only_transaction(config: Config) -> None:
-    async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config, neo4j=False) as st:
         ledgers = mcp_serve.Ledgers(st, "demo")
         async with ledgers._read() as conn:
             with pytest.raises(asyncpg.exceptions.ReadOnlySQLTransactionError):
@@ -177,3 +178,22 @@ async def test_a_bad_listen_address_is_one_line_and_exit_2(config: Config, tmp_p
     assert proc.returncode == 2 and "expected HOST:PORT such as 127.0.0.1:9464" in err.decode()
 
 
+
+
+async def test_a_prefix_is_looked_up_among_the_served_agents_wakes_only(config: Config) -> None:
+    """Issue 40 (6): a prefix shared with another agent's wake names this agent's one; another
+    agent's wake, even by its full id, is not there."""
+    mine, theirs = "abcd1234-0000-4000-8000-000000000001", "abcd1234-0000-4000-8000-000000000002"
+    async with sessions.ready_stores(config, neo4j=False) as st:
+        async with st.pg_conn() as conn:
+            for wake_id, agent in ((mine, "demo"), (theirs, "other")):
+                await conn.execute(
+                    "INSERT INTO wake_introspection_ledger (wake_id, agent_id, tier, trigger, status, finished_at, host, pid, version, config_hash)"
+                    " VALUES ($1, $2, 'surface', 'manual', 'failed', now(), 'h', 1, 'v', 'c')", uuid.UUID(wake_id), agent)
+        ledgers = mcp_serve.Ledgers(st, "demo")
+        assert (await ledgers.wake("abcd1234"))["wake_id"] == mine
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        with pytest.raises(ToolError, match="has no wake"):
+            await ledgers.wake(theirs)
+        assert (await mcp_serve.Ledgers(st, "other").wake("abcd1234"))["wake_id"] == theirs

@@ -14,6 +14,7 @@ import pytest
 
 from ledgers import fences
 from ledgers import memory_ledger as ledger
+from ledgers.errors import StaleFence
 from memory.repo import MemoryRepo
 from tests.support.memory_git import NOW, doc, git, open_repo, requires_git
 
@@ -64,7 +65,7 @@ async def test_a_stale_fence_makes_no_commit(conn: asyncpg.Connection, tmp_path:
     await fences.advance(conn, AGENT, 1)
     await fences.advance(conn, AGENT, 2)  # a newer wake took the lease
     head = repo.head()
-    with pytest.raises(fences.StaleFence):
+    with pytest.raises(StaleFence):
         await fenced_write(conn, repo, writer(fence=1), "reference/a.md", doc("a"))
     assert repo.head() == head and git(repo, "rev-list", "--count", "HEAD").strip() == "1"
     assert git(repo, "status", "--porcelain") == ""
@@ -109,12 +110,12 @@ async def test_the_canary_records_each_finding_once_and_moves_its_mark(conn: asy
     assert again.recorded == 0 and again.audit.range.commits == ()  # the stray file is the same finding
     rows, total = await ledger.findings(conn, AGENT, state=None)
     assert total == 3
-    assert {r.state for r in rows if r.severity == "LOG"} == {"logged"}
+    assert {r.state for r in rows if r.severity == "LOG"} == {"open"}  # every level is open until a human acts (issue 38)
     open_rows, open_total = await ledger.findings(conn, AGENT)
-    assert open_total == 2 and {r.severity for r in open_rows} == {"HALT"}
-    assert await ledger.open_counts(conn, AGENT) == {"HALT": 2, "WARN": 0, "LOG": 0}
+    assert open_total == 3 and {r.severity for r in open_rows} == {"HALT", "LOG"}
+    assert await ledger.open_counts(conn, AGENT) == {"HALT": 2, "WARN": 0, "LOG": 1}
     shown, shown_total = await ledger.open_findings(conn, AGENT, limit=1)
-    assert shown_total == 2 and len(shown) == 1 and shown[0].severity == "HALT"
+    assert shown_total == 3 and len(shown) == 1 and shown[0].severity == "HALT"
     with pytest.raises(ValueError):
         await ledger.findings(conn, AGENT, state="closed")
 

@@ -15,13 +15,13 @@ from ledgers import contact
 from ledgers import memory_ledger as ledger
 from memory import provenance
 from memory.repo import MemoryRepo
-from tests.support import wakes
+from tests.support import marked, sessions, wakes
 from tests.support.memory_git import doc, requires_git
 from tests.support.openai_server import ScriptedServer, completion
 from tests.support.provenance_tools import PAGE
 from wake import stores
 from wake.config import Config
-from wake.run import cycle, session
+from wake.run import cycle
 
 pytestmark = requires_git
 T0 = dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.UTC)
@@ -52,8 +52,7 @@ model = "scripted"
 
 
 async def _wake(config: Config, **kw: Any) -> cycle.WakeOutcome:
-    async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config, neo4j=False) as st:
         return await wakes.run(config, st, agent_id="demo", tier="full", **kw)
 
 
@@ -73,8 +72,7 @@ def _sources(repo: MemoryRepo) -> dict[str, dict[str, str]]:
 async def test_each_commit_records_where_its_text_came_from_and_the_next_memory_block_shows_it(
     config: Config, server: ScriptedServer,
 ) -> None:
-    async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config, neo4j=False) as st:
         async with st.pg_conn() as conn:
             message_id = await contact.record(conn, agent_id="demo", author="ana", channel="cli", body=HUMAN, received_at=T0)
     copied_page = doc("what the gardening page said", f"From the page: {PAGE}\n")
@@ -102,7 +100,7 @@ async def test_each_commit_records_where_its_text_came_from_and_the_next_memory_
 
     server.push(completion("Nothing new."))
     second = await _wake(config)
-    block = next(b.text for b in second.blocks if b.name == "memory")
+    block = marked.plain(next(b.text for b in second.blocks if b.name == "memory"))
     changes = block.split("recent changes, newest first, and where their text came from:\n", 1)[1].splitlines()
     assert changes[:4] == [
         f"- reference/plan.md (revert, operator): {provenance.describe(provenance.OPERATOR_WRITE)}",

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from ledgers import queries, schema
+from ledgers.errors import SchemaMismatch
 
 # The columns the code reads and writes, per table. A migration that drifts from these fails here.
 EXPECTED_COLUMNS = {
@@ -21,7 +22,7 @@ EXPECTED_COLUMNS = {
         "registry_tool_count", "fence", "host", "pid", "version", "config_hash", "diff", "note", "error",
         "model", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls",
         "refusals", "stop_reason", "final_text", "escalation_cause", "unchecked_absence_claims", "chain_seq", "chain", "arrival_order",
-        "peak_pressure", "transcript_root",
+        "peak_pressure", "transcript_root", "trace_id",
     },
     "manifest_contents": {"sha256", "kind", "body"},
     "agent_chain_heads": {"agent_id", "seq", "chain"},
@@ -81,9 +82,9 @@ async def test_schema_newer_than_the_code_is_refused(pg_dsn: str) -> None:
     conn = await asyncpg.connect(pg_dsn)
     try:
         await conn.execute("INSERT INTO schema_migrations (version, name, checksum) VALUES (999, 'future', 'x')")
-        with pytest.raises(schema.SchemaMismatch, match="schema version 999, newer than this code knows"):
+        with pytest.raises(SchemaMismatch, match="schema version 999, newer than this code knows"):
             await schema.check(conn)
-        with pytest.raises(schema.SchemaMismatch, match="newer than this code knows"):
+        with pytest.raises(SchemaMismatch, match="newer than this code knows"):
             await schema.migrate(conn)
         states = await schema.status(conn)
         assert [s.version for s in states if not s.known] == [999]
@@ -95,7 +96,7 @@ async def test_an_edited_applied_migration_is_detected(pg_dsn: str) -> None:
     conn = await asyncpg.connect(pg_dsn)
     try:
         await conn.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
-        with pytest.raises(schema.SchemaMismatch, match="changed after it was applied"):
+        with pytest.raises(SchemaMismatch, match="changed after it was applied"):
             await schema.check(conn)
     finally:
         await conn.close()
@@ -104,7 +105,7 @@ async def test_an_edited_applied_migration_is_detected(pg_dsn: str) -> None:
 async def test_a_database_behind_is_reported_not_run(empty_pg_dsn: str) -> None:
     conn = await asyncpg.connect(empty_pg_dsn)
     try:
-        with pytest.raises(schema.SchemaMismatch, match="run `wake migrate`"):
+        with pytest.raises(SchemaMismatch, match="run `wake migrate`"):
             await schema.check(conn)
         assert [s.applied_at for s in await schema.status(conn)] == [None] * schema.head()
     finally:

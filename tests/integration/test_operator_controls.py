@@ -20,12 +20,13 @@ import pytest
 
 from ledgers import controls, daybook, outbox, slots
 from ledgers.vocab import Status, StopReason, Trigger
-from tests.support import wakes
+from tests.support import agents, daemons, sessions, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from tests.support.webhook_receiver import Receiver
 from wake import stores
 from wake.config import Config
 from wake.context import WakeRequest
+from wake.daemon import jobs
 from wake.daemon import outbox as sender_mod
 from wake.run import claim, session
 
@@ -78,8 +79,7 @@ def make(store_config: Callable[..., Config], server: ScriptedServer) -> Callabl
 
 
 async def _wake(config: Config, tier: str = "whisper", **kw: Any) -> Any:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, agent_id="demo", tier=tier, **kw)
 
 
@@ -234,8 +234,7 @@ async def _rows(conn: asyncpg.Connection) -> list[dict[str, Any]]:
 async def test_a_paused_slot_gets_one_skipped_row_naming_who_paused_it(make: Callable[..., Config]) -> None:
     config = make(model=False)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         s = _session(config, st)
         async with st.pg_conn() as conn:
             await controls.pause(conn, agent_id="demo", tier="whisper", paused_by="alice", paused_at=now, until=None, reason="migrating")
@@ -259,8 +258,7 @@ async def test_a_paused_slot_gets_one_skipped_row_naming_who_paused_it(make: Cal
 async def test_an_agent_wide_pause_until_a_time_ends_by_itself(make: Callable[..., Config]) -> None:
     config = make(model=False)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         s = _session(config, st)
         async with st.pg_conn() as conn:
             await controls.pause(conn, agent_id="demo", tier=None, paused_by="bob", paused_at=now, until=now + dt.timedelta(hours=1), reason=None)
@@ -274,8 +272,7 @@ async def test_a_slot_later_than_its_grace_is_one_missed_row_and_no_wake(make: C
     config = make("misfire_grace_s = 60\n", model=False)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     late_slot = now - dt.timedelta(minutes=10)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         s = _session(config, st)
         late = WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=late_slot)
         missed = await claim.run(s, late, owner="t", claim=claim.Claim(by="r1"), now=lambda: now)
@@ -303,8 +300,7 @@ async def test_a_one_shot_fires_once_across_concurrent_claimers_and_a_cancelled_
     config = make(model=False)
     now = dt.datetime.now(dt.UTC)
     shot, cancelled = uuid.uuid4(), uuid.uuid4()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         s = _session(config, st)
         async with st.pg_conn() as conn:
             for wake_id in (shot, cancelled):
@@ -397,8 +393,7 @@ async def test_a_stale_fence_settle_queues_nothing(make: Callable[..., Config], 
     more = f'[delivery.log]\nkind = "file"\npath = "{tmp_path / "out.jsonl"}"\n'
     config = make('deliver_to = ["log"]\n', more=more)
     server.push(completion("Should never be delivered."))
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             await conn.execute("INSERT INTO agent_fences (agent_id, fence) VALUES ('demo', 100) ON CONFLICT (agent_id) DO UPDATE SET fence = 100")
         o = await wakes.run(config, st, agent_id="demo", tier="whisper", fence=5)
@@ -418,46 +413,29 @@ def test_a_file_route_needs_its_path_and_a_webhook_its_url(store_config: Callabl
 
 # -- 4. grace windows and the catch-up at start ----------------------------------------------------------
 
-GRACE_AGENTS = """
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.whisper]
-every = "15m"
-binds = ["wake.whisper"]
-misfire_grace_s = 60
-[agents.demo.tiers.surface]
-every = "1h"
-binds = ["wake.surface"]
-misfire_grace_s = 60
-[agents.demo.tiers.full]
-cron = "0 * * * *"
-binds = ["wake"]
-catch_up = "skip"
-misfire_grace_s = 1800
-"""
+GRACE_AGENTS = agents.toml(tiers={
+    "whisper": 'every = "15m"\nbinds = ["wake.whisper"]\nmisfire_grace_s = 60',
+    "surface": 'every = "1h"\nbinds = ["wake.surface"]\nmisfire_grace_s = 60',
+    "full": 'cron = "0 * * * *"\nbinds = ["wake"]\ncatch_up = "skip"\nmisfire_grace_s = 1800',
+}, timezone="UTC")
 
 
 async def test_at_start_grace_decides_for_a_skip_policy_and_a_catch_up_runs_however_late(store_config: Callable[..., Config]) -> None:
-    from wake.daemon import notify, schedule
-    from wake.daemon import service as daemon
 
     config = store_config("[daemon]\nlease_ttl_s = 5\nbusy_wait_s = 1\n", agents=GRACE_AGENTS)
     now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
     if now > dt.datetime.now(dt.UTC):
         now -= dt.timedelta(hours=1)
     long_ago = now.replace(minute=0) - dt.timedelta(hours=3)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False, now=lambda: now)
-        d.session = _session(config, st)
-        d.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(config)}
+    async with sessions.ready_stores(config) as st:
+        d = daemons.in_process(_session(config, st), now=lambda: now)
         async with st.pg_conn() as conn:
             for tier in ("whisper", "surface", "full"):
                 await slots.claim(
                     conn, agent_id="demo", tier=tier, scheduled_for=long_ago, trigger="schedule", claimed_by="old", claimed_at=long_ago,
                     wake_id=uuid.uuid4(),
                 )
-        await d._catch_up_all()
+        await jobs.catch_up_all(d)
         await asyncio.gather(*list(d.tasks))
         async with st.pg_conn() as conn:
             rows = await conn.fetch("SELECT tier, trigger, scheduled_for, status, note FROM wake_introspection_ledger ORDER BY tier")
@@ -471,15 +449,11 @@ async def test_at_start_grace_decides_for_a_skip_policy_and_a_catch_up_runs_howe
 
 
 async def test_the_daemon_wires_the_outbox_backlog_gauge_to_its_sender(store_config: Callable[..., Config]) -> None:
-    from wake.daemon import notify
-    from wake.daemon import service as daemon
     from wake.observe import metrics
 
     config = store_config('[metrics]\nlisten = "127.0.0.1:0"\n', agents=_agents(model=False))
     async with stores.connected(config) as st:
-        d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False)
-        d.session = _session(config, st)
-        d.sender = sender_mod.Sender(lambda: config, st, owner="test")
+        d = daemons.in_process(_session(config, st))
         exposition = d._serve_metrics()
         try:
             assert d.metrics is not None and exposition is not None
@@ -509,8 +483,7 @@ async def test_the_slot_claim_reads_the_same_pause_as_pause_for(make: Callable[.
         ([(None, "bob", None), ("surface", "cy", now + hour)], "surface", "cy"),  # the tier's own first
         ([(None, "bob", None), ("surface", "cy", now - hour)], "surface", "bob"),
     ]
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         for n, (pauses, tier, held_by) in enumerate(cases):
             async with st.pg_conn() as conn:
                 await controls.resume(conn, "demo", None)

@@ -12,10 +12,10 @@ import pytest
 
 from ledgers import contact, daybook, facts, summaries
 from surfaces import recall
+from tests.support import sessions
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.config import Config
-from wake.run import session
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 AGENTS = """
@@ -63,8 +63,7 @@ async def _recall(config: Config, st: stores.Stores, **arguments: Any) -> dict[s
 
 async def test_a_continuing_topic_projects_the_six_newest_substantive_records(store_config: Callable[..., Config]) -> None:
     config = _config(store_config, "[agents.demo.recall]\nrecent_entries = 0\n")  # continuing only by the argument here
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             arc = await _arc(conn)
         continuing = await _recall(config, st, query="greenhouse project", continuing=True)
@@ -85,8 +84,7 @@ async def test_a_continuing_topic_projects_the_six_newest_substantive_records(st
 
 async def test_recent_use_of_the_terms_makes_a_request_continuing(store_config: Callable[..., Config]) -> None:
     config = _config(store_config)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             arc = await _arc(conn)
         result = await _recall(config, st, query="greenhouse")
@@ -98,8 +96,7 @@ async def test_recent_use_of_the_terms_makes_a_request_continuing(store_config: 
 
 async def test_every_record_carries_its_provenance(store_config: Callable[..., Config]) -> None:
     config = _config(store_config, "[agents.demo.recall]\nrecent_entries = 0\n")
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn, conn.transaction():
             message = await contact.record(conn, agent_id="demo", author="Bo", channel="chat", body="My kayak is red.",
                                            received_at=NOW - dt.timedelta(days=3))
@@ -125,8 +122,7 @@ async def test_every_record_carries_its_provenance(store_config: Callable[..., C
 
 async def test_a_named_person_admits_only_that_persons_records(store_config: Callable[..., Config]) -> None:
     config = _config(store_config)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn, conn.transaction():
             anna = await contact.record(conn, agent_id="demo", author="Anna Lind", channel="chat", body="I prefer the blue tent.",
                                         received_at=NOW - dt.timedelta(days=2))
@@ -152,8 +148,7 @@ async def test_a_named_person_admits_only_that_persons_records(store_config: Cal
 
 async def test_empty_and_failed_are_different_answers(store_config: Callable[..., Config]) -> None:
     config = _config(store_config)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         empty = await _recall(config, st, query="zeppelin")
         with pytest.raises(ValueError, match="no searchable word"):
             await _recall(config, st, query="&&")
@@ -168,8 +163,7 @@ async def test_empty_and_failed_are_different_answers(store_config: Callable[...
 
 async def test_an_unknown_dictionary_is_could_not_check(store_config: Callable[..., Config]) -> None:
     config = _config(store_config, "[agents.demo.recall]\ndictionary = \"klingon\"\n")
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         result = await _recall(config, st, query="tent")
     assert (result["retrieval"], result["result"]) == ("failed", "unknown")
     assert "klingon" in result["text"]
@@ -180,8 +174,7 @@ async def test_the_search_uses_the_configurations_gin_index(dictionary: str, sto
     from ledgers import queries
 
     config = _config(store_config)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn, conn.transaction():
             # enough rows, of enough agents, that a full-text condition is worth an index
             await conn.execute(

@@ -14,9 +14,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledgers import fences, introspection, probes, queries, retractions
+from ledgers import introspection, probes, queries, retractions
+from ledgers.errors import RetractionInputError, StaleFence
 from surfaces import epistemic, loader
-from surfaces.epistemic import ToolInputError
+from surfaces.errors import ToolInputError
 from tests.support import ledger_ctx, wakes
 from wake import stores
 from wake.arrival import sources
@@ -62,7 +63,7 @@ async def test_the_polarity_check_refuses_the_same_observation_twice(store_confi
     st = await _open(store_config())
     try:
         async with st.pg_conn() as conn:
-            with pytest.raises(retractions.RetractionInputError, match="same observation"):
+            with pytest.raises(RetractionInputError, match="same observation"):
                 await retractions.insert(conn, new(overturn_retraction_condition="  PROBE.TXT   is there. "))
             # the schema refuses it too, whatever the code does: case, edge and inner whitespace
             insert = queries.load("retractions")["insert"]
@@ -127,15 +128,15 @@ async def test_falsifiers_mature_and_are_due_until_settled(store_config: Callabl
             assert row is not None and row.falsifier_outcome == "probe.txt is there, 17 bytes"
             assert [r.id for r in (await retractions.due(conn, "demo", NOW + dt.timedelta(days=1), 10))[0]] == [quick, young]
 
-            with pytest.raises(retractions.RetractionInputError, match="already settled as overturned"):
+            with pytest.raises(RetractionInputError, match="already settled as overturned"):
                 await retractions.settle(conn, old, "demo", verdict="upheld", outcome="x", checked_at=NOW)
-            with pytest.raises(retractions.RetractionInputError, match="verdict must be one of"):
+            with pytest.raises(RetractionInputError, match="verdict must be one of"):
                 await retractions.settle(conn, young, "demo", verdict="unchecked", outcome="x", checked_at=NOW)
-            with pytest.raises(retractions.RetractionInputError, match="outcome is required"):
+            with pytest.raises(RetractionInputError, match="outcome is required"):
                 await retractions.settle(conn, young, "demo", verdict="upheld", outcome="  ", checked_at=NOW)
-            with pytest.raises(retractions.RetractionInputError, match="no retraction"):
+            with pytest.raises(RetractionInputError, match="no retraction"):
                 await retractions.settle(conn, young, "other", verdict="upheld", outcome="x", checked_at=NOW)
-            with pytest.raises(retractions.RetractionInputError, match=r"is not due until 2026-\d\d-\d\d \d\d:\d\d"):
+            with pytest.raises(RetractionInputError, match=r"is not due until 2026-\d\d-\d\d \d\d:\d\d"):
                 await retractions.settle(conn, young, "demo", verdict="upheld", outcome="too early", checked_at=NOW)
             young_row = await retractions.get(conn, young)
             assert young_row is not None and young_row.verdict == "unchecked"
@@ -332,16 +333,16 @@ async def test_tool_writes_are_fenced(store_config: Callable[..., Config], tmp_p
         await st.redis.delete(lease.LEASE_KEY.format(agent="demo"))
         newer = await lease.acquire(st, "demo", ttl_ms=5000)
         stale = ctx_for(config, st, fence=old.fence)
-        with pytest.raises(fences.StaleFence):
+        with pytest.raises(StaleFence):
             await epistemic.retract.handler(stale, **fields())
-        with pytest.raises(fences.StaleFence):
+        with pytest.raises(StaleFence):
             await epistemic.claim_probe.handler(stale, target="x", mode="missing")
         async with st.pg_conn() as conn:
             assert await conn.fetchval("SELECT COUNT(*) FROM retraction_ledger") == 0
             assert await conn.fetchval("SELECT COUNT(*) FROM claim_probe_records") == 0
         fresh = ctx_for(config, st, fence=newer.fence)
         out = await epistemic.retract.handler(fresh, **fields())
-        with pytest.raises(fences.StaleFence):
+        with pytest.raises(StaleFence):
             await epistemic.settle_falsifier.handler(stale, id=out["id"], verdict="upheld", outcome="x")
         await newer.release()
     finally:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ledgers import introspection
+from tests.support import sessions
 from tests.support.openai_server import ScriptedServer
 from tests.support.pg_count import CountingConnection, counted_pools
 from wake import stores
@@ -42,10 +43,12 @@ model = "scripted"
 # recorded, which also finds any rows left started, once Redis gave the lease; COMMIT), the
 # Cloister canary's read, which finds nothing new to audit and reads the open findings the
 # cloister block then shows (1), both previous wakes with the recent wakes the recent-wakes block
-# shows (1), and the row written settled, with its contents and its chain link, in one statement
-# that checks the fence (1). The claim's transaction and the row commit.
-WHISPER_TRIPS = 7
-WHISPER_COMMITS = 2
+# shows (1), the tier's last toxic flow, which the binding's is compared with (1: written only when it
+# changed), and the row written settled, with its contents and its chain link, in one statement
+# that checks the fence (1), then the tier's open incidents closed, none here (1, its own commit:
+# `wake.run.incidents`). The claim's transaction, the row and the close commit.
+WHISPER_TRIPS = 9
+WHISPER_COMMITS = 3
 # Two Redis round trips: the lease taken and released, one script each (Redis also counts the
 # commands the scripts run: SET NX and INCR, then GET and DEL).
 WHISPER_REDIS = {"eval": 2, "set": 1, "incr": 1, "get": 1, "del": 1}
@@ -68,8 +71,7 @@ async def _redis_calls(st: stores.Stores) -> dict[str, int]:
 async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config: Callable[..., Config]) -> None:
     with ScriptedServer() as server, counted_pools():
         config = store_config(agents=WHISPER_ONLY.format(url=server.url))
-        async with stores.connected(config) as st:
-            await session.prepare_schema(st)
+        async with sessions.ready_stores(config) as st:
             s = session.Session(config=config, stores=st, registry=session.build_registry(config))
             assert (await _whisper(s, 0)).status == "completed"  # the one model call
             for n in (1, 2):  # warm: the statement caches, the fence row
@@ -108,8 +110,7 @@ async def test_sixteen_whispers_at_once_cost_sixteen_times_one(store_config: Cal
     # than a third of the TTL).
     with ScriptedServer() as server, counted_pools():
         config = store_config(agents=_agents_at_once(server.url), WAKE_POSTGRES__POOL_MIN_SIZE="16", WAKE_POSTGRES__POOL_MAX_SIZE="16")
-        async with stores.connected(config) as st:
-            await session.prepare_schema(st)
+        async with sessions.ready_stores(config) as st:
             s = session.Session(config=config, stores=st, registry=session.build_registry(config))
             agents = sorted(config.agents)
 

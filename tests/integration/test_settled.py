@@ -11,11 +11,10 @@ import asyncpg
 import pytest
 
 from ledgers import actions, commitments, retractions, settled
+from tests.support import marked, sessions
 from tests.support.ledger_ctx import wake_ctx
-from wake import stores
 from wake.arrival import settled as settled_block
 from wake.config import Config
-from wake.run import session
 
 UTC = dt.UTC
 # 22:30 UTC on 22 October 2026 is 00:30 on 23 October in Stockholm (CEST, UTC+2).
@@ -23,7 +22,7 @@ AROUND_MIDNIGHT = dt.datetime(2026, 10, 22, 22, 30, tzinfo=UTC)
 
 
 def _lines(text: str) -> dict[str, str]:
-    return {line.split(":", 1)[0].split(" (")[0]: line for line in text.splitlines()[1:]}
+    return {line.split(":", 1)[0].split(" (")[0]: line for line in marked.plain(text).splitlines()[1:]}
 
 
 async def _seed_commitments(conn: asyncpg.Connection, n: int, now: dt.datetime) -> list[int]:
@@ -37,8 +36,7 @@ async def _seed_commitments(conn: asyncpg.Connection, n: int, now: dt.datetime) 
 async def test_six_open_commitments_render_three_of_six(store_config: Callable[..., Config]) -> None:
     config = store_config()
     now = dt.datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             ids = await _seed_commitments(conn, 7, now)
             await commitments.complete(conn, agent_id="demo", commitment_id=ids[0], completed_at=now, outcome="done early")
@@ -63,8 +61,7 @@ async def test_dates_render_as_stored_with_the_connection_at_utc_plus_2_around_m
     finally:
         await admin.close()
     config = store_config()  # agent demo: Europe/Stockholm
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             assert await conn.fetchval("SHOW timezone") == "Etc/GMT-2"
             await settled.record_state(conn, agent_id="demo", subject="timereport", state="reported: Kvällsskift 8 h",
@@ -84,8 +81,7 @@ async def test_dates_render_as_stored_with_the_connection_at_utc_plus_2_around_m
 async def test_actions_of_the_last_48_hours_with_the_exact_total(store_config: Callable[..., Config]) -> None:
     config = store_config()
     now = dt.datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             for hours in (1, 5, 20, 47, 49, 100):
                 await actions.record(conn, agent_id="demo", surface="chat", tool="add_commitment", summary=f"{hours} hours ago",
@@ -101,8 +97,7 @@ async def test_retractions_line_shows_the_newest_three_of_the_exact_total_dated_
 ) -> None:
     config = store_config()
     now = dt.datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         ctx = wake_ctx(config, st, now)
         empty = await settled_block.settled_facts(ctx)
         async with st.pg_conn() as conn:
@@ -119,8 +114,8 @@ async def test_retractions_line_shows_the_newest_three_of_the_exact_total_dated_
         full = await settled_block.settled_facts(ctx)
     assert _lines(empty.text)["Retractions"] == "Retractions: none"
     assert _lines(full.text)["Retractions"] == (
-        'Retractions (3 of 5, newest first): 2026-10-26 "claim 5" -> "correction 5" (unchecked); '
-        '2026-10-25 "claim 4" -> "correction 4" (unchecked); 2026-10-24 "claim 3" -> "correction 3" (unchecked)'
+        'Retractions (3 of 5, newest first): 2026-10-26 claim 5 -> correction 5 (unchecked); '
+        '2026-10-25 claim 4 -> correction 4 (unchecked); 2026-10-24 claim 3 -> correction 3 (unchecked)'
     )
 
 
@@ -136,8 +131,7 @@ async def test_settled_state_from_an_operator_source_and_a_failing_part_keeps_th
     agents = "\n[agents.demo]\ntimezone = \"Europe/Stockholm\"\nsettled_state_source = \"timereport\"\n[agents.demo.tiers.full]\nbinds = [\"wake\"]\n"
     config = store_config(SETTLED_SOURCE, agents=agents)
     now = dt.datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         ctx = wake_ctx(config, st, now)
         missing = await settled_block.settled_facts(ctx)  # the operator's table does not exist yet
         async with st.pg_conn() as conn:

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import marked, sessions
 from tests.support.ledger_ctx import wake_ctx
-from wake import stores
+from untrusted import render
 from wake.arrival import engine as arrival
 from wake.arrival import sources
 from wake.config import Config, load_config_file
 from wake.errors import ConfigError
-from wake.run import cycle, session
+from wake.run import cycle
 
 NOW = dt.datetime(2026, 11, 29, 22, 30, tzinfo=dt.UTC)  # 23:30 in Stockholm
 
@@ -63,8 +64,7 @@ sources = ["notes", "sneaky", "slow", "misnamed", "nothing", "clock"]
 
 async def test_operator_sources_render_or_fail_typed(store_config: Callable[..., Config]) -> None:
     config = store_config(SOURCES, agents=AGENTS)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as conn:
             await conn.execute("CREATE TABLE ops_notes (id serial PRIMARY KEY, agent text, body text)")
             await conn.execute("INSERT INTO ops_notes (agent, body) VALUES ('demo', 'a'), ('demo', 'b'), ('demo', 'c'), ('other', 'x')")
@@ -76,7 +76,8 @@ async def test_operator_sources_render_or_fail_typed(store_config: Callable[...,
     notes = blocks["notes"]
     assert notes.cache_tier is arrival.CacheTier.session
     assert (notes.retrieval, notes.result, notes.rows) == ("ok", "present", 3)
-    assert notes.text == "Ops notes:\n- a (full, 2026-11-29)\n- b (full, 2026-11-29)\n(2 of 3 shown)"
+    assert marked.plain(notes.text) == "Ops notes:\n- a (full, 2026-11-29)\n- b (full, 2026-11-29)\n(2 of 3 shown)"
+    assert notes.text.count(render.for_agent(ctx.agent_id).opening) == 6  # each text column is marked data
     sneaky = blocks["sneaky"]
     assert (sneaky.retrieval, sneaky.result) == ("failed", "unknown")
     assert "sql source 'sneaky' tried to write" in sneaky.text and "READ ONLY" in sneaky.text

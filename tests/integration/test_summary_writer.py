@@ -9,13 +9,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from surfaces import loader
+from tests.support import marked, sessions
 from tests.support.ledger_ctx import wake_ctx
-from wake import stores
 from wake.arrival import records
 from wake.config import Config
-from wake.run import session
 from wake.stores import lease
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
@@ -29,8 +28,7 @@ async def _call(ctx: Any, **arguments: Any) -> Any:
 
 async def test_fold_summary_writes_the_next_version_and_its_deltas_under_the_fence(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         held = await lease.acquire(st, "demo", ttl_ms=30_000)
         ctx = wake_ctx(config, st, NOW, fence=held.fence)
         first = await _call(ctx, aspect="presence", content="Writes late at night.")
@@ -45,7 +43,7 @@ async def test_fold_summary_writes_the_next_version_and_its_deltas_under_the_fen
         after = await records.living_summaries(wake_ctx(config, st, NOW))
         await newer.release()
     assert (first, second) == ({"aspect": "presence", "version": 1, "merged": 0}, {"aspect": "presence", "version": 2, "merged": 1})
-    assert "### presence (derived, v2, folded 2026-11-29 13:00)\nWrites late, and early on Sundays.\n" in shown.text
-    assert "What changed since the last fold (2026-11-29): Sunday mornings" in shown.text
+    assert "### presence (derived, v2, folded 2026-11-29 13:00)\nWrites late, and early on Sundays.\n" in marked.plain(shown.text)
+    assert "What changed since the last fold (2026-11-29): Sunday mornings" in marked.plain(shown.text)
     assert after.text == shown.text  # the stale fold wrote nothing
 

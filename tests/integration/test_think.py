@@ -13,7 +13,7 @@ import structlog
 
 from ledgers import actions, daybook, introspection
 from surfaces.registry import Registry
-from tests.support import think_tools, wakes
+from tests.support import marked, sessions, think_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion, error
 from wake import stores
 from wake.arrival import engine as arrival
@@ -77,8 +77,7 @@ def make_config(store_config: Callable[..., Config], server: ScriptedServer) -> 
 
 
 async def _wake(config: Config, tier: str = "surface", registry: Registry | None = None, **kw: Any) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, registry or session.build_registry(config), agent_id="demo", tier=tier, **kw)
 
 
@@ -91,7 +90,7 @@ async def _row(config: Config, wake_id: Any) -> introspection.WakeRecord:
 
 def _tool_answers(request_json: dict[str, Any]) -> list[dict[str, Any]]:
     return [
-        json.loads(m["content"]) if m["content"].startswith("{") else {"text": m["content"]}
+        json.loads(marked.plain(m["content"])) if marked.plain(m["content"]).startswith("{") else {"text": marked.plain(m["content"])}
         for m in request_json["messages"] if m["role"] == "tool"
     ]
 
@@ -171,7 +170,7 @@ async def test_handler_failure_timeout_and_oversized_result_become_tool_answers(
     server.push(completion(None, [("explode", {}), ("sleepy", {}), ("chatty", {})]), completion("Done despite it all."))
     o = await _wake(config)
     assert o.status == "completed", o.error
-    explode, sleepy, chatty = [m["content"] for m in server.requests[1].json["messages"] if m["role"] == "tool"]
+    explode, sleepy, chatty = [marked.plain(m["content"]) for m in server.requests[1].json["messages"] if m["role"] == "tool"]
     assert json.loads(explode)["error"] == "the tool failed: RuntimeError: kaboom"
     assert json.loads(sleepy)["error"] == "the tool timed out after 3.0s"
     assert chatty.startswith("x" * 200) and chatty.endswith("…[truncated: 200 of 1000 characters shown]")
@@ -202,7 +201,7 @@ async def test_tool_call_budget_and_the_repeat_breaker(make_config: Callable[...
     config = make_config(budget_toml="budget = { max_turns = 8, max_tool_calls = 2, max_output_tokens = 4096, max_cost_usd = 1.0 }")
     server.push(completion(None, [("local_time", {}), ("note_write", {"text": "a"}), ("note_write", {"text": "b"})]), completion("summary"))
     o = await _wake(config)
-    answers = [m["content"] for m in server.requests[1].json["messages"] if m["role"] == "tool"]
+    answers = [marked.plain(m["content"]) for m in server.requests[1].json["messages"] if m["role"] == "tool"]
     assert json.loads(answers[2])["error"] == "not run: this wake's tool-call budget is spent"
     assert server.requests[1].json["tool_choice"] == "none"
     assert (await _row(config, o.wake_id)).stop_reason == "max_tool_calls"
@@ -247,6 +246,31 @@ async def test_the_daily_cap_holds_across_wakes_and_resets_at_local_midnight(mak
     server.push(completion("a new day", cost=0.0006))
     fourth = await _wake(config, now=lambda: after_midnight)
     assert fourth.status == "completed" and fourth.final_text == "a new day" and len(server.requests) == 3
+
+
+async def test_the_daily_cap_survives_a_flush_of_redis_and_a_counter_behind_the_ledger(
+    make_config: Callable[..., Config], server: ScriptedServer,
+) -> None:
+    """Issue 41: the counter is a cache of the ledger. Spent to the cap, Redis flushed (a restart
+    without persistence), the next wake is still refused; so is one after a failover to a replica
+    whose counter missed the last INCRBY (a counter behind the ledger)."""
+    config = make_config(daily_cap="daily_cost_cap_usd = 0.001")
+    noon = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
+    server.push(completion("first", cost=0.0006), completion("second", cost=0.0006))
+    first = await _wake(config, now=lambda: noon)
+    second = await _wake(config, now=lambda: noon + dt.timedelta(minutes=5))
+    assert (first.status, second.status, len(server.requests)) == ("completed", "completed", 2)
+    key = budget.cost_key("demo", "Europe/Stockholm", noon)
+    async with stores.connected(config) as st:
+        await st.redis.flushall()
+    flushed = await _wake(config, now=lambda: noon + dt.timedelta(minutes=10))
+    async with stores.connected(config) as st:
+        rebuilt = int(await st.redis.get(key))
+        await st.redis.set(key, 100)  # a replica that missed the INCRBYs
+    behind = await _wake(config, now=lambda: noon + dt.timedelta(minutes=15))
+    assert (flushed.status, behind.status, len(server.requests)) == ("halted", "halted", 2)  # no model call after the cap
+    assert "daily cost cap reached ($0.0012 of $0.0010 today)" in (await _row(config, flushed.wake_id)).note
+    assert rebuilt == 1200
 
 
 async def test_a_failing_model_settles_the_wake_failed_never_empty(make_config: Callable[..., Config], server: ScriptedServer) -> None:
@@ -331,7 +355,7 @@ async def test_escalation_promotes_a_whisper_to_a_surface_wake(
 
 async def test_prefix_stability_only_the_clock_changed(make_config: Callable[..., Config], server: ScriptedServer, tmp_path: Path) -> None:
     config = make_config()
-    persona = Path(__file__).resolve().parents[2] / "config" / "agents" / "demo" / "persona.md"
+    persona = Path(__file__).resolve().parents[2] / "wake" / "config" / "default" / "agents" / "demo" / "persona.md"
     (tmp_path / "persona.md").write_text(persona.read_text() * 6)  # a persona of realistic length
     fixed = [sources.BUILTIN["identity"], _fixed_source("open_threads", arrival.CacheTier.session, "- reply to Ada"), sources.BUILTIN["clock"]]
     await _wake(config, source_list=fixed, now=lambda: T0)
@@ -352,8 +376,7 @@ async def test_a_wake_cancelled_mid_loop_keeps_what_it_spent_on_the_row(make_con
 
     config = make_config()
     server.push(completion(None, [("local_time", {})], cost=0.0003), Response(body=completion("too late").body, delay_s=1.5))
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         task = asyncio.create_task(wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface"))
 
         async def second_request() -> None:

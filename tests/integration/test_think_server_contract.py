@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from ledgers import daybook, introspection
-from tests.support import think_tools, wakes
+from tests.support import sessions, think_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion, error
 from wake import stores
 from wake.config import Config, ModelRoute
@@ -57,8 +57,7 @@ model = "scripted"
 
 
 async def _wake(config: Config) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ledgers import actions, introspection, transcripts
-from tests.support import think_tools, wakes
+from tests.support import marked, sessions, think_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import stores
 from wake.config import Config
@@ -62,8 +62,7 @@ model = "scripted"
 
 
 async def _wake(config: Config) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
 
 
@@ -136,7 +135,8 @@ async def test_a_json_answer_is_a_call_through_the_same_loop(make_config: Callab
     assert think_tools.CALLS == [("note_write", {"text": "saw the build pass"})]
     # the model's JSON goes back as it wrote it, the tool's answer as a user message
     assert second["messages"][-2] == {"role": "assistant", "content": json.dumps({"tool": "note_write", "arguments": {"text": "saw the build pass"}})}
-    assert second["messages"][-1] == {"role": "user", "content": 'The tool note_write answered:\n{"written": "saw the build pass"}'}
+    assert second["messages"][-1]["role"] == "user"  # the answer as marked data (untrusted.render), one span per line
+    assert marked.plain(second["messages"][-1]["content"]) == 'The tool note_write answered:\n{"written": "saw the build pass"}'
     row = await _row(config, o.wake_id)
     assert (row.turns, row.tool_calls, row.refusals, row.stop_reason) == (2, 1, 0, "done")
     assert row.final_text == o.final_text == "Wrote a note about the build."

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ledgers import introspection, transcripts
-from tests.support import think_tools, wakes
+from tests.support import marked, sessions, think_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import logs, stores
 from wake.config import Config
@@ -54,8 +54,7 @@ model = "scripted"
 
 
 async def _wake(config: Config) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
 
 
@@ -84,7 +83,7 @@ async def test_two_calls_are_recorded_with_arguments_answers_outcomes_and_the_ro
     calls = [(c.seq, c.turn, c.call_id, c.tool, c.outcome, c.answer_seq) for c, _, _ in stored.calls]
     assert calls == [(0, 1, "call_0", "local_time", "ok", 3), (1, 1, "call_1", "note_write", "ok", 4), (2, 2, "call_0", "not_bound", "refused", 6)]
     assert [json.loads(body or "") for _, _, body in stored.calls] == [{}, {"text": "all calm"}, {"x": 1}]
-    assert json.loads(bodies[4]["content"]) == {"written": "all calm"} and "refused" in bodies[6]["content"]
+    assert json.loads(marked.plain(bodies[4]["content"])) == {"written": "all calm"} and "refused" in bodies[6]["content"]
     assert all(c.latency_ms >= 0 for c, _, _ in stored.calls)
     # the root follows from the records, the chain covers it, and the audit finds nothing
     assert row["transcript_root"] == transcripts.root_of([m for m, _, _ in stored.messages], [c for c, _, _ in stored.calls])
@@ -97,12 +96,14 @@ async def test_two_calls_are_recorded_with_arguments_answers_outcomes_and_the_ro
     # the console's wake page reads the same records: each assistant turn with the calls it made
     async with stores.connected(config) as st, st.pg_conn() as conn:
         turns = await console_data.transcript(conn, o.wake_id, row)
-    shown = [(t["role"], [(c["name"], c["arguments"], c["outcome"]) for c in t["calls"]]) for t in turns]
+    # (labelled by the model turn, not the message's place; each answer once, under its call: no `tool` section)
+    shown = [(t["label"], [(c["name"], c["arguments"], c["outcome"]) for c in t["calls"]]) for t in turns]
     assert shown == [
-        ("system", []), ("user", []), ("assistant", [("local_time", {}, "ok"), ("note_write", {"text": "all calm"}, "ok")]),
-        ("tool", []), ("tool", []), ("assistant", [("not_bound", {"x": 1}, "refused")]), ("tool", []), ("assistant", []),
+        ("system", []), ("user", []), ("turn 1 · assistant", [("local_time", {}, "ok"), ("note_write", {"text": "all calm"}, "ok")]),
+        ("turn 2 · assistant", [("not_bound", {"x": 1}, "refused")]), ("turn 3 · assistant", []),
     ]
     assert turns[2]["calls"][1]["answer"] is not None and "all calm" in turns[2]["calls"][1]["answer"]
+    assert sum("all calm" in (t["text"] + "".join(str(c["answer"]) for c in t["calls"])) for t in turns) == 1
 
 
 async def test_bodies_are_capped_with_the_cap_stated_and_redacted_by_the_log_rules(config: Config, server: ScriptedServer) -> None:
@@ -153,6 +154,5 @@ async def test_a_wake_that_calls_no_model_has_no_transcript(store_config: Callab
 
 
 async def _wake_plain(config: Config) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="whisper")

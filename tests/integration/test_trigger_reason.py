@@ -7,11 +7,10 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from wake import clock, stores
+from tests.support import daemons, sessions
+from wake import clock
 from wake.config import Config
-from wake.daemon import control, notify
-from wake.daemon import service as daemon
-from wake.run import session
+from wake.daemon import control
 
 
 async def test_a_cancelled_manual_wake_reports_the_rows_reason(store_config: Callable[..., Config], tmp_path: Path) -> None:
@@ -21,10 +20,8 @@ async def test_a_cancelled_manual_wake_reports_the_rows_reason(store_config: Cal
     script.chmod(0o755)
     agents = f'[agents.demo]\n[agents.demo.tiers.surface]\nbinds = ["wake.whisper"]\nprecheck = ["{script}"]\nprecheck_timeout_s = 120\n'
     config = store_config(agents=agents)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False)
-        d.session = session.Session(config=config, stores=st, registry=session.build_registry(config))
+    async with sessions.ready_session(config) as s:
+        d, st = daemons.in_process(s), s.stores
         req = await control.request_wake(st.redis, "demo", "surface", clock.now())
         popped = await control.next_request(st.redis, 5)
         assert popped == req

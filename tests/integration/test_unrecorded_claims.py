@@ -1,7 +1,7 @@
 """A one-shot (`wake at`) or a `wake trigger` request taken by a process that dies before its row
 still gets its one row, `failed` (claimed, never run): from the daemon that starts next on the
-same host (the claimer's pid is dead: `claim.record_dead_claims`), or from any replica once a
-claimer elsewhere has stopped beating (`wake.run.orphans`, `wake.daemon.orphans`). The claimers here are real processes on the real
+same host (the claimer's pid is dead: `unrun.dead_claims`), or from any replica once a
+claimer elsewhere has stopped beating (`wake.run.unrun`, `wake.daemon.dead_claimers`). The claimers here are real processes on the real
 claim path, stalled at a scripted point and killed with SIGKILL."""
 
 from __future__ import annotations
@@ -13,27 +13,19 @@ import sys
 import textwrap
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 import structlog
 
 from ledgers import controls, introspection
+from tests.support import agents, daemons
 from tests.support.daemon_proc import REPO
-from wake import clock, stores
+from wake import clock
 from wake.config import Config
-from wake.daemon import control, notify, schedule
+from wake.daemon import control
 from wake.daemon import service as daemon
-from wake.run import session
 
-AGENTS = """
-[agents.demo]
-timezone = "Europe/Stockholm"
-
-[agents.demo.tiers.whisper]
-every = "15m"
-binds = ["wake.whisper"]
-"""
+AGENTS = agents.toml(tiers={"whisper": 'every = "15m"\nbinds = ["wake.whisper"]'})
 DAEMON = "[daemon]\nlease_ttl_s = 30\nheartbeat_s = 0.5\n"
 
 # A real claimer: the claim path of `wake at` (`claim.run` with the replica's claim), stalled at
@@ -80,7 +72,7 @@ TAKER = textwrap.dedent("""
         config = wake_config.load_config_file(Path(path), environ={})
         async with stores.connected(config) as st:
             d = service.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False)
-            d.session = session.Session(config=config, stores=st, registry=session.build_registry(config))
+            d.open(session.Session(config=config, stores=st, registry=session.build_registry(config)))
             cycle.run_wake = stall
             print("@@", d.replica_id, flush=True)
             await d._trigger_loop()
@@ -110,17 +102,7 @@ async def _line(child: asyncio.subprocess.Process) -> str:
 
 @pytest.fixture
 async def opened(store_config: Callable[..., Config]) -> AsyncIterator[Callable[..., daemon.Daemon]]:
-    config = store_config(DAEMON, agents=AGENTS)
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        registry = session.build_registry(config)
-
-        def make(**kw: Any) -> daemon.Daemon:
-            d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False, **kw)
-            d.session = session.Session(config=config, stores=st, registry=registry)
-            d.schedules = {(s.agent_id, s.tier): s for s in schedule.all_schedules(config)}
-            return d
-
+    async with daemons.factory(store_config(DAEMON, agents=AGENTS)) as make:
         yield make
 
 

@@ -18,8 +18,8 @@ import structlog
 from codecheck import anchors, workspace
 from ledgers import facts
 from surfaces import epistemic, ledger_tools
-from surfaces.epistemic import ToolInputError
-from tests.support import gitrepo, ledger_ctx, wakes
+from surfaces.errors import ToolInputError
+from tests.support import gitrepo, ledger_ctx, marked, wakes
 from wake import stores
 from wake.arrival import code_check
 from wake.config import Config
@@ -98,7 +98,7 @@ async def _fact(st: stores.Stores, key: str, value: str, anchors: list[dict[str,
 def _block(outcome: cycle.WakeOutcome, name: str) -> str:
     block = next(b for b in outcome.blocks if b.name == name)
     assert block.retrieval == "ok", block.reason
-    return block.text
+    return marked.plain(block.text)
 
 
 async def _count(st: stores.Stores, sql: str, *args: Any) -> int:
@@ -127,11 +127,11 @@ async def test_the_facts_block_leaves_refuted_facts_out_and_records_one_retracti
     assert lines[0].startswith("Facts (3 of 4 active")
     assert "redis" not in text and "memcached" not in text  # the refuted fact and its chain are out
     index = next(line for line in lines if " index: " in line)
-    assert index.endswith(f"{{verified @{head[:8]}}}")
+    assert index.endswith(f"⟦verified @{head[:8]}⟧")
     broken = next(line for line in lines if " broken: " in line)
-    assert f"{{inconclusive @{head[:8]}: " in broken and "app/broken.py was skipped" in broken
+    assert f"⟦inconclusive @{head[:8]}: " in broken and "app/broken.py was skipped" in broken
     # no code anchor: shown marked, never bare (nothing was checked, and nothing is recorded for it)
-    assert "- (did, 30 Nov 2026) docs: the docs are online [url: https://example.org] {inconclusive (no code anchor)}" in lines
+    assert "- ⟦did, 30 Nov 2026⟧ docs: the docs are online ⟦url https://example.org⟧ ⟦inconclusive (no code anchor)⟧" in lines
 
     checks = "SELECT count(*) FROM fact_checks WHERE agent_id = 'demo' AND wake_id = $1"
     assert await _count(st, checks, first.wake_id) == 3
@@ -159,12 +159,12 @@ async def test_a_moved_head_is_followed_once_its_ttl_has_passed(opened: tuple[Co
     config, st, head = opened
     sqlite = await _fact(st, "index", "the cache's get opens sqlite3", SQLITE)
     first = await wakes.run(config, st, agent_id="demo", tier="whisper")
-    assert f"{{verified @{head[:8]}}}" in _block(first, "provenance_facts")
+    assert f"⟦verified @{head[:8]}⟧" in _block(first, "provenance_facts")
 
     moved = gitrepo.commit(st.config.base_dir / "repo", {"app/cache.py": "import json\n\ndef get(k):\n    return json.loads(k)\n"})
     clock.t += 10  # within the 30 s TTL: HEAD is not resolved again
     within = await wakes.run(config, st, agent_id="demo", tier="whisper")
-    assert f"{{verified @{head[:8]}}}" in _block(within, "provenance_facts")
+    assert f"⟦verified @{head[:8]}⟧" in _block(within, "provenance_facts")
 
     clock.t += 25  # 35 s after HEAD was resolved: the next read sees the new commit
     after = _block(await wakes.run(config, st, agent_id="demo", tier="whisper"), "provenance_facts")
@@ -184,7 +184,7 @@ async def test_a_workspace_that_is_not_a_repository_leaves_facts_inconclusive(
     await _fact(st, "index", "the cache's get opens sqlite3", SQLITE)
     text = _block(await wakes.run(config, st, agent_id="demo", tier="whisper"), "provenance_facts")
     assert "0 verified, 0 refuted (left out), 1 inconclusive" in text
-    assert "{inconclusive: could not check: " in text and "is not a git repository" in text and "verified @" not in text
+    assert "⟦inconclusive: could not check: " in text and "is not a git repository" in text and "verified @" not in text
 
 
 async def test_a_retraction_naming_a_fact_refutes_it_and_the_settled_block_shows_it(
@@ -216,7 +216,7 @@ async def test_a_retraction_naming_a_fact_refutes_it_and_the_settled_block_shows
 
     outcome = await wakes.run(config, st, agent_id="demo", tier="whisper")
     settled = _block(outcome, "settled_facts")
-    assert '"the canary left no artifacts" -> "it left probe.txt" (unchecked; fact canary refuted)' in settled
+    assert 'the canary left no artifacts -> it left probe.txt (unchecked; fact canary refuted)' in settled
     facts_text = _block(outcome, "provenance_facts")
     assert "canary" not in facts_text and "shift: the evening shift starts at 15:00" in facts_text
 
@@ -239,7 +239,7 @@ async def test_remember_fact_takes_typed_anchors_and_infers_from_prose_only_with
     assert stored["plain"] == "[]"
     text = _block(await wakes.run(config, st, agent_id="demo", tier="whisper"), "provenance_facts")
     path_line = next(line for line in text.splitlines() if " path: " in line)
-    assert f"{{inconclusive @{head[:8]}: " in path_line  # an inferred anchor reports and never decides
+    assert f"⟦inconclusive @{head[:8]}: " in path_line  # an inferred anchor reports and never decides
     assert all(r["fact_id"] for r in (typed, prose, plain))
     # the write path asks for anchors: a fact stored without one is told how it will be shown
     assert "code_anchors" not in typed
@@ -271,7 +271,7 @@ async def test_the_window_is_chosen_after_the_check_and_no_fact_is_shown_bare(
 ) -> None:
     config, st, head = opened
     unanchored = await _fact(st, "queue", "background jobs run on Celery", [], )
-    true = [await _fact(st, f"true{i}", f"get opens sqlite3 ({i})", SQLITE) for i in range(3)]
+    true = [await _fact(st, f"true{i}", f"get opens sqlite3 (copy {'abc'[i]})", SQLITE) for i in range(3)]
     async with st.pg_conn() as conn, conn.transaction():  # newer than the true ones: they would take every place
         false = [(await facts.remember(conn, agent_id="demo", key=f"false{i}", value=f"the cache uses redis ({i})", origin="did",
                                        recorded_at=NOW + dt.timedelta(minutes=i + 1), anchors=REDIS)).fact_id for i in range(12)]
@@ -279,9 +279,9 @@ async def test_the_window_is_chosen_after_the_check_and_no_fact_is_shown_bare(
     lines = first.splitlines()
     assert lines[0].startswith("Facts (4 of 16 active")
     assert f"code anchors checked at HEAD {head[:8]}: 3 verified, 12 refuted (left out), 1 inconclusive (1 with no code anchor)" in lines[0]
-    assert "redis" not in first and sum(f"{{verified @{head[:8]}}}" in line for line in lines) == 3
+    assert "redis" not in first and sum(f"⟦verified @{head[:8]}⟧" in line for line in lines) == 3
     queue = next(line for line in lines if " queue: " in line)
-    assert queue.endswith("{inconclusive (no code anchor)}")  # never bare
+    assert queue.endswith("⟦inconclusive (no code anchor)⟧")  # never bare
     reality = "SELECT count(*) FROM retraction_ledger WHERE agent_id = 'demo' AND caught_by = 'reality'"
     assert await _count(st, reality) == 12
     per_fact = "SELECT count(*) FROM fact_checks WHERE fact_id = $1"
@@ -317,5 +317,35 @@ async def test_a_starved_budget_keeps_every_fact_refuted_before_out_and_the_bloc
     assert [await _count(st, "SELECT count(*) FROM fact_checks WHERE fact_id = $1", f) for f in refuted] == [1] * 11
     assert "11 refuted (left out)" in text.splitlines()[0]
     huge_line = next(line for line in text.splitlines() if " huge: " in line)
-    assert len(huge_line) <= code_check.LINE_CHARS + code_check.LABEL_CHARS + 10 and "characters)" in huge_line
+    assert len(huge_line) <= facts.LINE_CHARS_MAX + code_check.LABEL_CHARS + 10 and "…" in huge_line and "⟦3994 more anchors⟧" in huge_line
     assert len(text) < 20_000
+
+
+async def test_the_fact_tools_refuse_a_lookalike_and_name_what_no_anchor_covers(
+    opened: tuple[Config, stores.Stores, str], clock: Clock,
+) -> None:
+    """Issue 39: `absent import sqlіte3` (a Cyrillic "і") would verify "the cache never uses
+    sqlite3" and render the same; the tool refuses it in one line naming both, and writes nothing.
+    A value wider than its anchors is stored, and the answer names what no anchor covers; the
+    arrival marks it partly anchored, not settled."""
+    config, st, head = opened
+    recorded = await wakes.run(config, st, agent_id="demo", tier="whisper")
+    ctx = ledger_ctx.wake_ctx(config, st, NOW, tier="surface", wake_id=recorded.wake_id)
+    fake = [{"type": "absent", "anchor": {"type": "import", "ref": "sql\u0456te3", "where": "app/cache.py"}}]
+    with pytest.raises(ValueError, match=r"anchors\[0\] \(import\): 'sql\u0456te3' \(U\+0456 at 3\) looks like 'sqlite3'") as refused:
+        await ledger_tools.remember_fact.handler(ctx, key="nosql", value="the cache never uses sqlite3", origin="did", anchors=fake)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(ValueError, match="looks like 'cache'"):
+        await ledger_tools.remember_fact.handler(ctx, key="x", value="x", origin="did",
+                                                 anchors=[{"type": "symbol", "ref": "app.c\u0430che.get"}])
+    assert await _count(st, "SELECT count(*) FROM facts") == 0  # refusals wrote nothing
+    wide = await ledger_tools.remember_fact.handler(ctx, key="get", value="`get(key, timeout)` opens sqlite3 with a 30 s timeout",
+                                                    origin="did", anchors=SQLITE)
+    assert wide["not_checked"].startswith("key, timeout, 30 not checked: ")
+    exact = await ledger_tools.remember_fact.handler(ctx, key="get2", value="get opens sqlite3", origin="did", anchors=SQLITE)
+    assert "not_checked" not in exact
+    lines = _block(await wakes.run(config, st, agent_id="demo", tier="whisper"), "provenance_facts").splitlines()
+    assert "1 verified, 1 partly anchored (not settled), 0 refuted" in lines[0]
+    assert next(line for line in lines if " get: " in line).endswith(f"⟦partly anchored @{head[:8]} (key, timeout, 30 not checked)⟧")
+    async with st.pg_conn() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM fact_checks WHERE status = 'partly'") == 1

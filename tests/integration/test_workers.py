@@ -4,6 +4,7 @@ under this worker's base temporary directory, and the template database is named
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import asyncpg
@@ -35,3 +36,39 @@ async def test_this_workers_engines_and_template_are_its_own(
     if not os.environ.get("WAKE_TEST_PG_DSN"):
         assert names == [conftest.TEMPLATE_DB]  # an embedded server serves one worker
     assert Path(os.environ["XDG_STATE_HOME"]).resolve().is_relative_to(basetemp)  # the scrubbed homes too
+
+
+async def test_a_second_root_session_resetting_pytests_root_leaves_this_sessions_engines_running(
+    pg_server_dsn: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """What every new pytest session as root does to `<tmp>/pytest-of-root` (mode 0700 again) must
+    not reach this session's PostgreSQL, which runs as pgserver's user (tests/support/basetemp.py)."""
+    if os.geteuid() != 0 or os.environ.get("WAKE_TEST_PG_DSN"):
+        pytest.skip("only a root session's embedded PostgreSQL runs as another user")
+    basetemp = tmp_path_factory.getbasetemp().resolve()
+    pytests_root = Path(tempfile.gettempdir()).resolve() / "pytest-of-root"
+    assert not basetemp.is_relative_to(pytests_root), basetemp
+    pytests_root.mkdir(mode=0o700, exist_ok=True)
+    pytests_root.chmod(0o700)  # as a second session's getbasetemp() does
+    conn = await asyncpg.connect(pg_server_dsn)
+    try:
+        # a new backend reads its data directory: it must still be reachable
+        assert await conn.fetchval("SELECT count(*) FROM pg_class WHERE relname = 'pg_class'") == 1
+        await conn.execute("CREATE TEMP TABLE reach (x int)")
+        await conn.execute("CHECKPOINT")
+    finally:
+        await conn.close()
+
+
+def test_old_runs_are_pruned_and_live_ones_kept(tmp_path: Path) -> None:
+    from tests.support import basetemp as test_basetemp
+
+    dead = 2 ** 22 + 12345  # above the default pid_max: no such process
+    for i, pid in enumerate([os.getppid(), dead, dead + 1, dead + 2, dead + 3]):
+        run = tmp_path / f"run-{pid}-0"
+        run.mkdir()
+        os.utime(run, (1_000_000 + i, 1_000_000 + i))
+    (tmp_path / "not-a-run").mkdir()
+    removed = test_basetemp.prune(tmp_path, keep=2)
+    assert sorted(p.name for p in removed) == [f"run-{dead}-0", f"run-{dead + 1}-0"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["not-a-run", f"run-{os.getppid()}-0", f"run-{dead + 2}-0", f"run-{dead + 3}-0"])

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ledgers import context_events, daybook, introspection
-from tests.support import wakes
+from tests.support import sessions, wakes
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.recording_proxy import Exchange, RecordingProxy
 from wake import stores
@@ -77,8 +77,7 @@ def _tier(tier: str, binds: str, route: str = "llama", budget: str = SMALL, extr
 
 
 async def _wake(config: Config, tier: str, **kw: Any) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier=tier, **kw)
 
 
@@ -175,7 +174,8 @@ async def test_the_prompt_never_exceeds_the_context_window(
     proxy.max_tokens_cap = 64  # the room asked for is recorded; the server need not fill it
     # A persona that takes the first prompt past half of the window: the estimate (2.5 bytes a
     # token, these tokenize at 3.4-3.9) still leaves room, the exact count leaves the rest.
-    persona = "I keep the lease ledger honest and answer Ada within the hour. " * 40
+    # (32 times, not 40, since the spotlighting marks and their system note came into the prompt)
+    persona = "I keep the lease ledger honest and answer Ada within the hour. " * 32
     (tmp_path / "persona.md").write_text(persona)
     o = await _wake(config, "full")
     row = await _row(config, o.wake_id)

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from ledgers import actions, fences, introspection
-from tests.support import wakes
+from tests.support import marked, sessions, wakes
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.recording_proxy import Exchange, RecordingProxy
 from wake import stores
@@ -51,7 +51,8 @@ def make_config(store_config: Callable[..., Config], proxy: RecordingProxy, llam
     live = llama_server_info
 
     def make(*, binds: str = LIVE, choice: str = 'tool_choice = { first = "required", later = "auto" }',
-             budget: str = "budget = { max_turns = 3, max_tool_calls = 2, max_output_tokens = 160, max_cost_usd = 1.0 }") -> Config:
+             budget: str = "budget = { max_turns = 3, max_tool_calls = 2, max_output_tokens = 160, max_cost_usd = 1.0 }",
+             sources: str = "") -> Config:
         extra = f"""[tools]
 surfaces = ["live", "live_write"]
 modules = ["tests.support.live_tools"]
@@ -77,6 +78,7 @@ binds = {binds}
 model = "llama_json"
 {choice}
 {budget}
+{sources}
 """
         return store_config(extra, agents=agents)
 
@@ -84,8 +86,7 @@ model = "llama_json"
 
 
 async def _wake(config: Config, **kw: Any) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+    async with sessions.ready_stores(config) as st:
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface", **kw)
 
 
@@ -133,7 +134,7 @@ async def test_a_required_first_turn_calls_a_bound_tool_and_the_loop_goes_on_to_
     second = mine[1].request["messages"]
     assert second[-2] == {"role": "assistant", "content": mine[0].choice["message"]["content"]}
     assert second[-1]["role"] == "user" and second[-1]["content"].startswith(f"The tool {first.tool} answered:\n")
-    assert "error" not in json.loads(second[-1]["content"].split("\n", 1)[1])  # it ran: the answer is the tool's
+    assert "error" not in json.loads(marked.plain(second[-1]["content"].split("\n", 1)[1]))  # it ran: the answer is the tool's
     row = await _row(config, o.wake_id)
     _usage_agrees(row, mine)
     # a later turn's answer may be cut by what is left of the wake's output budget: that one, and only

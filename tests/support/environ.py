@@ -1,8 +1,8 @@
 """The test session's environment: what the code under test would read from the user's is removed.
 
 `wake` reads its configuration and its stores from the environment (`WAKE_STATE_DIR`,
-`WAKE_CONFIG`, `WAKE_<SECTION>__<KEY>`, `DATABASE_URL`, `PG*`, `REDIS_URL`, `NEO4J_*`, the XDG base
-directories, systemd's `STATE_DIRECTORY` and `CREDENTIALS_DIRECTORY`, `NOTIFY_SOCKET`). A user
+`WAKE_CONFIG`, `WAKE_<SECTION>__<KEY>`, `DATABASE_URL`, `PG*`, `REDIS_URL`, `NEO4J_*`, `OTEL_*`
+(traces), the XDG base directories, systemd's `STATE_DIRECTORY` and `CREDENTIALS_DIRECTORY`, `NOTIFY_SOCKET`). A user
 who exports any of them (the README documents `WAKE_STATE_DIR`) must not see the suite read their
 state or write into it, so `tests/conftest.py` calls `scrub` before any test module is collected.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 KEPT = re.compile(r"^WAKE_(TEST|REQUIRE|CI|EXT)_[A-Z0-9_]+$|^WAKE_[A-Z0-9]+_CACHE$")
 # What the loader, the stores and the daemon read.
 READ_BY_WAKE = re.compile(
-    r"^(WAKE_|PG|NEO4J_|XDG_)|^(REDIS_URL|DATABASE_URL|STATE_DIRECTORY|CREDENTIALS_DIRECTORY|NOTIFY_SOCKET|WATCHDOG_USEC|WATCHDOG_PID)$"
+    r"^(WAKE_|PG|NEO4J_|XDG_|OTEL_)|^(REDIS_URL|DATABASE_URL|STATE_DIRECTORY|CREDENTIALS_DIRECTORY|NOTIFY_SOCKET|WATCHDOG_USEC|WATCHDOG_PID)$"
 )
 
 

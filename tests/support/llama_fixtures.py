@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.support import llama_server
+from wake.errors import ModelUnavailable
 
 LIVE_CTX = 8192  # a surface wake's first prompt is about 3,600 tokens here (11 tools)
 
@@ -70,7 +71,7 @@ def llama_server_info(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live
         template = llama_server.tool_template(llama_server.default_cache_dir())
         server = llama_server.LlamaServer(tmp_path_factory.mktemp("llama"), binary=binary, model=model, ctx=LIVE_CTX, chat_template=template)
         server.start()
-    except (RuntimeError, TimeoutError, OSError) as exc:
+    except (ModelUnavailable, OSError) as exc:
         _unavailable(f"it did not build or start: {exc}")
         raise  # unreachable
     try:

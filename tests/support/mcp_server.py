@@ -1,6 +1,8 @@
 """An MCP server of our own on the SDK's server API, for the tests: it can be told to change a
 description between runs, crash mid-call, hang, return 5 MB, emit tools/list_changed, collide on
-a name or list a name too long. `python -m tests.support.mcp_server [--http PORT] [--state DIR] [--collide] [--long]`.
+a name or list a name too long, or serve extra tools with the annotations a test gives (`--annotated
+NAME=HINTS`, HINTS a comma list of `ro`, `rw`, `open`, `closed`, or `none`: no annotations).
+`python -m tests.support.mcp_server [--http PORT] [--state DIR] [--collide] [--long] [--annotated NAME=HINTS ...]`.
 
 `--state DIR` holds what a test changes between runs and what the server leaves for it to see:
 `description` (the echo tool's description, read at every listing), `cancelled` (written when a
@@ -14,6 +16,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
@@ -74,7 +77,25 @@ class Behaviours:
 LONG_NAME = "a_tool_whose_name_is_long_enough_to_overflow"  # 44 characters: over 64 once namespaced by a long server name
 
 
-def build(state: Path | None, collide: bool, long: bool = False) -> MCPServer:
+_HINTS = {"ro": ("read_only_hint", True), "rw": ("read_only_hint", False), "open": ("open_world_hint", True), "closed": ("open_world_hint", False)}
+
+
+def annotated(text: str) -> tuple[str, ToolAnnotations | None]:
+    """`NAME=HINTS` as the tool's name and its annotations (`none`: the tool has no annotations)."""
+    name, _, hints = text.partition("=")
+    if hints == "none":
+        return name, None
+    return name, ToolAnnotations(**dict(_HINTS[h] for h in hints.split(",")))
+
+
+def _answering(name: str) -> Any:
+    def answer(text: str = "") -> str:
+        return f"{name}: {text}"
+
+    return answer
+
+
+def build(state: Path | None, collide: bool, long: bool = False, extra: tuple[str, ...] = ()) -> MCPServer:
     server = MCPServer("wake-test", version="1.0.0")
     b = Behaviours(server, state)
     server.add_tool(b.echo, name="echo", description=b.description(), annotations=READ_ONLY)
@@ -88,6 +109,9 @@ def build(state: Path | None, collide: bool, long: bool = False) -> MCPServer:
         server.add_tool(lambda: "underscored", name="get_item", description="The same name once namespaced.", annotations=READ_ONLY)
     if long:
         server.add_tool(lambda: "long", name=LONG_NAME, description="A name too long once namespaced.", annotations=READ_ONLY)
+    for text in extra:
+        name, annotations = annotated(text)
+        server.add_tool(_answering(name), name=name, description=f"The test's annotated tool {name}.", annotations=annotations)
     return server
 
 
@@ -97,8 +121,9 @@ def main() -> None:
     parser.add_argument("--state", type=Path, default=None)
     parser.add_argument("--collide", action="store_true")
     parser.add_argument("--long", action="store_true")
+    parser.add_argument("--annotated", action="append", default=[])
     args = parser.parse_args()
-    server = build(args.state, args.collide, args.long)
+    server = build(args.state, args.collide, args.long, tuple(args.annotated))
     if args.http is not None:
         asyncio.run(server.run_streamable_http_async(host="127.0.0.1", port=args.http))
     else:

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import atexit
 import fcntl
 import functools
 import os
@@ -21,9 +20,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 
 from tests.support import processes
+from wake.model.child import ChildServer
 
 NEO4J_VERSION = "5.26.30"
 _DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies"
@@ -97,8 +96,10 @@ def _mvn_copy(version: str, dest: Path, lib: Path) -> None:
         out.rename(lib)
 
 
-class Neo4jServer:
+class Neo4jServer(ChildServer):
     """One Neo4j Community server process with its own home under `work_dir`."""
+
+    stop_timeout_s = 30
 
     def __init__(self, work_dir: Path, lib_dir: Path | None = None,
                  cache_dir: Path | None = None, port: int | None = None) -> None:
@@ -108,14 +109,11 @@ class Neo4jServer:
         self.port = port or 0
         self.home = self.work_dir / "neo4j-home"
         self.log_path = self.home / "logs" / "console.log"
-        self._proc: subprocess.Popen[bytes] | None = None
+        super().__init__()
 
     @property
     def uri(self) -> str:
         return f"bolt://127.0.0.1:{self.port}"
-
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def _write_conf(self) -> Path:
         dirs = ("data", "logs", "plugins", "import", "run", "licenses")
@@ -154,14 +152,7 @@ class Neo4jServer:
         conf_dir = self._write_conf()
         cmd = ["java", *_JVM_OPTS, "-cp", f"{self._lib_dir}/*", _ENTRY_POINT,
                f"--home-dir={self.home}", f"--config-dir={conf_dir}"]
-        # PDEATHSIG follows the starting *thread*: only use it from the main thread
-        on_main = threading.current_thread() is threading.main_thread()
-        on_main = on_main and sys.platform == "linux"
-        with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True,
-                                          preexec_fn=processes.die_with_parent if on_main else None)
-        atexit.register(self.stop)
+        self._spawn(cmd)
         try:
             self._wait_ready(time.monotonic() + timeout_s)
         except BaseException:
@@ -202,24 +193,6 @@ class Neo4jServer:
                 parts.append(f"--- tail of {p} ---\n" + "\n".join(tail))
         return "\n".join(parts) or "(no log written)"
 
-    def stop(self, timeout_s: float = 30) -> None:
-        proc, self._proc = self._proc, None
-        atexit.unregister(self.stop)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-    def __enter__(self) -> Neo4jServer:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from ledgers import actions
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
 from wake.run import cycle
@@ -29,7 +29,7 @@ _think = cycle.think
 
 async def _write_action(ctx: Any) -> None:
     try:
-        async with ctx.write() as conn:
+        async with ctx.harness_write() as conn:  # last_actions: the harness's record (control plane)
             await actions.record(
                 conn, agent_id=ctx.agent_id, surface=f"wake.{ctx.tier}", tool="slow_think", summary="thought slowly",
                 arguments={}, wake_id=ctx.wake_id, fence=ctx.fence, acted_at=clock.now(),

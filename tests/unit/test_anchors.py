@@ -48,7 +48,7 @@ def test_each_kind_parses_to_its_typed_form_and_back() -> None:
     ({"type": "absent", "anchor": {"type": "absent", "anchor": {"type": "file", "ref": "x"}}}, r"not another absent"),
     ({"type": "absent", "anchor": {"type": "message", "ref": "x"}}, r"\(absent message 'x'\): absent wraps a code anchor"),
     ({"type": "absent", "anchor": {"type": "file", "ref": "x", "inferred": True}}, r"unknown key 'inferred'"),
-    ({"type": "hunch", "ref": "x"}, r"anchors\[0\] \(hunch 'x'\): type must be one of file, import"),
+    ({"type": "hunch", "ref": "x"}, r"anchors\[0\] \(hunch 'x'\): type must be one of file, dir, import"),
     ({"type": "file", "ref": "  "}, r"needs a non-empty string ref"),
     ({"type": "env", "ref": "HOME", "inferred": "yes"}, r"inferred must be true or false"),
     ("not an object", r"anchors\[0\] \(str\): must be an object"),

@@ -10,7 +10,8 @@ import mcp_types
 import pytest
 
 from surfaces import capability, mcp
-from surfaces.registry import DeclarationError, Registry, tool
+from surfaces.errors import DeclarationError
+from surfaces.registry import Registry, tool
 from wake.witness import manifest
 
 _NONE: dict[str, Any] = {"type": "object", "properties": {}}

@@ -106,3 +106,11 @@ def test_an_empty_or_punctuation_only_value_is_never_attested() -> None:
 @pytest.mark.parametrize("word", sorted(["and", "och", "the", "att", "is", "är"]))
 def test_the_documented_stop_words_are_in_the_list(word: str) -> None:
     assert word in attestation.STOP_WORDS
+
+
+def test_invisible_characters_and_look_alikes_compare_as_the_letters_they_imitate() -> None:
+    message = "The storage box in the basement is number 14."
+    assert attest("storage box in the base\u200bment", message).attested  # a zero-width space splits no word
+    assert attest("st\u043erage b\u043ex in the basement", message).attested  # Cyrillic о
+    assert attest("\uff53\uff54\uff4f\uff52\uff41\uff47\uff45 box in the basement", message).attested  # fullwidth
+    assert not attest("storage box in the attic", "The storage box is in the basement.").how == "contained"

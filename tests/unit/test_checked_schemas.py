@@ -14,7 +14,8 @@ import pytest
 
 from surfaces import loader
 from surfaces.checked_schemas import CheckedSchemas
-from surfaces.registry import DeclarationError, Registry, Tool
+from surfaces.errors import DeclarationError
+from surfaces.registry import Registry, Tool
 
 BAD = {"type": "object", "properties": {"x": {"type": "nonsense"}}}
 GOOD = {"type": "object", "properties": {"x": {"type": "string"}}}

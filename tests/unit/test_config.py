@@ -148,7 +148,7 @@ def test_default_schedules_and_hash(write_config: Callable[..., Path]) -> None:
 
 def test_shipped_configs_are_valid() -> None:
     root = Path(__file__).resolve().parents[2] / "config"
-    default = wake_config.load_config_file(root / "wake.toml", environ={})
+    default = wake_config.load_config_file(wake_config.EMBEDDED_DEFAULT, environ={})
     assert set(default.agents["demo"].tiers) == {"whisper", "surface", "full"}
     assert all(p.is_file() for p in default.persona_paths("demo"))
     example = wake_config.load_config_file(root / "wake.example.toml", environ={})

@@ -36,6 +36,11 @@ REFUSED: list[tuple[str, str, str, str]] = [
      "got 'https://exa mple .com/ho ok'"),
     ("webhook_path_space", '[delivery.w]\nkind = "webhook"\nurl = "https://example.com/ho ok"\n' + TIER, "delivery.w", "with a host"),
     ("model_url_no_host", '[models.m]\nbase_url = "https://"\nmodel = "m"\n' + TIER, "models.m.base_url", "with a host"),
+    ("approval_ttl_zero", "[tools]\napproval_ttl = 0\n" + TIER, "tools.approval_ttl", "expected a positive number of seconds"),
+    ("approval_ttl_negative", "[tools]\napproval_ttl = -1\n" + TIER, "tools.approval_ttl", "expected a positive number of seconds"),
+    ("approval_ttl_huge", "[tools]\napproval_ttl = 9223372036854775807\n" + TIER, "tools.approval_ttl", "at most 3650d"),
+    ("approval_ttl_word", '[tools]\napproval_ttl = "a week"\n' + TIER, "tools.approval_ttl", 'expected a duration like "30s"'),
+    ("approval_ttl_bool", "[tools]\napproval_ttl = true\n" + TIER, "tools.approval_ttl", "expected a number of seconds"),
 ]
 
 
@@ -113,7 +118,14 @@ def test_cli_exit_78_one_line_and_nothing_created(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("agent_id", ["../../x", "", "a" * 100_000])
 def test_cli_agent_argument_follows_the_pattern(tmp_path: Path, agent_id: str) -> None:
-    done = _wake(tmp_path, "--config", str(REPO / "config" / "wake.toml"), "ledger", "--agent", agent_id)
+    done = _wake(tmp_path, "--config", str(wake_config.EMBEDDED_DEFAULT), "ledger", "--agent", agent_id)
     assert done.returncode == 2, done.stderr
     assert "expected an agent id of 1 to 64 letters" in done.stderr and len(done.stderr) < 600
     assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize(("written", "seconds"), [(None, 7 * 86400), ("604800", 604800), ('"7d"', 604800), ('"12h"', 43200), ("90", 90)])
+def test_approval_ttl_is_seconds_or_a_duration(tmp_path: Path, written: str | None, seconds: int) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text(("" if written is None else f"[tools]\napproval_ttl = {written}\n") + TIER)
+    assert wake_config.load_config_file(path, environ={}).tools.approval_ttl == seconds

@@ -25,7 +25,7 @@ def _load(tmp_path: Path, body: str) -> wake_config.Config:
     ("[think]\ntool_result_max_chars = 10\n" + TIER, "think.tool_result_max_chars", "greater than or equal to 100"),
     ('[models.m]\nbase_url = "http://x/v1"\nmodel = "m"\nmax_retries = -1\n' + TIER, "models.m.max_retries", "greater than or equal to 0"),
     ('[models.m]\nbase_url = "http://x/v1"\nmodel = "m"\nretry_after_cap_s = 3\n' + TIER, "models.m.retry_after_cap_s",
-     "unknown key; expected one of: base_url"),
+     "unknown key; expected one of: kind, base_url"),
 ])
 def test_bad_thinking_config_names_the_key(tmp_path: Path, body: str, key: str, words: str) -> None:
     with pytest.raises(ConfigError) as caught:

@@ -11,6 +11,7 @@ from wake.console.guard import Guard, is_loopback
 from wake.observe.metrics import ListenError
 from wake.secrets import Secret
 
+NOW_S = 1_000_000.0  # the console's clock (seconds), as its app passes it
 TOKEN = "s3cret-console-token"
 
 
@@ -51,16 +52,16 @@ def test_the_token_comes_from_a_systemd_credential_first(monkeypatch: pytest.Mon
 
 def test_a_session_is_signed_with_the_token_and_a_forged_one_is_not_a_session() -> None:
     g = _guard()
-    cookie = g.new_session()
-    sid = g.session_id(cookie)
+    cookie = g.new_session(NOW_S)
+    sid = g.session_id(cookie, NOW_S)
     assert sid is not None and TOKEN not in cookie
-    assert g.session_id(sid + "." + "0" * 64) is None and g.session_id(sid) is None and g.session_id(None) is None
-    assert _guard(token="another-token").session_id(cookie) is None  # a new token ends every session
+    assert g.session_id(sid + "." + "0" * 64, NOW_S) is None and g.session_id(sid, NOW_S) is None and g.session_id(None, NOW_S) is None
+    assert _guard(token="another-token").session_id(cookie, NOW_S) is None  # a new token ends every session
 
 
 def test_an_action_needs_the_session_its_csrf_token_and_the_same_origin() -> None:
     g = _guard()
-    sid = g.session_id(g.new_session())
+    sid = g.session_id(g.new_session(NOW_S), NOW_S)
     assert sid is not None
     host = "127.0.0.1:8087"
     ok = g.may_act(sid=sid, bearer=False, csrf=g.csrf_for(sid), origin=f"http://{host}", host=host)

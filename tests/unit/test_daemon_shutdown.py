@@ -8,7 +8,7 @@ import asyncio
 import pytest
 import structlog
 
-from wake.daemon import service
+from wake.daemon import drain
 
 
 async def test_a_side_task_that_lost_its_cancellation_is_cancelled_again() -> None:
@@ -24,13 +24,13 @@ async def test_a_side_task_that_lost_its_cancellation_is_cancelled_again() -> No
     task = asyncio.create_task(loses_the_first(), name="loses-the-first")
     await asyncio.sleep(0)
     with structlog.testing.capture_logs() as logged:
-        await service._cancelled([task])
+        await drain.cancelled([task])
     assert swallowed.is_set() and task.cancelled()
     assert not [e for e in logged if e["event"] == "daemon.side_tasks_stuck"]
 
 
 async def test_a_side_task_that_never_ends_is_named_and_left(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(service, "CANCEL_GRACE_S", 0.3)  # the bound is what is under test
+    monkeypatch.setattr(drain, "CANCEL_GRACE_S", 0.3)  # the bound is what is under test
     release = asyncio.Event()
 
     async def never_ends() -> None:
@@ -43,7 +43,7 @@ async def test_a_side_task_that_never_ends_is_named_and_left(monkeypatch: pytest
     task = asyncio.create_task(never_ends(), name="never-ends")
     await asyncio.sleep(0)
     with structlog.testing.capture_logs() as logged:
-        await service._cancelled([task])
+        await drain.cancelled([task])
     assert [e["tasks"] for e in logged if e["event"] == "daemon.side_tasks_stuck"] == [["never-ends"]]
     release.set()
     task.cancel()

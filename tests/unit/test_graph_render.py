@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from ledgers import graph
+from untrusted import render as marks
 from wake.arrival import graph as graph_block
 
 AT = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
@@ -48,4 +49,5 @@ def test_links_render_with_type_and_direction_in_the_agents_timezone() -> None:
     )
     text, shown = graph_block.render(v, max_nodes=20, max_chars=2000, timezone="Europe/Stockholm")
     assert shown == 2
-    assert text.splitlines()[1:] == ["- Apollo: COMMITMENT, last 2026-11-30", "  <-[OWNS]- Alice (person)"]
+    d = marks.OPERATOR.span  # names, kinds and link types are stored text: marked data
+    assert text.splitlines()[1:] == [f"- {d('Apollo')}: COMMITMENT, last 2026-11-30", f"  <-[{d('OWNS')}]- {d('Alice')} ({d('person')})"]

@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from ledgers import ids
+from ledgers.errors import AmbiguousPrefix
 
 
 def test_a_prefix_spans_every_id_that_starts_with_it() -> None:
@@ -33,5 +34,5 @@ def test_anything_but_the_start_of_an_id_is_refused(text: str) -> None:
 
 def test_an_ambiguous_prefix_names_its_matches_and_how_many_more() -> None:
     matches = [uuid.UUID(int=n) for n in range(1, 3)]
-    assert str(ids.AmbiguousPrefix("wake", "0000", matches, 2)) == f"'0000' matches 2 wakes: {matches[0]}, {matches[1]} (give more of the id)"
-    assert "and 5 more" in str(ids.AmbiguousPrefix("wake", "0000", matches, 7))
+    assert str(AmbiguousPrefix("wake", "0000", matches, 2)) == f"'0000' matches 2 wakes: {matches[0]}, {matches[1]} (give more of the id)"
+    assert "and 5 more" in str(AmbiguousPrefix("wake", "0000", matches, 7))

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from surfaces.registry import DeclarationError, Registry, Tool, surface_meets
+from surfaces.errors import DeclarationError
+from surfaces.registry import Registry, Tool, surface_meets
 from tests.support import records, thirty_tools
 from wake.arrival import engine as arrival
 from wake.witness import diff, manifest

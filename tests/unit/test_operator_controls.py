@@ -17,7 +17,7 @@ from ledgers.vocab import Result, Retrieval
 from wake import config as wake_config
 from wake.arrival import operator
 from wake.arrival.engine import Block, CacheTier
-from wake.daemon.operator import parse_when
+from wake.daemon.commands import parse_when
 from wake.daemon.outbox import body_of, signature
 from wake.errors import ConfigError, InvalidInput
 from wake.run import cycle, deliver

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from surfaces import loader, schema_patterns
-from surfaces.registry import DeclarationError, Registry, Tool
+from surfaces.errors import DeclarationError
+from surfaces.registry import Registry, Tool
 
 
 async def _handler(ctx: Any, **kw: Any) -> None:

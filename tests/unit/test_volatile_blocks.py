@@ -9,6 +9,7 @@ import zoneinfo
 from typing import Any
 
 from ledgers.introspection import Diff, WakeDiff
+from untrusted import render as marks
 from wake.arrival import sources
 from wake.arrival.engine import Block, CacheTier, prompt_order
 from wake.think import prompt
@@ -67,7 +68,7 @@ def test_the_blocks_that_move_with_the_clock_come_last_in_the_user_message() -> 
         b("facts", CacheTier.session), b("clock", CacheTier.volatile, every=True, clock=True), b("binding_diff", CacheTier.volatile, every=True),
         b("settled", CacheTier.volatile),
     ]
-    system, user = prompt.messages(blocks)
+    system, user = prompt.messages(blocks, marks.for_agent("demo"))
     assert system["content"].endswith("## identity\nidentity")
     assert [line[3:] for line in user["content"].splitlines() if line.startswith("## ")] == [
         "facts", "settled", "daybook", "binding_diff", "recent_wakes", "clock",
@@ -89,7 +90,8 @@ def test_the_recorded_arrival_order_is_the_order_the_model_reads() -> None:
         block("facts", CacheTier.stable), block("cloister", CacheTier.volatile), block("binding_diff", CacheTier.volatile, every=True),
         block("commitments", CacheTier.session),
     ]
-    sent = [line.removeprefix("## ") for m in prompt.messages(blocks) for line in m["content"].splitlines() if line.startswith("## ")]
+    sent = [line.removeprefix("## ") for m in prompt.messages(blocks, marks.for_agent("demo"))
+            for line in m["content"].splitlines() if line.startswith("## ")]
     assert sent == [b.name for b in prompt_order(blocks)]
     assert sent == ["identity", "facts", "commitments", "cloister", "daybook", "binding_diff", "recent_wakes", "clock"]
 

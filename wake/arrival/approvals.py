@@ -2,7 +2,8 @@
 what became of those decided.
 
 It shows, in this order: what this wake ran of the approved calls (with each answer) or did not
-run (and why), what was rejected (by whom, why) or interrupted since the agent's previous wake,
+run (and why), what was rejected (by whom, why), expired (pending past `[tools] approval_ttl`: it
+never runs) or interrupted since the agent's previous wake,
 what is approved and waits for a wake that holds its tool, what another wake holds, and what
 waits for a decision. The cycle adds it to every wake of a process where some tool requires
 approval (`wake.think.approval.active`); it is volatile and compared by the whisper gate, so a
@@ -19,7 +20,8 @@ from collections.abc import Sequence
 
 from ledgers import approvals
 from ledgers.approvals import Approval
-from wake.arrival.engine import CacheTier, Found, Source, clip
+from untrusted import render as render_mod
+from wake.arrival.engine import CacheTier, Found, Source
 from wake.context import WakeContext
 
 APPROVALS_BLOCK = "approvals"
@@ -32,29 +34,37 @@ def _when(at: dt.datetime | None, zone: zoneinfo.ZoneInfo) -> str:
     return f"{at.astimezone(zone):%Y-%m-%d %H:%M}" if at is not None else "?"
 
 
-def _call(a: Approval) -> str:
-    return f"approval {a.id}: {a.tool} {clip(json.dumps(a.arguments, sort_keys=True, ensure_ascii=False, default=str), ARGUMENTS_SHOWN)}"
+def _call(a: Approval, marks: render_mod.Marks) -> str:
+    """The call: its tool and its arguments (the model's, so stored text: marked data)."""
+    arguments = json.dumps(a.arguments, sort_keys=True, ensure_ascii=False, default=str)
+    return f"approval {a.id}: {render_mod.neutral(a.tool)} {marks.span(arguments, ARGUMENTS_SHOWN)}"
 
 
-def _line(a: Approval, ctx: WakeContext, zone: zoneinfo.ZoneInfo) -> tuple[int, str]:
-    """(its place in the block, its line)."""
-    by = f"approved by {a.decided_by}" + (f" ({clip(a.why, 200)})" if a.why else "")
+def _line(a: Approval, ctx: WakeContext, zone: zoneinfo.ZoneInfo, marks: render_mod.Marks) -> tuple[int, str]:
+    """(its place in the block, its line). The operator's name and reason and the call's result are
+    stored text: marked data."""
+    who = marks.span(a.decided_by or "?", 80)
+    by = f"approved by {who}" + (f" ({marks.span(a.why, 200)})" if a.why else "")
+    call = _call(a, marks)
     if a.run_wake_id == ctx.wake_id and a.state == "ran":
-        answer = (a.result or "")[:RESULT_SHOWN] + ("…" if len(a.result or "") > RESULT_SHOWN else "")
-        return 0, f"- {_call(a)} — {by}; ran in this wake: {a.outcome}\n  result: {answer}"
+        return 0, f"- {call} — {by}; ran in this wake: {render_mod.neutral(str(a.outcome))}\n  result: {marks.span(a.result or '', RESULT_SHOWN)}"
     if a.run_wake_id == ctx.wake_id and a.state == "not_run":
-        return 0, f"- {_call(a)} — {by}; {a.result}"
+        return 0, f"- {call} — {by}; {marks.span(a.result or '', RESULT_SHOWN)}"
     if a.state == "rejected":
-        why = f": {clip(a.why, 300)}" if a.why else " (no reason given)"
-        return 1, f"- {_call(a)} — rejected by {a.decided_by} at {_when(a.decided_at, zone)}{why}; it will not run"
+        why = f": {marks.span(a.why, 300)}" if a.why else " (no reason given)"
+        return 1, f"- {call} — rejected by {who} at {_when(a.decided_at, zone)}{why}; it will not run"
+    if a.state == "expired":
+        asked = f"asked {_when(a.requested_at, zone)} in wake {str(a.wake_id)[:8]}"
+        return 1, (f"- {call} — expired at {_when(a.decided_at, zone)}: no operator decided it in time ({asked}); "
+                   "it will not run (ask again if it is still needed)")
     if a.state == "interrupted":
-        return 1, f"- {_call(a)} — {by}; interrupted: {a.result}"
+        return 1, f"- {call} — {by}; interrupted: {marks.span(a.result or '', RESULT_SHOWN)}"
     if a.state == "approved":
-        return 2, f"- {_call(a)} — {by} at {_when(a.decided_at, zone)}; runs at your next wake that holds {a.tool}"
+        return 2, f"- {call} — {by} at {_when(a.decided_at, zone)}; runs at your next wake that holds {render_mod.neutral(a.tool)}"
     if a.state == "running":
-        return 3, f"- {_call(a)} — {by}; claimed by wake {str(a.run_wake_id)[:8]} at {_when(a.claimed_at, zone)}, no result recorded yet"
+        return 3, f"- {call} — {by}; claimed by wake {str(a.run_wake_id)[:8]} at {_when(a.claimed_at, zone)}, no result recorded yet"
     asked = f"asked {_when(a.requested_at, zone)} in wake {str(a.wake_id)[:8]}"
-    return 4, f"- {_call(a)} — waiting for an operator's decision ({asked})"
+    return 4, f"- {call} — waiting for an operator's decision ({asked})"
 
 
 HEADS = (
@@ -70,9 +80,10 @@ def render(rows: Sequence[Approval], ctx: WakeContext) -> Found:
     if not rows:
         return Found(text=EMPTY, rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
+    marks = render_mod.for_agent(ctx.agent_id)
     groups: dict[int, list[str]] = {}
     for a in rows:
-        place, line = _line(a, ctx, zone)
+        place, line = _line(a, ctx, zone, marks)
         groups.setdefault(place, []).append(line)
     text = "\n".join(f"{HEADS[place]}\n" + "\n".join(groups[place]) for place in sorted(groups))
     return Found(text=text, rows=len(rows))

@@ -20,6 +20,7 @@ import asyncpg
 from codecheck import anchors as anchors_mod
 from codecheck import verify, workspace
 from ledgers import fact_checks, facts
+from untrusted import render
 from wake import logs
 from wake.arrival.engine import clip
 from wake.config import Config
@@ -27,12 +28,11 @@ from wake.context import WakeContext
 
 log = logs.get("wake.verify")
 LABEL_CHARS = 300  # a verdict's evidence on a fact's line is clipped to this
-LINE_CHARS = 1000  # a fact's line (value and anchors) is clipped to this, before its verdict
 READ_FACTOR = 4    # with a workspace the block reads this many times the facts it shows
 
 # The process's workspaces: one `Workspace` per repository and TTL, whose HEAD and fingerprints
 # every wake of the process shares (the daemon warms them at start).
-WORKSPACES = workspace.Workspaces()
+WORKSPACES = workspace.PROCESS
 
 
 def workspace_of(config: Config, agent_id: str, workspaces: workspace.Workspaces | None = None) -> workspace.Workspace | None:
@@ -50,6 +50,7 @@ async def warmed(config: Config, agent_id: str, timeout_s: float) -> None:
     ws = workspace_of(config, agent_id)
     if ws is None:
         return
+    verify.warm()  # the check's imports, before any budget's clock starts
     try:
         await ws.fingerprint_within(timeout_s)
     except workspace.WorkspaceError:
@@ -81,14 +82,17 @@ class Checked:
         return sum(1 for k, v in self.verdicts.items() if k in self.shown and v.status == status)
 
     def summary(self) -> str:
-        """`code anchors checked at HEAD 1a2b3c4d: 2 verified, 1 refuted (left out), 1 inconclusive (1 with no code anchor)`."""
+        """`code anchors checked at HEAD 1a2b3c4d: 2 verified, 1 partly anchored (not settled), 1 refuted (left out),
+        1 inconclusive (1 with no code anchor)` (the partly anchored part only when there are some)."""
         if not self.verdicts:
             return ""
         at = f" at HEAD {self.head[:8]}" if self.head else ""
         bare = sum(1 for k, v in self.verdicts.items() if k in self.shown and v.evidence == verify.NO_CODE_ANCHOR)
         reached = f", {self.not_reached} not reached within the budget" if self.not_reached else ""
+        partly = self.count(verify.PARTLY)
         return (f"code anchors checked{at}: {self.count(verify.VERIFIED)} verified, "
-                f"{self.count(verify.REFUTED)} refuted (left out), {self.count(verify.INCONCLUSIVE)} inconclusive"
+                + (f"{partly} partly anchored (not settled), " if partly else "")
+                + f"{self.count(verify.REFUTED)} refuted (left out), {self.count(verify.INCONCLUSIVE)} inconclusive"
                 + (f" ({bare} with no code anchor)" if bare else "") + reached)
 
 
@@ -106,11 +110,6 @@ def window(rows: Sequence[facts.ArrivalFact], verdicts: dict[uuid.UUID, verify.V
         if keeping:
             kept.append(r)
     return kept
-
-
-def without_refuted(rows: Sequence[facts.ArrivalFact], verdicts: dict[uuid.UUID, verify.Verdict]) -> list[facts.ArrivalFact]:
-    """The rows with every refuted live fact and its supersession chain left out."""
-    return window(rows, verdicts, len(rows))
 
 
 def read_limit(ctx: WakeContext, shown: int) -> int:
@@ -159,7 +158,7 @@ async def check(ctx: WakeContext, rows: list[facts.ArrivalFact], shown: int) -> 
 
     ctx.with_row.append(write)
     log.info("facts.checked", agent=ctx.agent_id, head=result.head, verified=checked.count(verify.VERIFIED),
-             refuted=checked.refuted, inconclusive=checked.count(verify.INCONCLUSIVE), known=len(result.known),
+             partly=checked.count(verify.PARTLY), refuted=checked.refuted, inconclusive=checked.count(verify.INCONCLUSIVE), known=len(result.known),
              not_reached=checked.not_reached, elapsed_ms=round(result.elapsed_ms, 2))
     return checked
 
@@ -180,18 +179,20 @@ async def record(ctx: WakeContext, verdicts: dict[uuid.UUID, verify.Verdict], co
     return new
 
 
+def verdict_mark(verdict: verify.Verdict) -> str:
+    """The one rendering of a verdict on a fact's line: the harness's mark, ` ⟦verified @1a2b3c4d⟧`,
+    ` ⟦inconclusive (no code anchor)⟧` (its evidence clipped; the computation is `codecheck.verify`'s)."""
+    return render.mark(clip(verdict.label(), LABEL_CHARS))
+
+
 def label(row: facts.ArrivalFact, checked: Checked) -> str:
-    """What a live fact's line carries after its passport: ` {verified @1a2b3c4d}`,
-    ` {inconclusive (no code anchor)}`, or nothing for a predecessor in a chain or an agent with
-    no workspace."""
+    """What a live fact's line carries after its passport: its verdict's mark, or nothing for a
+    predecessor in a chain or an agent with no workspace."""
     verdict = checked.verdicts.get(row.fact_id) if row.depth == 0 else None
-    return f" {{{clip(verdict.label(), LABEL_CHARS)}}}" if verdict is not None else ""
+    return f" {verdict_mark(verdict)}" if verdict is not None else ""
 
 
-def line(row: facts.ArrivalFact, checked: Checked) -> str:
-    """A fact's line in the block, clipped to `LINE_CHARS` (a stored value or anchor list can be
-    any size), then its verdict."""
-    text = facts.render_line(row)
-    if len(text) > LINE_CHARS:
-        text = text[: LINE_CHARS - 40].rstrip() + f"… (clipped: {len(text)} characters)"
-    return text + label(row, checked)
+def line(row: facts.ArrivalFact, checked: Checked, marks: render.Marks) -> str:
+    """A fact's line in the block (its key, value and anchors marked data, each cut to its
+    length: `facts.render_line`), then its verdict."""
+    return facts.render_line(row, marks) + label(row, checked)

@@ -34,7 +34,7 @@ from ledgers.vocab import Result, Retrieval
 from wake import logs
 from wake.context import WakeContext
 from wake.errors import Disabled
-from wake.observe import metrics
+from wake.observe import metrics, tracing
 
 log = logs.get("wake.arrival")
 
@@ -163,6 +163,13 @@ def _found(source: Source, found: Found, latency_ms: float) -> Block:
 
 
 async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Block:
+    with tracing.span(f"wake.source {source.name}", {"wake.source": source.name}) as span:
+        block = await _run_source(source, ctx, timeout_s)
+        span.set_attributes({"wake.source.retrieval": str(block.retrieval), "wake.source.result": str(block.result), "wake.source.rows": block.rows})
+        return block
+
+
+async def _run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Block:
     started = time.perf_counter()
 
     def elapsed() -> float:

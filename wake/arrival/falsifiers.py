@@ -19,6 +19,7 @@ import asyncpg
 from ledgers import queries, retractions
 from surfaces import epistemic as tools
 from surfaces import probe
+from surfaces.errors import ToolInputError
 from wake import clock, logs
 from wake.arrival.engine import Found
 from wake.context import WakeContext
@@ -33,7 +34,7 @@ def refused_as_invalid() -> Iterator[None]:
     """Refusals (`ToolInputError`) in the body become the CLI's `InvalidInput`."""
     try:
         yield
-    except tools.ToolInputError as exc:
+    except ToolInputError as exc:
         raise InvalidInput(str(exc)) from exc
 
 

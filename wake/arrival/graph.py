@@ -13,6 +13,7 @@ import datetime as dt
 import zoneinfo
 
 from ledgers import graph
+from untrusted import render as render_mod
 from wake import clock
 from wake.arrival.engine import Found
 from wake.context import WakeContext
@@ -26,18 +27,23 @@ EDGES_PER_NODE = 8
 FOOTER_ROOM = 100
 
 
-def _entity(name: str, kind: str | None) -> str:
-    return f"{name} ({kind})" if kind else name
+ENTITY_CHARS = 120
 
 
-def _anchor_line(a: graph.Anchor, zone: zoneinfo.ZoneInfo) -> str:
+def _entity(name: str, kind: str | None, marks: render_mod.Marks) -> str:
+    """An entity's name (stored text: marked data) and kind."""
+    return f"{marks.span(name, ENTITY_CHARS)} ({marks.span(kind, ENTITY_CHARS)})" if kind else marks.span(name, ENTITY_CHARS)
+
+
+def _anchor_line(a: graph.Anchor, zone: zoneinfo.ZoneInfo, marks: render_mod.Marks) -> str:
     when = f", last {clock.day(a.last, zone)}" if a.last else ""
-    return f"- {_entity(a.name, a.kind)}: {', '.join(a.roles)}{when}"
+    return f"- {_entity(a.name, a.kind, marks)}: {render_mod.neutral(', '.join(a.roles))}{when}"
 
 
-def _edge_line(e: graph.Edge) -> str:
-    arrow = f"-[{e.rel}]->" if e.outgoing else f"<-[{e.rel}]-"
-    return f"  {arrow} {_entity(e.name, e.kind)}"
+def _edge_line(e: graph.Edge, marks: render_mod.Marks) -> str:
+    rel = marks.span(e.rel, ENTITY_CHARS)
+    arrow = f"-[{rel}]->" if e.outgoing else f"<-[{rel}]-"
+    return f"  {arrow} {_entity(e.name, e.kind, marks)}"
 
 
 def _edges_once(v: graph.View) -> dict[str, list[graph.Edge]]:
@@ -57,7 +63,7 @@ def _edges_once(v: graph.View) -> dict[str, list[graph.Edge]]:
     return edges_by_anchor
 
 
-def render(v: graph.View, *, max_nodes: int, max_chars: int, timezone: str) -> tuple[str, int]:
+def render(v: graph.View, *, max_nodes: int, max_chars: int, timezone: str, marks: render_mod.Marks = render_mod.OPERATOR) -> tuple[str, int]:
     """The block text and the number of entities it shows.
 
     The newest anchor first, each followed by its links; an entity counts once toward the node
@@ -73,7 +79,7 @@ def render(v: graph.View, *, max_nodes: int, max_chars: int, timezone: str) -> t
     cap_hit: str | None = None
     edges_by_anchor = _edges_once(v)
     for a in v.anchors:
-        candidates = [(_anchor_line(a, zone), a.name)] + [(_edge_line(e), e.name) for e in edges_by_anchor.get(a.name, [])]
+        candidates = [(_anchor_line(a, zone, marks), a.name)] + [(_edge_line(e, marks), e.name) for e in edges_by_anchor.get(a.name, [])]
         for line, node in candidates:
             if node not in shown and len(shown) >= max_nodes:
                 cap_hit = cap_hit or f"node cap {max_nodes}"
@@ -107,5 +113,6 @@ async def block(ctx: WakeContext) -> Found:
     v = await graph.view(g, ctx.agent_id, since=since, max_anchors=conf.block_max_nodes, max_edges=conf.block_max_nodes * EDGES_PER_NODE)
     if not v.anchors:
         return Found(text=EMPTY, rows=0)
-    text, shown = render(v, max_nodes=conf.block_max_nodes, max_chars=conf.block_max_chars, timezone=ctx.timezone)
+    text, shown = render(v, max_nodes=conf.block_max_nodes, max_chars=conf.block_max_chars, timezone=ctx.timezone,
+                         marks=render_mod.for_agent(ctx.agent_id))
     return Found(text=text, rows=shown)

@@ -7,7 +7,7 @@ just audited, and whether the canary could run at all. `memory` is the file tree
 description, within `agents.<id>.memory.block_max_chars` and with the exact totals, then the
 newest commits with where their text came from (the model, a tool result, a human, the operator:
 `memory.provenance`, read from each commit's trailers); `cloister`
-lists the open HALT and WARN findings (as the canary read them, when it recorded nothing new: the
+lists the open findings of every level (as the canary read them, when it recorded nothing new: the
 same round trip). A canary that could not run fails both blocks ("could not
 check: ..."), so an unaudited memory never reads as an empty one.
 """
@@ -17,8 +17,9 @@ from __future__ import annotations
 import datetime as dt
 
 from ledgers import memory_ledger as ledger
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from memory.repo import MemoryRepo
+from untrusted import render as render_mod
 from wake import logs
 from wake.arrival import memory_render as render
 from wake.arrival.engine import Found
@@ -77,16 +78,25 @@ async def memory_tree(ctx: WakeContext) -> Found:
     repo = ctx.memory_state.repo
     if repo is None:  # a dry run before the first wake: nothing has created the repository
         return Found(text="memory: no repository yet; the first wake creates it", rows=0)
-    shown = render.memory_block(repo.ls(), head=repo.head(), max_chars=ctx.agent.memory.block_max_chars, recent=repo.log(limit=RECENT_CHANGES))
+    view = await _open_findings(ctx)
+    quarantined = {r.path: r.rule for r in view.rows if r.path}  # a file with an open finding shows its finding, not its description
+    shown = render.memory_block(repo.ls(), head=repo.head(), max_chars=ctx.agent.memory.block_max_chars, recent=repo.log(limit=RECENT_CHANGES),
+                                marks=render_mod.for_agent(ctx.agent_id), quarantined=quarantined)
     return Found(text=shown.text, rows=shown.total)
+
+
+async def _open_findings(ctx: WakeContext) -> ledger.OpenFindings:
+    """The open findings as the canary read them, or, when it recorded something (or did not run), as they are now."""
+    canary = ctx.memory_state.canary
+    view = canary.open if canary is not None else None
+    if view is None:
+        async with ctx.stores.pg_conn() as conn:  # wake's own reads: the light reset (docs/performance.md)
+            view = await ledger.open_view(conn, ctx.agent_id)
+    return view
 
 
 async def cloister(ctx: WakeContext) -> Found:
     _checked(ctx)
-    canary = ctx.memory_state.canary
-    view = canary.open if canary is not None else None
-    if view is None:  # the canary recorded something (or did not run): read what is open now
-        async with ctx.stores.pg_conn() as conn:  # wake's own reads: the light reset (docs/performance.md)
-            view = await ledger.open_view(conn, ctx.agent_id)
-    shown = render.cloister_block(view.rows, total=view.total, counts=view.counts)
+    view = await _open_findings(ctx)
+    shown = render.cloister_block(view.rows, total=view.total, counts=view.counts, marks=render_mod.for_agent(ctx.agent_id))
     return Found(text=shown.text, rows=view.total)

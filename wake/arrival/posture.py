@@ -2,12 +2,14 @@
 
 `posture` is read from the time since a human last wrote to the agent (`human_contact`):
 under `posture_present_s` present, under `posture_warm_s` warm, under `posture_cool_s` cool,
-otherwise cold. Each posture says what it implies; a cold one lists the open commitments. With no
+otherwise cold. Each posture says what it implies; a cold one lists the newest open commitments
+(their titles marked data, `untrusted.render`; the header counts the lines it heads). With no
 human contact at all the block says so and is typed empty (never cold). The agent turns posture
 off for itself with `context_config_set frame_of_mind.posture off` (the block is then disabled).
 
 `context_audit` carries the pattern of the agent's own pressure events over the last week (how
-often it deferred or declined compaction and why, how often the harness compacted for it).
+often it deferred or declined compaction and why, how often the harness compacted for it). The
+reasons are the model's own words: marked data.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import collections
 import datetime as dt
 
 from ledgers import commitments, contact, context_events, queries
+from untrusted import render
 from wake.arrival.engine import Found
 from wake.config import ContextConfig
 from wake.context import WakeContext
@@ -28,7 +31,10 @@ IMPLIES = {
     "cold": "A long time since a human wrote: give a full recap and surface the committed items before anything new.",
 }
 COMMITTED_SHOWN = 5
+TITLE_CHARS = 200
 AUDIT_DAYS = 7
+REASONS_SHOWN = 3
+REASON_CHARS = 200
 
 
 def posture_for(elapsed_s: float, conf: ContextConfig) -> str:
@@ -64,29 +70,41 @@ async def block(ctx: WakeContext) -> Found:
             return Found(text="No human has written to this agent yet: there is no posture to take.", rows=0)
         elapsed = max(0.0, (ctx.now - last).total_seconds())
         posture = posture_for(elapsed, conf)
-        lines = [f"Posture: {posture} (a human last wrote {_ago(elapsed)} ago). {IMPLIES[posture]}"]
-        if posture == "cold":
-            rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=COMMITTED_SHOWN)
-            lines.append(f"Open commitments ({queries.count_text(total)}):" if total else "Open commitments: none.")
-            lines += [f"- {r.title}" + (f" (due {r.due_on})" if r.due_on else "") for r in rows]
-    return Found(text="\n".join(lines), rows=1)
+        rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=COMMITTED_SHOWN) if posture == "cold" else ([], 0)
+    return Found(text=posture_text(posture, elapsed, rows, total, render.for_agent(ctx.agent_id)), rows=1)
+
+
+def posture_text(posture: str, elapsed: float, rows: list[commitments.Open], total: int, marks: render.Marks) -> str:
+    """The block's text; a cold posture lists `rows` (the newest open commitments of `total`),
+    each title one marked span, under a header that counts them."""
+    lines = [f"Posture: {posture} (a human last wrote {_ago(elapsed)} ago). {IMPLIES[posture]}"]
+    if posture == "cold":
+        lines.append(f"Open commitments ({len(rows)} of {queries.count_text(total)}, newest first):" if total else "Open commitments: none.")
+        lines += [f"- {marks.span(r.title, TITLE_CHARS)}" + (f" (due {render.neutral(r.due_on)})" if r.due_on else "") for r in rows]
+    return "\n".join(lines)
 
 
 async def audit(ctx: WakeContext) -> Found:
     async with ctx.read() as conn:
         events = await context_events.recent(conn, ctx.agent_id, since=ctx.now - dt.timedelta(days=AUDIT_DAYS), limit=200)
+    return audit_text(events, render.for_agent(ctx.agent_id))
+
+
+def audit_text(events: list[context_events.Event], marks: render.Marks) -> Found:
+    """The audit's lines over `events`; the reasons (the model's words) are marked data."""
     put_off = [e for e in events if e.kind in ("declined", "deferred")]
     autos = [e for e in events if e.kind == "auto_compacted"]
     compacted = [e for e in events if e.kind == "compacted"]
     lines: list[str] = []
     if put_off:
         reasons = collections.Counter(e.reason for e in put_off)
-        why = "; ".join(f"{reason} ({n}×)" if n > 1 else reason for reason, n in reasons.most_common(3))
+        why = "; ".join(marks.span(reason, REASON_CHARS) + (f" ({n}×)" if n > 1 else "") for reason, n in reasons.most_common(REASONS_SHOWN))
         lines.append(f"You deferred or declined compaction {len(put_off)} times in the last {AUDIT_DAYS} days, because: {why}.")
     if autos:
         lines.append(f"The harness compacted your context automatically {len(autos)} times in the last {AUDIT_DAYS} days.")
     if compacted:
-        lines.append(f"You compacted {len(compacted)} times ({', '.join(sorted({str(e.strategy) for e in compacted}))}).")
+        strategies = ", ".join(render.neutral(s) for s in sorted({str(e.strategy) for e in compacted}))
+        lines.append(f"You compacted {len(compacted)} times ({strategies}).")
     if not lines:
         return Found(text=f"No context pressure events in the last {AUDIT_DAYS} days.", rows=0)
     return Found(text="\n".join(lines), rows=len(put_off) + len(autos) + len(compacted))

@@ -90,7 +90,7 @@ def _why(row: introspection.WakeSummary) -> str:
 async def binding_diff(ctx: WakeContext) -> Found:
     if ctx.diff is None:
         raise RuntimeError("the binding diff runs after the diff is computed (a derived source)")
-    return Found(text=diff.render(ctx.diff, ctx.tier, ctx.timezone, ctx.now), rows=0 if ctx.diff.agent.first else 1)
+    return Found(text=diff.render(ctx.diff, ctx.tier, ctx.timezone, ctx.now, flow=ctx.flow_change), rows=0 if ctx.diff.agent.first else 1)
 
 
 BUILTIN: dict[str, Source] = {

@@ -18,7 +18,7 @@ import click
 
 from ledgers.vocab import Tier
 from wake import __version__
-from wake.cli.commands import LazyGroup
+from wake.cli.commands import SERVERS, TRACED, LazyGroup
 from wake.errors import InvalidInput, NotFound, SchemaError, WakeError
 
 if TYPE_CHECKING:
@@ -63,8 +63,9 @@ async def _translate(coro_fn: Callable[[], Awaitable[T]]) -> T:
 
 
 class Context:
-    def __init__(self, config_path: str | None) -> None:
+    def __init__(self, config_path: str | None, *, quiet: bool = False) -> None:
         self.config_path = config_path
+        self.quiet = quiet  # a one-shot command on a terminal without -v: its logs at warning (`terminal_level`)
         self._config: Config | None = None
 
     @property
@@ -78,7 +79,8 @@ class Context:
             except WakeError as exc:
                 fail(exc)
             assert self._config is not None
-            logs.configure(self._config.log.format, self._config.log.level, stream=sys.stderr)
+            level = logs.quieter(self._config.log.level) if self.quiet else self._config.log.level
+            logs.configure(self._config.log.format, level, stream=sys.stderr)
         return self._config
 
 
@@ -125,21 +127,29 @@ async def resolve_wake(conn: asyncpg.Connection, text: str) -> uuid.UUID:
     help="Config file. Else $WAKE_CONFIG, ./wake.toml, ~/.config/wake/wake.toml, /etc/wake/wake.toml, "
     "then the embedded default. Overrides: WAKE_<SECTION>__<KEY>, DATABASE_URL, PG*, REDIS_URL, NEO4J_URI.",
 )
+@click.option("-v", "--verbose", is_flag=True, help="On a terminal, show a one-shot command's info logs too (they are shown at warning and above).")
 @click.version_option(__version__, prog_name="wake")
 @click.pass_context
-def cli(ctx: click.Context, config_path: str | None) -> None:
+def cli(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
     """Wake long-lived LLM agents on a schedule, with a witness record of every wake.
 
-    Logs of one-shot commands go to stderr (JSON when stderr is not a terminal; force with
-    WAKE_LOG_FORMAT=json|console); command output goes to stdout.
+    Logs of one-shot commands go to stderr: on a terminal, warnings and errors only (-v for all,
+    at the configured level); elsewhere JSON at the configured level (force the format with
+    WAKE_LOG_FORMAT=json|console). Command output goes to stdout. The servers (daemon, console,
+    mcp) log at the configured level.
     """
     from wake import logs
     from wake.config import loader as config_loader
 
     log_format, log_level = config_loader.log_settings()
-    logs.configure(log_format, log_level, stream=sys.stderr)
+    quiet = not verbose and sys.stderr.isatty() and ctx.invoked_subcommand not in SERVERS
+    logs.configure(log_format, logs.quieter(log_level) if quiet else log_level, stream=sys.stderr)
+    if ctx.invoked_subcommand in TRACED:
+        from wake.observe import tracing
+
+        tracing.configure()  # off unless the OTEL_* variables ask for it (docs/traces.md)
     refuse_undecodable(sys.argv[1:])
-    ctx.obj = Context(config_path)
+    ctx.obj = Context(config_path, quiet=quiet)
 
 
 def refuse_undecodable(args: list[str]) -> None:
@@ -176,6 +186,67 @@ class AgentIdType(_StrParam):
 
 AGENT_ID = AgentIdType()
 
+# A row id on the command line is a PostgreSQL bigint: one past it is a usage error (exit 2) before
+# any query, never the driver's DataError. Every integer option has an upper bound (the option walk
+# in tests/acceptance/test_cli_option_walk.py holds every command to it).
+MAX_BIGINT = 2**63 - 1
+ROW_ID = click.IntRange(1, MAX_BIGINT)
+DAYS = click.IntRange(0, 3650)  # ten years, as every duration in the config
+
+
+class SecondsType(click.FloatRange):
+    """Seconds on the command line: finite, from `min_s` to ten years (`wake.config.MAX_DURATION_S`)."""
+
+    def __init__(self, min_s: float) -> None:
+        from wake.config import MAX_DURATION_S
+
+        super().__init__(min=min_s, max=MAX_DURATION_S)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"expected a finite number of seconds, got {clip(str(value))}", param, ctx)
+        return number
+
+
+class ShareType(click.FloatRange):
+    """A share from 0 to 1 on the command line, finite (a NaN passes FloatRange's bounds)."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0.0, max=1.0)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"expected a share from 0 to 1, got {clip(str(value))}", param, ctx)
+        return number
+
+
+class WhoType(_StrParam):
+    """Who did it (`--by`): one line of 1 to 100 characters, recorded with the action."""
+
+    name = "NAME"
+    max_chars = 100
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from wake.config import unstorable
+
+        text = str(value).strip()
+        if not text:
+            self.fail("say who you are: an empty name is not recorded", param, ctx)
+        if len(text) > self.max_chars:
+            self.fail(f"expected at most {self.max_chars} characters, got {len(text)}", param, ctx)
+        if (why := unstorable(text, single_line=True)) is not None:
+            self.fail(f"the name {why}", param, ctx)
+        return text
+
+
+WHO = WhoType()
+
 
 TIER_CHOICE = click.Choice([t.value for t in Tier])
 
@@ -196,7 +267,7 @@ def clip(value: str, limit: int = CLIP_CHARS) -> str:
 
 def default_agent(config: Config, agent_id: str | None) -> str:
     """The agent a command acts on; an unknown agent, or none named among several, is refused
-    input (exit 65), as for every command (README, "Exit statuses")."""
+    input (exit 65), as for every command (docs/commands.md, "Exit statuses")."""
     if agent_id is not None:
         if agent_id not in config.agents:
             fail(InvalidInput(f"no agent {clip(agent_id)} is configured; known: {', '.join(sorted(config.agents))}"))

@@ -3,8 +3,12 @@
 `wake approvals [--agent A] [--all] [--json]` lists them, newest first; `wake approvals approve
 ID --by NAME` and `wake approvals reject ID --by NAME [--why TEXT]` decide one, once. Bad input
 (an id that is not a positive integer, an empty or over-long name, an unknown agent) is one line
-and exit 65; a decision on an approval decided before is refused, one line, exit 65, and changes
-nothing; an id that matches no approval is one line, exit 1.
+and exit 65; a decision on an approval decided before, or expired, is refused, one line, exit 65,
+and changes nothing; so is an id of another agent's approval when `--agent` names one (`wake
+approvals --agent alice approve 3`); an id that matches no approval is one line, exit 1.
+
+Listing first expires what has waited `[tools] approval_ttl` (`ledgers.approvals.expire`), and
+shows those it expired with the open ones; a decision does the same for its approval.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from wake import clock
 from wake.cli import render
 from wake.cli.app import AGENT_ID, Context, clip, default_agent, fail, ledger_conn, pass_ctx, run_async
 from wake.config import Config
-from wake.errors import InvalidInput, NotFound
+from wake.daemon import commands
+from wake.errors import InvalidInput
 
 LIST_LIMIT = 50
 NAME_MAX = 100  # characters of --by
 WHY_MAX = 1000  # characters of --why
+SCOPE = "wake.approvals.agent"  # the click context's meta key: the agent `--agent` named, for approve|reject
 
 
 def _when(at: dt.datetime | None, zone: zoneinfo.ZoneInfo) -> str:
@@ -46,7 +52,9 @@ def lines(a: Approval, zone: zoneinfo.ZoneInfo) -> list[str]:
         f"  asked {_when(a.requested_at, zone)} in wake {str(a.wake_id)[:8]} ({a.tier}, turn {a.turn})",
         f"  reason ({a.reason_from}): {' '.join(a.reason.split())[:300] or '(none given)'}",
     ]
-    if a.decided_by is not None:
+    if a.state == "expired":
+        out.append(f"  expired at {_when(a.decided_at, zone)}: not decided within [tools] approval_ttl of its asking; it will not run")
+    elif a.decided_by is not None:
         decided = "approved" if a.state != "rejected" else "rejected"
         out.append(f"  {decided} by {a.decided_by} at {_when(a.decided_at, zone)}" + (f": {a.why}" if a.why else ""))
     if a.run_wake_id is not None:
@@ -83,17 +91,22 @@ def _checked_text(option: str, text: str | None, limit: int, *, required: bool) 
 @click.pass_context
 def approvals_group(click_ctx: click.Context, agent_id: str | None, include_closed: bool, limit: int, as_json: bool) -> None:
     """Tool calls that wait for an operator: pending (a decision is due), approved (they run at the
-    agent's next wake that holds the tool) and running; `--all` adds the decided and finished ones."""
-    if click_ctx.invoked_subcommand is not None:
-        return
+    agent's next wake that holds the tool) and running, and those this listing found past `[tools]
+    approval_ttl` and expired; `--all` adds the decided, expired and finished ones."""
     ctx = click_ctx.find_object(Context)
     assert ctx is not None
     config = ctx.config
     agent = default_agent(config, agent_id) if agent_id is not None else None
+    if click_ctx.invoked_subcommand is not None:
+        click_ctx.meta[SCOPE] = agent  # approve|reject decide only this agent's approvals
+        return
+
+    at = clock.now()
 
     async def body() -> list[Approval]:
         async with ledger_conn(config) as conn:
-            return await ledger.listed(conn, agent_id=agent, include_closed=include_closed, limit=limit)
+            await ledger.expire(conn, agent_id=agent, ttl_s=config.tools.approval_ttl, at=at)
+            return await ledger.listed(conn, agent_id=agent, include_closed=include_closed, limit=limit, expired_since=at)
 
     rows = run_async(body)
     if as_json:
@@ -107,6 +120,7 @@ def approvals_group(click_ctx: click.Context, agent_id: str | None, include_clos
 
 
 def _decide(ctx: Context, decision: str, id_text: str, by: str, why: str | None, as_json: bool) -> None:
+    agent: str | None = click.get_current_context().meta.get(SCOPE)
     approval_id = _approval_id(id_text)
     who = _checked_text("--by", by, NAME_MAX, required=True)
     reason = _checked_text("--why", why, WHY_MAX, required=False)
@@ -116,15 +130,7 @@ def _decide(ctx: Context, decision: str, id_text: str, by: str, why: str | None,
 
     async def body() -> Approval:
         async with ledger_conn(config) as conn:
-            done = await ledger.decide(conn, approval_id, decision, by=who, at=at, why=reason)
-            if done is not None:
-                return done
-            found = await ledger.one(conn, approval_id)
-        if found is None:
-            raise NotFound(f"no approval {approval_id} (see `wake approvals --all`)")
-        zone = _zone(config, found.agent_id)
-        before = f"{'rejected' if found.state == 'rejected' else 'approved'} by {found.decided_by} at {_when(found.decided_at, zone)}"
-        raise InvalidInput(f"approval {approval_id} was already {before} (now {found.state}); a decision is recorded once")
+            return await commands.decide_approval(conn, config, approval_id, decision, by=who, why=reason, at=at, agent_id=agent)
 
     done = run_async(body)
     if as_json:

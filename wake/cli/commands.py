@@ -35,7 +35,8 @@ COMMANDS: Mapping[str, Entry] = {
     "approvals": Entry(
         "wake.cli.approvals:approvals_group",
         "Tool calls that wait for an operator: pending (a decision is due), approved (they run at the agent's next wake that holds "
-        "the tool) and running; `--all` adds the decided and finished ones.",
+        "the tool) and running, and those this listing found past `[tools] approval_ttl` and expired; `--all` adds the decided, "
+        "expired and finished ones.",
     ),
     "at": Entry("wake.cli.controls:at_cmd", "Ask for one wake at WHEN (an ISO time, HH:MM or a duration from now)."),
     "console": Entry(
@@ -48,19 +49,32 @@ COMMANDS: Mapping[str, Entry] = {
         "too), those that made no model call, and the daily caps' headroom.",
     ),
     "daemon": Entry("wake.cli.daemon:daemon_cmd", "Run the scheduler: every agent's tiers on their schedules, until SIGTERM (docs/daemon.md)."),
-    "demo": Entry("wake.cli.ledger:demo_group", "Demo data for a first look."),
+    "demo": Entry("wake.cli.ledger:demo_group", "Demo data and a demo wake for a first look."),
     "diff": Entry("wake.cli.wakes:diff_cmd", "Diff two wakes' tools and blocks."),
     "doctor": Entry("wake.cli.install:doctor_cmd", "Check the config, each store's reachability and latency, the schema and the versions."),
     "engines": Entry(
         "wake.cli.engines:engines_group",
         "The embedded engines (no DSN configured): they linger engines.idle_s after the last command.",
     ),
+    "eval": Entry(
+        "wake.cli.replay:eval_cmd",
+        "Replay a selection of recorded wakes against a candidate and score each pair without a judge; exit 1 when a check regresses.",
+    ),
     "facts": Entry(
         "wake.cli.ledger:facts_cmd",
         "The agent's facts with their whole passports, newest first (active and superseded; --all for every status).",
     ),
+    "incidents": Entry(
+        "wake.cli.incidents:incidents_group",
+        "Open incidents: a tier's failing rows of one error signature, counted, each with its first and last wake; `--all` adds "
+        "closed ones.",
+    ),
     "ledger": Entry("wake.cli.wakes:ledger_cmd", "A table of recent wakes: time, agent, tier, trigger, status, tools, duration, root prefix."),
     "logs": Entry("wake.observe.logread:logs_command", "Read wake's JSON logs from FILE or stdin and show them as a terminal would, filtered."),
+    "model": Entry(
+        "wake.cli.model:model_group",
+        "The embedded model: llama-server and SmolLM2-135M in the user's cache, for a route of `kind = \"embedded\"` and `wake demo wake`.",
+    ),
     "mcp": Entry("wake.cli.mcp_serve:mcp_group", "wake as an MCP server: the ledgers of one agent, read-only, for a chat surface."),
     "memory": Entry("wake.cli.memory:memory_group", "The agent's memory repository and its Cloister findings."),
     "migrate": Entry(
@@ -80,6 +94,10 @@ COMMANDS: Mapping[str, Entry] = {
     "probe": Entry("wake.cli.epistemic:probe_cmd", "Probe a claim about a file, record it, print the verdict and evidence."),
     "probes": Entry("wake.cli.epistemic:probes_cmd", "Recent claim-probe records, newest first."),
     "registry": Entry("wake.cli.up:registry_cmd", "The capability map: every tool, its surfaces, which tiers bind it, counts, inert declarations."),
+    "replay": Entry(
+        "wake.cli.replay:replay_group",
+        "Replay a recorded wake against a candidate (route, instructions, config); nothing is written to the agent's ledgers.",
+    ),
     "resume": Entry("wake.cli.controls:resume_cmd", "Lift an agent's pauses; its next slots run as scheduled."),
     "retract": Entry("wake.cli.epistemic:retract_cmd", "Record a retraction with its typed falsifier."),
     "retractions": Entry("wake.cli.epistemic:retractions_cmd", "The retraction ledger, newest corrections first, with the exact total."),
@@ -88,10 +106,12 @@ COMMANDS: Mapping[str, Entry] = {
         "Record the agent's latest settled state (the `settled_state` table): the first line of its settled-facts block from the "
         "next wake on.",
     ),
-    "show": Entry("wake.cli.wakes:show_cmd", "Show everything recorded about one wake (an id or a unique prefix)."),
+    "show": Entry("wake.cli.wakes:show_cmd", "Show everything recorded about one wake or one stored replay (an id or a unique prefix)."),
     "status": Entry("wake.cli.daemon:status_cmd", "Live daemon replicas, the wakes running now, the leases held, the next fire per agent and tier."),
     "tell": Entry("wake.cli.ledger:tell_cmd", "Record a message from a human to the agent, verbatim (human_contact)."),
-    "tools": Entry("wake.cli.tools:tools_group", "MCP tool pins: the findings a changed declaration raised, and accepting one."),
+    "tools": Entry(
+        "wake.cli.tools:tools_group", "MCP tool pins and toxic flows: the findings a changed declaration or a binding raised, and accepting one.",
+    ),
     "trigger": Entry(
         "wake.cli.daemon:trigger_cmd",
         "Ask the running daemon, through Redis, to run a wake now; print its id and wait for the outcome.",
@@ -100,10 +120,17 @@ COMMANDS: Mapping[str, Entry] = {
     "verify": Entry(
         "wake.cli.up:verify_cmd",
         "Recompute a wake's block and tool hashes from their stored content, then its root, and name every part that differs; or,"
-        " with --chain, walk the hash chain.",
+        " with --chain, walk the hash chain and check every anchored head (with --anchor, anchor the heads first).",
     ),
     "workspace": Entry("wake.cli.workspace:workspace_group", "The agent's workspace: the git repository its facts are checked against."),
 }
+
+
+# The commands that serve until stopped: their logs are their output, at the configured level on
+# a terminal too; every other command is one-shot, and logs at warning on a terminal unless -v.
+SERVERS = frozenset({"daemon", "console", "mcp"})
+# the commands that run wakes, and so trace them when the OTEL_* variables ask (docs/traces.md)
+TRACED = frozenset({"daemon", "up"})
 
 
 class LazyGroup(click.Group):

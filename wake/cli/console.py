@@ -55,8 +55,12 @@ def console_cmd(ctx: app.Context, listen: str | None, read_only: bool) -> None:
             loop.add_signal_handler(sig, stop.set)
         async with app.ledger_stores(config) as st:
             serving = asyncio.create_task(runner.run(st, stop))
-            await runner.started.wait()
-            click.echo(f"wake console on {runner.url}" + (" (read-only)" if guard.read_only else ""), err=True)
+            started = asyncio.create_task(runner.started.wait())
+            # a failed bind ends `serving` (ListenError, exit 78) without ever setting `started`
+            await asyncio.wait({serving, started}, return_when=asyncio.FIRST_COMPLETED)
+            started.cancel()
+            if runner.started.is_set():
+                click.echo(f"wake console on {runner.url}" + (" (read-only)" if guard.read_only else ""), err=True)
             await serving
 
     app.run_async(body)

@@ -14,13 +14,13 @@ from typing import Any
 
 import click
 
-from ledgers import controls, outbox
+from ledgers import controls, memory_ledger, outbox
 from ledgers import rows as ledger_rows
 from wake import clock
 from wake.cli import app, render
 from wake.config import Config
 from wake.daemon import channels
-from wake.daemon.operator import TIME_HELP, operator, parse_when
+from wake.daemon.commands import TIME_HELP, operator, parse_when
 from wake.errors import InvalidInput, NotFound, WakeError
 
 TIER_CHOICE = app.TIER_CHOICE
@@ -54,7 +54,7 @@ def _checked(fn: Any) -> Any:
 @click.option("--tier", type=TIER_CHOICE, help="Only this tier (default: every tier of the agent).")
 @click.option("--until", "until_text", help=f"Resume by itself then: {TIME_HELP}.")
 @click.option("--reason", help="Why; shown on every skipped row and in `wake status`.")
-@click.option("--by", "paused_by", default=operator, show_default="your user name", help="Who paused it.")
+@click.option("--by", "paused_by", type=app.WHO, default=operator, show_default="your user name", help="Who paused it.")
 @app.pass_ctx
 def pause_cmd(ctx: app.Context, agent_id: str, tier: str | None, until_text: str | None, reason: str | None, paused_by: str) -> None:
     """Pause an agent (or one of its tiers): its slots and one-shots are recorded `skipped` (reason
@@ -165,7 +165,7 @@ async def _add(config: Config, agent: str, tier: str, fire_at: dt.datetime, note
 
 @click.command("outbox")
 @click.option("--failed", "dead_only", is_flag=True, help="Only deliveries that gave up (dead).")
-@click.option("--retry", "retry_id", type=int, help="Send this delivery again (its attempts start over).")
+@click.option("--retry", "retry_id", type=app.ROW_ID, help="Send this delivery again (its attempts start over).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @app.pass_ctx
@@ -200,9 +200,11 @@ async def _retry(config: Config, row_id: int) -> None:
 
 
 async def snapshot(config: Config, now: dt.datetime) -> dict[str, Any]:
-    """What `wake status` shows of the operator controls: pauses in force and pending one-shots."""
+    """What `wake status` shows of the operator controls: pauses in force, pending one-shots, and
+    each agent's open Cloister findings counted by level (HALT, WARN, LOG)."""
     try:
         async with app.ledger_conn(config) as conn:
-            return {"pauses": await controls.active_pauses(conn, now), "oneshots": await controls.oneshots(conn)}
+            return {"pauses": await controls.active_pauses(conn, now), "oneshots": await controls.oneshots(conn),
+                    "open_findings": await memory_ledger.open_counts_by_agent(conn, list(config.agents))}
     except WakeError as exc:
         return {"controls_error": str(exc)}

@@ -11,9 +11,9 @@ import click
 from ledgers import introspection
 from ledgers.vocab import Tier
 from wake import clock, logs
-from wake.cli import controls, health, render
+from wake.cli import app, controls, health, render
 from wake.cli.app import TIER_CHOICE, Context, agent_option, agent_with_tier, ledger_stores, pass_ctx, run_async
-from wake.daemon import remote
+from wake.daemon import anchoring, incident_watch, remote
 from wake.errors import StoreUnavailable
 from wake.observe import watch
 
@@ -22,7 +22,7 @@ from wake.observe import watch
 @agent_option()
 @click.option("--tier", type=TIER_CHOICE, default=Tier.whisper.value, show_default=True, help="Depth of the wake.")
 @click.option("--no-wait", is_flag=True, help="Return once the daemon has started the wake.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=600, show_default=True, help="Seconds to wait in all.")
+@click.option("--timeout", "timeout_s", type=app.SecondsType(0.1), default=600, show_default=True, help="Seconds to wait in all.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @pass_ctx
 def trigger_cmd(ctx: Context, agent_id: str | None, tier: str, no_wait: bool, timeout_s: float, as_json: bool) -> None:
@@ -60,7 +60,7 @@ def trigger_cmd(ctx: Context, agent_id: str | None, tier: str, no_wait: bool, ti
 @click.option(
     "--watch", "watching", is_flag=True, help="Refresh a terminal view until Ctrl-C (replicas, running wakes, leases, next fires, recent outcomes)."
 )
-@click.option("--interval", "interval_s", type=click.FloatRange(min=0.2), default=2.0, show_default=True, help="Seconds between refreshes.")
+@click.option("--interval", "interval_s", type=app.SecondsType(0.2), default=2.0, show_default=True, help="Seconds between refreshes.")
 @pass_ctx
 def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -> None:
     """Live daemon replicas, the wakes running now, the leases held, the next fire per agent and tier."""
@@ -107,4 +107,7 @@ def daemon_cmd(ctx: Context) -> None:
     config = ctx.config
     logs.configure(config.log.format, config.log.level, stream=sys.stdout)
     served = console.companion(config)  # `[console] listen`
-    sys.exit(run_async(lambda: daemon.Daemon(config=config, companions=[served] if served else []).run()))
+    anchored = anchoring.companion(config)  # the daily chain anchor, when [anchor] daemon is on
+    watched = incident_watch.companion()  # the open incidents into wake_open_incidents
+    companions = [c for c in (served, anchored, watched) if c is not None]
+    sys.exit(run_async(lambda: daemon.Daemon(config=config, companions=companions).run()))

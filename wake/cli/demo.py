@@ -1,5 +1,6 @@
 """`wake demo seed`: give the demo agent something in every ledger, so a first `wake up` shows
-every arrival block doing its job.
+every arrival block doing its job; and `wake demo wake`'s config: the agent's surface tier on the
+embedded model (docs/model.md, "The embedded model").
 
 The seed is idempotent: everything is written in one transaction, keyed on a fixed message id;
 when that message is already there, nothing of this module's own data is written again. The
@@ -18,9 +19,46 @@ from pathlib import Path
 import asyncpg
 
 from ledgers import actions, commitments, contact, daybook, facts, retractions, settled, summaries
+from wake.config import Config
+from wake.config.sections import BudgetConfig, ModelRoute, ThinkConfig, ToolChoice
 
 Days = Callable[[int], dt.datetime]  # a date n days before the seed's now
 _NS = uuid.UUID("6f1d0c5e-8a47-4f0e-9a43-2f3c1de0b5a7")
+
+
+# The demo wake: a surface wake whose first turn must call `local_time` (read-only, no arguments:
+# SmolLM2 cannot get it wrong, and the grammar of a JSON-schema route holds it to that one tool) and
+# whose second answers, with nothing to call (so nothing it writes lands in a ledger but its daybook
+# entry). It binds the whisper tools (7): the surface binding's 15 declarations, written out in the
+# system message, come to about 8,700 tokens, past SmolLM2's 8,192; these to about 2,300.
+DEMO_TIER = "surface"
+DEMO_TOOL = "local_time"
+DEMO_ROUTE = "embedded"
+DEMO_BINDS = ("wake.whisper",)
+DEMO_BUDGET = BudgetConfig(max_turns=2, max_tool_calls=2, max_output_tokens=192, max_cost_usd=0.01)
+DEMO_SUMMARY_MAX_TOKENS = 96
+
+
+def demo_config(config: Config, agent_id: str) -> tuple[Config, str]:
+    """The config with the agent's surface tier on an embedded route (the config's first one, else
+    one added as `embedded`), binding the whisper tools, its first turn calling `local_time` and its
+    second answering; and the route's name."""
+    route_name = next((name for name, r in config.models.items() if r.kind == "embedded"), None)
+    models = dict(config.models)
+    if route_name is None:
+        route_name = DEMO_ROUTE if DEMO_ROUTE not in models else f"wake_demo_{DEMO_ROUTE}"
+        models[route_name] = ModelRoute.model_validate({"kind": "embedded"})
+    agent = config.agents[agent_id]
+    tier = agent.tiers[DEMO_TIER].model_copy(update={
+        "model": route_name, "binds": DEMO_BINDS, "tool_choice": ToolChoice(first=DEMO_TOOL, later="none"), "budget": DEMO_BUDGET,
+    })
+    think = ThinkConfig.model_validate({**config.think.model_dump(), "summary_max_tokens": DEMO_SUMMARY_MAX_TOKENS})
+    demo = config.model_copy(update={
+        "models": models, "think": think,
+        "agents": {**config.agents, agent_id: agent.model_copy(update={"tiers": {**agent.tiers, DEMO_TIER: tier}})},
+    })
+    demo._hash = None  # the copy's own hash, computed when a wake records it
+    return demo, route_name
 
 
 def _id(agent_id: str, name: str) -> uuid.UUID:

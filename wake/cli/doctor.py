@@ -18,6 +18,7 @@ import asyncpg
 import httpx
 
 from ledgers import graph, schema
+from ledgers.errors import SchemaMismatch
 from wake import secrets, stores
 from wake.config import Config, ModelRoute
 from wake.errors import StoreUnavailable, WakeError
@@ -68,7 +69,7 @@ async def _postgres(config: Config) -> list[Check]:
 async def _schema(conn: asyncpg.Connection) -> Check:
     try:
         states = await schema.status(conn)
-    except schema.SchemaMismatch as exc:
+    except SchemaMismatch as exc:
         return Check(check="schema", status="fail", detail=str(exc))
     head = schema.head()
     version = max((s.version for s in states if s.applied_at is not None), default=0)
@@ -184,7 +185,7 @@ async def _mcp(config: Config) -> list[Check]:
     that cannot start fails the check (its tools would not be bound)."""
     if not config.tools.mcp:
         return []
-    from surfaces.registry import DeclarationError
+    from surfaces.errors import DeclarationError
     from wake.errors import WakeError
     from wake.run import mcp, session
 
@@ -234,14 +235,24 @@ def registry_check(config: Config) -> Check:
 async def _route(name: str, route: ModelRoute) -> Check:
     """One model route's server, asked for its model list (`GET {base_url}/models`): no tokens
     spent. A server that answers without the list (404, 405) is reachable; one that refuses the
-    key, or cannot be reached, fails the check."""
+    key, or cannot be reached, fails the check. An embedded route is checked in the cache: its
+    server starts with the first wake that calls it."""
+    if route.kind == "embedded":
+        from wake.model import embedded
+
+        cache = embedded.default_cache_dir()
+        problem = embedded.not_fetched(cache, route.model)
+        if problem is not None:
+            return Check(check=f"model:{name}", status="fail", detail=str(problem))
+        return Check(check=f"model:{name}", status="ok",
+                     detail=f"embedded {route.model}, fetched in {cache} (started by the first wake that calls it)")
     headers = {}
     if route.api_key_credential:
         key = secrets.read_secret(route.api_key_credential)
         if key is None:
             return Check(check=f"model:{name}", status="fail", detail=f"credential {route.api_key_credential!r} not found")
         headers["authorization"] = f"Bearer {key.reveal()}"
-    url = route.base_url.rstrip("/") + "/models"
+    url = route.url().rstrip("/") + "/models"
     started = time.perf_counter()
     try:
         async with httpx.AsyncClient(timeout=min(route.timeout_s, 10.0)) as client:
@@ -258,6 +269,68 @@ async def _route(name: str, route: ModelRoute) -> Check:
         return Check(check=f"model:{name}", status="warn", required=False, latency_ms=latency,
                      detail=f"{where}: reachable, but it lists no models (HTTP {response.status_code})")
     return Check(check=f"model:{name}", status="fail", detail=f"{where}: HTTP {response.status_code}", latency_ms=latency)
+
+
+# -- `wake doctor --expect AGENT[:TIER]=DURATION`: the dead-man check for an operator's own cron ----
+
+MAX_EXPECTATIONS = 100  # --expect options on one command line
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expectation:
+    """`AGENT[:TIER]=DURATION`: the tier (every tier of the agent without one) has settled within `within_s`."""
+
+    agent_id: str
+    tier: str | None
+    within_s: int
+
+    @classmethod
+    def parse(cls, text: str) -> Expectation:
+        """From its text; ValueError saying what is wrong (the agent and tier are checked against the config later)."""
+        from ledgers.vocab import Tier
+        from wake.config import check_agent_id, parse_duration_s
+
+        who, sep, duration = text.partition("=")
+        if not sep:
+            raise ValueError('expected AGENT[:TIER]=DURATION, such as "ops=2h" or "ops:whisper=30m"')
+        agent_id, colon, tier = who.partition(":")
+        check_agent_id(agent_id)
+        if colon and tier not in tuple(Tier):
+            raise ValueError(f"expected a tier ({', '.join(Tier)}) after the ':', got {tier[:40]!r}")
+        return cls(agent_id=agent_id, tier=tier if colon else None, within_s=parse_duration_s(duration))
+
+    def tiers(self, config: Config) -> list[str]:
+        """The tiers it names; InvalidInput for an agent or tier the config does not have."""
+        from wake.errors import InvalidInput
+
+        agent = config.agents.get(self.agent_id)
+        if agent is None:
+            raise InvalidInput(f"--expect: no agent {self.agent_id!r} is configured; known: {', '.join(sorted(config.agents))}")
+        if self.tier is not None and self.tier not in agent.tiers:
+            raise InvalidInput(f"--expect: agent {self.agent_id!r} has no {self.tier} tier; configured: {', '.join(agent.tiers)}")
+        return [self.tier] if self.tier is not None else list(agent.tiers)
+
+
+def _ago(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 86400}d {s % 86400 // 3600}h" if s >= 86400 else f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s"
+
+
+async def overdue_lines(conn: asyncpg.Connection, config: Config, expects: list[Expectation], now: Any) -> list[str]:
+    """One line per expected tier whose newest settled row (a wake that ran) is older than its DURATION."""
+    from ledgers import introspection
+
+    wanted = {(e.agent_id, t): e.within_s for e in expects for t in e.tiers(config)}  # the last --expect of a tier wins
+    lasts = await introspection.last_settled(conn, list(wanted))
+    lines = []
+    for (agent_id, tier), within_s in wanted.items():
+        last = lasts.get((agent_id, tier))
+        at = last.finished_at if last is not None else None
+        if at is None:
+            lines.append(f"overdue: {agent_id}/{tier} has never settled (expected within {_ago(within_s)})")
+        elif (age := (now - at).total_seconds()) > within_s:
+            lines.append(f"overdue: {agent_id}/{tier} last settled {at.isoformat()} ({_ago(age)} ago; expected within {_ago(within_s)})")
+    return lines
 
 
 _STATE_SCAN = 20_000  # entries looked at under the state directory, at most
@@ -287,7 +360,19 @@ def state_dir_check(state_dir: Path) -> Check:
         more = f" and {len(readable) - 1} more" if len(readable) > 1 else ""
         return Check(check="state_dir", status="warn", required=False,
                      detail=f"{state_dir}: {readable[0]}{more} readable by other users; chmod -R go-rwx {state_dir}")
-    return Check(check="state_dir", status="ok", detail=f"{state_dir} (owner only)", required=False)
+    return Check(check="state_dir", status="ok", detail=f"{state_dir} ({state_dir_words(state_dir.stat().st_mode)})", required=False)
+
+
+def state_dir_words(mode: int) -> str:
+    """What the state directory's own mode lets others do, said as it is: 0700 is owner only; 0711
+    (as root, so that the embedded PostgreSQL's own user can pass through to its data) lets others
+    traverse it, never list or read it."""
+    mode &= 0o777
+    if mode & 0o066 == 0 and mode & 0o011:
+        return f"mode {mode:04o}: only its owner reads it; others may pass through to a path they know, not list it"
+    if mode & 0o077 == 0:
+        return f"mode {mode:04o}: owner only"
+    return f"mode {mode:04o}"
 
 
 def healthy(checks: list[Check]) -> bool:

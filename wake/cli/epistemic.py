@@ -14,7 +14,7 @@ from surfaces import epistemic as epistemic_tools
 from surfaces import probe
 from wake import clock
 from wake.arrival import falsifiers as epistemic
-from wake.cli import render
+from wake.cli import app, render
 from wake.cli.app import AGENT_ID, Context, agent_option, default_agent, fail, ledger_conn, ledger_stores, pass_ctx, run_async
 from wake.errors import WakeError
 
@@ -47,7 +47,7 @@ def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 @click.option("--expected-retraction-pass-obs", required=True, help="Observed if the retraction stands (verdict overturned).")
 @click.option("--overturn-retraction-condition", required=True, help="Observed if the original claim was right (verdict upheld); must differ.")
 @click.option("--corrected-at", callback=_aware, help="When it was corrected (ISO 8601 with offset). Default: now.")
-@click.option("--maturity-days", type=click.IntRange(0), help="Days until the falsifier is due. Default: retractions.falsifier_maturity_days.")
+@click.option("--maturity-days", type=app.DAYS, help="Days until the falsifier is due. Default: retractions.falsifier_maturity_days.")
 @click.option("--probe-target", help="A probe of the pass observation: a path inside the probe roots.")
 @click.option("--probe-mode", type=click.Choice(probe.MODES), help="exists, missing or contains.")
 @click.option("--probe-needle", help="With --probe-mode contains: the literal string.")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
+from ledgers import controls as control_rows
 from wake import clock
 from wake.cli import controls
 from wake.config import Config
-from wake.daemon import remote
+from wake.daemon import remote, schedule
 from wake.errors import StoreUnavailable
 
 
@@ -25,7 +28,30 @@ async def status_with_stores(config: Config) -> dict[str, Any]:
                   "next_fires": [], "pending_requests": 0}
         health.append({"store": "redis", "ok": False, "detail": str(exc)})
     result.update(await controls.snapshot(config, now))
+    if not result["daemon_alive"]:  # no daemon to ask: the same schedule, computed from the config (as the console does)
+        result["next_fires"] = [dict(f, source="config") for f in config_fires(config, now)]
+    result["next_fires"] = [mark_paused(f, result.get("pauses") or []) for f in result["next_fires"]]
     error = result.get("controls_error")
     health.insert(0, {"store": "postgres", "ok": error is None, "detail": error or "reachable"})
     result["stores"] = health
     return result
+
+
+def config_fires(config: Config, now: dt.datetime) -> list[dict[str, Any]]:
+    """Each agent's and tier's next fire after `now`, from its schedule in the config."""
+    out = []
+    for agent_id, agent in config.agents.items():
+        for tier in agent.tiers:
+            at = schedule.next_fire(schedule.from_config(config, agent_id, tier), now)
+            out.append({"agent": agent_id, "tier": tier, "at": at.isoformat() if at else None})
+    return out
+
+
+def mark_paused(fire: dict[str, Any], pauses: Sequence[control_rows.Pause]) -> dict[str, Any]:
+    """A fire a pause in force covers (its agent, its tier or all, until after the fire) is marked
+    `skipped: paused`: the slot will be claimed and recorded skipped, not run."""
+    at = dt.datetime.fromisoformat(fire["at"]) if fire.get("at") else None
+    for p in pauses:
+        if p.agent_id == fire["agent"] and p.tier in (control_rows.ALL_TIERS, fire["tier"]) and (p.until is None or at is None or p.until > at):
+            return dict(fire, skipped=f"paused by {p.paused_by}")
+    return fire

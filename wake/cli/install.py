@@ -12,25 +12,67 @@ import click
 from ledgers import schema
 from wake import stores
 from wake.cli import doctor, migrate, render
-from wake.cli.app import Context, pass_ctx, run_async
+from wake.cli.app import Context, _StrParam, clip, ledger_conn, pass_ctx, run_async
+
+
+class ExpectType(_StrParam):
+    """`--expect AGENT[:TIER]=DURATION` (`doctor.Expectation`): malformed, one line (usage, exit 2)."""
+
+    name = "AGENT[:TIER]=DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, doctor.Expectation):
+            return value
+        try:
+            return doctor.Expectation.parse(str(value))
+        except ValueError as exc:
+            self.fail(f"{clip(str(value))}: {exc}", param, ctx)
 
 
 @click.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.option("--expect", "expects", type=ExpectType(), multiple=True,
+              help="Only check that the tier (every tier of the agent without :TIER) settled a wake within DURATION "
+                   "(30s, 15m, 2h, 1d); repeatable, at most 100. For an operator's cron when no replica runs the dead-man check.")
 @pass_ctx
-def doctor_cmd(ctx: Context, as_json: bool) -> None:
+def doctor_cmd(ctx: Context, as_json: bool, expects: tuple[doctor.Expectation, ...]) -> None:
     """Check the config, each store's reachability and latency, the schema and the versions.
 
     Exits 1 if anything required (the config, PostgreSQL, Redis, Neo4j when configured, a tier's
     instructions file or pre-check, a webhook's secret, an MCP server that cannot start) fails.
+
+    With --expect it checks only that: it prints one line per overdue tier (its newest wake that
+    ran settled longer ago than DURATION, or never) and exits 1 if there is one, 0 silently if
+    there is none; an agent or tier not configured is exit 65, PostgreSQL unreachable 69.
     """
     config = ctx.config
+    if expects:
+        _expected(config, list(expects), as_json)
     checks = run_async(lambda: doctor.run(config))
     if as_json:
         click.echo(json.dumps({"healthy": doctor.healthy(checks), "checks": doctor.as_json(checks)}, indent=2))
     else:
         click.echo(render.checks(checks))
     sys.exit(0 if doctor.healthy(checks) else 1)
+
+
+def _expected(config: Any, expects: list[doctor.Expectation], as_json: bool) -> None:
+    if len(expects) > doctor.MAX_EXPECTATIONS:
+        raise click.UsageError(f"at most {doctor.MAX_EXPECTATIONS} --expect options, got {len(expects)}")
+    from wake import clock
+
+    async def body() -> list[str]:
+        for e in expects:  # an unknown agent or tier is refused before any store is opened
+            e.tiers(config)
+        async with ledger_conn(config) as conn:
+            return await doctor.overdue_lines(conn, config, expects, clock.now())
+
+    lines = run_async(body)
+    if as_json:
+        click.echo(json.dumps({"overdue": lines}, indent=2))
+    for line in [] if as_json else lines:
+        click.echo(line)
+    sys.exit(1 if lines else 0)
 
 
 @click.command("migrate")

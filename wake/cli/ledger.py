@@ -1,4 +1,4 @@
-"""Commands over the epistemic ledgers: `wake demo seed`, `wake facts` (`--check`: docs/verify.md),
+"""Commands over the epistemic ledgers: `wake demo seed` (and `wake demo wake`), `wake facts` (`--check`: docs/verify.md),
 `wake tell`, `wake settle` (docs/facts.md).
 
 Listed in `wake.cli.commands`.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import sys
 import zoneinfo
 from typing import Any
 
@@ -15,6 +16,7 @@ import click
 
 from codecheck import verify
 from ledgers import contact, fact_checks, facts, settled
+from ledgers.vocab import GOOD, Tier
 from wake import clock
 from wake.arrival import code_check
 from wake.cli import app, render
@@ -24,7 +26,7 @@ from wake.config import Config
 
 @click.group("demo")
 def demo_group() -> None:
-    """Demo data for a first look."""
+    """Demo data and a demo wake for a first look."""
 
 
 @demo_group.command("seed")
@@ -49,6 +51,42 @@ def demo_seed_cmd(obj: app.Context, agent_id: str) -> None:
         click.echo(f"seeded agent {agent}: " + ", ".join(f"{k} {v}" for k, v in added.items()))
     else:
         click.echo(f"agent {agent} already has its demo data; nothing added")
+
+
+@demo_group.command("wake")
+@click.option("--agent", "agent_id", type=app.AGENT_ID, default="demo", show_default=True, help="Agent id ([agents.<id>] in the config).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_obj
+def demo_wake_cmd(obj: app.Context, agent_id: str, as_json: bool) -> None:
+    """Run one surface wake of the agent on the embedded model (`wake model fetch` first), binding
+    the whisper tools: its first turn calls `local_time`, the second answers; then read it with
+    `wake show ID --transcript`. Exit 69 when the model is not fetched, 1 when the wake fails."""
+    from wake.cli import demo
+    from wake.cli.up import WORKSPACE_WARM_S
+    from wake.context import WakeRequest
+    from wake.run import claim, session
+
+    config = obj.config
+    agent = app.agent_with_tier(config, agent_id, demo.DEMO_TIER)
+    conf, route = demo.demo_config(config, agent)
+    request = WakeRequest(agent_id=agent, tier=Tier(demo.DEMO_TIER))
+
+    async def body() -> Any:
+        session.require_embedded(conf, [(agent, demo.DEMO_TIER)])
+        async with session.open_session(conf) as s:
+            await code_check.warmed(conf, agent, WORKSPACE_WARM_S)
+            return await claim.run(s, request, owner=claim.owner())
+
+    if not as_json:
+        click.echo(f"a surface wake of {agent} on the embedded model (route {route}): about a minute on 2 cores", err=True)
+    o = app.run_async(body)
+    if as_json:
+        click.echo(render.to_json({"wake_id": o.wake_id, "agent": o.agent_id, "tier": o.tier, "status": o.status, "note": o.note,
+                                   "error": o.error, "route": route, **render.thinking_json(o)}))
+    else:
+        click.echo(render.outcome(o))
+        click.echo(f"\nthe conversation, each tool call and its answer: wake show {o.wake_id} --transcript")
+    sys.exit(0 if o.status in GOOD else 1)
 
 
 async def check_facts(config: Config, agent: str, limit: int, record: bool) -> dict[str, Any]:
@@ -106,16 +144,7 @@ def facts_cmd(obj: app.Context, agent_id: str | None, include_all: bool, limit: 
     if as_json:
         click.echo(render.to_json({"total": total, "facts": rows}))
         return
-    for r in rows:
-        refs = ", ".join(
-            f"{label} {str(getattr(r, k))[:8]}" for label, k in (("attested by", "attested_ref"), ("cites", "source_ref"),
-                                                       ("supersedes", "supersedes_id"), ("wake", "wake_id")) if getattr(r, k)
-        )
-        when = f"recorded {r.recorded_at:%Y-%m-%d %H:%M}" + (f", superseded {r.superseded_at:%Y-%m-%d %H:%M}" if r.superseded_at else "")
-        anchors = "".join(facts.anchor_text(a) for a in r.anchors)
-        click.echo(f"{str(r.fact_id)[:8]}  {r.status:<10} ({r.origin}, {when}) {r.category}/{r.fact_key}: {r.fact_value}{anchors}"
-                   + (f"  <{refs}>" if refs else "") + f"  [{r.agent_id}]")
-    click.echo(f"{len(rows)} of {total} facts")
+    click.echo("\n".join(render.facts_listing(rows, total)))
 
 
 @click.command("tell")

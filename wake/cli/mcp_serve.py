@@ -11,19 +11,28 @@ it, over stdio or streamable HTTP, is scoped to that agent: a wake of another ag
 not found. Transports: stdio (the default; logs go to stderr, stdout carries only JSON-RPC) and
 streamable HTTP (`--listen HOST:PORT`, path `/mcp`; port 0 picks a free one, and the
 `mcp.listening` log line names the URL).
+
+Every stored string it answers with (a wake's note, error and final text, a commitment's title, a
+finding's place, rule and excerpt, the settled state, the model's words and a call's arguments) is
+marked data (`untrusted.render`, the operator's marks `⟪data:…⟫`, named in the server's
+instructions); an arrival block or a tool's answer, marked when the wake rendered it, keeps its
+marks, its invisible and control characters escaped (`render.terminal`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import asyncpg
 import click
 
 from ledgers import commitments, ids, introspection, memory_ledger, settled, transcripts
+from ledgers.vocab import Status, Tier
+from untrusted import render as marks
 from wake import logs
 from wake.cli import render
 from wake.cli.app import Context, agent_option, default_agent, ledger_stores, pass_ctx, run_async
@@ -45,6 +54,49 @@ def _plain(value: Any) -> Any:
     return json.loads(render.to_json(value))
 
 
+DATA = marks.OPERATOR
+WAKE_TEXT = frozenset({"note", "error", "final_text", "escalation_cause"})
+COMMITMENT_TEXT = frozenset({"title"})
+FINDING_TEXT = frozenset({"domain", "path", "excerpt", "rule", "note", "acked_by"})
+SETTLED_TEXT = frozenset({"subject", "state"})
+
+
+def marked(row: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
+    """`row` with each of its `fields` that holds a string as one marked span."""
+    return {k: DATA.span(v) if k in fields and isinstance(v, str) else v for k, v in row.items()}
+
+
+def shown_arrival(blocks: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+    """The blocks as stored (marked when the wake rendered them), their invisible and control characters escaped."""
+    return [{"name": marks.neutral(n), "text": marks.terminal(t) if t is not None else None} for n, t in blocks]
+
+
+def shown_transcript(t: dict[str, Any]) -> dict[str, Any]:
+    """A transcript (`transcripts.as_dict`) for a client: the model's words and every call's
+    arguments marked data; what the model was sent (the harness's messages, the tools' answers,
+    marked when sent) kept with its marks, its invisible and control characters escaped."""
+
+    def text(role: str, content: Any) -> Any:
+        if not isinstance(content, str):
+            return content
+        return DATA.span(content) if role == "assistant" else marks.terminal(content)
+
+    def calls(tool_calls: Any) -> Any:
+        if not isinstance(tool_calls, list):
+            return tool_calls
+        return [{**c, "function": {**c["function"], "name": marks.neutral(str(c["function"].get("name"))),
+                                   "arguments": DATA.span(c["function"]["arguments"]) if isinstance(c["function"].get("arguments"), str)
+                                   else c["function"].get("arguments")}}
+                if isinstance(c, dict) and isinstance(c.get("function"), dict) else c for c in tool_calls]
+
+    messages = [{**m, "content": text(str(m.get("role")), m.get("content")), **({"tool_calls": calls(m["tool_calls"])} if "tool_calls" in m else {})}
+                for m in t["messages"]]
+    shown_calls = [{**c, "tool": marks.neutral(str(c.get("tool"))),
+                    "arguments": DATA.span(c["arguments"]) if isinstance(c.get("arguments"), str) else c.get("arguments"),
+                    "answer": marks.terminal(c["answer"]) if isinstance(c.get("answer"), str) else c.get("answer")} for c in t["calls"]]
+    return {**t, "messages": messages, "calls": shown_calls}
+
+
 class Ledgers:
     """The reads the server offers, each in a read-only transaction, scoped to one agent."""
 
@@ -56,7 +108,7 @@ class Ledgers:
         from mcp.server.mcpserver.exceptions import ToolError
 
         try:
-            found = await introspection.resolve_id(conn, wake_id)
+            found = await introspection.resolve_id(conn, wake_id, self.agent_id)  # another agent's wakes are not matched
         except ids.IdLookupError as exc:
             raise ToolError(str(exc)) from exc
         row = await introspection.get(conn, found) if found is not None else None
@@ -76,23 +128,29 @@ class Ledgers:
                 await tx.rollback()  # it wrote nothing; a rollback is the cheapest end
 
     async def recent_wakes(self, limit: int, tier: str | None, status: str | None) -> list[dict[str, Any]]:
+        _one_of("tier", tier, Tier)
+        _one_of("status", status, Status)
         async with self._read() as conn:
             rows = await introspection.recent(conn, agent_id=self.agent_id, tier=tier, status=status, limit=_limit(limit))
-        return list(_plain(rows))
+        return [marked(r, WAKE_TEXT) for r in _plain(rows)]
 
     async def wake(self, wake_id: str) -> dict[str, Any]:
         async with self._read() as conn:
             row = await self._wake(conn, wake_id)
         del row["blocks"], row["tool_hashes"]  # the arrival and the binding have their own tools
-        return dict(_plain(row))
+        return marked(_plain(row), WAKE_TEXT)
 
     async def arrival(self, wake_id: str) -> dict[str, Any]:
         async with self._read() as conn:
             row = await self._wake(conn, wake_id)
             blocks = await introspection.arrival(conn, row["wake_id"])
-        return {"wake_id": str(row["wake_id"]), "tier": row["tier"], "blocks": [{"name": n, "text": t} for n, t in blocks]}
+        return {"wake_id": str(row["wake_id"]), "tier": row["tier"], "blocks": shown_arrival(blocks)}
 
     async def transcript(self, wake_id: str) -> dict[str, Any]:
+        return shown_transcript(await self.stored_transcript(wake_id))
+
+    async def stored_transcript(self, wake_id: str) -> dict[str, Any]:
+        """The transcript as stored, for `render.transcript` (which marks it as the CLI does)."""
         async with self._read() as conn:
             row = await self._wake(conn, wake_id)
             stored = await transcripts.read(conn, row["wake_id"])
@@ -111,7 +169,7 @@ class Ledgers:
     async def open_commitments(self, limit: int) -> dict[str, Any]:
         async with self._read() as conn:
             rows, total = await commitments.open_newest(conn, self.agent_id, limit=_limit(limit))
-        return {"total": total, "shown": len(rows), "rows": _plain(rows)}
+        return {"total": total, "shown": len(rows), "rows": [marked(r, COMMITMENT_TEXT) for r in _plain(rows)]}
 
     async def findings(self, state: str, limit: int) -> dict[str, Any]:
         from mcp.server.mcpserver.exceptions import ToolError
@@ -120,12 +178,21 @@ class Ledgers:
             raise ToolError(f"state must be one of {', '.join(FINDING_STATES)}, got {state[:40]!r}")
         async with self._read() as conn:
             rows, total = await memory_ledger.findings(conn, self.agent_id, state=None if state == "all" else state, limit=_limit(limit))
-        return {"state": state, "total": total, "shown": len(rows), "rows": _plain(rows)}
+        return {"state": state, "total": total, "shown": len(rows), "rows": [marked(r, FINDING_TEXT) for r in _plain(rows)]}
 
     async def settled_state(self) -> dict[str, Any]:
         async with self._read() as conn:
             row = await settled.latest_state(conn, self.agent_id)
-        return {"agent": self.agent_id, "settled": _plain(row)}
+        plain = _plain(row)
+        return {"agent": self.agent_id, "settled": marked(plain, SETTLED_TEXT) if plain is not None else None}
+
+
+def _one_of(name: str, value: str | None, vocab: type[enum.StrEnum]) -> None:
+    """A filter the ledger can match, or a ToolError naming the choices (never the driver's error)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    if value is not None and value not in {v.value for v in vocab}:
+        raise ToolError(f"{name} must be one of {', '.join(v.value for v in vocab)}, got {value[:40]!r}")
 
 
 def _limit(n: int) -> int:
@@ -144,7 +211,7 @@ def build(ledgers: Ledgers) -> MCPServer[Any]:
         name="wake", version=__version__,
         instructions=(f"The witness record of agent {agent!r}'s autonomous wakes, read-only: what each wake saw (its arrival), "
                       "what it did (its transcript: every model turn, tool call and answer), how its binding changed, "
-                      "what is open (commitments, findings) and the settled state. Nothing here can change them."),
+                      "what is open (commitments, findings) and the settled state. Nothing here can change them. " + DATA.system_note()),
     )
     _tools(server, ledgers, ToolAnnotations(**READ_ONLY))
     _resources(server, ledgers)
@@ -152,9 +219,14 @@ def build(ledgers: Ledgers) -> MCPServer[Any]:
 
 
 def _tools(server: MCPServer[Any], ledgers: Ledgers, ro: ToolAnnotations) -> None:
-    @server.tool(description="The agent's recent wakes, newest first: tier, trigger, status, times, tools bound, cost, note.", annotations=ro)
-    async def recent_wakes(limit: int = 10, tier: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
-        return await ledgers.recent_wakes(limit, tier, status)
+    @server.tool(description="The agent's recent wakes, newest first: tier, trigger, status, times, tools bound, cost, note; "
+                             "`count` says how many (0: none recorded, or none of that tier or status).", annotations=ro)
+    async def recent_wakes(limit: int = 10, tier: Literal["whisper", "surface", "full"] | None = None,
+                           status: str | None = None) -> dict[str, Any]:
+        # An object, not a bare list: an empty list came back as a result with no content at all. The
+        # tier is one of the three (the schema says so; the SDK refuses another before this runs).
+        wakes = await ledgers.recent_wakes(limit, tier, status)
+        return {"agent": ledgers.agent_id, "count": len(wakes), "wakes": wakes}
 
     @server.tool(description="One wake's record (an id or a unique prefix): status, note, error, thinking totals, final text, chain link.",
                  annotations=ro)
@@ -204,7 +276,7 @@ def _resources(server: MCPServer[Any], ledgers: Ledgers) -> None:
 
     @server.resource(f"wake://{agent}/wakes/{{wake_id}}/transcript", name="a wake's transcript", mime_type="text/plain")
     async def transcript_resource(wake_id: str) -> str:
-        return render.transcript(await ledgers.transcript(wake_id))
+        return render.transcript(await ledgers.stored_transcript(wake_id))
 
     @server.resource(f"wake://{agent}/commitments", name="open commitments", mime_type="application/json")
     async def commitments_resource() -> str:

@@ -14,9 +14,10 @@ import click
 
 from ledgers import memory_ledger as ledger
 from memory.repo import MemoryRepo
+from untrusted import render as marks
 from wake import clock
 from wake.cli import app, render
-from wake.daemon.operator import open_repo, refused
+from wake.daemon.commands import open_repo, refused
 from wake.errors import WakeError
 from wake.stores import lease
 
@@ -75,7 +76,8 @@ def show_cmd(obj: app.Context, path: str, rev: str | None, agent_id: str | None,
     if as_json:
         click.echo(render.to_json(dataclasses.asdict(view)))
     else:
-        click.echo(view.text, nl=not view.text.endswith("\n"))
+        shown = marks.terminal(view.text)  # the operator reads a flagged file whole, to judge it; nothing in it is hidden
+        click.echo(shown, nl=not shown.endswith("\n"))
 
 
 @memory_group.command("log")
@@ -183,8 +185,8 @@ def findings_cmd(obj: app.Context, state: str, limit: int, agent_id: str | None,
 
 
 @memory_group.command("ack")
-@click.argument("finding_ids", nargs=-1, required=True, type=click.IntRange(min=1))
-@click.option("--by", "by", required=True, help="Who acknowledges (recorded with the finding).")
+@click.argument("finding_ids", nargs=-1, required=True, type=app.ROW_ID)
+@click.option("--by", "by", type=app.WHO, required=True, help="Who acknowledges (recorded with the finding).")
 @click.option("--note", help="Why, in a line.")
 @app.agent_option()
 @json_option
@@ -214,9 +216,9 @@ def ack_cmd(obj: app.Context, finding_ids: tuple[int, ...], by: str, note: str |
 
 @memory_group.command("revert")
 @click.argument("commit", required=False)
-@click.option("--finding", "finding_id", type=click.IntRange(min=1), help="Revert what this finding points at, instead of a COMMIT.")
+@click.option("--finding", "finding_id", type=app.ROW_ID, help="Revert what this finding points at, instead of a COMMIT.")
 @click.option("--path", help="The file to revert when COMMIT changed more than one.")
-@click.option("--by", "by", required=True, help="Who reverts (the author of the revert commit).")
+@click.option("--by", "by", type=app.WHO, required=True, help="Who reverts (the author of the revert commit).")
 @click.option("--note", help="Why, in a line.")
 @app.agent_option()
 @json_option

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from ledgers import introspection, queries
 from ledgers import rows as ledger_rows
+from untrusted import render as marks
 from wake.config import plural
 
 if TYPE_CHECKING:  # what is rendered, not imported to render it: a command imports the steps it runs
     from codecheck import workspace
     from ledgers import actions as actions_ledger
     from ledgers import controls, memory_ledger, transcripts
+    from ledgers import facts as facts_ledger
     from ledgers import outbox as outbox_ledger
     from ledgers import probes as probes_ledger
     from ledgers import retractions as ledger_retractions
@@ -26,7 +28,7 @@ if TYPE_CHECKING:  # what is rendered, not imported to render it: a command impo
     from wake.cli import doctor
     from wake.daemon import remote
     from wake.run.cycle import WakeOutcome
-    from wake.witness import manifest
+    from wake.witness import anchor, manifest
 
 
 def _default(value: Any) -> Any:
@@ -92,7 +94,7 @@ def outcome(o: WakeOutcome) -> str:
 
 
 def thinking_lines(o: WakeOutcome) -> list[str]:
-    """Steps 8-9 of a wake: the gate's verdict, the model's usage, the daybook text."""
+    """Steps 7 and 9 of a wake: the gate's verdict, the model's usage, the daybook text."""
     lines = [f"gate: {o.gate}"] if o.gate else []
     t = o.thinking
     if t is not None and t.model is not None:
@@ -142,7 +144,9 @@ def in_arrival_order(blocks: Mapping[str, Any], order: Sequence[str] | None) -> 
 
 def row(record: introspection.WakeRecord) -> str:
     r = record.columns()
-    lines = [f"{k}: {_text(v)}" for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
+    stored = ("note", "error", "final_text", "escalation_cause")  # stored text (the model's, a tool's, an error's): marked data
+    lines = [f"{k}: {marks.OPERATOR.span(v) if k in stored and isinstance(v, str) else marks.neutral(_text(v))}"
+             for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
     lines.append(f"active_tool_names: {', '.join(record.active_tool_names) or '(none)'}")
     lines.append("tool_hashes:")
     lines += [f"  {name:<24} {h}" for name, h in sorted(record.tool_hashes.items())]
@@ -245,13 +249,15 @@ def status_lines(s: dict[str, Any]) -> list[str]:
          for r in s["leases"]],
     )
     lines.append("")
-    if s["daemon_alive"]:
-        lines.append("next fires")
+    if s["daemon_alive"] or s["next_fires"]:
+        # without a daemon, `wake.cli.health` computes them from the config; a paused one is marked
+        lines.append("next fires" if s["daemon_alive"] else "next fires (from the config: no daemon alive to run them)")
+        skipped = any(f.get("skipped") for f in s["next_fires"])
         lines += table(
-            ("AGENT", "TIER", "AT (UTC)", "WHEN", "NEXT ACTIVE (UTC)"),
+            ("AGENT", "TIER", "AT (UTC)", "WHEN", "NEXT ACTIVE (UTC)", *(("SKIPPED",) if skipped else ())),
             [(f["agent"], f["tier"],
               f"{dt.datetime.fromisoformat(f['at']).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if f["at"] else "not scheduled",
-              _in(now, f["at"]) if f["at"] else None, _next_active(f))
+              _in(now, f["at"]) if f["at"] else None, _next_active(f), *((f.get("skipped") or "",) if skipped else ()))
              for f in s["next_fires"]],
         )
     else:
@@ -285,11 +291,24 @@ def controls_lines(s: Mapping[str, Any]) -> list[str]:
     if s["pauses"]:
         lines += table(
             ("AGENT", "TIER", "BY", "SINCE (UTC)", "UNTIL (UTC)", "REASON"),
-            [(p.agent_id, p.tier, p.paused_by, _utc(p.paused_at), _utc(p.until) or "resume", p.reason) for p in s["pauses"]],
+            [(p.agent_id, p.tier, marks.neutral(p.paused_by), _utc(p.paused_at), _utc(p.until) or "resume",
+              marks.neutral(p.reason) if p.reason else None) for p in s["pauses"]],
         )
     lines += ["", "one-shot wakes pending" + ("" if s["oneshots"] else ": none")]
     if s["oneshots"]:
         lines += oneshots(s["oneshots"])
+    return lines + findings_lines(s.get("open_findings"))
+
+
+def findings_lines(counts: Mapping[str, Mapping[str, int]] | None) -> list[str]:
+    """`wake status`: each agent's open Cloister findings, every level (`wake memory findings` lists them)."""
+    if counts is None:
+        return []
+    total = sum(sum(c.values()) for c in counts.values())
+    lines = ["", "open memory findings" + (f" ({total}; wake memory findings --agent A lists them)" if total else ": none")]
+    if total:
+        lines += table(("AGENT", "HALT", "WARN", "LOG"), [(marks.neutral(a), c.get("HALT", 0), c.get("WARN", 0), c.get("LOG", 0))
+                                                          for a, c in sorted(counts.items())])
     return lines
 
 
@@ -333,15 +352,21 @@ def checks(checks: list[doctor.Check]) -> str:
 def capability_map(cmap: capability.CapabilityMap) -> str:
     lines = [f"registry: {cmap.registry_size} tools"]
     width = max([len(t["name"]) for t in cmap.tools] + [4])
-    lines.append(f"{'TOOL':<{width}}  {'MUT':<3}  {'SURFACES':<36}  BOUND BY")
+    lines.append(f"{'TOOL':<{width}}  {'MUT':<3}  {'SURFACES':<36}  {'FLOWS':<38}  BOUND BY")
     for t in cmap.tools:
         approval = "  (requires approval)" if t.get("requires_approval") else ""
         bound_by = ", ".join(t["bound_by"]) or "-"
-        lines.append(f"{t['name']:<{width}}  {'yes' if t['mutates'] else 'no':<3}  {', '.join(t['surfaces']):<36}  {bound_by}{approval}")
+        labels = ", ".join(t.get("flows", ())) or "-"
+        mutates = "yes" if t["mutates"] else "no"
+        lines.append(f"{t['name']:<{width}}  {mutates:<3}  {', '.join(t['surfaces']):<36}  {labels:<38}  {bound_by}{approval}")
     lines.append("")
     lines.append("tier                      bound / registry   binds")
     for label, tier in cmap.tiers.items():
         lines.append(f"{label:<25} {tier['bound']:>5} / {cmap.registry_size:<8}   {', '.join(tier['binds'])}")
+        toxic = tier.get("toxic_flow")
+        if toxic:
+            lines.append(f"  ! toxic flow {toxic['id']}: untrusted input {', '.join(toxic['untrusted_input'])}; "
+                         f"private data {', '.join(toxic['private_data'])}; egress {', '.join(toxic['egress'])}")
     lines.append("")
     lines.append("surface          tools declaring")
     for s, n in cmap.surfaces.items():
@@ -363,6 +388,7 @@ def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str
 
     if not rows:
         return f"no retractions (0 of {total})"
+    data = marks.OPERATOR  # what the agent wrote of its own claims: marked data
     out = []
     for r in rows:
         spec = epistemic_tools.spec_of(r)
@@ -371,13 +397,13 @@ def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str
             f"{r.id}  {r.agent_id}  corrected {falsifiers.local_date(r.corrected_at, zone)}"
             f"  matures {falsifiers.local_date(r.matures_at, zone)}"
             f"  {r.verdict}{checked_text}  [{r.row_class}, caught by {r.caught_by}]",
-            f"  retracted: {r.claim_verbatim}",
-            f"  stood on:  {r.stood_on}",
-            f"  why wrong: {r.why_wrong}",
-            f"  held now:  {r.corrected_claim}",
-            f"  test:      {r.test_procedure}",
-            f"  stands if: {r.expected_retraction_pass_obs}",
-            f"  restored if: {r.overturn_retraction_condition}",
+            f"  retracted: {data.span(r.claim_verbatim)}",
+            f"  stood on:  {data.span(r.stood_on)}",
+            f"  why wrong: {data.span(r.why_wrong)}",
+            f"  held now:  {data.span(r.corrected_claim)}",
+            f"  test:      {data.span(r.test_procedure)}",
+            f"  stands if: {data.span(r.expected_retraction_pass_obs)}",
+            f"  restored if: {data.span(r.overturn_retraction_condition)}",
         ]
         if spec is not None:
             out.append(f"  probe:     {spec.describe()}")
@@ -424,12 +450,33 @@ def messages(sent: Sequence[Mapping[str, Any]]) -> str:
     return "\n\n".join(f"--- {m['role']} ---\n{m.get('content') or ''}" for m in sent)
 
 
+def facts_listing(rows: Sequence[facts_ledger.Fact], total: int) -> list[str]:
+    """`wake facts`: one line per fact, its passport the harness's mark, its category, key, value and
+    anchors marked data (`untrusted.render`), then how many of how many were listed."""
+    from ledgers import facts as facts_ledger
+    data = marks.OPERATOR
+    out = []
+    for r in rows:
+        refs = ", ".join(
+            f"{label} {str(getattr(r, k))[:8]}" for label, k in (("attested by", "attested_ref"), ("cites", "source_ref"),
+                                                       ("supersedes", "supersedes_id"), ("wake", "wake_id")) if getattr(r, k)
+        )
+        when = f"recorded {r.recorded_at:%Y-%m-%d %H:%M}" + (f", superseded {r.superseded_at:%Y-%m-%d %H:%M}" if r.superseded_at else "")
+        anchors = "".join(facts_ledger.anchor_text(a, data) for a in r.anchors)
+        passport = marks.mark(f"{r.origin}, {when}")
+        said = f"{data.span(r.category)}/{data.span(r.fact_key)}: {data.span(r.fact_value)}{anchors}"
+        out.append(f"{str(r.fact_id)[:8]}  {marks.neutral(r.status):<10} {passport} {said}"
+                   + (f"  <{marks.neutral(refs)}>" if refs else "") + f"  [{marks.neutral(r.agent_id)}]")
+    out.append(f"{len(rows)} of {total} facts")
+    return out
+
+
 def arrival(blocks: Sequence[tuple[str, str | None]]) -> str:
     """`wake show --arrival`: the blocks as the prompt had them (`## name`, then the text)."""
     if not blocks:
         return "(this wake recorded no blocks)"
-    return "\n\n".join(f"## {name}\n{text if text is not None else '(its text is not stored: recorded before the content store)'}"
-                       for name, text in blocks)
+    missing = "(its text is not stored: recorded before the content store)"
+    return "\n\n".join(f"## {marks.neutral(name)}\n{marks.terminal(text) if text is not None else missing}" for name, text in blocks)
 
 
 def verify_lines(r: introspection.WakeRecord, recomputed: str, differences: Sequence[manifest.Difference]) -> list[str]:
@@ -471,6 +518,33 @@ def chain_lines(checks: Sequence[introspection.ChainCheck]) -> list[str]:
     return lines
 
 
+def anchor_lines(anchored: Sequence[anchor.Anchored], checks: Sequence[anchor.AnchorCheck]) -> list[str]:
+    """`wake verify --chain [--anchor]`: the heads just anchored, then per agent its anchors verified,
+    or the first that no longer matches and the first row after the last that does."""
+    lines = []
+    for a in anchored:
+        when = f"timestamped {a.gen_time.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC" if a.fresh and a.gen_time else "anchored before"
+        lines.append(f"{a.agent_id}: anchored head link {a.chain_seq} {a.chain[:16]}... ({when})")
+    for c in checks:
+        if not c.anchors:
+            continue
+        if c.mismatch is None:
+            how = f"{c.verified} of {c.anchors} anchor(s) verify" if c.verified == c.anchors else f"{c.anchors} anchor(s), not verified (no ca_file)"
+            lines.append(f"{c.agent_id}: {how}")
+            continue
+        m = c.mismatch
+        lines.append(f"{c.agent_id}: ANCHOR MISMATCH ({c.verified} of {c.anchors} anchor(s) verify before it)")
+        where = f"after link {m.last_good}, the last anchored link that matches" if m.last_good else "from its start (no anchored link matches)"
+        if m.first_suspect is not None:
+            r = m.first_suspect
+            lines.append(f"  the chain no longer matches an anchored head {where}: first row after it: wake {r.wake_id} (link {r.chain_seq}, "
+                         f"{r.status}, started {r.started_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)")
+        else:
+            lines.append(f"  the chain no longer matches an anchored head {where}")
+        lines.append(f"  {m.why}")
+    return lines
+
+
 def fact_checks(report: Mapping[str, Any]) -> str:
     """`wake facts --check`: each fact's verdict at HEAD and what was seen, the counts, and the
     active facts it did not check (beyond --limit, or with no code anchor)."""
@@ -478,12 +552,14 @@ def fact_checks(report: Mapping[str, Any]) -> str:
     out = []
     for c in checks:
         at = f" @{c['head'][:8]}" if c["head"] else ""
-        out.append(f"{str(c['fact_id'])[:8]}  {c['status']:<12}{at}  {c['fact_key']}: {c['fact_value']}")
-        out.append(f"  {c['evidence']}")
-        out += [f"  - {f['outcome']}: {f['evidence']}" for f in c["findings"]]
-    counts = {s: sum(1 for c in checks if c["status"] == s) for s in ("verified", "refuted", "inconclusive")}
+        data = marks.OPERATOR
+        out.append(f"{str(c['fact_id'])[:8]}  {c['status']:<12}{at}  {data.span(c['fact_key'])}: {data.span(c['fact_value'])}")
+        out.append(f"  {marks.mark(c['evidence'])}")
+        out += [f"  - {marks.neutral(f['outcome'])}: {marks.mark(f['evidence'])}" for f in c["findings"]]
+    counts = {s: sum(1 for c in checks if c["status"] == s) for s in ("verified", "partly", "refuted", "inconclusive")}
     recorded = "recorded in fact_checks" if report["recorded"] else "not recorded"
-    line = (f"{len(checks)} checked: {counts['verified']} verified, {counts['refuted']} refuted, "
+    partly = f"{counts['partly']} partly anchored (not settled), " if counts["partly"] else ""
+    line = (f"{len(checks)} checked: {counts['verified']} verified, {partly}{counts['refuted']} refuted, "
             f"{counts['inconclusive']} inconclusive ({recorded})") if checks else "no active facts with code anchors to check"
     skipped = report["not_checked"]
     why = [*([f"beyond --limit {report['limit']}"] if skipped["beyond_limit"] else []),
@@ -516,7 +592,9 @@ def _size(n: int | None) -> str:
 
 def memory_files(files: Sequence[Mapping[str, Any]], head: str | None) -> list[str]:
     """`wake memory ls`: one row per file, the exact total under them."""
-    rows = [(f["path"], _size(f["bytes"]), "read-only" if f["read_only"] else "", f["description"] or "(no description)") for f in files]
+    data = marks.OPERATOR  # a name and a description are stored text: marked data
+    rows = [(data.span(f["path"]), _size(f["bytes"]), "read-only" if f["read_only"] else "",
+             data.span(f["description"], 200) if f["description"] else "(no description)") for f in files]
     tip = f" at {head[:12]}" if head else ""
     return [*table(("PATH", "SIZE", "", "DESCRIPTION"), rows, indent="", right=frozenset({1})), f"{len(files)} files{tip}"]
 
@@ -537,11 +615,12 @@ def memory_log(commits: Sequence[Mapping[str, Any]], writes_recorded: int) -> li
         else:
             made = f"{w.op} by {w.author}, wake {str(w.wake_id)[:8]} ({w.tier}, fence {w.fence})"
         sizes = f", {_size(w.bytes_before)} -> {_size(w.bytes_after)}" if w is not None else ""
-        out.append(f"{c['commit'][:12]}  {c['at']:%Y-%m-%d %H:%M:%S}  {c['summary']}")
-        out.append(f"    {made}{sizes}; {', '.join(c['paths']) or '(no file)'}")
-        out.append(f"    text from: {provenance.describe(provenance.of_trailers(c['trailers']))}")
+        data = marks.OPERATOR  # a commit's summary, paths, provenance and reason are stored text: marked data
+        out.append(f"{c['commit'][:12]}  {c['at']:%Y-%m-%d %H:%M:%S}  {data.span(c['summary'], 200)}")
+        out.append(f"    {marks.neutral(made)}{sizes}; {', '.join(data.span(p) for p in c['paths']) or '(no file)'}")
+        out.append(f"    text from: {data.span(provenance.describe(provenance.of_trailers(c['trailers'])), 300)}")
         if w is not None and w.reason:
-            out.append(f"    reason: {w.reason} (recorded {w.at:%Y-%m-%d %H:%M:%S}, write #{w.write_id})")
+            out.append(f"    reason: {data.span(w.reason, 300)} (recorded {w.at:%Y-%m-%d %H:%M:%S}, write #{w.write_id})")
     out.append(f"{len(commits)} commits shown; {writes_recorded} writes recorded")
     return out
 
@@ -551,16 +630,16 @@ def memory_findings(found: Sequence[memory_ledger.FindingRecord], total: int, st
     if not found:
         return [f"no {state if state != 'all' else ''} findings".replace("  ", " ")]
     head = ("ID", "SEVERITY", "STATE", "DOMAIN", "PATH", "RULE", "COMMIT", "AT", "ACTED")
+    data = marks.OPERATOR
     body = [
-        (f"#{r.finding_id}", r.severity, r.state, r.domain or "-", r.path or "(repository)", r.rule,
+        (f"#{r.finding_id}", r.severity, r.state, r.domain or "-", data.span(r.path, 80) if r.path else "(repository)", data.span(r.rule, 80),
          (r.commit_id or "uncommitted")[:12], f"{r.at:%Y-%m-%d %H:%M}",
-         f"{r.acked_by} {r.acted_at:%Y-%m-%d %H:%M}" + (f": {r.note}" if r.note else "") if r.acted_at else None)
+         f"{marks.neutral(str(r.acked_by))} {r.acted_at:%Y-%m-%d %H:%M}" + (f": {data.span(r.note, 80)}" if r.note else "") if r.acted_at else None)
         for r in found
     ]
     out = table(head, body, indent="")
-    for r in found:
-        excerpt = str(r.excerpt).splitlines()[:6]
-        out += [f"#{r.finding_id} {r.rule}:", *(f"    {line}" for line in excerpt)]
+    for r in found:  # the excerpt quotes what the finding warns about: marked data, invisible characters shown
+        out += [f"#{r.finding_id} {data.span(r.rule, 80)}:", *data.lines(str(r.excerpt or ""), indent="    ", max_lines=6, limit=200)]
     out.append(f"{len(found)} of {total} shown")
     return out
 
@@ -569,10 +648,13 @@ def memory_audit(v: Mapping[str, Any]) -> list[str]:
     """`wake memory audit`: what this audit read and found, then the open findings."""
     head = v["head"][:12] if v["head"] else "(no branch)"
     out = [f"audited {v['commits']} commits up to {head} and the work tree: {v['findings']} findings, {len(v['new'])} new"]
-    out += [f"  new #{n['id']} {n['severity']} {n['rule']} {n['path'] or '(repository)'}" for n in v["new"]]
+    data = marks.OPERATOR  # a finding's place: marked data (its rule is the canary's name)
+    out += [f"  new #{n['id']} {n['severity']} {marks.neutral(n['rule'])} {data.span(n['path'], 200) if n['path'] else '(repository)'}"
+            for n in v["new"]]
     out.append(f"open findings: {v['open_total']}")
     out += [
-        f"  #{r.finding_id} {r.severity} {r.rule} {r.path or '(repository)'} {(r.commit_id or 'uncommitted')[:12]}" for r in v["open"]
+        f"  #{r.finding_id} {r.severity} {marks.neutral(r.rule)} {data.span(r.path, 200) if r.path else '(repository)'}"
+        f" {(r.commit_id or 'uncommitted')[:12]}" for r in v["open"]
     ]
     out.append("HALT open: the agent's wakes make no model call until `wake memory ack` or `wake memory revert`" if v["halted"] else "no HALT open")
     return out
@@ -582,6 +664,8 @@ def transcript(t: Mapping[str, Any]) -> str:
     """`wake show --transcript`: the conversation as the model saw it, each call under the turn
     that made it, each answer with the call it answers."""
     head = f"wake {t['wake_id']}  agent {t['agent_id']}  tier {t['tier']}  status {t['status']}"
+    if "replay_id" in t:  # a stored replay's (`ledgers.replays.as_dict`): each call also says what answered it
+        head = f"replay {t['replay_id']} of {head}"
     if not t["messages"]:
         return head + "\n(no transcript: this wake sent nothing to a model)"
     calls = {(c["turn"], c["call_id"]): c for c in t["calls"]}
@@ -597,13 +681,18 @@ def transcript(t: Mapping[str, Any]) -> str:
         if not m["stored"]:
             lines.append("(its body is not stored)")
             continue
-        if m["content"]:
-            lines.append(m["content"])
+        if m["content"]:  # the model's own words are stored text; what the harness sent it is already marked
+            content = str(m["content"])
+            lines += marks.OPERATOR.lines(content) if m["role"] == "assistant" else [marks.terminal(content)]
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
             c = calls.get((m["turn"], call.get("id")))
             outcome = f"  -> {c['outcome']} (answer {c['answer_seq']})" if c is not None else ""
-            lines.append(f"call {call.get('id')}: {fn.get('name')} {fn.get('arguments')}{outcome}")
+            if c is not None and "answered_from" in c:
+                outcome += f", answered from {c['answered_from']}{', mutating' if c['mutates'] else ''}"
+            arguments = fn.get("arguments")
+            lines.append(f"call {marks.neutral(str(call.get('id')))}: {marks.neutral(str(fn.get('name')))} "
+                         f"{marks.OPERATOR.span(arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False))}{outcome}")
     return "\n".join(lines)
 
 
@@ -611,7 +700,8 @@ def actions(rows: Sequence[actions_ledger.Action], total: int, since: dt.datetim
     """`wake actions`: the confirmed mutating actions, newest first, with the exact total."""
     if not rows:
         return [f"no confirmed actions since {_utc(since)} UTC"]
-    body = [(_utc(r.acted_at), r.surface, r.tool, str(r.wake_id)[:8] if r.wake_id else None, r.fence, r.summary) for r in rows]
+    body = [(_utc(r.acted_at), marks.neutral(r.surface), marks.neutral(r.tool), str(r.wake_id)[:8] if r.wake_id else None, r.fence,
+             marks.OPERATOR.span(r.summary, 200)) for r in rows]
     return [*table(("ACTED (UTC)", "SURFACE", "TOOL", "WAKE", "FENCE", "SUMMARY"), body, indent=""),
             f"{len(rows)} of {queries.count_text(total)} since {_utc(since)} UTC"]
 

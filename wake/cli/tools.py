@@ -1,18 +1,20 @@
-"""`wake tools findings`, `wake tools accept`, and the MCP part of `wake registry` (docs/tools.md)."""
+"""`wake tools findings`, `wake tools accept`, `wake tools accept-flow`, and the MCP part of `wake registry` (docs/tools.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import sys
 from typing import Any
 
 import click
 
+from ledgers import flows as flow_ledger
 from ledgers import rows as ledger_rows
 from ledgers import tool_pins
 from surfaces import capability, mcp
 from wake import clock
-from wake.cli import render
+from wake.cli import app, render
 from wake.cli.app import Context, ledger_conn, ledger_stores, pass_ctx, run_async
 from wake.config import Config
 from wake.errors import NotFound, WakeError
@@ -50,7 +52,7 @@ async def registry_report(config: Config) -> dict[str, Any]:
 
 def render_report(cmap: dict[str, Any]) -> str:
     """`wake registry` with MCP servers: the capability map, then each server and MCP tool."""
-    plain = capability.CapabilityMap(**{k: cmap[k] for k in ("tools", "tiers", "surfaces", "registry_size", "inert")})
+    plain = capability.CapabilityMap(**{f.name: cmap[f.name] for f in dataclasses.fields(capability.CapabilityMap)})
     lines = [render.capability_map(plain), "", "mcp servers:"]
     for s in cmap.get("mcp_servers", []):
         detail = f"{len(s['tools'])} tools, version {s['version']}" if s["state"] == "ready" else s["reason"]
@@ -61,12 +63,13 @@ def render_report(cmap: dict[str, Any]) -> str:
         for t in mcp_entries:
             surfaces = ", ".join(t["surfaces"]) or "no surface: never bound"
             lines.append(f"  {t['name']:<32} pin {t['pin']:<9} mutates {'yes' if t['mutates'] else 'no ':<3}  {surfaces}")
+            lines.append(f"  {'':<32} flows {', '.join(t.get('flows', ())) or '-'}")
     return "\n".join(lines)
 
 
 @click.group("tools")
 def tools_group() -> None:
-    """MCP tool pins: the findings a changed declaration raised, and accepting one."""
+    """MCP tool pins and toxic flows: the findings a changed declaration or a binding raised, and accepting one."""
 
 
 @tools_group.command("findings")
@@ -78,17 +81,20 @@ def findings_cmd(ctx: Context, include_closed: bool, limit: int, as_json: bool) 
     """Every open finding (an MCP tool whose declaration differs from its pin), newest first."""
     config = ctx.config
 
-    async def body() -> list[tool_pins.Finding]:
+    async def body() -> tuple[list[tool_pins.Finding], list[flow_ledger.Finding]]:
         async with ledger_conn(config) as conn:
-            return await tool_pins.findings(conn, include_closed=include_closed, limit=limit)
+            pins = await tool_pins.findings(conn, include_closed=include_closed, limit=limit)
+            return pins, await flow_ledger.findings(conn, include_closed=include_closed, limit=limit)
 
-    rows = run_async(body)
+    rows, flow_rows = run_async(body)
     if as_json:
-        click.echo(render.to_json(rows))
+        click.echo(render.to_json([*rows, *({"kind": "toxic_flow", **dict(ledger_rows.fields(f))} for f in flow_rows)]))
         return
-    if not rows:
+    if not rows and not flow_rows:
         click.echo("no open findings" if not include_closed else "no findings")
         return
+    for f in flow_rows:
+        click.echo("\n".join(flow_finding_lines(f)))
     for r in rows:
         who = f"accepted by {r.accepted_by} at {r.accepted_at:%Y-%m-%d %H:%M:%S %Z}" if r.state == "accepted" else r.state
         raised = f"{r.raised_at:%Y-%m-%d %H:%M:%S %Z}"
@@ -112,7 +118,7 @@ def _target(text: str) -> tuple[str, str]:
 
 @tools_group.command("accept")
 @click.argument("target")
-@click.option("--by", "by", required=True, help="Who accepts the new declaration (recorded).")
+@click.option("--by", "by", type=app.WHO, required=True, help="Who accepts the new declaration (recorded).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was accepted as JSON.")
 @pass_ctx
 def accept_cmd(ctx: Context, target: str, by: str, as_json: bool) -> None:
@@ -137,4 +143,47 @@ def accept_cmd(ctx: Context, target: str, by: str, as_json: bool) -> None:
     else:
         was = done.pinned_hash[:16]
         click.echo(f"accepted finding {done.id}: {server}/{tool} pinned {done.seen_hash[:16]} (was {was}), by {by.strip()}")
+    sys.exit(0)
+
+
+def flow_finding_lines(f: flow_ledger.Finding) -> list[str]:
+    """A toxic flow finding as `wake tools findings` shows it."""
+    who = f"accepted by {f.accepted_by} at {f.accepted_at:%Y-%m-%d %H:%M:%S %Z}" if f.accepted_at is not None else f.state
+    return [
+        f"toxic flow {f.flow_id}  tier {f.agent_id}.{f.tier}  policy {f.policy}  raised {f.raised_at:%Y-%m-%d %H:%M:%S %Z}  {who}",
+        f"  untrusted input {', '.join(f.untrusted)}; private data {', '.join(f.private)}; egress {', '.join(f.egress)}",
+    ]
+
+
+@tools_group.command("accept-flow")
+@click.argument("tier")
+@click.argument("flow_id")
+@click.option("--by", "by", required=True, help="Who accepts the flow (recorded).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was accepted as JSON.")
+@pass_ctx
+def accept_flow_cmd(ctx: Context, tier: str, flow_id: str, by: str, as_json: bool) -> None:
+    """Accept the toxic flow FLOW_ID (as `wake tools findings` names it) at TIER (AGENT.TIER):
+    from the next wake it is bound under `toxic_flows = refuse` and raises no finding. A flow
+    whose tools change is a new flow. Records who and when."""
+    agent_id, dot, tier_name = tier.partition(".")
+    if not dot or not agent_id or not tier_name:
+        shown = tier if len(tier) <= 60 else f"{tier[:60]}... ({len(tier)} characters)"
+        _usage(f"expected AGENT.TIER, got {shown!r}")
+    if not by.strip():
+        _usage("--by must name who accepts")
+    config = ctx.config
+    at: dt.datetime = clock.now()
+
+    async def body() -> flow_ledger.Finding:
+        async with ledger_conn(config) as conn:
+            done = await flow_ledger.accept(conn, agent_id, tier_name, flow_id, by=by.strip(), at=at)
+        if done is None:
+            raise NotFound(f"no open toxic flow {flow_id[:40]!r} at {tier[:60]} (see `wake tools findings`)")
+        return done
+
+    done = run_async(body)
+    if as_json:
+        click.echo(render.to_json(dict(ledger_rows.fields(done))))
+    else:
+        click.echo(f"accepted toxic flow {done.flow_id} at {agent_id}.{tier_name}, by {by.strip()}")
     sys.exit(0)

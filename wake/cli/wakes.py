@@ -11,7 +11,8 @@ import click
 from ledgers import introspection, transcripts
 from ledgers.vocab import Status, Trigger
 from wake.cli import render
-from wake.cli.app import TIER_CHOICE, Context, agent_option, default_agent, ledger_conn, pass_ctx, resolve_wake, run_async
+from wake.cli import replay as replay_cli
+from wake.cli.app import TIER_CHOICE, Context, agent_option, clip, default_agent, ledger_conn, pass_ctx, resolve_wake, run_async
 from wake.errors import NotFound
 from wake.witness import diff
 
@@ -36,21 +37,41 @@ def ledger_cmd(ctx: Context, agent_id: str | None, tier: str | None, status: str
     click.echo(render.to_json([r.columns() for r in rows]) if as_json else render.ledger(rows))
 
 
+async def resolve_shown(conn: Any, text: str) -> tuple[str, uuid.UUID]:
+    """What `wake show` names: a wake or a stored replay, by a full id or a unique prefix. Both are
+    uuid4s, so a full id is one or the other; a prefix that names a wake and a replay is refused
+    as any shared prefix is."""
+    from ledgers import replays
+    from ledgers.errors import IdLookupError
+
+    wake = await introspection.resolve_id(conn, text)
+    replay = await replays.resolve_id(conn, text)
+    if wake is not None and replay is not None:
+        raise IdLookupError(f"{clip(text)} matches wake {wake} and replay {replay} (give more of the id)")
+    if replay is not None:
+        return "replay", replay
+    if wake is None:
+        raise NotFound(f"no wake matches {text!r} (give a full id or a unique prefix)")
+    return "wake", wake
+
+
 @click.command("show")
 @click.argument("wake_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the row as JSON.")
-@click.option("--arrival", is_flag=True, help="Print the arrival the wake saw, block by block, from the stored texts.")
+@click.option("--arrival", is_flag=True, help="Print the arrival the wake saw (or the replay sent), block by block, from the stored texts.")
 @click.option("--transcript", "show_transcript", is_flag=True, help="Print the conversation as the model saw it: every message, call and answer.")
 @pass_ctx
 def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool, show_transcript: bool) -> None:
-    """Show everything recorded about one wake (an id or a unique prefix)."""
+    """Show everything recorded about one wake or one stored replay (an id or a unique prefix)."""
     config = ctx.config
     if arrival and show_transcript:
         raise click.UsageError("give --arrival or --transcript, not both")
 
     async def body() -> Any:
         async with ledger_conn(config) as conn:
-            found = await resolve_wake(conn, wake_id)
+            kind, found = await resolve_shown(conn, wake_id)
+            if kind == "replay":
+                return await replay_cli.read_shown(conn, found, transcript=show_transcript, arrival=arrival)
             if show_transcript:
                 row = await introspection.get(conn, found)
                 assert row is not None
@@ -58,6 +79,9 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool, show_tran
             return await introspection.arrival(conn, found) if arrival else await introspection.get(conn, found)
 
     got = run_async(body)
+    if isinstance(got, replay_cli.Shown):
+        replay_cli.print_shown(got, as_json)
+        return
     if show_transcript:
         click.echo(render.to_json(got) if as_json else render.transcript(got))
         return

@@ -81,6 +81,7 @@ from wake.config.values import (
     parse_duration_s,
     parse_listen,
     plural,
+    unstorable,
 )
 
 __all__ = [
@@ -92,5 +93,5 @@ __all__ = [
     "RetractionsConfig", "SeverityName", "SqlSourceConfig", "ThinkConfig", "TierConfig", "ToolChoice", "TOOL_CHOICES", "ToolsConfig", "VerifyConfig",
     "DEDUPLICATING_SCHEMES", "InboxConfig", "TEMPLATE_FIELDS",
     "candidate_paths", "check_agent_id", "check_http_url", "clip", "find_config", "load_config", "load_config_file",
-    "log_settings", "parse_duration_s", "parse_listen", "plural", "read_environment", "resolve_state_dir",
+    "log_settings", "parse_duration_s", "parse_listen", "plural", "read_environment", "resolve_state_dir", "unstorable",
 ]

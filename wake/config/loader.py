@@ -7,7 +7,7 @@ Where the file comes from, first match wins:
 3. `./wake.toml`;
 4. `$XDG_CONFIG_HOME/wake/wake.toml` (default `~/.config/wake/wake.toml`);
 5. `/etc/wake/wake.toml`;
-6. the embedded default, `config/wake.toml` of the source tree.
+6. the embedded default, `wake/config/default/wake.toml`: package data, so a wheel install has it too.
 
 Overrides, applied over the file in this order (later wins):
 
@@ -45,7 +45,7 @@ from wake.errors import ConfigError
 from wake.secrets import Secret
 
 ENV_PREFIX = "WAKE_"
-EMBEDDED_DEFAULT = Path(__file__).resolve().parent.parent.parent / "config" / "wake.toml"
+EMBEDDED_DEFAULT = Path(__file__).resolve().parent / "default" / "wake.toml"  # with its persona beside it (package data)
 
 
 def read_environment(environ: typing.Mapping[str, str] | None = None) -> Environment:
@@ -74,6 +74,14 @@ def log_settings(environ: typing.Mapping[str, str] | None = None) -> tuple[str, 
     """(format, level) for the logs of a command before its config is loaded: `WAKE_LOG_FORMAT`, `WAKE_LOG_LEVEL`."""
     environ = os.environ if environ is None else environ
     return environ.get("WAKE_LOG_FORMAT", "auto"), environ.get("WAKE_LOG_LEVEL", "info").lower()
+
+
+def llama_cache_dir(environ: typing.Mapping[str, str] | None = None) -> Path:
+    """The embedded model's cache (`wake model fetch`, `kind = "embedded"` routes):
+    `$WAKE_LLAMA_CACHE`, else `~/.cache/wake/llama`; read here, as every variable wake reads."""
+    environ = os.environ if environ is None else environ
+    env = environ.get("WAKE_LLAMA_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "wake" / "llama"
 
 
 def candidate_paths(explicit: str | os.PathLike[str] | None) -> list[tuple[Path, str]]:

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+FlowLabel = Literal["untrusted_input", "private_data", "egress"]  # surfaces.flows.LABELS
 SERVER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")  # as surfaces.mcp.SERVER_NAME
 
 
@@ -39,6 +40,9 @@ class McpServerConfig(BaseModel):
     # globs over the server's tool names whose calls are not run in the wake that made them: each
     # waits for an operator's decision (docs/approvals.md)
     requires_approval: tuple[str, ...] = ()
+    # glob -> flow labels (untrusted_input, private_data, egress): replace the labels the tool's
+    # annotations give (docs/tools.md, "Flow labels"); the last matching glob wins
+    flows: dict[str, tuple[FlowLabel, ...]] = {}
     start_timeout_s: float = Field(15.0, gt=0)
     list_timeout_s: float = Field(10.0, gt=0)
     call_timeout_s: float = Field(30.0, gt=0)

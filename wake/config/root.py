@@ -15,6 +15,7 @@ from pydantic import PrivateAttr, field_validator, model_validator
 from memory import config as memory_config
 from surfaces import names as surface_names
 from surfaces.context import ToolSettings
+from wake.config.anchor import AnchorConfig
 from wake.config.channels import InboxConfig
 from wake.config.environment import Environment
 from wake.config.sections import (
@@ -63,6 +64,7 @@ class Config(ConfigViews, _Model):
     sql_sources: dict[str, SqlSourceConfig] = {}
     delivery: dict[str, DeliveryRoute] = {}
     inbox: InboxConfig = InboxConfig()
+    anchor: AnchorConfig = AnchorConfig()  # [anchor]: the chain heads' timestamp authority (wake/config/anchor.py)
     agents: dict[str, AgentConfig]
 
     _path: Path = PrivateAttr(default=Path("."))

@@ -17,8 +17,21 @@ from ledgers.vocab import Tier
 from memory import config as memory_config
 from surfaces.context import RecallSettings, ToolSettings
 from wake.config import channels, hours
-from wake.config.mcp import SERVER_NAME, McpServerConfig
-from wake.config.values import _Model, check_http_url, clip, parse_duration_s, parse_listen
+from wake.config.mcp import SERVER_NAME, FlowLabel, McpServerConfig
+from wake.config.values import (
+    MAX_CONCURRENT_WAKES,
+    MAX_POOL_SIZE,
+    NEO4J_SCHEMES,
+    POSTGRES_SCHEMES,
+    REDIS_SCHEMES,
+    _Model,
+    check_http_url,
+    check_scheme,
+    clip,
+    duration_value,
+    parse_duration_s,
+    parse_listen,
+)
 from wake.errors import KeyProblem
 
 TIERS: tuple[str, ...] = tuple(Tier)
@@ -33,6 +46,7 @@ BUILTIN_SOURCES: frozenset[str] = frozenset({
 # The blocks a tier's own keys add (`instructions_file`, `precheck`): not nameable in `sources`,
 # and no [sql_sources.<name>] may take their names.
 OPERATOR_SOURCES: frozenset[str] = frozenset({"instructions", "precheck"})
+DEFAULT_APPROVAL_TTL_S = 7 * 86400  # [tools] approval_ttl
 PROBES_DIR = "probes"  # under the state directory, when no [probes] roots are configured
 DEFAULT_SOURCES: tuple[str, ...] = ("identity", "memory", "cloister", "graph", "clock", "recent_wakes", "binding_diff")
 MEMORY_DIR = "memory"  # under the state directory: one repository per agent, memory/<agent id>
@@ -50,23 +64,39 @@ _TOOLS = ToolSettings()
 
 
 class PostgresConfig(_Model):
-    dsn: str | None = None
+    dsn: str | None = None  # postgresql:// or postgres://
     command_timeout_s: float = Field(10.0, gt=0)
     acquire_timeout_s: float = Field(5.0, gt=0)
     connect_timeout_s: float = Field(10.0, gt=0)
-    pool_min_size: int = Field(1, ge=0)
-    pool_max_size: int = Field(10, ge=1)
+    pool_min_size: int = Field(1, ge=0, le=MAX_POOL_SIZE)
+    pool_max_size: int = Field(10, ge=1, le=MAX_POOL_SIZE)
     # Apply pending migrations when `wake up` or `wake daemon` starts (under the advisory lock).
     auto_migrate: bool = True
 
+    @field_validator("dsn")
+    @classmethod
+    def _dsn(cls, value: str | None) -> str | None:
+        return None if value is None else check_scheme(value, POSTGRES_SCHEMES, "a PostgreSQL DSN")
+
 
 class RedisConfig(_Model):
-    url: str | None = None
+    url: str | None = None  # redis://, rediss:// or unix://
     socket_timeout_s: float = Field(5.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else check_scheme(value, REDIS_SCHEMES, "a Redis URL")
 
 
 class Neo4jConfig(_Model):
-    uri: str | None = None
+    uri: str | None = None  # bolt://, neo4j:// (and their +s, +ssc forms)
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, value: str | None) -> str | None:
+        return None if value is None else check_scheme(value, NEO4J_SCHEMES, "a Neo4j URI")
+
     user: str = "neo4j"
     # Name of the credential (file in $CREDENTIALS_DIRECTORY, else the upper-cased env variable).
     password_credential: str | None = None
@@ -94,7 +124,20 @@ class ToolsConfig(_Model):
     # Globs over tool names (an MCP tool's `server__tool`) whose calls wait for an operator's
     # decision instead of running in the wake that made them (docs/approvals.md).
     requires_approval: tuple[str, ...] = ()
+    # How long such a call waits for a decision: seconds, or a duration ("7d"); a call still pending
+    # after it is `expired` and never runs (docs/approvals.md, "Expiry").
+    approval_ttl: int = Field(DEFAULT_APPROVAL_TTL_S, gt=0)
     mcp: dict[str, McpServerConfig] = {}  # [tools.mcp.<server>]: MCP servers (wake/config/mcp.py)
+    # Globs over tool names (an MCP tool's `server__tool`) -> the flow labels those tools carry
+    # instead of their own; and what a tier whose binding holds all three labels gets: refuse
+    # (its egress tools are not bound), warn (bound, a finding), off (docs/tools.md, "Toxic flows").
+    flows: dict[str, tuple[FlowLabel, ...]] = {}
+    toxic_flows: Literal["refuse", "warn", "off"] = "warn"
+
+    @field_validator("approval_ttl", mode="before")
+    @classmethod
+    def _approval_ttl(cls, value: Any) -> Any:
+        return duration_value(value)
 
     @field_validator("mcp")
     @classmethod
@@ -128,8 +171,22 @@ HARNESS_BODY_KEYS = frozenset({
 })
 
 
+# A route of `kind = "embedded"` (docs/model.md, "The embedded model"): the llama-server that
+# `wake model fetch` built, started on loopback by the process that first calls it. What it leaves
+# unset is what suits SmolLM2-135M on it: the server's context, a CPU's patience, calls through a
+# JSON schema (it does not call natively), greedy decoding.
+EMBEDDED_DEFAULTS: dict[str, Any] = {
+    "model": "smollm2-135m", "context_window": 8192, "timeout_s": 300, "max_retries": 0, "tool_calls": "json_schema",
+    "extra_body": {"temperature": 0},
+}
+EMBEDDED_MODELS = ("smollm2-135m", "gemma3-270m")  # wake.model.embedded.MODELS
+
+
 class ModelRoute(_Model):
-    base_url: str
+    # `http`: an OpenAI-compatible server at base_url; `embedded`: the cached llama-server, started
+    # for this process on loopback (base_url and tokenizer_url are then its own, never configured).
+    kind: Literal["http", "embedded"] = "http"
+    base_url: str | None = None
     model: str
     # Name of the API key credential: $CREDENTIALS_DIRECTORY/<name>, else env <NAME> upper-cased.
     api_key_credential: str | None = None
@@ -158,10 +215,33 @@ class ModelRoute(_Model):
     # binding, schema check, refusal and fence.
     tool_calls: Literal["native", "json_schema"] = "native"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _embedded_defaults(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("kind") == "embedded":
+            return {**EMBEDDED_DEFAULTS, **value}
+        return value
+
     @field_validator("base_url", "tokenizer_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         return None if value is None else check_http_url(value)
+
+    @model_validator(mode="after")
+    def _where(self) -> ModelRoute:
+        if self.kind == "http" and self.base_url is None:
+            raise ValueError("expected base_url (an OpenAI-compatible endpoint), or kind = \"embedded\" for the model `wake model fetch` builds")
+        if self.kind == "embedded":
+            if self.base_url is not None or self.tokenizer_url is not None:
+                raise ValueError("an embedded route's base_url and tokenizer_url are its own server's: leave them out")
+            if self.model not in EMBEDDED_MODELS:
+                raise ValueError(f"an embedded route's model is one of {', '.join(EMBEDDED_MODELS)}, not {clip(self.model)}")
+        return self
+
+    def url(self) -> str:
+        """The base URL of an http route (an embedded one's is known once its server runs: `wake.think.client`)."""
+        assert self.base_url is not None, "an embedded route's URL comes from its server"
+        return self.base_url
 
     @field_validator("extra_body")
     @classmethod
@@ -241,6 +321,11 @@ class ConsoleConfig(_Model):
     token_credential: str = "wake_console_token"
     # How often the live timeline asks the ledger for new and settled wakes.
     live_poll_s: float = Field(2.0, gt=0)
+    # A login's session ends at logout, when the console restarts, or this long after the login.
+    session_ttl_s: float = Field(12 * 3600.0, gt=0, le=30 * 86400)
+    # The names a request's Host may give besides the listen address, localhost, 127.0.0.1, [::1]
+    # and the host of `url`; any other is answered 421 (a DNS-rebinding page reads nothing).
+    hosts: list[str] = Field(default_factory=list, max_length=100)
     # Where the console is reached from outside, e.g. "https://wake.example.org": a delivered
     # message's {link} is <url>/wakes/<wake id> (docs/channels.md).
     url: str | None = None
@@ -252,6 +337,14 @@ class ConsoleConfig(_Model):
 
     def wake_link(self, wake_id: str) -> str:
         return f"{self.url.rstrip('/')}/wakes/{wake_id}" if self.url else ""
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(r"\[?[A-Za-z0-9.:_-]{1,253}\]?", name):
+                raise ValueError(f"expected host names such as wake.example.org, got {clip(name)}")
+        return value
 
     @field_validator("listen")
     @classmethod
@@ -283,7 +376,7 @@ class DaemonConfig(_Model):
     busy_wait_s: float = Field(30.0, ge=0)
     # Wakes this replica runs at once (claim to settle); more due slots queue for a turn instead
     # of all contending for the PostgreSQL pool. Keep it near postgres.pool_max_size.
-    max_concurrent_wakes: int = Field(16, ge=1)
+    max_concurrent_wakes: int = Field(16, ge=1, le=MAX_CONCURRENT_WAKES)
     # How often the daemon looks for due one-shot wakes (`wake at`) and due deliveries (the outbox).
     poll_s: float = Field(1.0, gt=0)
     # Which replica schedules which agent: `rendezvous` gives each agent to one live replica by
@@ -291,6 +384,10 @@ class DaemonConfig(_Model):
     # every replica schedule every agent and race for each slot's claim (the design before it,
     # kept for the comparison in bench/replicas.py).
     ownership: Literal["rendezvous", "every_replica"] = "rendezvous"
+    # How often the incident watch reads each tier's newest settled row (the
+    # wake_last_settled_timestamp_seconds gauge), runs the dead-man check and counts the open
+    # incidents (docs/incidents.md).
+    incident_watch_s: float = Field(30.0, gt=0, le=3600)
 
 
 class TierMemoryConfig(_Model):
@@ -355,6 +452,9 @@ class TierConfig(_Model):
     # When the tier's slots may run (`wake.config.hours`): a slot outside every window is claimed
     # and recorded `skipped` (inactive_hours), like a paused one. Empty: always.
     active_hours: tuple[str, ...] = ()
+    # After this many consecutive failing rows (failed, aborted, abandoned, missed) the tier is
+    # paused, the reason naming its incident (docs/incidents.md). Unset: never.
+    pause_after_failures: int | None = Field(None, ge=1)
     memory: TierMemoryConfig = TierMemoryConfig()
 
     def memory_writable(self, tier: str) -> bool:

@@ -28,6 +28,17 @@ MAX_DURATION_S = 10 * 365 * 86400
 # A key's unit, by the suffix of its name (units are in the names): seconds per unit.
 _UNIT_SUFFIXES_S: tuple[tuple[str, float], ...] = (("_ms", 0.001), ("_s", 1), ("_h", 3600), ("_days", 86400))
 
+# The largest count or size any key may hold without a bound of its own (pool sizes and concurrency
+# have tighter ones): past it a value is a typo, and a pool or a buffer that size takes the host.
+MAX_COUNT = 1_000_000_000
+MAX_POOL_SIZE = 1000  # postgres.pool_min_size, pool_max_size: connections per replica
+MAX_CONCURRENT_WAKES = 10_000  # daemon.max_concurrent_wakes
+
+# The schemes each store's client takes; anything else is one line at load, not the driver's ValueError.
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 _DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -39,6 +50,22 @@ def clip(value: object) -> str:
         return text
     length = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as written"
     return f"{text[:CLIP_CHARS]}... ({length})"
+
+
+def unstorable(text: str, *, single_line: bool = False) -> str | None:
+    """Why `text` may not be stored or used as given, or None: a NUL (PostgreSQL's text cannot hold
+    one), a lone surrogate (not UTF-8: no driver can send it), or, with `single_line` (a name, an
+    author, a key), any control character. Every inbound request checks its fields with it, so such
+    input is a 4xx with this reason rather than a driver's error."""
+    for ch in text:
+        cp = ord(ch)
+        if cp == 0:
+            return "contains a NUL character (\\u0000)"
+        if 0xD800 <= cp <= 0xDFFF:
+            return f"contains a lone surrogate (\\u{cp:04x}), which is not UTF-8"
+        if single_line and (cp < 0x20 or 0x7F <= cp < 0xA0):
+            return f"contains a control character (\\u{cp:04x})"
+    return None
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -60,6 +87,23 @@ def parse_duration_s(text: str) -> int:
     return seconds
 
 
+def duration_value(value: Any) -> Any:
+    """A duration key written either way the config writes durations: a number of seconds (`604800`)
+    or a duration string (`"7d"`, `"12h"`); a string becomes its seconds, any other value is left
+    for the field's own type check. Raises ValueError (one line) for a string that is no duration,
+    or a number of seconds that is not positive or more than MAX_DURATION_S."""
+    if isinstance(value, str):
+        return parse_duration_s(value)
+    if isinstance(value, bool):
+        raise ValueError(f'expected a number of seconds or a duration like "12h" or "7d", got {clip(value)}')
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f'expected a positive number of seconds or a duration like "12h" or "7d", got {clip(value)}')
+        if value > MAX_DURATION_S:
+            raise ValueError(f"expected a duration of at most {MAX_DURATION_S // 86400}d, got {clip(value)}")
+    return value
+
+
 def check_agent_id(agent_id: str) -> str:
     """The agent id itself, or ValueError saying the pattern."""
     if not _AGENT_ID.fullmatch(agent_id):
@@ -79,6 +123,14 @@ def check_http_url(value: str) -> str:
         _HTTP_URL.validate_python(value)
     except pydantic.ValidationError:
         raise ValueError(expected) from None
+    return value
+
+
+def check_scheme(value: str, schemes: tuple[str, ...], what: str) -> str:
+    """`value` itself when it is a URL of one of `schemes` with no whitespace, else ValueError."""
+    scheme, sep, _ = value.partition("://")
+    if not sep or scheme.lower() not in schemes or any(c.isspace() for c in value) or unstorable(value, single_line=True):
+        raise ValueError(f"expected {what} ({', '.join(s + '://' for s in schemes)}), got {clip(value)}")
     return value
 
 
@@ -113,7 +165,8 @@ class _Model(BaseModel):
     @field_validator("*")
     @classmethod
     def _bounded_duration(cls, value: Any, info: ValidationInfo) -> Any:
-        """A number in a key named for its unit (`_ms`, `_s`, `_h`, `_days`) is at most MAX_DURATION_S."""
+        """A number in a key named for its unit (`_ms`, `_s`, `_h`, `_days`) is at most MAX_DURATION_S;
+        any other number (a count, a size, a price) at most MAX_COUNT."""
         name = info.field_name or ""
         if isinstance(value, int | float) and not isinstance(value, bool):
             for suffix, unit_s in _UNIT_SUFFIXES_S:
@@ -122,4 +175,7 @@ class _Model(BaseModel):
                     if not math.isfinite(value) or value > limit:
                         raise ValueError(f"expected at most {limit:g} (ten years), got {clip(value)}")
                     break
+            else:
+                if not math.isfinite(value) or abs(value) > MAX_COUNT:
+                    raise ValueError(f"expected at most {MAX_COUNT:,}, got {clip(value)}")
         return value

@@ -122,5 +122,7 @@ class ConfigViews:
                 probe_max_file_bytes=self.probes.max_file_bytes,
                 recall={agent_id: agent.recall.settings() for agent_id, agent in self.agents.items()},
                 with_workspace=frozenset(a for a in self.agents if self.workspace_path(a) is not None),
+                workspaces={a: (path, self.agents[a].verify.head_ttl_s) for a in self.agents
+                            if (path := self.workspace_path(a)) is not None},
             )
         return self._tool_settings

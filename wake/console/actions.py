@@ -8,7 +8,9 @@ recorded with who did it exactly as that command records it (docs/console.md):
 | pause | `wake pause AGENT --by WHO` | the `wake_pauses` row, `paused_by` |
 | resume | `wake resume AGENT` | the pause lifted |
 | trigger | `wake trigger --no-wait` | a manual wake (its row, trigger `manual`) |
-| accept | (tool pins) | whatever the acceptor registered for the finding's kind records |
+| approve, reject | `wake approvals --agent AGENT approve ID --by WHO` (or `reject`), `--why` from the note | the decision, `decided_by`, its seal |
+| accept | `wake tools accept SERVER/TOOL --by WHO` (or `accept-flow`) | the finding accepted, by whom (`BY_KIND`: one writer per kind) |
+| ack-incident | `wake incidents ack ID --by WHO` | the incident's `acked_by` and `acked_at` (the same writer, scoped to the page's agent) |
 
 Every action is also logged (`console.action`, with who and from where). Bad input is one
 `InvalidInput` line and changes nothing.
@@ -23,12 +25,14 @@ from dataclasses import dataclass
 import asyncpg
 
 from ledgers import controls, tool_pins
+from ledgers import flows as flow_ledger
 from ledgers import memory_ledger as ledger
 from ledgers.vocab import Tier
 from wake import logs
 from wake.config import Config
-from wake.daemon import operator, remote
+from wake.daemon import commands, remote
 from wake.errors import InvalidInput, NotFound
+from wake.run import incidents as incident_writer
 
 log = logs.get("wake.console")
 
@@ -76,18 +80,26 @@ def _halt_line(halted: bool) -> str:
 
 
 async def ack(conn: asyncpg.Connection, agent_id: str, finding_id: int, *, by: str, why: str | None, at: dt.datetime) -> Done:
-    with operator.refused():
+    with commands.refused():
         done = await ledger.ack(conn, agent_id, [finding_id], by=by, note=why, at=at)
     if not done:
         raise InvalidInput(f"finding #{finding_id} is not open (unknown, or already acted on)")
     return Done(f"acknowledged #{finding_id} (by {by}); {_halt_line(await ledger.has_open_halt(conn, agent_id))}")
 
 
+async def ack_incident(conn: asyncpg.Connection, agent_id: str, incident: str | None, *, by: str, at: dt.datetime) -> Done:
+    """`wake incidents ack ID --by WHO` from the agent's page: its writer, with the id checked to be
+    this agent's (another agent's incident is NotFound, as an unknown one is, and changes nothing)."""
+    number = incident_writer.incident_number(incident)
+    await incident_writer.acknowledge(conn, number, incident_writer.acker(by), at, agent_id=agent_id)
+    return Done(f"acknowledged incident {number} (by {by}); it stays open until a success of its tier closes it")
+
+
 async def revert(
     conn: asyncpg.Connection, config: Config, agent_id: str, finding_id: int, *, by: str, why: str | None, at: dt.datetime,
 ) -> Done:
-    repo = operator.open_repo(config, agent_id, at)
-    with operator.refused():
+    repo = commands.open_repo(config, agent_id, at)
+    with commands.refused():
         done, _record = await ledger.revert_finding(conn, repo, agent_id, finding_id, by=by, note=why, at=at)
     return Done(f"{done}; finding #{finding_id} reverted (by {by}); {_halt_line(await ledger.has_open_halt(conn, agent_id))}")
 
@@ -97,7 +109,7 @@ async def pause(
     by: str, at: dt.datetime,
 ) -> Done:
     scope = _tier(config, agent_id, tier)
-    until = operator.parse_when(until_text, at, config.agents[agent_id].timezone) if until_text and until_text.strip() else None
+    until = commands.parse_when(until_text, at, config.agents[agent_id].timezone) if until_text and until_text.strip() else None
     if until is not None and until <= at:
         raise InvalidInput(f"until {until_text!r} is {until.isoformat()}, which has passed")
     await controls.pause(conn, agent_id=agent_id, tier=scope, paused_by=by, paused_at=at, until=until, reason=reason)
@@ -125,18 +137,20 @@ async def trigger(config: Config, agent_id: str, tier: str | None) -> Done:
     return Done(f"wake {result.wake_id} of {agent_id}/{scope} started", wake_id=result.wake_id)
 
 
-# -- accepting a finding of another kind (tool pins) --------------------------------------------------
+async def decide(
+    conn: asyncpg.Connection, config: Config, agent_id: str, approval_id: int, decision: str, *, by: str, why: str | None, at: dt.datetime,
+) -> Done:
+    """`wake approvals --agent AGENT approve|reject ID --by WHO`, from the agent's page: the same
+    writer (`commands.decide_approval`), scoped to the page's agent, so another agent's approval
+    is refused and changes nothing."""
+    done = await commands.decide_approval(conn, config, approval_id, decision, by=by, why=why, at=at, agent_id=agent_id)
+    then = f"it runs at {agent_id}'s next wake that holds {done.tool}" if decision == "approved" else "it will not run"
+    return Done(f"{decision} approval {done.id}: {done.tool} (by {by}); {then}")
+
+
+# -- accepting a finding: a tool pin, a toxic flow ---------------------------------------------------
 
 Acceptor = Callable[[asyncpg.Connection, Config, str, str, str, str | None, dt.datetime], Awaitable[str]]
-ACCEPTORS: dict[str, Acceptor] = {}
-
-
-def register_acceptor(kind: str, acceptor: Acceptor) -> None:
-    """Let the console accept findings of `kind` (e.g. `tool_pin`): `acceptor(conn, config, agent,
-    finding, by, note, at)` does what the kind's CLI command does and returns one line."""
-    if kind in ACCEPTORS:
-        raise ValueError(f"an acceptor for {kind!r} is registered already")
-    ACCEPTORS[kind] = acceptor
 
 
 async def _accept_tool_pin(
@@ -153,10 +167,27 @@ async def _accept_tool_pin(
     return f"accepted finding {done.id}: {server}/{tool} pinned {done.seen_hash[:16]} (was {done.pinned_hash[:16]}), by {by}"
 
 
+async def _accept_toxic_flow(
+    conn: asyncpg.Connection, config: Config, agent_id: str, finding: str, by: str, why: str | None, at: dt.datetime,
+) -> str:
+    """`wake tools accept-flow AGENT.TIER FLOW_ID --by NAME`, from the agent's page: the same ledger call."""
+    tier, _, flow_id = finding.partition("/")
+    if not tier or not flow_id:
+        raise InvalidInput(f"expected TIER/FLOW_ID, got {finding[:80]!r}")
+    done = await flow_ledger.accept(conn, agent_id, tier, flow_id, by=by, at=at)
+    if done is None:
+        raise NotFound(f"no open toxic flow {finding[:80]} of {agent_id} (see `wake tools findings`)")
+    log.info("console.toxic_flow_accepted", agent=agent_id, tier=tier, flow=flow_id, by=by, finding_id=done.id)
+    return f"accepted toxic flow {flow_id} at {agent_id}.{tier}, by {by}"
+
+
+BY_KIND: dict[str, Acceptor] = {"tool_pin": _accept_tool_pin, "toxic_flow": _accept_toxic_flow}
+
+
 async def accept(
     conn: asyncpg.Connection, config: Config, agent_id: str, kind: str, finding: str, *, by: str, why: str | None, at: dt.datetime,
 ) -> Done:
-    acceptor = {"tool_pin": _accept_tool_pin, **ACCEPTORS}.get(kind)
+    acceptor = BY_KIND.get(kind)
     if acceptor is None:
-        raise NotFound(f"nothing of kind {kind[:40]!r} can be accepted here (known: {', '.join(sorted({'tool_pin', *ACCEPTORS}))})")
+        raise NotFound(f"nothing of kind {kind[:40]!r} can be accepted here (known: {', '.join(sorted(BY_KIND))})")
     return Done(await acceptor(conn, config, agent_id, finding, by, why, at))

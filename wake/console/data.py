@@ -5,6 +5,7 @@ reads `row.status` whether a row is a dict or a record."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import uuid
@@ -15,11 +16,15 @@ from urllib.parse import urlencode
 
 import asyncpg
 
+from ledgers import approvals as approval_ledger
 from ledgers import commitments, console_reads, context_events, controls, fact_checks, facts, ids, introspection, outbox, tool_pins, transcripts
+from ledgers import flows as flow_ledger
+from ledgers import incidents as incidents
 from ledgers import memory_ledger as memory_ledger
+from ledgers import replays as replay_ledger
 from ledgers.vocab import Status, Tier, Trigger
 from wake.config import Config
-from wake.daemon import remote, schedule
+from wake.daemon import commands, remote, schedule
 from wake.errors import InvalidInput, NotFound, WakeError
 from wake.witness import manifest
 
@@ -58,7 +63,7 @@ class Filters:
         if got["agent"] is not None and got["agent"] not in config.agents:
             raise InvalidInput(f"no agent {_clip(got['agent'])!r}; configured: {', '.join(config.agents)}")
         text = params.get("limit") or str(TIMELINE_LIMIT)
-        if not text.isdigit() or not 1 <= int(text) <= TIMELINE_MAX:
+        if not (text.isascii() and text.isdigit()) or len(text) > 6 or not 1 <= int(text) <= TIMELINE_MAX:
             raise InvalidInput(f"limit must be a number from 1 to {TIMELINE_MAX}, got {_clip(text)!r}")
         return cls(agent=got["agent"], tier=got["tier"], status=got["status"], trigger=got["trigger"], limit=int(text))
 
@@ -79,10 +84,50 @@ class Lane:
     wakes: Sequence[Any]
 
 
+FAILING = frozenset({Status.failed.value, Status.aborted.value, Status.abandoned.value, Status.missed.value})  # `wake.run.incidents.FAILING`
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A wake row's part in an incident (docs/incidents.md): the row that opened it, or a later one
+    that counted on it (its agent, tier and error signature, between the incident's first and last row)."""
+
+    incident_id: int
+    opened: bool
+
+    @property
+    def label(self) -> str:
+        return f"opened incident {self.incident_id}" if self.opened else f"incident {self.incident_id}"
+
+
+async def incident_marks(conn: asyncpg.Connection, rows: Sequence[Any]) -> dict[str, Mark]:
+    """Each shown row's incident, by wake id: what the timeline marks. A failing row belongs to the
+    incident of its agent, tier and signature whose rows span its start (`wake.run.incidents` keys
+    an incident's rows by their start), the incident's first and last rows by their ids."""
+    if not rows:
+        return {}
+    starts = [r["started_at"] for r in rows]
+    found = await incidents.overlapping(conn, sorted({r["agent_id"] for r in rows}), min(starts), max(starts))
+    by_id = {i.first_wake_id: i for i in found} | {i.last_wake_id: i for i in found}
+    by_key: dict[tuple[str, str, str], list[incidents.Incident]] = {}
+    for i in found:
+        by_key.setdefault((i.agent_id, i.tier, i.signature), []).append(i)
+    marks: dict[str, Mark] = {}
+    for r in rows:
+        inc = by_id.get(r["wake_id"])
+        if inc is None and r["status"] in FAILING:
+            sig = f"{r['status']}: {incidents.signature(r['error'] or r['note'] or r['status'])}"
+            inc = next((i for i in by_key.get((r["agent_id"], r["tier"], sig), []) if i.opened_at <= r["started_at"] <= i.last_seen_at), None)
+        if inc is not None:
+            marks[str(r["wake_id"])] = Mark(inc.id, inc.first_wake_id == r["wake_id"])
+    return marks
+
+
 @dataclass(frozen=True, kw_only=True)
 class Timeline:
     filters: Filters
     rows: Sequence[Any]  # newest first, as `wake ledger` lists them
+    marks: dict[str, Mark]  # wake id: its incident
     lanes: list[Lane]
     costs: dict[str, list[console_reads.DayCost]]
     agents: list[str]
@@ -111,12 +156,14 @@ async def timeline(conn: asyncpg.Connection, config: Config, filters: Filters, n
     since = now - dt.timedelta(days=COST_DAYS)
     costs = {a: await console_reads.daily_costs(conn, a, config.agents[a].timezone, since) for a in agents}
     vocab = {"tier": [t.value for t in Tier], "status": [s.value for s in Status], "trigger": [t.value for t in Trigger]}
-    return Timeline(filters=filters, rows=rows, lanes=lanes(rows), costs=costs, agents=list(config.agents), vocab=vocab, now=now)
+    return Timeline(filters=filters, rows=rows, marks=await incident_marks(conn, rows), lanes=lanes(rows), costs=costs,
+                    agents=list(config.agents), vocab=vocab, now=now)
 
 
-def fingerprint(rows: Sequence[Any]) -> tuple[tuple[str, str], ...]:
-    """What the live timeline compares between polls: each wake and its status."""
-    return tuple((str(r["wake_id"]), str(r["status"])) for r in rows)
+def fingerprint(rows: Sequence[Any], marks: Mapping[str, Mark] | None = None) -> tuple[tuple[str, str, str], ...]:
+    """What the live timeline compares between polls: each wake, its status and its incident."""
+    shown = marks or {}
+    return tuple((str(r["wake_id"]), str(r["status"]), m.label if (m := shown.get(str(r["wake_id"]))) else "") for r in rows)
 
 
 # -- a wake -----------------------------------------------------------------------------------------
@@ -156,9 +203,21 @@ async def transcript(conn: asyncpg.Connection, wake_id: uuid.UUID, row: Mapping[
     """The wake's conversation as the model saw it (`wake show --transcript`'s reader): each
     message, an assistant turn with the tool calls it made and each call's answer; empty for a
     wake that sent nothing to a model."""
-    said = transcripts.as_dict(await transcripts.read(conn, wake_id), row)
-    turns: list[dict[str, Any]] = [{"role": m["role"], "text": m["content"] or "", "calls": []} for m in said["messages"]]
-    assistants = [(i, m["turn"]) for i, m in enumerate(said["messages"]) if m["role"] == "assistant"]
+    return turns(transcripts.as_dict(await transcripts.read(conn, wake_id), row))
+
+
+def turns(said: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A transcript as data (a wake's, `transcripts.as_dict`, or a replay's, `replays.as_dict`) as the page shows it."""
+    # A tool's answer is shown once, under the call that asked for it: its `tool` message is not a
+    # section of its own. An assistant message is labelled with its model turn (the ledger's
+    # `turn`), the arrival's messages with their role alone, so a two-turn wake reads two turns.
+    shown = [m for m in said["messages"] if m["role"] != "tool"]
+    shaped: list[dict[str, Any]] = [
+        {"role": m["role"], "label": f"turn {m['turn']} · assistant" if m["role"] == "assistant" else m["role"], "text": m["content"] or "",
+         "calls": []}
+        for m in shown
+    ]
+    assistants = [(i, m["turn"]) for i, m in enumerate(shown) if m["role"] == "assistant"]
     for c in said["calls"]:
         at = [i for i, turn in assistants if turn <= c["turn"]]
         if not at:
@@ -167,10 +226,11 @@ async def transcript(conn: asyncpg.Connection, wake_id: uuid.UUID, row: Mapping[
             arguments = json.loads(c["arguments"]) if isinstance(c["arguments"], str) else c["arguments"]
         except ValueError:
             arguments = c["arguments"]
-        turns[at[-1]]["calls"].append(
-            {"name": c["tool"], "arguments": arguments, "answer": c["answer"], "refused": c["outcome"] == "refused", "outcome": c["outcome"]}
+        shaped[at[-1]]["calls"].append(
+            {"name": c["tool"], "arguments": arguments, "answer": c["answer"], "refused": c["outcome"] == "refused", "outcome": c["outcome"],
+             "answered_from": c.get("answered_from"), "mutates": c.get("mutates")}
         )
-    return turns
+    return shaped
 
 
 async def resolve(conn: asyncpg.Connection, text: str) -> uuid.UUID:
@@ -251,6 +311,43 @@ class AgentPage:
     writes: Sequence[Any]
     writes_total: int
     wakes: Sequence[Any]
+    marks: dict[str, Mark]  # the wakes' incidents
+    incidents: Sequence[incidents.Incident]  # open, the newest first
+    memory: MemoryFiles
+    approvals: list[PendingCall] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryFile:
+    """A file of the agent's memory as its page lists it: a file with an open finding shows the
+    finding (`quarantined`), not its description."""
+
+    path: str
+    description: str
+    bytes: int
+    quarantined: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryFiles:
+    files: list[MemoryFile]
+    total: int
+    note: str | None  # why there are none to list (memory off, no repository yet)
+
+
+async def memory_files(conn: asyncpg.Connection, config: Config, agent_id: str, now: dt.datetime) -> MemoryFiles:
+    """The agent's memory files at the tip (the first AGENT_LISTED), each with its description or its quarantine."""
+    try:
+        entries = await asyncio.to_thread(lambda: commands.open_repo(config, agent_id, now).ls())
+    except WakeError as exc:
+        return MemoryFiles(files=[], total=0, note=_clip(str(exc), 200))
+    listed = entries[:AGENT_LISTED]
+    held = await memory_ledger.open_by_path(conn, agent_id, [e.path for e in listed])
+    return MemoryFiles(total=len(entries), note=None, files=[
+        MemoryFile(path=e.path, description=e.description, bytes=e.bytes,
+                   quarantined=f"open {held[e.path].severity} finding #{held[e.path].finding_id}" if e.path in held else None)
+        for e in listed
+    ])
 
 
 async def live(config: Config, agent_id: str, now: dt.datetime) -> Live:
@@ -267,12 +364,49 @@ async def live(config: Config, agent_id: str, now: dt.datetime) -> Live:
 async def pins(conn: asyncpg.Connection, agent_id: str) -> list[dict[str, Any]]:
     """The open tool-pin findings (an MCP tool whose declaration changed from its pin: not bound
     under `strict` until accepted), as `wake tools findings` reads them; pins are the process's,
-    not one agent's, so every agent's page shows them. Each is accepted on the page through
+    not one agent's, so every agent's page shows them, each with the declaration's diff before
+    its button. Each is accepted on the page through
     `actions.accept` (kind `tool_pin`), as `wake tools accept` does."""
-    return [
-        {"id": f"{f.server}/{f.tool}", "tool": f.name,
-         "why": f"declaration changed ({f.policy}): pinned {f.pinned_hash[:12]}, seen {f.seen_hash[:12]}"}
+    listed = [
+        {"id": f"{f.server}/{f.tool}", "tool": f.name, "kind": "tool_pin",
+         "why": f"declaration changed ({f.policy}): pinned {f.pinned_hash[:12]}, seen {f.seen_hash[:12]}", "diff": f.diff}
         for f in await tool_pins.open_findings(conn)
+    ]
+    return listed + [  # and the agent's toxic flows (docs/tools.md), accepted per tier (kind `toxic_flow`, as `wake tools accept-flow`)
+        {"id": f"{f.tier}/{f.flow_id}", "tool": f"toxic flow {f.flow_id} ({f.tier})", "kind": "toxic_flow",
+         "why": f"{f.policy}: untrusted input {', '.join(f.untrusted)}; private data {', '.join(f.private)}; egress {', '.join(f.egress)}",
+         "diff": ""}  # a flow has no declaration to diff (the page rendered none; a missing key was a 500)
+        for f in await flow_ledger.open_of_agent(conn, agent_id)
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PendingCall:
+    """A call of the agent that waits for an operator's decision, as its page shows it: the tool,
+    its arguments (the model's: shown as data, never as markup) and the reason; `expired` when it
+    has waited `[tools] approval_ttl` (a decision on it is refused, and the next wake or `wake
+    approvals` records it `expired`)."""
+
+    id: int
+    tool: str
+    arguments: str
+    reason: str
+    reason_from: str
+    requested_at: dt.datetime
+    wake_id: uuid.UUID
+    tier: str
+    expired: bool
+
+
+async def pending_calls(conn: asyncpg.Connection, config: Config, agent_id: str, now: dt.datetime) -> list[PendingCall]:
+    """The agent's pending approvals, oldest first, read as `wake approvals --agent` reads them."""
+    ttl = dt.timedelta(seconds=config.tools.approval_ttl)
+    rows = await approval_ledger.listed(conn, agent_id=agent_id, include_closed=False, limit=AGENT_LISTED)
+    return [
+        PendingCall(id=a.id, tool=a.tool, arguments=json.dumps(a.arguments, sort_keys=True, ensure_ascii=False, default=str),
+                    reason=a.reason, reason_from=a.reason_from, requested_at=a.requested_at, wake_id=a.wake_id, tier=a.tier,
+                    expired=a.requested_at <= now - ttl)
+        for a in reversed(rows) if a.state == "pending"
     ]
 
 
@@ -289,6 +423,7 @@ async def agent_page(conn: asyncpg.Connection, config: Config, agent_id: str, no
     checked, _ = await fact_checks.latest(conn, agent_id, AGENT_LISTED * 4)
     open_commitments, commitments_total = await commitments.open_newest(conn, agent_id, limit=AGENT_LISTED)
     writes, writes_total = await memory_ledger.recent_writes(conn, agent_id, limit=AGENT_LISTED)
+    wakes = [r.columns() for r in await introspection.recent(conn, agent_id=agent_id, limit=AGENT_LISTED)]
     return AgentPage(
         agent_id=agent_id, timezone=agent.timezone, tiers=tiers,
         pauses=[p for p in await controls.active_pauses(conn, now) if p.agent_id == agent_id],
@@ -297,5 +432,81 @@ async def agent_page(conn: asyncpg.Connection, config: Config, agent_id: str, no
         findings=found, findings_total=found_total, pins=await pins(conn, agent_id),
         facts=fact_rows, facts_total=fact_total, checks={c.fact_id: c for c in checked},
         commitments=open_commitments, commitments_total=commitments_total, writes=writes, writes_total=writes_total,
-        wakes=[r.columns() for r in await introspection.recent(conn, agent_id=agent_id, limit=AGENT_LISTED)],
+        wakes=wakes, marks=await incident_marks(conn, wakes), incidents=await incidents.of_agent(conn, agent_id, AGENT_LISTED),
+        memory=await memory_files(conn, config, agent_id, now),
+        approvals=await pending_calls(conn, config, agent_id, now),
     )
+
+
+# -- an agent's replays and eval scorecards (docs/replay.md) ----------------------------------------
+
+
+def _configured(config: Config, agent_id: str) -> None:
+    if agent_id not in config.agents:
+        raise NotFound(f"no agent {_clip(agent_id)!r}; configured: {', '.join(config.agents)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaysPage:
+    agent_id: str
+    replays: Sequence[replay_ledger.ReplayRecord]  # newest first
+    evals: Sequence[replay_ledger.EvalRecord]  # newest first; the first is the latest scorecard
+    chart: bool  # whether this console can draw a chart (matplotlib, `wake[eval]`)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayPage:
+    row: Mapping[str, Any]
+    transcript: list[dict[str, Any]]
+    calls: Sequence[Mapping[str, Any]]  # every call, with what answered it
+
+
+def can_chart() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+async def replays_page(conn: asyncpg.Connection, config: Config, agent_id: str) -> ReplaysPage:
+    _configured(config, agent_id)
+    return ReplaysPage(
+        agent_id=agent_id, replays=await replay_ledger.recent(conn, agent_id=agent_id, limit=AGENT_LISTED),
+        evals=await replay_ledger.evals_of_agent(conn, agent_id, limit=AGENT_LISTED), chart=can_chart(),
+    )
+
+
+async def resolve_replay(conn: asyncpg.Connection, agent_id: str, text: str) -> uuid.UUID:
+    """One of the agent's replays, by a full id or a unique prefix among its replays: another
+    agent's replay is not there to match."""
+    try:
+        found = await replay_ledger.resolve_id(conn, text, agent_id)
+    except ids.IdLookupError as exc:
+        raise NotFound(str(exc)) from exc
+    if found is None:
+        raise NotFound(f"agent {_clip(agent_id)!r} has no replay matching {_clip(text)!r}")
+    return found
+
+
+async def replay_page(conn: asyncpg.Connection, config: Config, agent_id: str, replay_id: uuid.UUID) -> ReplayPage:
+    _configured(config, agent_id)
+    record = await replay_ledger.get(conn, replay_id)
+    if record is None or record.agent_id != agent_id:
+        raise NotFound(f"agent {_clip(agent_id)!r} has no replay {replay_id}")
+    said = replay_ledger.as_dict(record, await replay_ledger.transcript(conn, replay_id))
+    return ReplayPage(row=record.columns(), transcript=turns(said), calls=said["calls"])
+
+
+def eval_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise NotFound(f"no eval {_clip(text)!r}: an eval is named by its full id") from None
+
+
+async def eval_of(conn: asyncpg.Connection, config: Config, agent_id: str, text: str) -> replay_ledger.EvalRecord:
+    """One stored scorecard of the agent's wakes (`text`: the run's full id)."""
+    _configured(config, agent_id)
+    found = await replay_ledger.eval_of_agent(conn, eval_id(text), agent_id)
+    if found is None:
+        raise NotFound(f"agent {_clip(agent_id)!r} has no eval {_clip(text)!r}")
+    return found

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import urllib.parse
 from collections.abc import Callable, Iterator
 
 import uvicorn
@@ -38,7 +39,10 @@ def bind(listen: str) -> socket.socket:
 def guard_for(config: Config, listen: str, *, read_only: bool) -> guard.Guard:
     """The console's guard, read once at start: an address other than loopback with no token is a
     ListenError (exit 78) before anything is served."""
-    return guard.Guard.for_listen(listen, token_credential=config.console.token_credential, read_only=read_only)
+    conf = config.console
+    named = [*conf.hosts, *([h] if conf.url and (h := urllib.parse.urlsplit(conf.url).hostname) else [])]
+    return guard.Guard.for_listen(listen, token_credential=conf.token_credential, read_only=read_only, hosts=named,
+                                  session_ttl_s=conf.session_ttl_s)
 
 
 class Runner:
@@ -55,7 +59,6 @@ class Runner:
     async def __call__(self, daemon: service.Daemon) -> None:
         """The daemon's companion (`[console] listen`): served from the daemon's stores, with its
         current config, until it stops."""
-        assert daemon.stores is not None
         self.config = lambda: daemon.config  # a SIGHUP reload shows on the next page
         await self.run(daemon.stores, daemon.stop)
 

@@ -9,7 +9,7 @@ Three conversations, every key named below (and nowhere else):
   `wake:triggers:taken:<replica id>`, so exactly one replica gets each request, and drops it from
   there once the request is seen through (`done`). A request's wake id is chosen with it (its
   request id), so a replica that dies after the move leaves a request another replica can give
-  its one row (`failed`, `wake.daemon.orphans`; `taken_lists`, `take_over`) and answer. The
+  its one row (`failed`, `wake.daemon.dead_claimers`; `taken_lists`, `take_over`) and answer. The
   wake itself is not run again: delivery stays at most once. A client that gives up before any
   daemon took its request takes it back (`withdraw`), so nothing runs after the operator was
   told it did not.
@@ -96,12 +96,14 @@ class ReplicaState:
     next_fires: list[dict[str, Any]] = field(default_factory=list)
     owned: int = 0  # agents this replica schedules (wake.daemon.ownership)
     leaving: bool = False  # stopping: no longer a member, its agents are handed over
+    down: dict[str, Any] = field(default_factory=dict)  # side tasks waiting out a restart's backoff (wake.daemon.supervise)
 
     def to_json(self) -> str:
         return _dumps({
             "replica_id": self.replica_id, "host": self.host, "pid": self.pid, "version": self.version,
             "started_at": _iso(self.started_at), "heartbeat_at": _iso(self.heartbeat_at),
             "running": self.running, "next_fires": self.next_fires, "owned": self.owned, "leaving": self.leaving,
+            "down": self.down,
         })
 
     @classmethod
@@ -112,7 +114,7 @@ class ReplicaState:
             started_at=dt.datetime.fromisoformat(raw["started_at"]),
             heartbeat_at=dt.datetime.fromisoformat(raw["heartbeat_at"]),
             running=list(raw.get("running") or []), next_fires=list(raw.get("next_fires") or []),
-            owned=int(raw.get("owned") or 0), leaving=bool(raw.get("leaving")),
+            owned=int(raw.get("owned") or 0), leaving=bool(raw.get("leaving")), down=dict(raw.get("down") or {}),
         )
 
 

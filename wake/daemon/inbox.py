@@ -7,9 +7,10 @@ under the `[inbox] secret_credential`, the scheme of the outgoing webhooks with 
 too. The checks run in this order, and a refused request stores nothing:
 
 1. a body over `max_body_bytes` → 413 (by its Content-Length before a byte is read, or as it streams);
-2. no signature, a malformed one, or one that does not match → 401;
+2. no signature, a malformed one (a non-ASCII header too), or one that does not match → 401;
 3. a timestamp further than `max_skew_s` from the daemon's clock → 401 (a replayed request);
-4. a body that is not a JSON object with the fields above → 400;
+4. a body that is not a JSON object with the fields above → 400 (nested too deeply, or a field
+   holding a NUL, a lone surrogate, or, outside `text`, a control character, is not);
 5. an agent that is not configured → 404;
 6. an idempotency key the agent already has a message for → 409 (a replay within the window,
    or a relay's retry: the message is stored already; the answer names it).
@@ -45,7 +46,7 @@ from starlette.routing import Route
 
 from ledgers import inbox as ledger
 from wake import clock, logs, secrets
-from wake.config import Config, clip
+from wake.config import Config, clip, unstorable
 from wake.daemon import listen as listen_socket
 from wake.errors import InboxRefused as Refused  # short: every check below raises it
 from wake.errors import ListenError
@@ -80,6 +81,8 @@ def _string(doc: dict[str, Any], key: str, *, limit: int | None, default: str | 
         raise Refused(400, f"expected {key!r}: a non-empty string, got {clip(value)}")
     if limit is not None and len(value) > limit:
         raise Refused(400, f"expected {key!r} of at most {limit} characters, got {len(value)}")
+    if (why := unstorable(value, single_line=key != "text")) is not None:
+        raise Refused(400, f"{key!r} {why}")
     return value
 
 
@@ -89,6 +92,8 @@ def parse_message(body: bytes) -> Message:
         doc = json.loads(body)
     except (UnicodeDecodeError, ValueError):
         raise Refused(400, "expected a JSON object as the body") from None
+    except RecursionError:  # `[[[[…` deeper than the parser goes
+        raise Refused(400, "expected a JSON object as the body, got one nested too deeply") from None
     if not isinstance(doc, dict):
         raise Refused(400, f"expected a JSON object as the body, got {type(doc).__name__}")
     return Message(
@@ -121,7 +126,7 @@ class Inbox:
     async def _body(self, request: Request) -> bytes:
         cap = self.config().inbox.max_body_bytes
         declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > cap):
+        if declared is not None and (not (declared.isascii() and declared.isdigit()) or int(declared) > cap):
             raise Refused(413, f"the body is over {cap} bytes (Content-Length {clip(declared)})")
         chunks, size = [], 0
         async for chunk in request.stream():
@@ -136,11 +141,15 @@ class Inbox:
         stamp = request.headers.get(TIMESTAMP_HEADER)
         if not given or not stamp:
             raise Refused(401, f"unsigned: expected {SIGNATURE_HEADER} and {TIMESTAMP_HEADER} (docs/channels.md)")
+        if not stamp.isascii():
+            raise Refused(401, f"expected {TIMESTAMP_HEADER} in Unix seconds (ASCII digits), got {clip(stamp)}")
         try:
             sent_at = float(stamp)
         except ValueError:
             raise Refused(401, f"expected {TIMESTAMP_HEADER} in Unix seconds, got {clip(stamp)}") from None
-        if not stamp.isascii() or not hmac.compare_digest(signature(self.secret.reveal(), stamp, body), given):
+        if not given.isascii():  # compare_digest takes ASCII strings only
+            raise Refused(401, f"expected {SIGNATURE_HEADER} as sha256=<hex digest>, got non-ASCII {clip(given)}")
+        if not hmac.compare_digest(signature(self.secret.reveal(), stamp, body), given):
             raise Refused(401, "the signature does not match the body and timestamp")
         skew_s = abs(self.now().timestamp() - sent_at) if math.isfinite(sent_at) else math.inf
         max_skew_s = self.config().inbox.max_skew_s

@@ -44,6 +44,7 @@ the wake's first row) gets its row, `failed`, once its claimer's lease has had t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from collections import defaultdict
@@ -54,17 +55,15 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 
-from ledgers import handover as ledger
-from ledgers import introspection
-from ledgers.vocab import Status, Tier, Trigger
+from ledgers import handover
+from ledgers.vocab import Tier, Trigger
 from wake import keys, logs
 from wake.context import WakeRequest
 from wake.daemon import control, schedule
 from wake.daemon.rendezvous import assign, members_of
 from wake.errors import StoreUnavailable
 from wake.observe import metrics
-from wake.run import claim as claim_ledger
-from wake.run import settle
+from wake.run import unrun
 from wake.run.session import Session
 
 log = logs.get("wake.ownership")
@@ -261,7 +260,7 @@ class Claims:
     last: Mapping[tuple[str, str], dt.datetime]
     since: Mapping[tuple[str, str], dt.datetime] = field(default_factory=dict)
     recent: Mapping[tuple[str, str], set[dt.datetime]] = field(default_factory=dict)
-    rowless: Mapping[tuple[str, str], list[ledger.Rowless]] = field(default_factory=dict)
+    rowless: Mapping[tuple[str, str], list[handover.Rowless]] = field(default_factory=dict)
     by_then: frozenset[tuple[str, str]] = frozenset()
 
     def gaps(self, sched: schedule.Schedule) -> list[dt.datetime]:
@@ -295,23 +294,10 @@ def plan(
 
 
 async def record_missed(session: Session, sched: schedule.Schedule, slot: dt.datetime, reason: str, *, by: str, now: dt.datetime) -> bool:
-    """Claim a slot nobody ran and record it `missed`, in one transaction; False when the slot was
-    claimed already (it has, or will have, its own row)."""
+    """A slot nobody ran, claimed and recorded `missed` (`wake.run.unrun.never_fired`); False when it
+    was claimed already (it has, or will have, its own row)."""
     request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=Trigger.schedule, scheduled_for=slot)
-    async with session.stores.pg_conn() as conn, conn.transaction():
-        won = await ledger.claim(conn, request.agent_id, request.tier, slot, claimed_by=by, claimed_at=now, wake_id=request.wake_id)
-        metrics.observe_claim(won)
-        if not won:
-            return False
-        row = introspection.WakeRow(
-            wake_id=request.wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=slot,
-            started_at=now, manifest_root=None, **settle.provenance(session.config), note=f"missed: {reason}", error=None,
-        )
-        chain = await introspection.insert(conn, row, status=Status.missed)
-    metrics.observe_skipped(request.agent_id, request.tier, "missed")
-    log.warning("wake.missed", reason=reason, agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id),
-                scheduled_for=slot.isoformat(), chain=chain)
-    return True
+    return await unrun.never_fired(session, request, reason, by=by, now=now)
 
 
 # What a PostgreSQL that fails or does not answer in time raises through the pool.
@@ -336,11 +322,11 @@ async def _claims(session: Session, scheds: Sequence[schedule.Schedule], since: 
     for attempt in range(LAST_CLAIMED_TRIES):
         try:
             async with session.stores.pg_conn() as conn:
-                last = await ledger.last_claimed(conn, agents)
+                last = await handover.last_claimed(conn, agents)
                 if not since:
                     return Claims(last=last)
-                recent, rowless = await ledger.claimed_since(conn, since)
-                by_then = await ledger.claimed_by_then(conn, since)
+                recent, rowless = await handover.claimed_since(conn, since)
+                by_then = await handover.claimed_by_then(conn, since)
                 return Claims(last=last, since=since, recent=recent, rowless=rowless, by_then=frozenset(by_then))
         except PG_FAILURES as exc:
             log.warning("handover.read_failed", agents=len(agents), attempt=attempt + 1, error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
@@ -351,13 +337,14 @@ async def _claims(session: Session, scheds: Sequence[schedule.Schedule], since: 
 async def take_over(
     session: Session, scheds: Sequence[schedule.Schedule], handovers: Mapping[str, Handover], *, by: str,
     now: Callable[[], dt.datetime], run_slot: RunSlot, spawn: Spawn, spool: Spool, look_back_s: float = 0.0,
-    members: Collection[str] = (),
+    stop: asyncio.Event, members: Collection[str] = (),
 ) -> int:
     """Catch up the slots of tiers this replica just took over: the newest of each handed to
     `spawn` to run late (waiting out its jitter first, if it is still ahead), then the older ones
     recorded `missed`; one PostgreSQL refuses or holds up (a suspended replica's open claim of it)
     goes to `spool`, which records it once PostgreSQL answers; then the claims without a row whose
-    claimer is gone (`_close_rowless`). Returns how many rows this wrote."""
+    claimer is gone (`_close_rowless`). Once `stop` is set, nothing waits: a slot still sleeping out
+    its jitter ends unclaimed (the next owner catches it up). Returns how many rows this wrote."""
     if not scheds:
         return 0
     at = now()
@@ -370,7 +357,7 @@ async def take_over(
     plans = [(sched, *plan(sched, claims.last.get((sched.agent_id, sched.tier)), at, claims.gaps(sched))) for sched in scheds]
     for sched, _, newest in plans:
         if newest is not None:
-            spawn(_late(sched, newest, now, run_slot), f"taken-over:{sched.agent_id}/{sched.tier}:{newest.isoformat()}")
+            spawn(_late(sched, newest, now, run_slot, stop), f"taken-over:{sched.agent_id}/{sched.tier}:{newest.isoformat()}")
     recorded = 0
     for sched, older, _ in plans:
         h = handovers.get(sched.agent_id)
@@ -381,7 +368,7 @@ async def take_over(
             except PG_FAILURES as exc:
                 request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=Trigger.schedule, scheduled_for=slot)
                 spool(request, f"{reason}; {type(exc).__name__}: {exc}")
-    return recorded + await _close_rowless(session, scheds, claims, by=by, members=set(members) | {by}, at=at, now=now)
+    return recorded + await _close_rowless(session, scheds, claims, by=by, members=set(members) | {by}, at=at, now=now, stop=stop)
 
 
 ROWLESS = "claimed by {claimed_by}, which died between the claim and the wake's row (found by {by}); the slot was not run"
@@ -389,12 +376,12 @@ ROWLESS = "claimed by {claimed_by}, which died between the claim and the wake's 
 
 async def _close_rowless(
     session: Session, scheds: Sequence[schedule.Schedule], claims: Claims, *, by: str, members: set[str], at: dt.datetime,
-    now: Callable[[], dt.datetime],
+    now: Callable[[], dt.datetime], stop: asyncio.Event,
 ) -> int:
     """The one row of each claimed slot of the look back whose claimer is gone from the membership
     and whose lease has had time to expire, and that has no row: `failed`, under the claim's wake
     id (a claimer that was only suspended finds it there when it wakes: its own row is refused by
-    the newer fence, and `record_lost` finds the slot has its row)."""
+    the newer fence, and `unrun.lost` finds the slot has its row)."""
     settle = dt.timedelta(seconds=session.config.daemon.lease_ttl_s)
     written = 0
     for sched in scheds:
@@ -402,21 +389,31 @@ async def _close_rowless(
             if lost.claimed_by in members:
                 continue  # a live claimer is about to write it
             wait_s = (lost.claimed_at + settle - at).total_seconds()
-            if wait_s > 0:  # one just gone may still hold its lease: wait it out first
-                await asyncio.sleep(wait_s)
+            if wait_s > 0 and await stopped_within(stop, wait_s):  # one just gone may still hold its lease: wait it out first
+                return written  # stopping: the agent's next owner finds it again, within its look back
             request = WakeRequest(agent_id=sched.agent_id, tier=Tier(sched.tier), trigger=Trigger.schedule, scheduled_for=lost.scheduled_for,
                                   wake_id=lost.wake_id)
             try:
-                written += await claim_ledger.record_lost(session, request, now=now(), reason=ROWLESS.format(claimed_by=lost.claimed_by, by=by))
+                written += await unrun.lost(session, request, now=now(), reason=ROWLESS.format(claimed_by=lost.claimed_by, by=by))
             except PG_FAILURES as exc:  # the next takeover of the agent finds it again, within its look back
                 log.warning("handover.rowless_failed", agent=sched.agent_id, wake_id=str(lost.wake_id),
                             error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
     return written
 
 
-async def _late(sched: schedule.Schedule, slot: dt.datetime, now: Callable[[], dt.datetime], run_slot: RunSlot) -> None:
+async def stopped_within(stop: asyncio.Event, wait_s: float) -> bool:
+    """Sleep `wait_s`, or less if `stop` is set first: True when it was (a stopping replica runs
+    nothing more, so a task sleeping out a jitter ends at once instead of holding up the drain)."""
+    if stop.is_set():
+        return True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=wait_s)
+    return stop.is_set()
+
+
+async def _late(sched: schedule.Schedule, slot: dt.datetime, now: Callable[[], dt.datetime], run_slot: RunSlot, stop: asyncio.Event) -> None:
     delay = schedule.jitter_delay_s(sched, slot)
     ahead = (slot + dt.timedelta(seconds=delay) - now()).total_seconds()
-    if ahead > 0:
-        await asyncio.sleep(ahead)
+    if ahead > 0 and await stopped_within(stop, ahead):
+        return  # never claimed: the agent's next owner catches it up
     await run_slot(sched, slot, delay)

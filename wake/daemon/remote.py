@@ -22,8 +22,7 @@ from wake.daemon import control, rendezvous, schedule
 from wake.errors import NoDaemon
 from wake.stores import lease
 
-# sysexits: no daemon to ask (EX_UNAVAILABLE), and a wait that ran out (EX_TEMPFAIL).
-EXIT_NO_DAEMON = 69
+# sysexits: a wait that ran out (EX_TEMPFAIL).
 EXIT_TIMED_OUT = 75
 
 
@@ -195,7 +194,7 @@ async def status(config: Config, now: dt.datetime | None = None) -> dict[str, An
                 "replica_id": r.replica_id, "host": r.host, "pid": r.pid, "version": r.version,
                 "started_at": r.started_at.isoformat(), "heartbeat_at": r.heartbeat_at.isoformat(),
                 "heartbeat_age_s": round((now - r.heartbeat_at).total_seconds(), 1),
-                "owned": r.owned, "leaving": r.leaving,
+                "owned": r.owned, "leaving": r.leaving, "down": r.down,
             }
             for r in replicas
         ],
@@ -204,5 +203,3 @@ async def status(config: Config, now: dt.datetime | None = None) -> dict[str, An
         "next_fires": _next_fires(config, replicas) if replicas else [],
         "pending_requests": pending,
     }
-
-

@@ -96,9 +96,7 @@ class Schedule:
         what = f"every {self.every_s}s" if self.every_s else f"cron {self.cron!r} {self.timezone}"
         return what + (" (skips quiet hours)" if self.skip_quiet and self.quiet else "")
 
-    def cron_trigger(self) -> CronTrigger:
-        assert self.cron is not None
-        return crontab_trigger(self.cron, self.zone)
+
 
 
 _CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")

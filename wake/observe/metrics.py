@@ -48,7 +48,6 @@ BLOCK_STATES: tuple[str, ...] = tuple(Retrieval)
 # Why agents moved between replicas (wake.daemon.ownership), and which way, seen from this replica.
 HANDOVER_WHYS = ("start", "joined", "stopped", "expired", "heartbeat_lost", "heartbeat_restored", "configured", "unconfigured", "rebalanced")
 HANDOVER_DIRECTIONS = ("gained", "lost")
-CLAIM_OUTCOMES = ("won", "taken")
 STORES = ("postgres", "neo4j")
 OTHER = "other"
 # Label values taken as they come, when no known set is given: how many, and of what shape.
@@ -260,6 +259,15 @@ class Metrics:
         self.refusals = Counter(
             "wake_tool_refusals", "Tool calls refused: the tool was not in the wake's binding.", ["agent", "tier"], registry=registry
         )
+        self._daemon_families(registry)
+        self._daily = _DailyCost(now)
+        registry.register(self._daily)
+        self._running = _Running(now, self._agent_label, self._tier)
+        registry.register(self._running)
+        self.set_agents(agents or {})
+
+    def _daemon_families(self, registry: CollectorRegistry) -> None:
+        """The daemon's own: leases, fences, engines, slots, claims, handovers, ownership, the outbox."""
         self.lease_losses = Counter(
             "wake_lease_losses", "Agent leases lost while a wake held them (the wake is cancelled).", ["agent"], registry=registry
         )
@@ -286,17 +294,25 @@ class Metrics:
         self._direction = BoundedLabel(HANDOVER_DIRECTIONS)
         self.outbox = Gauge("wake_outbox_backlog", "Entries in the outbox waiting to be delivered.", registry=registry)
         self.outbox.set_function(lambda: 0.0)
-        self._daily = _DailyCost(now)
-        registry.register(self._daily)
-        self._running = _Running(now, self._agent_label, self._tier)
-        registry.register(self._running)
-        self.set_agents(agents or {})
+        self.side_restarts = Counter(
+            "wake_side_task_restarts", "Side tasks (outbox, inbox, heartbeat, console, ...) that failed and were started again, by task.",
+            ["task"], registry=registry,
+        )
+        self.side_down = Gauge("wake_side_tasks_down", "Side tasks down now, waiting out their backoff before a restart.", registry=registry)
+        self.side_down.set_function(lambda: 0.0)
+        self.open_incidents = Gauge("wake_open_incidents", "Open incidents per agent (docs/incidents.md), as of the last check.", ["agent"],
+                                    registry=registry)
+        self.last_settled = Gauge(
+            "wake_last_settled_timestamp_seconds", "When the tier's newest wake that ran settled (Unix time), as of the last check; "
+            "absent for a tier that never ran.", ["agent", "tier"], registry=registry,
+        )
 
     def set_agents(self, agents: Mapping[str, AgentInfo]) -> None:
         """The configured agents (at start and on reload). Their counters start at zero, so a
         rate over them is defined from the first scrape; other agent ids become `other`."""
         if agents:
             self._agent = BoundedLabel(agents)
+        self._agent_ids = list(agents)
         self._daily.set_agents(agents)
         self._running.slots = [(agent, self._tier(tier)) for agent, info in agents.items() for tier in info.tiers]
         for agent, info in agents.items():
@@ -311,6 +327,30 @@ class Metrics:
         """`count` is called at each scrape, on the exposition's thread: it must be cheap and
         must not touch the event loop (return a number the daemon keeps up to date)."""
         self.outbox.set_function(count)
+
+    def set_side_tasks_down(self, count: Callable[[], float]) -> None:
+        """`wake_side_tasks_down` reads the supervisor's count when scraped."""
+        self.side_down.set_function(count)
+
+    def observe_side_task_failed(self, task: str) -> None:
+        self.side_restarts.labels(task).inc()
+
+    def set_open_incidents(self, counts: Mapping[str, int]) -> None:
+        """Each configured agent's open incidents (zero when it has none); others count as `other`."""
+        totals: dict[str, int] = dict.fromkeys(self._agent_ids, 0)
+        for agent, n in counts.items():
+            label = self._agent_label(agent)
+            totals[label] = totals.get(label, 0) + n
+        for label, n in totals.items():
+            self.open_incidents.labels(label).set(n)
+
+    def set_last_settled(self, settled: Mapping[tuple[str, str], dt.datetime]) -> None:
+        """Each configured tier's newest settled row (`wake.daemon.incident_watch`); a tier with none
+        has no sample (an alert on `absent(...)` sees it), nor has a tier no longer configured."""
+        self.last_settled.clear()
+        for (agent, tier), at in settled.items():
+            if agent in self._agent_ids:
+                self.last_settled.labels(agent, self._tier(tier)).set(at.timestamp())
 
     def set_owned(self, count: Callable[[], float]) -> None:
         """`wake_owned_agents` reads this replica's share when scraped."""
@@ -398,13 +438,14 @@ def install(metrics: Metrics | None) -> None:
     _installed = metrics
 
 
-def installed() -> Metrics | None:
-    return _installed
-
-
 def observe_settled(agent: str, tier: str, status: str, duration_s: float, usage: Spend | None = None, refusals: int = 0) -> None:
     if (m := _installed) is not None:
         m.observe_settled(agent, tier, status, duration_s, usage, refusals)
+
+
+def observe_side_task_failed(task: str) -> None:
+    if (m := _installed) is not None:
+        m.observe_side_task_failed(task)
 
 
 def observe_abandoned(agent: str, tier: str) -> None:
@@ -494,4 +535,3 @@ def serve(listen: str, metrics: Metrics) -> Exposition:
     except OSError as exc:
         raise ListenError(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
     return Exposition(host=host, port=int(server.server_address[1]), server=server, thread=thread)
-

@@ -1,8 +1,8 @@
 """One wake, steps 4-10 (docs/design.md, "One wake"), written as the steps in the order they run.
 
-Steps 1-3 (trigger, slot claim, lease and fence) are `wake.run.claim`'s; `run_wake` is called
+Steps 2-3 (slot claim, lease and fence) are `wake.run.claim`'s; `run_wake` is called
 with them done (or, for a dry run, not needed). The memory is opened and audited first
-(`wake.arrival.memory`), then the arrival, the binding, the manifest and the diff; step 8's
+(`wake.arrival.memory`), then the binding, the arrival with its diff, the manifest; step 7's
 decisions are `wake.think.decide`'s, and the row and the settle `wake.run.settle`'s. The model loop
 (`wake.think.loop`) runs only for a tier with a model route; without one a wake runs harness-only
 and says so on its row. A whisper the gate escalates settles first, then the promoted wake runs
@@ -28,22 +28,21 @@ from ledgers.vocab import Status, Tier, Trigger
 from surfaces import memory as memory_tools
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
-from wake.arrival import approvals as approvals_block
+from wake.arrival import approvals, memory, sources
 from wake.arrival import engine as arrival
-from wake.arrival import memory, sources
 from wake.arrival import operator as operator_sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
 from wake.errors import StoreUnavailable
-from wake.observe import metrics
+from wake.observe import metrics, tracing
 from wake.run import mcp as mcp_tools
 from wake.run import settle
 from wake.run.session import Session
 from wake.think import approval, decide, gate
 from wake.think import client as model
 from wake.think import loop as thinking_loop
-from wake.witness import diff, manifest
+from wake.witness import diff, flows, manifest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +81,7 @@ def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
 
 
 def bind(registry: Registry, config: Config, agent_id: str, tier: str, *, halted: bool = False) -> list[Tool]:
-    """Step 5: the binding comes from the registry's surface declarations and nothing else; a wake
+    """Step 4: the binding comes from the registry's surface declarations and nothing else; a wake
     the Cloister canary halted binds no tool that mutates, and a tier whose memory is read-only
     (`memory.writable`, false for a whisper unless set) none that writes memory."""
     conf = config.tier(agent_id, tier)
@@ -93,7 +92,7 @@ def bind(registry: Registry, config: Config, agent_id: str, tier: str, *, halted
 
 
 async def arrive(ctx: WakeContext, source_list: Sequence[Source], timeout_s: float) -> tuple[list[Block], WakeContext]:
-    """Step 4 with step 7's diff, which is itself an arrival block: the direct blocks, the diff
+    """Step 5 with its diff, which is itself an arrival block: the direct blocks, the diff
     over them against both previous wakes, then the blocks derived from it (the binding diff, the
     pre-check), in source order; and the context that carries the diff."""
     direct = await arrival.assemble(arrival.direct(source_list), ctx, timeout_s)
@@ -127,7 +126,7 @@ class _Progress:
     thought: thinking_loop.Thought | None = None
     status: Status = Status.failed
     recorded: bool = False
-    settled: bool = False  # written settled at once (steps 8-10 in one transaction)
+    settled: bool = False  # written settled at once (steps 7, 8 and 10 in one transaction)
     stale: bool = False  # a newer lease holder exists: nothing more is written
     chain: str | None = None
     unreachable: str | None = None  # the store a `StoreUnavailable` that ended the wake named
@@ -140,43 +139,62 @@ class _Progress:
         self.status, self.row = status, dataclasses.replace(self.row, error=error)
 
 
+async def _bind(
+    session: Session, request: WakeRequest, p: _Progress, *, halted: bool, dry_run: bool,
+) -> tuple[mcp_tools.Vetted, flows.Vetted]:
+    """Step 4's binding: the tier's declared tools, its MCP tools held to their pins, then the
+    tier's toxic-flow policy (docs/tools.md); `p.binding` is what the wake binds."""
+    config, stores, registry = session.config, session.stores, session.registry
+    agent_id, tier, started_at = request.agent_id, request.tier, p.row.started_at
+    with tracing.span("wake.bind") as span:
+        p.binding = bind(registry, config, agent_id, tier, halted=halted)
+        vetted = await mcp_tools.vet(stores, registry, p.binding, config.tier(agent_id, tier).binds, started_at, record=not dry_run)  # MCP pins
+        async with stores.pg_conn() as conn:
+            flowed = await flows.vet(conn, agent_id, tier, vetted.binding, config.tools.toxic_flows, started_at, record=not dry_run)
+        vetted = dataclasses.replace(vetted, binding=flowed.binding, flow_lines=tuple(flows.block_lines(flowed)))
+        p.binding = vetted.binding
+        span.set_attributes({"wake.bind.tools": [t.name for t in p.binding], "wake.bind.registry": len(registry)})
+    p.log.info("bind.done", tools=[t.name for t in p.binding], bound=len(p.binding), registry=len(registry))
+    return vetted, flowed
+
+
 async def _steps(session: Session, request: WakeRequest, p: _Progress, models: model.Client, dry_run: bool,
                  source_list: Sequence[Source] | None, now: Callable[[], dt.datetime]) -> None:
     """Steps 4-10 of a wake that runs to its end; `run_wake` settles whatever point it reached."""
     config, stores, registry = session.config, session.stores, session.registry
     agent_id, tier, started_at = request.agent_id, request.tier, p.row.started_at
-    # 4a. the memory, opened and audited before anything reads it
+    # 4. the memory, opened and audited before anything reads it, and the binding
     memory_state = await memory.open_memory(config, stores, request, started_at, dry_run=dry_run)
-    # 5. the binding
-    p.binding = bind(registry, config, agent_id, tier, halted=memory_state.halt is not None)
-    vetted = await mcp_tools.vet(stores, registry, p.binding, config.tier(agent_id, tier).binds, started_at, record=not dry_run)  # MCP pins
-    p.binding = vetted.binding
-    p.log.info("bind.done", tools=[t.name for t in p.binding], bound=len(p.binding), registry=len(registry))
+    vetted, flowed = await _bind(session, request, p, halted=memory_state.halt is not None, dry_run=dry_run)
     tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
     approvals_on = approval.active(registry)
     chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted),
-              *([approvals_block.SOURCE] if approvals_on else [])]
+              *([approvals.SOURCE] if approvals_on else [])]
     recent = sources.RECENT_WAKES if any(src.fn is sources.recent_wakes for src in chosen) else None  # read with the previous wakes
     async with stores.pg_conn() as conn:
         previous = await introspection.previous_both(conn, agent_id, tier, started_at, recent=recent)
     ctx = WakeContext(
         config=config, stores=stores, request=request, now=started_at, binding=tuple(p.binding), previous=previous.agent,
         previous_tier=previous.tier, recent=previous.recent, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,
+        flow_change=flowed.change,
     )
-    # 4b. the approved calls this wake can run, before the arrival that shows their results (a
-    # halted wake runs none: they wait); then the arrival, and 7a. the diff it carries
-    if approvals_on and not dry_run and memory_state.halt is None:
-        await approval.run_approved(ctx)
+    # 5. the calls pending past their ttl expired, and the approved calls this wake can run, before
+    # the arrival that shows both (a halted wake runs none: they wait); then the arrival, and the diff it carries
+    if approvals_on and not dry_run:
+        await approval.run_approved(ctx, run=memory_state.halt is None)
     p.blocks, ctx = await arrive(ctx, chosen, ctx.tier_config.source_timeout_ms / 1000)
     p.diff = ctx.diff
     # 6. the manifest, and the row it completes
-    p.manifest = mani = manifest.of_hashes(agent_id, tier, {b.name: manifest.sha256_text(b.text) for b in p.blocks}, tool_hashes)
-    p.row = settle.witnessed(p.row, mani, p.blocks, p.binding, p.diff)
+    with tracing.span("wake.manifest") as span:
+        p.manifest = mani = manifest.of_hashes(agent_id, tier, {b.name: manifest.sha256_text(b.text) for b in p.blocks}, tool_hashes)
+        p.row = settle.witnessed(p.row, mani, p.blocks, p.binding, p.diff)
+        span.set_attributes({"wake.manifest_root": mani.root, "wake.manifest.blocks": len(p.blocks), "wake.manifest.tools": len(p.binding)})
+    tracing.manifest_root(mani.root)
     if dry_run:
         p.status, p.row = Status.completed, dataclasses.replace(p.row, note=settle.dry_run_note(ctx))
         return
-    # 8. halted, pre-checked or gated: nothing runs between the row and its settle, so the row is
-    # written settled, with its deliveries, in one fenced transaction (7b and 10 at once)
+    # 7. halted, pre-checked or gated: nothing runs between the row and its settle, so the row is
+    # written settled, with its deliveries, in one fenced transaction (8 and 10 at once)
     p.decision, ended = decide.before_model(ctx, p.blocks, mani)
     if ended is not None:
         p.ended(ended)
@@ -184,13 +202,13 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: m
         p.recorded = p.settled = True
         p.log.info("manifest.recorded", root=mani.root, blocks=len(p.blocks), tools=len(p.binding))
         return
-    # 7b. the row, started
+    # 8. the row, started
     await settle.record(ctx, p.row)
     p.recorded = True
     p.log.info("manifest.recorded", root=mani.root, blocks=len(p.blocks), tools=len(p.binding))
     # 9. think; an answer that is only the tier's ok_token is quiet
     p.ended(decide.nothing_to_report(ctx.tier_config.ok_token, await think(ctx, p.blocks, models)))
-    # 10a. the daybook (10b, the row's settle, is run_wake's, whatever happened)
+    # 10. the daybook (the row's settle is run_wake's, whatever happened)
     if p.thought is not None and p.thought.final_text:
         await settle.record_daybook(ctx, p.thought.final_text, p.blocks)
 
@@ -209,7 +227,9 @@ async def run_wake(
 
     The model calls go through the session's client; a session without one (a test's) opens its
     own for this wake and closes it."""
-    with logs.wake_fields(agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id)):
+    with tracing.wake_span(wake_id=request.wake_id, agent=request.agent_id, tier=request.tier, trigger=request.trigger,
+                           scheduled_for=request.scheduled_for), \
+            logs.wake_fields(agent=request.agent_id, tier=request.tier, wake_id=str(request.wake_id)):
         return await _run_wake(session, request, now=now, dry_run=dry_run, source_list=source_list)
 
 
@@ -241,6 +261,7 @@ async def _run_wake(
         if session.models is None:
             await asyncio.shield(models.aclose())
         duration_ms = clock.monotonic_ms() - started
+        tracing.wake_status(p.status, p.row.error)
         _settled(p, request, duration_ms, dry_run)
     return _outcome(p, request, duration_ms, await _escalate(session, request, p, now))
 

@@ -3,7 +3,7 @@
 `specs` resolves each `[tools.mcp.<server>]` into a `surfaces.mcp.ServerSpec` (a command on
 PATH, the credentials read; either missing is one line naming the server and key, exit 78);
 `opened` starts a `Hub` on the registry and closes it (no server process outlives it); `vet`
-is step 5's part for MCP tools: each bound MCP tool's declaration is compared with its pin
+is step 4's part for MCP tools: each bound MCP tool's declaration is compared with its pin
 (`ledgers.tool_pins`), and `tools_source` gives the typed `tools` arrival block that says what
 was not bound and why."""
 
@@ -52,7 +52,7 @@ def specs(config: Config) -> list[mcp.ServerSpec]:
         out.append(mcp.ServerSpec(
             name=name, command=command, args=conf.args, env=env, cwd=cwd, url=conf.url, headers=headers,
             surfaces=tuple(conf.surfaces.items()), mutates=tuple(conf.mutates.items()), pin=conf.pin,
-            requires_approval=conf.requires_approval,
+            requires_approval=conf.requires_approval, flows=tuple(conf.flows.items()),
             start_timeout_s=conf.start_timeout_s, list_timeout_s=conf.list_timeout_s, call_timeout_s=conf.call_timeout_s,
             ping_interval_s=conf.ping_interval_s, restart_max_s=conf.restart_max_s,
             result_max_chars=max(config.think.tool_result_max_chars * 4, 10_000),
@@ -98,13 +98,14 @@ async def opened(config: Config, registry: Registry, *, keep_alive: bool) -> Asy
 
 @dataclass(frozen=True, kw_only=True)
 class Vetted:
-    """Step 5's MCP part: the binding after the pins, and what the `tools` block reports."""
+    """Step 4's MCP part: the binding after the pins, and what the `tools` block reports."""
 
     binding: list[Tool]
     verdicts: list[tool_pins.Verdict] = field(default_factory=list)
     servers: list[dict[str, Any]] = field(default_factory=list)
     unbound: dict[str, list[str]] = field(default_factory=dict)  # server -> its tools this tier would hold and does not
     error: str | None = None  # the pins could not be read: no MCP tool is bound
+    flow_lines: tuple[str, ...] = ()  # what the binding's toxic flow check says (wake.witness.flows.block_lines)
 
 
 async def vet(
@@ -185,6 +186,7 @@ def _render(v: Vetted) -> Found:
             lines.append(
                 f"- tool {verdict.name}: its declaration differs from the one pinned (finding {verdict.finding_id}); {held}"
             )
+    lines.extend(v.flow_lines)
     if not lines:
         bound = sum(1 for _ in v.verdicts)
         return Found(text=f"Every MCP tool this wake should hold is bound ({bound}).", rows=0, parts=tuple(parts))
@@ -223,4 +225,4 @@ async def pin_states(stores: Stores | None, registry: Registry) -> dict[str, str
 
 def sources(v: Vetted) -> list[Source]:
     """The `tools` block when MCP servers are configured; nothing otherwise."""
-    return [tools_source(v)] if v.servers else []
+    return [tools_source(v)] if v.servers or v.flow_lines else []

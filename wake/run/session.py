@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from surfaces import loader
 from surfaces.checked_schemas import CheckedSchemas
-from surfaces.registry import DeclarationError, Registry
+from surfaces.errors import DeclarationError
+from surfaces.registry import Registry
 from wake import stores
 from wake.config import Config
 from wake.errors import ConfigError, RegistryError
@@ -16,6 +17,25 @@ from wake.stores.prepared import prepare_schema as prepare_schema  # the command
 from wake.think import client as model
 
 CHECKED_SCHEMAS = "cache/checked-schemas"  # under the state directory: the tool schemas that passed the metaschema check
+EMBEDDED_DIR = "llama"  # under the state directory: the embedded model server's log (llama-server.log)
+
+
+def every_tier(config: Config) -> list[tuple[str, str]]:
+    return [(agent_id, tier) for agent_id, agent in config.agents.items() for tier in agent.tiers]
+
+
+def require_embedded(config: Config, tiers: list[tuple[str, str]]) -> None:
+    """Before a command starts wakes of `tiers` ((agent, tier) pairs): each embedded route they
+    name must be fetched, else one line says to run `wake model fetch` (`ModelUnavailable`, exit 69)."""
+    from wake.model import embedded
+
+    for agent_id, tier_name in tiers:
+        route_name = config.tier(agent_id, tier_name).model
+        route = config.models.get(route_name) if route_name else None
+        if route is not None and route.kind == "embedded":
+            problem = embedded.not_fetched(embedded.default_cache_dir(), route.model)
+            if problem is not None:
+                raise problem
 
 
 def build_registry(config: Config) -> Registry:
@@ -31,6 +51,7 @@ def build_registry(config: Config) -> Registry:
     check_tool_choices(config, registry)
     check_approval_rules(config, registry)
     registry.require_approval(config.tools.requires_approval)
+    registry.label(config.tools.flows.items())
     return registry
 
 
@@ -89,7 +110,7 @@ async def open_session(config: Config, *, neo4j: bool = True, keep_alive: bool =
     async with stores.connected(config, neo4j=neo4j) as st:
         await prepare_schema(st)
         async with opened_mcp(config, registry, keep_alive=keep_alive):
-            models = model.Client()
+            models = model.Client(embedded_dir=config.state_dir_path() / EMBEDDED_DIR)
             try:
                 yield Session(config=config, stores=st, registry=registry, models=models)
             finally:

@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 
 from ledgers import daybook, introspection
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from ledgers.introspection import Thinking, WakeDiff, WakeRow
 from ledgers.vocab import Status
 from surfaces.registry import Tool
@@ -31,7 +31,8 @@ from wake.arrival import engine as arrival
 from wake.arrival.engine import Block
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
-from wake.run import deliver
+from wake.observe import tracing
+from wake.run import deliver, incidents
 from wake.stores import Stores, lease
 from wake.think.loop import Thought
 from wake.witness import manifest
@@ -49,6 +50,7 @@ def first_row(config: Config, request: WakeRequest, started_at: dt.datetime, reg
     return WakeRow(
         wake_id=request.wake_id, agent_id=request.agent_id, tier=request.tier, trigger=request.trigger, scheduled_for=request.scheduled_for,
         started_at=started_at, fence=request.fence, escalation_cause=request.cause, registry_tool_count=registry_size, **provenance(config),
+        trace_id=tracing.trace_id(),
     )
 
 
@@ -96,7 +98,10 @@ async def record_settled(ctx: WakeContext, row: WakeRow, status: Status, thinkin
     if not ctx.with_row and not queued:
         async with ctx.stores.pg_conn() as conn:
             try:
-                return await introspection.insert(conn, row, status=status, thinking=thinking or Thinking(model=None))
+                chain = await introspection.insert(conn, row, status=status, thinking=thinking or Thinking(model=None))
+                await incidents.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
+                                        error=row.error, note=row.note, at=row.started_at)
+                return chain
             except StaleFence as exc:
                 lease.refused(row.agent_id, exc)
                 raise
@@ -104,6 +109,8 @@ async def record_settled(ctx: WakeContext, row: WakeRow, status: Status, thinkin
         chain = await introspection.insert(conn, row, status=status, thinking=thinking or Thinking(model=None))
         await with_row(ctx, conn)
         await deliver.enqueue(conn, row.wake_id, row.agent_id, row.tier, list(queued))
+        await incidents.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
+                                error=row.error, note=row.note, at=row.started_at)
     return chain
 
 
@@ -123,10 +130,16 @@ async def _settle(
     try:
         async with lease.fenced(stores, row.agent_id, row.fence) as conn:
             if not recorded:
-                return await introspection.insert(conn, row, status=status)
-            chain = await introspection.settle(conn, row.wake_id, status, note=row.note, error=row.error, agent_id=row.agent_id, thinking=thinking)
-            if chain is not None:  # it was this wake that closed the row
-                await deliver.enqueue(conn, row.wake_id, row.agent_id, row.tier, list(queued))
+                chain = await introspection.insert(conn, row, status=status)
+            else:
+                chain = await introspection.settle(
+                    conn, row.wake_id, status, note=row.note, error=row.error, agent_id=row.agent_id, thinking=thinking,
+                )
+                if chain is not None:  # it was this wake that closed the row
+                    await deliver.enqueue(conn, row.wake_id, row.agent_id, row.tier, list(queued))
+            if chain is not None:
+                await incidents.witness(conn, stores.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
+                                        error=row.error, note=row.note, at=row.started_at)
             return chain
     except StaleFence as exc:  # a newer lease holder exists: this wake writes nothing more
         log.warning("wake.settle_refused", wake_id=str(row.wake_id), status=status, fence=exc.fence, newest=exc.newest)
@@ -157,7 +170,7 @@ async def record_daybook(ctx: WakeContext, text: str, blocks: Sequence[Block] = 
     wakes read), and is kept on the introspection row (`final_text`) as the wake's own summary.
     An entry claiming the absence of what a failed block covers is marked with that block."""
     unchecked = unchecked_claims(ctx, text, blocks)
-    async with ctx.write() as conn:
+    async with ctx.harness_write() as conn:  # the wake's row is the control plane, which tool code may not write
         await introspection.record_final_text(conn, ctx.wake_id, text)
         if unchecked:
             await introspection.record_unchecked_claims(conn, ctx.wake_id, len(unchecked))

@@ -42,6 +42,20 @@ PG_OUTAGE: tuple[type[BaseException], ...] = (
 )
 
 
+def outage(st: Stores, exc: BaseException) -> StoreUnavailable | None:
+    """`exc` as the outage it is, naming its store (`StoreUnavailable`: one line, exit 69); None
+    when it is no outage (a constraint, a bug), which the caller lets through as it was."""
+    import redis.exceptions
+
+    if isinstance(exc, StoreUnavailable):
+        return exc
+    if isinstance(exc, redis.exceptions.RedisError):
+        return StoreUnavailable("redis", st.redis_address or "(unknown)", _reason(exc))
+    if isinstance(exc, PG_OUTAGE):
+        return StoreUnavailable("postgres", st.pg_address, _reason(exc))
+    return None
+
+
 def _closed(conn: Any) -> bool:
     """True when a pooled connection's own connection is gone (the pool may have detached it)."""
     try:
@@ -169,6 +183,17 @@ async def resolve_redis_url(config: Config) -> tuple[str, bool]:
     return url, True
 
 
+def server_settings(config: Config, application_name: str) -> dict[str, str]:
+    """The session settings of every pooled connection. `idle_in_transaction_session_timeout` is
+    the lease TTL: a process frozen inside a transaction (SIGSTOP, a VM paused, a debugger) has lost
+    its lease by then, and PostgreSQL ends its session, so the fence row it locked FOR SHARE is
+    free for the next holder (a frozen holder cannot block an agent past the TTL)."""
+    return {
+        "application_name": application_name,
+        "idle_in_transaction_session_timeout": str(max(1, round(config.daemon.lease_ttl_s * 1000))),
+    }
+
+
 async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
     conf = config.postgres
     where = address(dsn) if dsn != "postgresql://" else config.environment.libpq_address
@@ -179,7 +204,7 @@ async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
             max_size=conf.pool_max_size,
             command_timeout=conf.command_timeout_s,
             timeout=conf.connect_timeout_s,
-            server_settings={"application_name": "wake"},
+            server_settings=server_settings(config, "wake"),
             reset=release_reset,
         )
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:

@@ -22,6 +22,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ledgers import fences, introspection
+from ledgers.errors import StaleFence
 from wake import keys, logs
 from wake.errors import LeaseBusy
 from wake.observe import metrics
@@ -212,11 +213,17 @@ def _on(stores: Stores, conn: Any) -> contextlib.AbstractAsyncContextManager[Any
 @contextlib.asynccontextmanager
 async def held(
     stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", guarded: asyncio.Task[Any] | None = None, wait_s: float = 0.0,
-    floor: int | None = None, abandon: str | None = None, taken: Lease | None = None,
+    floor: int | None = None, abandon: str | None = None,
 ) -> AsyncIterator[Lease]:
-    """Hold the lease for the body, renewing it; release it (if still ours) on the way out.
-    `taken`: a lease the caller has just acquired (`acquire`), held from here on."""
-    lease = taken or await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner, wait_s=wait_s, floor=floor, abandon=abandon)
+    """Take the lease (`acquire`) and hold it for the body (`holding`)."""
+    lease = await acquire(stores, agent_id, ttl_ms=ttl_ms, owner=owner, wait_s=wait_s, floor=floor, abandon=abandon)
+    async with holding(lease, guarded):
+        yield lease
+
+
+@contextlib.asynccontextmanager
+async def holding(lease: Lease, guarded: asyncio.Task[Any] | None = None) -> AsyncIterator[Lease]:
+    """Hold a lease just taken for the body, renewing it; release it (if still ours) on the way out."""
     lease.keep(guarded)
     try:
         yield lease
@@ -231,7 +238,7 @@ async def fenced(stores: Stores, agent_id: str, fence: int | None, *, trusted: b
     """A PostgreSQL connection in a transaction that has checked `fence` is the agent's newest.
 
     `fence=None` means the caller holds no lease (a dry run, a test); the transaction is then not
-    fenced. A stale fence raises `fences.StaleFence` before anything is written; it is logged
+    fenced. A stale fence raises `StaleFence` before anything is written; it is logged
     `fence.stale`. `trusted=False` (tool code) gives the connection the pool's full reset;
     `scoped` (tool code) takes it from the tool role's pool, bound to `agent_id`.
     """
@@ -240,13 +247,13 @@ async def fenced(stores: Stores, agent_id: str, fence: int | None, *, trusted: b
         if fence is not None:
             try:
                 await fences.check(conn, agent_id, fence)
-            except fences.StaleFence as exc:
+            except StaleFence as exc:
                 refused(agent_id, exc)
                 raise
         yield conn
 
 
-def refused(agent_id: str, exc: fences.StaleFence) -> None:
+def refused(agent_id: str, exc: StaleFence) -> None:
     """A write refused for its stale fence, logged once (`fence.stale`) and counted; the caller
     re-raises. For writes that check the fence in their own statement, outside `fenced`."""
     log.warning("fence.stale", agent=agent_id, fence=exc.fence, newest=exc.newest)

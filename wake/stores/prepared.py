@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ledgers import schema
+from ledgers.errors import SchemaMismatch
 from wake import logs
 from wake.errors import SchemaError
 
@@ -24,7 +25,7 @@ async def prepare_schema(st: Stores) -> None:
                 for m in await schema.migrate(conn):
                     log.info("schema.migrated", version=m.version, name=m.name)
             await schema.check(conn)
-        except schema.SchemaMismatch as exc:
+        except SchemaMismatch as exc:
             raise SchemaError(str(exc)) from exc
     g = st.graph
     if g is not None and st.config.postgres.auto_migrate:

@@ -1,5 +1,5 @@
-"""The tool connections: a second pool that logs in as the database's tool role, each connection
-bound to one agent before its user gets it (`ledgers.scope`, docs/isolation.md).
+"""The tool connections: a pool per agent that logs in as that agent's role (a member of the
+database's tool role), each connection bound to its agent before its user gets it (`ledgers.scope`, docs/isolation.md).
 
 The harness's own connections (`Stores.pg_conn`) keep the configured login, which owns the tables
 and so sees every agent: status, the ledger commands, the scheduler. Only what a tool or an arrival
@@ -29,47 +29,50 @@ if TYPE_CHECKING:
 
 
 class ToolPool:
-    """The tool role's pool of one `Stores`, opened on first use."""
+    """The tool connections of one `Stores`: a pool per agent, each logging in as that agent's role
+    (so that two agents' tools are two roles: neither reads the other's session activity nor
+    signals its backend), each opened on the agent's first use."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
-        self.pool: asyncpg.Pool | None = None
-        self.role: str | None = None
+        self.pools: dict[str, asyncpg.Pool] = {}
+        self.role: str | None = None  # the tool role every agent's role inherits from, once set up
         self._opening = asyncio.Lock()
         # which agent each live connection's backend is bound to (weak: a dropped connection goes)
         self._bound: weakref.WeakKeyDictionary[asyncpg.Connection, tuple[int, str]] = weakref.WeakKeyDictionary()
 
-    async def _open(self, stores: Stores) -> asyncpg.Pool:
+    async def _open(self, stores: Stores, agent_id: str) -> asyncpg.Pool:
         async with self._opening:
-            if self.pool is not None:
-                return self.pool
+            if agent_id in self.pools:
+                return self.pools[agent_id]
             async with stores.pg_conn() as conn:
                 try:
-                    role, password = await scope.login(conn) or await scope.setup(conn)
+                    self.role = await scope.login(conn) or await scope.setup(conn)
+                    role, password = await scope.enter(conn, agent_id)
                 except asyncpg.InsufficientPrivilegeError as exc:
                     raise StoreUnavailable("postgres (tool role)", stores.pg_address,
                                            f"cannot set up the tool role: {exc}; the configured login needs CREATEROLE") from exc
             conf = stores.config.postgres
-            from wake.stores import PG_UNREACHABLE, _reason, release_reset
+            from wake.stores import PG_UNREACHABLE, _reason, release_reset, server_settings
 
             try:
-                self.pool = await asyncpg.create_pool(
+                pool = await asyncpg.create_pool(
                     self.dsn, user=role, password=password, min_size=0, max_size=conf.pool_max_size,
                     command_timeout=conf.command_timeout_s, timeout=conf.connect_timeout_s,
-                    server_settings={"application_name": "wake-tool"}, reset=release_reset,
+                    server_settings=server_settings(stores.config, "wake-tool"), reset=release_reset,
                 )
             except (*PG_UNREACHABLE, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 raise StoreUnavailable("postgres (tool role)", stores.pg_address, _reason(exc)) from exc
-            assert self.pool is not None
-            self.role = role
-            return self.pool
+            assert pool is not None
+            self.pools[agent_id] = pool
+            return pool
 
     @contextlib.asynccontextmanager
     async def conn(self, stores: Stores, agent_id: str) -> AsyncIterator[asyncpg.Connection]:
         """A tool connection whose backend sees only `agent_id`'s rows; always fully reset on release."""
         from wake.stores import PG_UNREACHABLE, _reason
 
-        pool = self.pool or await self._open(stores)
+        pool = self.pools.get(agent_id) or await self._open(stores, agent_id)
         timeout_s = stores.config.postgres.acquire_timeout_s
         try:
             conn_cm = pool.acquire(timeout=timeout_s)
@@ -92,6 +95,7 @@ class ToolPool:
             await conn_cm.__aexit__(None, None, None)
 
     async def close(self) -> None:
-        if self.pool is not None:
+        for pool in self.pools.values():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.pool.close(), timeout=5)
+                await asyncio.wait_for(pool.close(), timeout=5)
+        self.pools.clear()

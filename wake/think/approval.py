@@ -8,7 +8,9 @@ own `reason` argument when its schema has one, else the assistant's text of that
 answers the model "queued for approval"; the transcript records the call with the outcome
 `queued`. The same call asked again while one waits is answered with the one that waits.
 
-`run_approved` is a later wake's part, before its arrival: it claims the agent's approved calls
+`run_approved` is a later wake's part, before its arrival: it first expires the agent's calls
+still pending `[tools] approval_ttl` after they were asked (`expired`, never run, in this wake's
+approvals block), then claims the agent's approved calls
 that this wake can run (one conditional UPDATE in the wake's fenced transaction, so a call runs
 once however many replicas race), checks each against this wake's binding (a tool no longer bound,
 or whose declaration changed since it was asked, is not run, and the row says why), runs the
@@ -27,7 +29,7 @@ from typing import Any
 import asyncpg
 
 from ledgers import actions, approvals
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
 from wake.context import WakeContext
@@ -61,7 +63,7 @@ async def queue(ctx: WakeContext, tool: Tool, arguments: dict[str, Any], *, turn
     """Record the call pending approval (in the wake's fenced transaction) and answer the model."""
     reason, source = reason_of(tool, arguments, turn_text)
     tool_hash = ctx.tool_hashes.get(tool.name, "")
-    async with ctx.write() as conn:
+    async with ctx.harness_write() as conn:  # tool_approvals is the control plane: the tool role only reads it
         queued = await approvals.queue(
             conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, tier=ctx.tier, turn=turn, call_id=call_id, tool=tool.name,
             tool_hash=tool_hash, arguments=arguments, reason=reason, reason_from=source, at=clock.now(),
@@ -87,9 +89,16 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n…[truncated: {limit} of {len(text)} characters shown]"
 
 
+UNSEALED = ("not run: its approval carries no valid seal, so no operator decided it through `wake approvals` "
+            "(the row was written some other way); it is not run, and `wake verify --chain` names it")
+
+
 def _not_runnable(ctx: WakeContext, claimed: approvals.Claimed) -> str | None:
-    """Why a claimed call may not run in this wake, or None: its tool must be bound here, with the
-    declaration the asking wake bound."""
+    """Why a claimed call may not run in this wake, or None: its decision must be sealed (an
+    operator's, through `wake approvals`), and its tool bound here with the declaration the asking
+    wake bound."""
+    if not claimed.sealed:
+        return UNSEALED
     if claimed.tool not in {t.name for t in ctx.binding}:
         return f"not run: {claimed.tool} is not bound in this {ctx.tier} wake (its binding changed since the call was asked)"
     now = ctx.tool_hashes.get(claimed.tool)
@@ -124,20 +133,26 @@ async def _run_one(ctx: WakeContext, tool: Tool, claimed: approvals.Claimed) -> 
     return "ok", _clip(_as_text(result), ctx.config.think.tool_result_max_chars)
 
 
-async def run_approved(ctx: WakeContext) -> list[tuple[int, str]]:
-    """Claim and run the agent's approved calls this wake can run; (approval, state) of each."""
+async def run_approved(ctx: WakeContext, *, run: bool = True) -> list[tuple[int, str]]:
+    """Expire the agent's calls pending past `[tools] approval_ttl`, then (unless not `run`: a
+    halted wake runs none) claim and run the approved calls this wake can run; (approval, state)
+    of each claimed one."""
     log = logs.get("wake.think").bind(agent=ctx.agent_id, tier=ctx.tier, wake_id=str(ctx.wake_id))
     try:
         async with ctx.harness_write() as conn:
+            at = clock.now()
+            expired = await approvals.expire(conn, agent_id=ctx.agent_id, ttl_s=ctx.config.tools.approval_ttl, at=at)
             claimed = await approvals.claim(
-                conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, tier=ctx.tier, fence=ctx.fence, at=clock.now(),
+                conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, tier=ctx.tier, fence=ctx.fence, at=at,
                 bound=[t.name for t in ctx.binding],
-            )
+            ) if run else []
     except StaleFence:
         raise
     except Exception as exc:  # PostgreSQL: nothing was claimed; the approvals block says what it can read
         log.error("approval.claim_failed", error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
         return []
+    for e in expired:
+        log.info("approval.expired", approval=e.id, tool=e.tool, requested_at=e.requested_at.isoformat())
     if claimed and claimed[0].interrupted:
         log.warning("approval.interrupted", calls=claimed[0].interrupted)
     by_name = {t.name: t for t in ctx.binding}

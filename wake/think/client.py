@@ -19,6 +19,10 @@ The fields wake sets (`config.HARNESS_BODY_KEYS`) win over a route's `extra_body
 refuses to set them anyway. `count_prompt_tokens` asks a llama.cpp server (`tokenizer_url`) how
 many tokens a request's prompt renders to.
 
+A route of `kind = "embedded"` has no URL of its own: its first call starts the cached llama-server
+(`wake.model.embedded`, fetched by `wake model fetch`) on loopback for this client, every later call
+of the process reuses it, and `aclose` stops it; its base URL and tokenizer URL are that server's.
+
 A failure is never an empty success: it raises `ModelError` with the status and the provider's
 message.
 """
@@ -30,18 +34,24 @@ import datetime as dt
 import email.utils
 import json
 import random
+import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tenacity
 
 from wake import clock, logs, secrets
 from wake.config import HARNESS_BODY_KEYS, ModelRoute
-from wake.errors import Failure, ModelError
+from wake.errors import Failure, ModelError, ModelUnavailable
+from wake.observe import tracing
 
 if TYPE_CHECKING:  # loaded with the first model call: a command that calls no model never imports it
     import httpx
+
+    from wake.model import embedded
 
 log = logs.get("wake.model")
 
@@ -51,6 +61,7 @@ CONNECT_TIMEOUT_S = 10.0
 ERROR_BODY_MAX_CHARS = 1000  # of a failed response's body, in the log and the error
 # Keep-alive connections for the whole process; a wake makes its calls one after another.
 POOL_LIMITS: dict[str, Any] = {"max_connections": 20, "max_keepalive_connections": 10, "keepalive_expiry": 60.0}
+EMBEDDED_START_S = 120.0  # an embedded route's server loads its model in 3-8 s; a loaded machine may take longer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +92,8 @@ class Reply:
     usage: Usage
     attempts: int
     latency_ms: float
+    response_model: str | None = None  # the model the server says answered (the body's `model`)
+    response_id: str | None = None
 
 
 def is_retryable_status(status: int | None) -> bool:
@@ -135,6 +148,10 @@ def usage_of(route: ModelRoute, body: Mapping[str, Any]) -> Usage:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, cost_usd=cost_of(route, prompt, completion, cached))
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _error_status(error: Any) -> int | None:
     code = error.get("code") if isinstance(error, Mapping) else None
     if isinstance(code, int) and not isinstance(code, bool):
@@ -181,8 +198,16 @@ def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usa
 class Client:
     """One per process (the session holds it); every route shares its keep-alive pool."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, embedded_dir: Path | None = None) -> None:
         self._http: httpx.AsyncClient | None = None
+        # The embedded routes' servers, by (model, context window), and a start that failed (not
+        # tried again by this client: each wake would wait out the same failure); their logs go
+        # to `embedded_dir` (the session's: the state directory), else a temporary directory.
+        self._embedded_dir = embedded_dir
+        self._servers: dict[tuple[str, int], embedded.LlamaServer] = {}
+        self._failed: dict[tuple[str, int], ModelUnavailable] = {}
+        self._starting: asyncio.Lock | None = None
+        self._temporary: list[Path] = []  # removed by aclose
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -196,10 +221,65 @@ class Client:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+        servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            await asyncio.to_thread(server.stop)
+            log.info("model.embedded_stopped", port=server.port)
+        temporary, self._temporary = self._temporary, []
+        for path in temporary:
+            await asyncio.to_thread(shutil.rmtree, path, True)
+
+    async def where(self, route: ModelRoute) -> ModelRoute:
+        """The route with the URLs to call: an http route as configured; an embedded one with its
+        server's, started by the first call (`ModelUnavailable`, a `ModelError`, when it cannot be)."""
+        if route.kind != "embedded":
+            return route
+        key = (route.model, route.context_window)
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if key in self._failed:
+                raise self._failed[key]
+            server = self._servers.get(key)
+            if server is None or not server.running():
+                try:
+                    server = await self._start(route)
+                except ModelUnavailable as exc:
+                    self._failed[key] = exc
+                    raise
+                self._servers[key] = server
+        return route.model_copy(update={"base_url": server.url, "tokenizer_url": server.root_url})
+
+    async def _start(self, route: ModelRoute) -> embedded.LlamaServer:
+        from wake.model import embedded
+
+        cache = embedded.default_cache_dir()
+        problem = embedded.not_fetched(cache, route.model)
+        if problem is not None:
+            raise problem
+        work = self._embedded_dir
+        if work is None:
+            work = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="wake-llama-"))
+            self._temporary.append(work)
+        server = embedded.LlamaServer(
+            work, binary=embedded.server_binary(cache), model=embedded.model_file(cache, route.model), ctx=route.context_window,
+            chat_template=embedded.tool_template(cache),
+        )
+        started = clock.monotonic_ms()
+        server.launch()  # on the loop's thread (the main one): the server dies with this process
+        try:
+            await asyncio.to_thread(server.wait_ready, EMBEDDED_START_S)
+        except BaseException:
+            await asyncio.to_thread(server.stop)
+            raise
+        log.info("model.embedded_started", model=route.model, port=server.port, pid=server.pid, ctx=route.context_window,
+                 latency_ms=round(clock.monotonic_ms() - started, 1), log_path=str(server.log_path))
+        return server
 
     async def complete(self, route: ModelRoute, body: Mapping[str, Any], *, api_key: secrets.Secret | None = None) -> Reply:
         """POST one chat completion, retrying as the module docstring says."""
-        url = route.base_url.rstrip("/") + "/chat/completions"
+        route = await self.where(route)
+        url = route.url().rstrip("/") + "/chat/completions"
         headers = {"content-type": "application/json"}
         if api_key is not None:
             headers["authorization"] = f"Bearer {api_key.reveal()}"
@@ -234,31 +314,40 @@ class Client:
             sleep=asyncio.sleep,
             reraise=True,
         )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts += 1
-                    try:
-                        message, finish, usage = await self._attempt(url, headers, payload, timeout, route)
-                    except Failure as exc:
-                        errors.append(str(exc))
-                        raise
-        except Failure as exc:
-            same = errors.count(str(exc))
-            repeated = f" (the same error on {same} of {attempts} attempts)" if attempts > 1 else ""
-            raise ModelError(
-                f"model {route.model} at {logs.redact_text(route.base_url)}: {exc}{repeated}", status=exc.status, attempts=attempts, same_error=same,
-            ) from exc
-        tool_calls = message.get("tool_calls") or []
-        content = message.get("content")
-        return Reply(
-            content=content if isinstance(content, str) else None, tool_calls=list(tool_calls) if isinstance(tool_calls, list) else [],
-            finish_reason=finish, usage=usage, attempts=attempts, latency_ms=clock.monotonic_ms() - started,
-        )
+        with tracing.chat_span(model=route.model, base_url=route.url(), body=body) as span:
+            try:
+                async for attempt in retrying:
+                    with attempt:
+                        attempts += 1
+                        try:
+                            message, finish, usage, answered = await self._attempt(url, headers, payload, timeout, route)
+                        except Failure as exc:
+                            errors.append(str(exc))
+                            raise
+            except Failure as exc:
+                same = errors.count(str(exc))
+                repeated = f" (the same error on {same} of {attempts} attempts)" if attempts > 1 else ""
+                raise ModelError(
+                    f"model {route.model} at {logs.redact_text(route.url())}: {exc}{repeated}", status=exc.status, attempts=attempts,
+                    same_error=same,
+                ) from exc
+            tool_calls = message.get("tool_calls") or []
+            content = message.get("content")
+            reply = Reply(
+                content=content if isinstance(content, str) else None, tool_calls=list(tool_calls) if isinstance(tool_calls, list) else [],
+                finish_reason=finish, usage=usage, attempts=attempts, latency_ms=clock.monotonic_ms() - started,
+                response_model=_text(answered.get("model")), response_id=_text(answered.get("id")),
+            )
+            tracing.chat_reply(
+                span, response_model=reply.response_model, response_id=reply.response_id, finish_reason=finish,
+                input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens, message=message,
+            )
+            return reply
 
     async def _attempt(
         self, url: str, headers: dict[str, str], payload: bytes, timeout: httpx.Timeout, route: ModelRoute
-    ) -> tuple[dict[str, Any], str | None, Usage]:
+    ) -> tuple[dict[str, Any], str | None, Usage, dict[str, Any]]:
+        """One attempt: the message, finish reason and usage (`parse`), and the whole 200 body."""
         import httpx
 
         request = self.http.build_request("POST", url, headers=headers, content=payload, timeout=timeout)
@@ -286,7 +375,7 @@ class Client:
                 body = json.loads(raw)
             except ValueError as exc:
                 raise Failure(f"malformed response: not JSON ({exc})", status=None, retryable=False) from exc
-            return parse(route, body)
+            return (*parse(route, body), body if isinstance(body, dict) else {})
         finally:
             await response.aclose()  # before any retry: the connection goes back to the pool
 
@@ -294,6 +383,7 @@ class Client:
         """The tokens the prompt of `body` renders to, by the route's llama.cpp server: its chat
         template over the messages and tools (`/apply-template`), then its tokenizer (`/tokenize`).
         None when the route names no `tokenizer_url` or the server could not say (logged)."""
+        route = await self.where(route)
         if route.tokenizer_url is None:
             return None
         import httpx  # imported where a call is made: a command that makes none does not pay for it

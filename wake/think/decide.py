@@ -1,4 +1,4 @@
-"""Step 8: what a wake does before (and instead of) the model, and what its answer turns out to be.
+"""Step 7: what a wake does before (and instead of) the model, and what its answer turns out to be.
 
 In order: a wake the Cloister canary halted settles `halted`; the tier's pre-check may end it
 (`quiet` on exit 1, `failed` on any other end); then the whisper gate (`wake.think.gate`) decides

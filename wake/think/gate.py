@@ -1,4 +1,4 @@
-"""Step 8, the gate: before a whisper calls the model, decide whether there is anything to think about.
+"""Step 7, the gate: before a whisper calls the model, decide whether there is anything to think about.
 
 - **Escalate**: a rule of `[[gate.escalate]]` holds; the whisper ends without a model call and a
   wake of the rule's tier (default `surface`) runs at once with trigger `escalation` and the

@@ -52,16 +52,17 @@ from decimal import Decimal
 from typing import Any
 
 from ledgers import actions, context_events, introspection
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from ledgers.vocab import Status
 from surfaces.conversation import Conversation
 from surfaces.registry import Tool
+from untrusted import render
 from wake import clock, logs, secrets
 from wake.arrival.engine import Block
 from wake.config import ModelRoute, plural
 from wake.context import WakeContext
 from wake.errors import ModelError
-from wake.observe import metrics
+from wake.observe import metrics, tracing
 from wake.think import approval, budget, prompt, structured
 from wake.think import transcript as transcripts
 from wake.think.client import Client, Reply
@@ -81,7 +82,7 @@ TEMPLATE_TOKENS_BASE = 32
 
 @dataclass(frozen=True, kw_only=True)
 class Thought:
-    status: Status  # completed | halted | failed (step 8's decisions add quiet)
+    status: Status  # completed | halted | failed (step 7's decisions add quiet)
     note: str
     error: str | None
     thinking: introspection.Thinking | None  # None: harness-only, nothing to record
@@ -126,7 +127,12 @@ def _error(message: str, outcome: str = "error") -> str:
 class Loop:
     """The state of one wake's conversation."""
 
-    def __init__(self, ctx: WakeContext, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client) -> None:
+    def __init__(
+        self, ctx: WakeContext, route_name: str, route: ModelRoute, blocks: Sequence[Block], client: Client,
+        arrival: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """`arrival`: the first messages as already built (a replay's, rebuilt from the ledger),
+        instead of those `blocks` make."""
         self.ctx = ctx
         self.route_name = route_name
         self.route = route
@@ -135,14 +141,13 @@ class Loop:
         self.log = logs.get("wake.think").bind(agent=ctx.agent_id, tier=ctx.tier, wake_id=str(ctx.wake_id))
         agent = ctx.config.agents[ctx.agent_id]
         self.budget = budget.WakeBudget(limits=ctx.config.tier(ctx.agent_id, ctx.tier).budget)
-        self.daily = budget.DailyCap(
-            redis=ctx.stores.redis, key=budget.cost_key(ctx.agent_id, agent.timezone, ctx.now), cap_usd=agent.daily_cost_cap_usd,
-        )
+        self.daily = budget.DailyCap.of(ctx.stores, agent_id=ctx.agent_id, timezone=agent.timezone, now=ctx.now, cap_usd=agent.daily_cost_cap_usd)
         self.tools: dict[str, Tool] = {t.name: t for t in ctx.binding}
         self.specs = [prompt.tool_spec(t) for t in ctx.binding]
         self.choice = ctx.config.tier(ctx.agent_id, ctx.tier).tool_choice
         self.structured = route.tool_calls == "json_schema"
-        self.messages = prompt.messages(blocks)
+        self.marks = render.for_agent(ctx.agent_id)
+        self.messages = arrival if arrival is not None else prompt.messages(blocks, self.marks)
         if self.structured:  # the answer's shape, and how to finish, in the cached system prefix
             self.messages[0] = {**self.messages[0], "content": self.messages[0]["content"] + "\n\n" + structured.system_text(self.specs)}
         self.conv = Conversation(
@@ -247,12 +252,7 @@ class Loop:
         if room < MIN_ROOM_TOKENS:
             return None
         body["max_tokens"] = self.pressure.narrow(min(max_tokens, room), room) if with_tools else min(max_tokens, room)
-        async with self.ctx.harness_write() as conn:  # the transcript's texts: the shared content store
-            await self.transcript.flush(conn, self.budget.turns)
-            await context_events.record_turn(
-                conn, wake_id=self.ctx.wake_id, turn=turn, agent_id=self.ctx.agent_id, prompt_tokens=tokens,
-                context_window=self.route.context_window, counted=counted, max_tokens=body["max_tokens"], at=clock.now(),
-            )
+        await self._record_turn(turn=turn, tokens=tokens, counted=counted, max_tokens=body["max_tokens"])
         try:
             reply = await self.client.complete(self.route, body, api_key=self.key)
         except ModelError as exc:
@@ -282,6 +282,16 @@ class Loop:
                 message["tool_calls"] = reply.tool_calls
             self.messages.append(message)
         return reply
+
+    async def _record_turn(self, *, turn: int, tokens: int, counted: str, max_tokens: int) -> None:
+        """Before each model call: the transcript so far and the turn's context measure, in the
+        wake's fenced transaction (a replay, `wake.replay`, keeps them apart instead)."""
+        async with self.ctx.harness_write() as conn:  # the transcript's texts: the shared content store
+            await self.transcript.flush(conn, self.budget.turns)
+            await context_events.record_turn(
+                conn, wake_id=self.ctx.wake_id, turn=turn, agent_id=self.ctx.agent_id, prompt_tokens=tokens,
+                context_window=self.route.context_window, counted=counted, max_tokens=max_tokens, at=clock.now(),
+            )
 
     async def run(self) -> Thought:
         self.key = api_key(self.route)
@@ -346,30 +356,37 @@ class Loop:
             call_id = str(call.get("id") or f"call_{self.budget.turns}_{n}") if isinstance(call, dict) else f"call_{n}"
             name = str(fn.get("name") or "")
             started = clock.monotonic_ms()
-            if isinstance(call, dict) and "unreadable" in call:  # a JSON-schema answer that was no call and no final answer
-                self.budget.tool_calls += 1  # an attempt to act that could not be read: a refused call, counted as one
-                self.refusals += 1
-                self.log.warning("tool.refused", tool=None, error=call["unreadable"])
-                answer = _error(f"your answer could not be read: {call['unreadable']}", "refused")
-            elif stop is not None:
-                answer = _error(f"not run: the wake is ending ({stop})", "not_run")
-            elif self.budget.tool_calls_left <= 0:
-                stop, answer = "max_tool_calls", _error("not run: this wake's tool-call budget is spent", "not_run")
-            else:
-                self.budget.tool_calls += 1
-                answer, tripped = await self._one(name, fn.get("arguments"), call_id)
-                stop = stop or tripped
+            with tracing.tool_span(name=name, call_id=call_id, arguments=fn.get("arguments")) as span:
+                answer, stop = await self._answer(call, name, fn, call_id, stop, started)
+                tracing.tool_result(span, answer)
+            # a tool's answer is stored text: marked data (`untrusted.render`); a replay's recorded one was marked when recorded
+            shown = answer if isinstance(answer, transcripts.ShownAnswer) else self.marks.span(answer)
             if self.structured:
-                self.messages.append(structured.tool_result_message(name or "(none)", answer))
+                self.messages.append(structured.tool_result_message(name or "(none)", shown))
             else:
-                self.messages.append({"role": "tool", "tool_call_id": call_id, "content": answer})
+                self.messages.append({"role": "tool", "tool_call_id": call_id, "content": shown})
             self.transcript.call(
                 turn=self.budget.turns, call_id=call_id, tool=name, arguments=fn.get("arguments"), answer=answer,
                 latency_ms=clock.monotonic_ms() - started, answered_by=self.messages[-1],
             )
         return stop
 
-    async def _one(self, name: str, raw_arguments: Any, call_id: str = "") -> tuple[str, str | None]:
+    async def _answer(self, call: Any, name: str, fn: dict[str, Any], call_id: str, stop: str | None, started: float) -> tuple[str, str | None]:
+        """One call's answer, and the stop reason after it (`stop`: the one before it)."""
+        if isinstance(call, dict) and "unreadable" in call:  # a JSON-schema answer that was no call and no final answer
+            self.budget.tool_calls += 1  # an attempt to act that could not be read: a refused call, counted as one
+            self.refusals += 1
+            self.log.warning("tool.refused", tool=None, error=call["unreadable"])
+            return _error(f"your answer could not be read: {call['unreadable']}", "refused"), stop
+        if stop is not None:
+            return _error(f"not run: the wake is ending ({stop})", "not_run"), stop
+        if self.budget.tool_calls_left <= 0:
+            return _error("not run: this wake's tool-call budget is spent", "not_run"), "max_tool_calls"
+        self.budget.tool_calls += 1
+        answer, tripped = await self._one(name, fn.get("arguments"), call_id, started=started)
+        return answer, stop or tripped
+
+    async def _one(self, name: str, raw_arguments: Any, call_id: str = "", *, started: float) -> tuple[str, str | None]:
         tool = self.tools.get(name)
         if tool is None:
             self.refusals += 1
@@ -396,14 +413,22 @@ class Loop:
         if self.repeats[key] > self.conf.max_repeat_calls:
             self.log.warning("tool.breaker", tool=name, repeats=self.repeats[key])
             return _error(f"not run: this exact call was made more than {self.conf.max_repeat_calls} times in this wake"), "repeated_call"
-        if tool.requires_approval:  # not run in this wake: it waits for an operator (docs/approvals.md)
-            return await approval.queue(self.ctx, tool, arguments, turn=self.budget.turns, call_id=call_id, turn_text=self.turn_text), None
-        return await self._run(tool, arguments), None
+        return await self._execute(tool, arguments, call_id, started=started), None
 
-    async def _run(self, tool: Tool, arguments: dict[str, Any]) -> str:
-        """Run a call that passed every check: its answer (an error answer when it failed)."""
+    async def _execute(self, tool: Tool, arguments: dict[str, Any], call_id: str, *, started: float) -> str:
+        """Answer a call that passed every check: queued for an operator when the tool requires
+        approval, else run. The one place a call is carried out (a replay answers it from the
+        recording instead, `wake.replay`)."""
+        if tool.requires_approval:  # not run in this wake: it waits for an operator (docs/approvals.md)
+            return await approval.queue(self.ctx, tool, arguments, turn=self.budget.turns, call_id=call_id, turn_text=self.turn_text)
+        return await self._run(tool, arguments, started)
+
+    async def _run(self, tool: Tool, arguments: dict[str, Any], started: float) -> str:
+        """Run a call that passed every check: its answer (an error answer when it failed). Its
+        `tool.call` line's latency_ms counts from `started`, the call's start, as its transcript
+        record does (the checks included: the first call also imports the schema validator), so
+        one call has one latency."""
         name = tool.name
-        started = clock.monotonic_ms()
         try:
             result = await asyncio.wait_for(tool.handler(self.tool_ctx, **arguments), timeout=self.conf.tool_timeout_s)
         except StaleFence:
@@ -422,14 +447,14 @@ class Loop:
 
     async def _record_partial(self, stop_reason: str) -> None:
         try:
-            async with self.ctx.write() as conn:
+            async with self.ctx.harness_write() as conn:  # the wake's row: the control plane
                 await introspection.record_thinking(conn, self.ctx.wake_id, self.thinking(stop_reason))
         except Exception:  # the settle that follows reports the wake; this is best effort
             self.log.exception("think.record_failed", stop_reason=stop_reason)
 
     async def _record_action(self, tool: Tool, arguments: dict[str, Any]) -> None:
         ctx = self.ctx
-        async with ctx.write() as conn:
+        async with ctx.harness_write() as conn:  # a confirmed action is the harness's record: the control plane
             await actions.record(
                 conn, agent_id=ctx.agent_id, surface=f"wake.{ctx.tier}", tool=tool.name,
                 summary=truncate(f"{tool.name} {json.dumps(arguments, sort_keys=True, default=str)}", 200),

@@ -79,7 +79,7 @@ class Pressure:
         self.conv.settings = effective(self.conf, own)
 
     async def event(self, kind: str, reason: str, **fields: Any) -> None:
-        async with self.ctx.write() as conn:
+        async with self.ctx.harness_write() as conn:  # the context audit is the control plane (docs/isolation.md)
             await context_events.record(
                 conn, agent_id=self.ctx.agent_id, wake_id=self.ctx.wake_id, turn=self.conv.turn, kind=kind, reason=reason,
                 at=clock.now(), **fields,

@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from surfaces.registry import Tool
-from wake.arrival.engine import Block, CacheTier, prompt_order, render
+from untrusted import render
+from wake.arrival import engine
+from wake.arrival.engine import Block, CacheTier, prompt_order
 
 PREAMBLE = (
     "You are a long-lived agent, woken on a schedule by the wake harness; no human prompted this wake.\n"
@@ -33,12 +35,13 @@ SUMMARY = (
 )
 
 
-def messages(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+def messages(blocks: Sequence[Block], marks: render.Marks) -> list[dict[str, Any]]:
+    """The system and user messages; the system message names the wake's marks (`untrusted.render`)."""
     ordered = prompt_order(blocks)  # the moving part: every-wake blocks after the rest, clock-bound ones last
     settled = [b for b in ordered if b.cache_tier <= CacheTier.stable]
     moving = [b for b in ordered if b.cache_tier > CacheTier.stable]
-    system = PREAMBLE + ("\n\n" + render(settled) if settled else "")
-    user = (render(moving) + "\n\n" if moving else "") + INSTRUCTION
+    system = PREAMBLE + "\n" + marks.system_note() + ("\n\n" + engine.render(settled) if settled else "")
+    user = (engine.render(moving) + "\n\n" if moving else "") + INSTRUCTION
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

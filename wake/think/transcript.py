@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 
 from ledgers import transcripts
-from ledgers.fences import StaleFence
+from ledgers.errors import StaleFence
 from wake import logs
 from wake.context import WakeContext
 
@@ -40,6 +40,19 @@ class ErrorAnswer(str):
     def __new__(cls, text: str, outcome: str = "error") -> ErrorAnswer:
         if outcome not in transcripts.OUTCOMES or outcome == "ok":
             raise ValueError(f"not an error outcome: {outcome!r}")
+        answer = super().__new__(cls, text)
+        answer.outcome = outcome
+        return answer
+
+
+class ShownAnswer(str):
+    """A tool answer already in the form the model was shown (a replay's recorded answer, marked
+    when it was recorded): the loop sends it as it is instead of marking it again. `outcome` as
+    `ErrorAnswer`'s, "ok" for a result."""
+
+    outcome: str
+
+    def __new__(cls, text: str, outcome: str = "ok") -> ShownAnswer:
         answer = super().__new__(cls, text)
         answer.outcome = outcome
         return answer
@@ -140,7 +153,7 @@ class Recorder:
         self._contents[sha] = ("arguments", stored)
         self.calls.append(transcripts.Call(
             seq=len(self.calls), turn=turn, call_id=call_id, tool=tool, arguments_sha256=sha, answer_seq=answered,
-            outcome=answer.outcome if isinstance(answer, ErrorAnswer) else "ok", latency_ms=round(max(0.0, latency_ms), 3),
+            outcome=answer.outcome if isinstance(answer, ErrorAnswer | ShownAnswer) else "ok", latency_ms=round(max(0.0, latency_ms), 3),
         ))
 
     @property

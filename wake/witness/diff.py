@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from ledgers.introspection import Against, BlockDiff, BlockStates, Diff, ToolDiff, WakeDiff, WakeRecord
 from ledgers.vocab import Retrieval
 from wake import clock
+from wake.witness import flows
 
 DIFF_BLOCK = "binding_diff"
 
@@ -50,7 +51,7 @@ def compare(previous: WakeRecord | None, tool_hashes: Mapping[str, str], blocks:
 
 
 def both(previous_agent: WakeRecord | None, previous_tier: WakeRecord | None, tool_hashes: Mapping[str, str], blocks: BlockStates) -> WakeDiff:
-    """Step 7's diff: against the agent's previous wake and against the tier's."""
+    """Step 5's diff: against the agent's previous wake and against the tier's."""
     return WakeDiff(agent=compare(previous_agent, tool_hashes, blocks), tier=compare(previous_tier, tool_hashes, blocks))
 
 
@@ -82,12 +83,14 @@ def _lines(d: Diff) -> list[str]:
     return lines
 
 
-def render(wake_diff: WakeDiff, tier: str, timezone: str, now: dt.datetime) -> str:
+def render(wake_diff: WakeDiff, tier: str, timezone: str, now: dt.datetime, flow: flows.Change | None = None) -> str:
+    """`flow`: how the tier's toxic flow changed since its last wake (`wake.witness.flows`), said under the agent's diff."""
     agent_diff, tier_diff = wake_diff.agent, wake_diff.tier
+    flow_lines = flows.diff_lines(flow) if flow is not None else []
     if agent_diff.against is None:
-        return "This is your first wake. There is nothing earlier to compare with."
+        return "\n".join(["This is your first wake. There is nothing earlier to compare with.", *flow_lines])
     against = agent_diff.against
-    out = [f"Since your last wake ({against.tier}, {_when(against.started_at, timezone, now)}):", *_lines(agent_diff)]
+    out = [f"Since your last wake ({against.tier}, {_when(against.started_at, timezone, now)}):", *_lines(agent_diff), *flow_lines]
     if tier_diff.against is None:
         out.append(f"This is your first {tier} wake.")
     elif tier_diff.against.wake_id != against.wake_id:

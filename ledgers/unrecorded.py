@@ -1,5 +1,5 @@
 """Claimed and never recorded: one-shots whose claimer died between the claim and the row
-(`wake.run.orphans` decides which claimers are dead; this module reads and writes)."""
+(`wake.run.unrun` decides which claimers are dead; this module reads and writes)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import asyncpg
 from ledgers import introspection, queries, rows
 from ledgers.vocab import Status
 
-_sql = queries.named("orphans")
+_sql = queries.named("unrecorded")
 
 
 @dataclass(frozen=True, kw_only=True)

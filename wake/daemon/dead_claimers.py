@@ -1,4 +1,4 @@
-"""The daemon's sweep for wakes a dead replica claimed and never recorded (`wake.run.orphans`):
+"""The daemon's sweep for wakes a dead replica claimed and never recorded (`wake.run.unrun`):
 one-shots claimed in `wake_oneshots`, and `wake trigger` requests left on a dead replica's list of
 taken requests (`wake.daemon.control`). Each gets its one row, `failed` (claimed, never run); a trigger's requester, if
 it still waits, is told so."""
@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from ledgers.vocab import Status, Tier, Trigger
 from wake import logs
 from wake.daemon import control
-from wake.run import orphans
+from wake.run import unrun
 from wake.run.session import Session
 from wake.stores import engines
 
@@ -28,31 +28,31 @@ async def sweep(session: Session, *, replica_id: str, heartbeat_ttl_s: float, no
     except Exception as exc:  # noqa: BLE001 - Redis away: only this host's dead pids are known
         log.warning("orphans.replicas_unreadable", error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
         beating = None
-    live = orphans.Liveness(host=socket.gethostname(), alive=engines.alive, live_replicas=beating, heartbeat_ttl_s=heartbeat_ttl_s)
+    live = unrun.Liveness(host=socket.gethostname(), alive=engines.alive, live_replicas=beating, heartbeat_ttl_s=heartbeat_ttl_s)
     try:
-        await orphans.close_unrecorded(session, live, now)
+        await unrun.close_unrecorded(session, live, now)
         if beating is not None:
             await close_triggers(session, redis, live, replica_id)
     except Exception as exc:  # noqa: BLE001 - PostgreSQL or Redis away: the next sweep tries again
         log.warning("orphans.sweep_failed", error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
 
 
-async def close_triggers(session: Session, redis: aioredis.Redis, live: orphans.Liveness, by: str) -> int:
+async def close_triggers(session: Session, redis: aioredis.Redis, live: unrun.Liveness, by: str) -> int:
     """Take over the requests of every dead replica's taken list, one by one, and give each its
     row; returns how many rows were written."""
     written = 0
     for holder in await control.taken_lists(redis):
-        how = orphans.dead_because(holder, None, dt.datetime.now(dt.UTC), live) if holder != by else None
+        how = unrun.dead_because(holder, None, dt.datetime.now(dt.UTC), live) if holder != by else None
         if how is None:
             continue
         while (request := await control.take_over(redis, holder, by)) is not None:
             agent = session.config.agents.get(request.agent)
             if agent is not None and request.tier in agent.tiers:
-                row = orphans.unrecorded_row(
-                    session, wake_id=request.wake_id, agent_id=request.agent, tier=Tier(request.tier), trigger=Trigger.manual,
+                row = unrun.unrecorded_row(
+                    wake_id=request.wake_id, agent_id=request.agent, tier=Tier(request.tier), trigger=Trigger.manual,
                     started_at=request.requested_at, claimer=holder, how=how,
                 )
-                if await orphans.record(session, row, claimer=holder, oneshot=False) is not None:
+                if await unrun.claimer_died(session, row, claimer=holder, oneshot=False) is not None:
                     written += 1
                     settled = {"event": "settled", "wake_id": str(row.wake_id), "status": Status.failed, "note": None, "error": row.error}
                     await control.report(redis, request.request_id, settled)

@@ -1,0 +1,44 @@
+"""A tools module for the side-task tests (loaded through `tools.modules`): with
+`WAKE_TEST_FAILING_TASK=<name>` the daemon's side task of that name raises every time it starts,
+so the supervisor's restarts and the `down` it shows can be watched in a real daemon process."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from surfaces.registry import Registry, Tool
+from wake.console import serve
+from wake.daemon import anchoring, inbox, outbox, service, spool
+
+BODIES: dict[str, tuple[Any, str]] = {
+    "outbox": (outbox.Sender, "loop"),
+    "oneshots": (service.Daemon, "_oneshot_loop"),
+    "triggers": (service.Daemon, "_trigger_loop"),
+    "heartbeat": (service.Daemon, "_heartbeat_loop"),
+    "spool": (spool.Spool, "loop"),
+    "inbox": (inbox.Endpoint, "serve"),
+    "console": (serve.Runner, "__call__"),
+    "anchoring": (anchoring.Anchoring, "__call__"),
+}
+
+
+async def _fails(*args: Any, **kw: Any) -> None:
+    raise RuntimeError(f"test: the {os.environ['WAKE_TEST_FAILING_TASK']} side task fails")
+
+
+if (name := os.environ.get("WAKE_TEST_FAILING_TASK")) in BODIES:
+    owner, attribute = BODIES[name]
+    setattr(owner, attribute, _fails)
+
+
+async def _noop(ctx: Any) -> dict[str, str]:
+    return {}
+
+
+def register(registry: Registry) -> None:
+    """A marker tool (a module must declare one); importing this module is the point."""
+    registry.register(Tool(
+        name="failing_side_task_marker", description="Marks that the failing-side-task test module is loaded.",
+        parameters={"type": "object", "properties": {}}, version="1", handler=_noop, mutates=False, surfaces=frozenset({"chat"}),
+    ))
