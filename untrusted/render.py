@@ -109,6 +109,7 @@ class Marks:
         )
 
 
+@functools.lru_cache(maxsize=1024)
 def for_agent(agent_id: str) -> Marks:
     """The agent's marks: one token for every block of every wake of the agent. It is not a secret
     and need not be: no span can hold a reserved bracket, whatever it says, so the token names the
