@@ -67,7 +67,7 @@ def filtered(sql: str, columns: tuple[str, ...], first: int) -> str:
     for column in columns:
         if not _COLUMN.fullmatch(column):
             raise ValueError(f"not a column name: {column!r}")
-    return sql.replace(FILTERS_MARK, "".join(f" AND {c} = ${n}" for n, c in enumerate(columns, start=first)))
+    return sql.replace(FILTERS_MARK, " ".join(f"AND {c} = ${n}" for n, c in enumerate(columns, start=first)))
 
 
 def all_queries() -> dict[str, str]:
