@@ -3,18 +3,29 @@ off, no model, once with each agent scheduled by its owner alone (`ownership = "
 once the old way (`every_replica`: every replica schedules every agent and races for each claim),
 in the same run on the same stores. Prints figures; it is not a timed test.
 
-    python bench/replicas.py [--replicas 4] [--agents 20000] [--every 600] [--jitter 600]
-                             [--warmup-s 60] [--duration-s 180] [--modes rendezvous,every_replica] [--dir DIR]
+    python bench/replicas.py [--replicas 4] [--agents 20000] [--every 120] [--jitter-share 0.9]
+                             [--settle-s 15] [--modes rendezvous,every_replica] [--dir DIR]
 
-Per mode, over the slots due in the measured window (after the warm-up):
+Every agent has one whisper every `--every` seconds, its slots aligned to the epoch, its fires
+spread over the first `--jitter-share` of the interval (`jitter_s`). The measured slot is the first
+slot boundary B at least `--settle-s` after every replica is ready: all A agents are due at B, and
+their fires fall in [B, B + jitter), so the window is exactly one slot and nothing else fires in
+it (the slot before has finished its fires by B - (every - jitter)). At the default 20,000 agents
+every 120 s that is 167 fires a second, above the 111 a second of 100,000 agents on a 15-minute
+whisper. Per mode:
 
-- fire lag: from each slot plus its jitter delay to its wake's row starting, p50/p99;
+- start: from each replica's spawn to its `daemon.ready`, and to its first row (its first fire);
+- fire lag: from B plus the agent's jitter delay to its wake's row starting, p50/p99;
 - claim attempts per slot: every replica's `wake_slot_claims_total` (won + taken) over the window,
   against the slots claimed in it;
-- slots fired of due: rows in the window against the slots the schedules name;
-- resident memory per replica (VmRSS) at the end of the window;
-- takeover after kill -9 (rendezvous only): from the kill to the survivors' `wake.handover`
-  (`why=expired`) for the dead replica's agents; the stated bound is 3 heartbeats plus one.
+- fired of due: agents with a row for slot B against A (and rows beyond one per agent, which
+  would be a double fire);
+- resident memory per replica (VmRSS), at ready and at the end of the window;
+- rendezvous only: the takeover after kill -9 of one replica (from the kill to the survivors'
+  `wake.handover` with `why=expired`; the stated bound is 3 heartbeats plus one), then a SIGTERM
+  hand-over of a survivor that took agents over: from the signal to the others' `wake.handover`
+  with `why=stopped`, and to its exit;
+- every_replica: the SIGTERM of one replica, to its exit.
 """
 
 from __future__ import annotations
@@ -24,10 +35,12 @@ import asyncio
 import datetime as dt
 import json
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +54,13 @@ from ledgers import schema  # noqa: E402
 from wake.daemon import schedule  # noqa: E402
 
 BEAT_S = 2.0
+START_BOUND_S = 600.0  # a replica not ready by then is reported, not waited for
 
 
 def config_text(dsn: str, redis_url: str, agents: int, every_s: int, jitter_s: int, mode: str, listen: int) -> str:
     lines = [
         f'[postgres]\ndsn = "{dsn}"\npool_max_size = 16\n[redis]\nurl = "{redis_url}"\n[metrics]\nlisten = "127.0.0.1:{listen}"\n',
-        f'[daemon]\nheartbeat_s = {BEAT_S:g}\nlease_ttl_s = 10\nbusy_wait_s = 0\nownership = "{mode}"\n',
+        f'[daemon]\nheartbeat_s = {BEAT_S:g}\nlease_ttl_s = 10\nbusy_wait_s = 0\ndrain_s = 30\nownership = "{mode}"\n',
     ]
     for i in range(agents):
         a = f"agents.s{i:06d}"
@@ -71,48 +85,60 @@ def claims(port: int) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("wake_slot_claims_total{"))
 
 
-def wait_ready(root: Path, n: int, timeout_s: float) -> None:
+def events(log: Path, name: str) -> list[dict[str, Any]]:
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{") and f'"{name}"' in line:
+            e = json.loads(line)
+            if e.get("event") == name:
+                found.append(e)
+    return found
+
+
+def first_event(log: Path, name: str, timeout_s: float) -> dict[str, Any] | None:
+    found: list[dict[str, Any]] | None = poll(lambda: events(log, name), timeout_s, 1.0)
+    return found[0] if found else None
+
+
+def at(event: dict[str, Any]) -> float:
+    return dt.datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def poll(what: Callable[[], Any], timeout_s: float, every_s: float = 0.2) -> Any:
+    """`what()` once it is truthy, or None after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if sum('"daemon.ready"' in p.read_text(errors="replace") for p in root.glob("replica-*.log")) >= n:
-            return
-        time.sleep(1)
-    raise RuntimeError(f"{n} replicas not ready within {timeout_s:g}s")
-
-
-async def window_rows(dsn: str, first: dt.datetime, last: dt.datetime) -> list[dict[str, Any]]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return [dict(r) for r in await conn.fetch(
-            "SELECT agent_id, scheduled_for, started_at FROM wake_introspection_ledger WHERE scheduled_for > $1 AND scheduled_for <= $2",
-            first, last)]
-    finally:
-        await conn.close()
-
-
-async def claimed_between(dsn: str, first: dt.datetime, last: dt.datetime) -> int:
-    """Slots claimed (won) in [first, last]: the denominator of claim attempts over the same time."""
-    conn = await asyncpg.connect(dsn)
-    try:
-        return int(await conn.fetchval("SELECT count(*) FROM wake_slots WHERE claimed_at BETWEEN $1 AND $2", first, last))
-    finally:
-        await conn.close()
-
-
-def takeover_s(root: Path, dead: str, killed_at: dt.datetime, timeout_s: float) -> float | None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for path in root.glob("replica-*.log"):
-            for line in path.read_text(errors="replace").splitlines():
-                if '"wake.handover"' in line and dead in line and '"expired"' in line:
-                    e = json.loads(line)
-                    return (dt.datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")) - killed_at).total_seconds()
-        time.sleep(0.5)
+        got = what()
+        if got:
+            return got
+        time.sleep(every_s)
     return None
 
 
+def sleep_until(epoch_s: float) -> None:
+    time.sleep(max(0.0, epoch_s - time.time()))
+
+
+async def fetch(dsn: str, sql: str, *args: Any) -> list[dict[str, Any]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return [dict(r) for r in await conn.fetch(sql, *args)]
+    finally:
+        await conn.close()
+
+
+def handover_at(logs: list[Path], why: str, mentions: str, after: float, timeout_s: float) -> float | None:
+    """When the first `wake.handover` with `why` naming `mentions` was logged after `after`."""
+    def seen() -> float | None:
+        times = [at(e) for log in logs for e in events(log, "wake.handover")
+                 if e.get("why") == why and mentions in (e.get("from"), e.get("to")) and at(e) >= after - 1]
+        return min(times) if times else None
+    found: float | None = poll(seen, timeout_s, 0.5)
+    return found
+
+
 def run_mode(mode: str, args: argparse.Namespace, root: Path, pg: Postgres, rds: Redis) -> dict[str, Any]:
-    db = f"bench_{mode}"
+    db, jitter = f"bench_{mode}", int(args.every * args.jitter_share)
 
     async def migrate() -> None:
         admin = await asyncpg.connect(pg.dsn(db="postgres"))
@@ -124,48 +150,78 @@ def run_mode(mode: str, args: argparse.Namespace, root: Path, pg: Postgres, rds:
         await conn.close()
 
     asyncio.run(migrate())
-    rds_flush = __import__("redis").Redis(host="127.0.0.1", port=rds.port)
-    rds_flush.flushall()
+    __import__("redis").Redis(host="127.0.0.1", port=rds.port).flushall()
     here = root / mode
     here.mkdir()
     ports = [free_port() for _ in range(args.replicas)]
     replicas = Replicas(here, here / "unused.toml")
-    procs = []
+    procs, spawned = [], []
     for i, port in enumerate(ports):
         cfg = here / f"wake-{i}.toml"
-        cfg.write_text(config_text(pg.dsn(db=db), f"redis://127.0.0.1:{rds.port}/0", args.agents, args.every, args.jitter, mode, port))
+        cfg.write_text(config_text(pg.dsn(db=db), f"redis://127.0.0.1:{rds.port}/0", args.agents, args.every, jitter, mode, port))
         replicas.config = cfg
+        spawned.append(time.time())
         procs.append(replicas.start())
+    logs = [here / f"replica-{i}.log" for i in range(args.replicas)]
     try:
-        wait_ready(here, args.replicas, timeout_s=600)
-        time.sleep(args.warmup_s)
-        first = dt.datetime.now(dt.UTC)
+        readies = [first_event(log, "daemon.ready", START_BOUND_S) for log in logs]
+        missing = sum(r is None for r in readies)
+        if missing:
+            raise RuntimeError(f"{missing} of {args.replicas} replicas not ready within {START_BOUND_S:g}s")
+        ready = [at(r) - s for r, s in zip(readies, spawned, strict=True) if r is not None]
+        ids = [r["replica"] for r in readies if r is not None]
+        rss_ready = [round(rss_mib(p.pid), 1) for p in procs]
+        # the measured slot: the first boundary `settle_s` after the last replica is ready
+        slot = (int(time.time() + args.settle_s) // args.every + 1) * args.every
+        margin = (args.every - jitter) / 2  # the quiet gap between one slot's last fire and the next slot
+        sleep_until(slot - margin)
         before = sum(claims(p) for p in ports)
-        time.sleep(args.duration_s)
-        last = dt.datetime.now(dt.UTC)
+        sleep_until(slot + jitter + margin)
         after = sum(claims(p) for p in ports)
-        won = asyncio.run(claimed_between(pg.dsn(db=db), first, last))
-        rss = [round(rss_mib(p.pid), 1) for p in procs]
-        time.sleep(args.jitter + 10)  # the window's last slots wait out their jitter, then run
-        rows = asyncio.run(window_rows(pg.dsn(db=db), first, last))
-        sched = {a: schedule.Schedule(agent_id=a, tier="whisper", timezone="UTC", every_s=args.every, jitter_s=args.jitter)
-                 for a in (f"s{i:06d}" for i in range(args.agents))}
-        lags = [(r["started_at"] - r["scheduled_for"]).total_seconds() - schedule.jitter_delay_s(sched[r["agent_id"]], r["scheduled_for"])
-                for r in rows]
-        n_first, n_last = int(first.timestamp()) // args.every + 1, int(last.timestamp()) // args.every
-        due = args.agents * max(0, n_last - n_first + 1)
+        rss_end = [round(rss_mib(p.pid), 1) for p in procs]
+        slot_at = dt.datetime.fromtimestamp(slot, dt.UTC)
+        won = asyncio.run(fetch(pg.dsn(db=db), "SELECT count(*) AS n FROM wake_slots WHERE claimed_at BETWEEN $1 AND $2",
+                                slot_at - dt.timedelta(seconds=margin), slot_at + dt.timedelta(seconds=jitter + margin)))[0]["n"]
+        rows = asyncio.run(fetch(pg.dsn(db=db), "SELECT agent_id, started_at FROM wake_introspection_ledger WHERE scheduled_for = $1", slot_at))
+        firsts = asyncio.run(fetch(pg.dsn(db=db), "SELECT pid, min(started_at) AS first FROM wake_introspection_ledger GROUP BY pid"))
+        first_row = {r["pid"]: r["first"].timestamp() for r in firsts}
+        lags = [(r["started_at"] - slot_at).total_seconds()
+                - schedule.jitter_delay_s(schedule.Schedule(agent_id=r["agent_id"], tier="whisper", timezone="UTC", every_s=args.every,
+                                                            jitter_s=jitter), slot_at) for r in rows]
         result: dict[str, Any] = {
-            "mode": mode, "fire_lag_p50_s": round(pct(lags, 0.5), 3), "fire_lag_p99_s": round(pct(lags, 0.99), 3),
-            "claim_attempts": after - before, "rows": len(rows), "due": due, "rss_mib": rss,
+            "mode": mode, "ready_s": [round(s, 1) for s in ready],
+            "first_fire_s": [round(first_row[p.pid] - s, 1) if p.pid in first_row else None for p, s in zip(procs, spawned, strict=True)],
+            "fire_lag_p50_s": round(pct(lags, 0.5), 3), "fire_lag_p99_s": round(pct(lags, 0.99), 3),
+            "claims_per_slot": round((after - before) / won, 3) if won else None,
+            "fired": len({r["agent_id"] for r in rows}), "extra_rows": len(rows) - len({r["agent_id"] for r in rows}), "due": args.agents,
+            "rss_ready_mib": rss_ready, "rss_end_mib": rss_end,
         }
-        result["claims_per_slot"] = round((after - before) / won, 3) if won else None
         if mode == "rendezvous":
-            victim = procs[0]
-            dead = next(json.loads(line)["replica"] for line in (here / "replica-0.log").read_text().splitlines() if '"daemon.ready"' in line)
-            victim.send_signal(signal.SIGKILL)
-            victim.wait(10)
-            replicas.live.remove(victim)
-            result["takeover_s"] = takeover_s(here, dead, dt.datetime.now(dt.UTC), timeout_s=120)
+            killed_at = time.time()
+            procs[0].send_signal(signal.SIGKILL)
+            procs[0].wait(10)
+            replicas.live.remove(procs[0])
+            took = handover_at(logs[1:], "expired", ids[0], killed_at, 120)
+            result["takeover_s"] = round(took - killed_at, 1) if took else None
+            # a survivor that took the dead one's agents over, stopped: the drain must not wait out their jitter
+            heirs = [i for i in range(1, args.replicas) if any(e.get("why") == "expired" and e.get("to") == ids[i]
+                                                               for e in events(logs[i], "wake.handover"))]
+            victim = heirs[0] if heirs else 1
+            result["stopped_heir"] = bool(heirs)
+        else:
+            victim = 0
+        termed_at = time.time()
+        procs[victim].send_signal(signal.SIGTERM)
+        try:
+            procs[victim].wait(120)
+            result["sigterm_exit_s"] = round(time.time() - termed_at, 1)
+        except subprocess.TimeoutExpired:
+            result["sigterm_exit_s"] = None
+        replicas.live.remove(procs[victim])
+        if mode == "rendezvous":
+            others = [log for i, log in enumerate(logs) if i not in (0, victim)]
+            took = handover_at(others, "stopped", ids[victim], termed_at, 60)
+            result["sigterm_handover_s"] = round(took - termed_at, 1) if took else None
         return result
     finally:
         replicas.stop_all()
@@ -176,27 +232,36 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--replicas", type=int, default=4)
     p.add_argument("--agents", type=int, default=20000)
-    p.add_argument("--every", type=int, default=600, help="each agent's whisper interval, seconds")
-    p.add_argument("--jitter", type=int, default=600, help="each tier's jitter_s (spreads the fires over the interval)")
-    p.add_argument("--warmup-s", type=float, default=60)
-    p.add_argument("--duration-s", type=float, default=180)
+    p.add_argument("--every", type=int, default=120, help="each agent's whisper interval, seconds")
+    p.add_argument("--jitter-share", type=float, default=0.9, help="jitter_s as a share of the interval (the fires' spread)")
+    p.add_argument("--settle-s", type=float, default=15, help="how long after the last replica's ready the measured slot may start")
     p.add_argument("--modes", default="rendezvous,every_replica")
     p.add_argument("--dir")
     args = p.parse_args()
+    if not 0 < args.jitter_share < 1:
+        p.error("--jitter-share must be above 0 and below 1 (the window needs a quiet gap before the next slot)")
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="wake-replicas-"))
     root.mkdir(parents=True, exist_ok=True)
     pg, rds = Postgres(root), Redis(root)
     pg.start()
     rds.start()
     try:
-        print(f"replicas bench: {args.replicas} replicas x {args.agents} agents, one whisper every {args.every}s (jitter {args.jitter}s), "
-              f"warm-up {args.warmup_s:g}s, window {args.duration_s:g}s; heartbeat {BEAT_S:g}s, stated takeover bound {4 * BEAT_S:g}s")
-        print(f"{'mode':<14} {'lag p50':>8} {'lag p99':>8} {'claims/slot':>11} {'fired/due':>12} {'takeover':>9}  rss MiB per replica")
+        print(f"replicas bench: {args.replicas} replicas x {args.agents} agents, one whisper every {args.every}s "
+              f"(jitter {int(args.every * args.jitter_share)}s: {args.agents / args.every:.0f} fires a second), "
+              f"heartbeat {BEAT_S:g}s, stated takeover bound {4 * BEAT_S:g}s", flush=True)
         for mode in args.modes.split(","):
             r = run_mode(mode, args, root, pg, rds)
-            take = f"{r['takeover_s']:.1f}s" if r.get("takeover_s") is not None else "n/a"
-            print(f"{mode:<14} {r['fire_lag_p50_s']:>7}s {r['fire_lag_p99_s']:>7}s {r['claims_per_slot']!s:>11} {r['rows']:>5}/{r['due']:<6} "
-                  f"{take:>9}  {r['rss_mib']}", flush=True)
+            print(f"{mode}: fired {r['fired']}/{r['due']} (extra rows {r['extra_rows']}), claims/slot {r['claims_per_slot']}, "
+                  f"lag p50 {r['fire_lag_p50_s']}s p99 {r['fire_lag_p99_s']}s", flush=True)
+            print(f"  start to ready s {r['ready_s']}, to first fire s {r['first_fire_s']}", flush=True)
+            print(f"  rss MiB at ready {r['rss_ready_mib']}, at the window's end {r['rss_end_mib']}", flush=True)
+            if mode == "rendezvous":
+                handed = "n/a (no third replica)" if r["sigterm_handover_s"] is None else f"{r['sigterm_handover_s']}s"
+                whom = "a replica that took agents over" if r["stopped_heir"] else "a replica"
+                print(f"  takeover after kill -9 {r['takeover_s']}s; SIGTERM of {whom}: "
+                      f"hand-over {handed}, exit {r['sigterm_exit_s']}s", flush=True)
+            else:
+                print(f"  SIGTERM of a replica: exit {r['sigterm_exit_s']}s", flush=True)
     finally:
         rds.stop()
         pg.stop()
