@@ -418,7 +418,7 @@ def _scoped(a: Anchor, found: Sequence[Declaration]) -> Match:
         f"{'/'.join(d.scopes)} ({d.path} {d.group})" for d in found[:_SHOWN_SITES]) + f", not {a.scope}"
 
 
-def _defined_as(name: str, fp: Fingerprint, table: Mapping[str, Any]) -> str:
+def _defined_as(name: str, fp: Fingerprint, table: Mapping[str, object]) -> str:
     """`name` with its re-exports followed (`rich.Console` -> `rich.console.Console`) until a
     name `table` knows, or as far as they lead."""
     for _ in range(_MAX_HOPS):
@@ -524,7 +524,7 @@ class Read(list[Anchor]):
         self.stored = stored
 
 
-def stored_anchors(stored: Any) -> Read | str:
+def stored_anchors(stored: object) -> Read | str:
     """The anchors of a stored fact, the first `anchors.MAX_ANCHORS` of them parsed (the rest are
     never read), or a string saying why they do not parse. The `check` key the arrival query adds
     to each anchor (its ledger lookup) is not part of it."""
@@ -625,7 +625,7 @@ def verify_many(facts: Sequence[Sequence[Anchor] | str], fp: Fingerprint, budget
     return out
 
 
-def fact_anchors(stored: Any, text: str) -> list[Anchor] | str:
+def fact_anchors(stored: object, text: str) -> list[Anchor] | str:
     """A stored fact's anchors (`stored_anchors`), or those inferred from its text when it has no
     code anchors; a string saying why when the stored anchors no longer parse."""
     parsed = stored_anchors(stored)
@@ -682,7 +682,7 @@ async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], b
                    fingerprint_ready=True, known=frozenset(before))
 
 
-def verify_json(stored: str | list[Any], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, text: str | None = None) -> Verdict:
+def verify_json(stored: str | list[object], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, text: str | None = None) -> Verdict:
     """`verify` from the stored JSON form (a convenience for tools and tests)."""
     return verify(anchors_mod.parse(json.loads(stored) if isinstance(stored, str) else stored), fp, budget_ms, text=text)
 

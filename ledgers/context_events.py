@@ -108,7 +108,7 @@ async def last_wake_peak(conn: asyncpg.Connection, agent_id: str) -> Peak | None
 
 
 async def archive(
-    conn: asyncpg.Connection, *, wake_id: uuid.UUID, segment: int, agent_id: str, strategy: str, messages: list[dict[str, Any]],
+    conn: asyncpg.Connection, *, wake_id: uuid.UUID, segment: int, agent_id: str, strategy: str, messages: list[dict[str, object]],
     at: dt.datetime,
 ) -> None:
     await conn.execute(_sql("archive"), wake_id, segment, agent_id, strategy, json.dumps(messages, ensure_ascii=False), at)

@@ -51,7 +51,7 @@ def _q(name: str) -> str:
     return load("graph")[name]
 
 
-def _native(value: Any) -> Any:
+def _native(value: object) -> Any:
     """neo4j.time values become datetime ones; lists are walked."""
     if isinstance(value, list):
         return [_native(v) for v in value]
@@ -228,7 +228,7 @@ async def view(graph: Graph, agent_id: str, *, since: dt.datetime, max_anchors: 
 # -- tools' reads and writes -------------------------------------------------------------------
 
 
-def entity_name(value: Any, what: str) -> str:
+def entity_name(value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{what} must be a non-empty entity name")
     name = value.strip()
@@ -237,7 +237,7 @@ def entity_name(value: Any, what: str) -> str:
     return name
 
 
-def relation(value: Any) -> str:
+def relation(value: object) -> str:
     if not isinstance(value, str) or not RELATION.match(value):
         raise ValueError(f"relation must be UPPER_SNAKE_CASE (e.g. WORKS_ON), got {value!r}")
     return value

@@ -351,7 +351,7 @@ async def record_unchecked_claims(conn: asyncpg.Connection, wake_id: uuid.UUID, 
     return await conn.fetchval(_sql("record_unchecked_claims"), wake_id, count) is not None
 
 
-def _json(value: Any) -> Any:
+def _json(value: object) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
@@ -468,7 +468,7 @@ async def previous_both(
     return Previous(agent=previous.get("agent"), tier=previous.get("tier"), recent=tuple(newest))
 
 
-def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:
+def _insert_args(row: WakeRow, status: str) -> tuple[object, ...]:
     return (
         row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
         row.manifest_root, json.dumps(dict(row.blocks)), len(row.tool_hashes), row.active_tool_names,
@@ -478,7 +478,7 @@ def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:
     )
 
 
-def _transaction(conn: asyncpg.Connection) -> contextlib.AbstractAsyncContextManager[Any]:
+def _transaction(conn: asyncpg.Connection) -> contextlib.AbstractAsyncContextManager[object]:
     """The caller's transaction when it holds one (the writes are its, and a savepoint would cost
     two round trips), else a new one."""
     return contextlib.nullcontext() if conn.is_in_transaction() else conn.transaction()

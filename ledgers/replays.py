@@ -48,7 +48,7 @@ class ReplayRecord(rows.Row):
     tier: str
     route: str
     model: str
-    candidate: dict[str, Any]
+    candidate: dict[str, object]
     live_readonly: bool
     request_sha256: str
     request_matches: bool | None
@@ -205,9 +205,9 @@ class EvalRecord(rows.Row):
     agent_id: str
     wakes: int
     threshold: float
-    candidate: dict[str, Any]
+    candidate: dict[str, object]
     regressed: list[str]
-    scorecard: dict[str, Any]
+    scorecard: dict[str, object]
     started_at: dt.datetime
     finished_at: dt.datetime
 

@@ -19,7 +19,7 @@ from wake.cli.app import AGENT_ID, Context, agent_option, default_agent, fail, l
 from wake.errors import WakeError
 
 
-def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> object:
     if value is None:
         return None
     import datetime as dt

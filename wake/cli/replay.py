@@ -202,7 +202,7 @@ def show_cmd(ctx: Context, replay_id: str, show_transcript: bool, as_json: bool)
     print_shown(run_async(body), as_json)
 
 
-def render_text(value: Any, limit: int = 400) -> str:
+def render_text(value: object, limit: int = 400) -> str:
     text = "" if value is None else " ".join(str(value).split())
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 

@@ -139,7 +139,7 @@ async def _leases(redis: aioredis.Redis, agents: Sequence[str]) -> list[dict[str
     return rows
 
 
-def _next_fires(config: Config, replicas: Sequence[control.ReplicaState]) -> list[dict[str, Any]]:
+def _next_fires(config: Config, replicas: Sequence[control.ReplicaState]) -> list[dict[str, object]]:
     """The earliest next fire per configured (agent, tier) across the live replicas."""
     earliest: dict[tuple[str, str], str] = {}
     for replica in replicas:

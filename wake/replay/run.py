@@ -140,7 +140,7 @@ class _NoDailyCap:
 class _ApartPressure(Pressure):
     """The loop's context pressure, its events kept in the replay (never in `context_events`)."""
 
-    async def event(self, kind: str, reason: str, **fields: Any) -> None:
+    async def event(self, kind: str, reason: str, **fields: object) -> None:
         self.conv.events.append(f"turn {self.conv.turn}: {kind} ({reason})")
 
     async def _archive(self, cut: Cut, strategy: str) -> int:
@@ -158,13 +158,13 @@ class _FirstRequest(Client):
         self.inner = inner
         self.first: bytes | None = None
 
-    async def complete(self, route: ModelRoute, body: Mapping[str, Any], *, api_key: secrets.Secret | None = None) -> Reply:
+    async def complete(self, route: ModelRoute, body: Mapping[str, object], *, api_key: secrets.Secret | None = None) -> Reply:
         if self.first is None:  # the payload as `Client.complete` builds it (tests hold it to the server's bytes)
             extra = {k: v for k, v in route.extra_body.items() if k not in body and k not in HARNESS_BODY_KEYS}
             self.first = json.dumps({"model": route.model, **body, **extra}, ensure_ascii=False).encode("utf-8")
         return await self.inner.complete(route, body, api_key=api_key)
 
-    async def count_prompt_tokens(self, route: ModelRoute, body: Mapping[str, Any], *, api_key: secrets.Secret | None = None) -> int | None:
+    async def count_prompt_tokens(self, route: ModelRoute, body: Mapping[str, object], *, api_key: secrets.Secret | None = None) -> int | None:
         return await self.inner.count_prompt_tokens(route, body, api_key=api_key)
 
 
@@ -193,7 +193,7 @@ class ReplayLoop(thinking.Loop):
     async def _record_partial(self, stop_reason: str) -> None:
         return None  # a replay's totals go on its own row, written whole at its end
 
-    async def _execute(self, tool: Tool, arguments: dict[str, Any], call_id: str, *, started: float) -> str:
+    async def _execute(self, tool: Tool, arguments: dict[str, object], call_id: str, *, started: float) -> str:
         seq = len(self.transcript.calls)
         recorded = self.recording.call_at(seq)
         same = recorded is not None and recorded.tool == tool.name and recorded.arguments == canonical_arguments(arguments)
@@ -281,7 +281,7 @@ async def replay(
     divergence = compare.first_divergence(_decided_recorded(recording), replayed, recording.final_text, thought.final_text)
     request_matches = None if not recording.arrival_hashes else arrival_hashes == recording.arrival_hashes
     stop_reason = thought.thinking.stop_reason if thought.thinking else None
-    report: dict[str, Any] = {
+    report: dict[str, object] = {
         "same_decisions": divergence is None,
         "first_divergence": divergence,
         "transcript_diff": compare.transcript_diff(list(recording.messages), messages),
