@@ -27,12 +27,16 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from surfaces import flows as flow_labels
 from surfaces.errors import DeclarationError, McpToolError
 from surfaces.errors import McpUnavailable as McpUnavailable
 from surfaces.registry import Tool
+
+if TYPE_CHECKING:  # the SDK is imported when a server starts
+    import mcp_types
+    from mcp import Client
 
 SEPARATOR = "__"
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -105,7 +109,7 @@ def _globbed(rules: Sequence[tuple[str, Any]], name: str) -> list[Any]:
     return [value for pattern, value in rules if fnmatch.fnmatchcase(name, pattern)]
 
 
-def build_tools(spec: ServerSpec, listed: Sequence[Any], server_version: str, handler_for: Callable[[str], Any],
+def build_tools(spec: ServerSpec, listed: Sequence[mcp_types.Tool], server_version: str, handler_for: Callable[[str], Any],
                 check: Callable[[Tool], None]) -> dict[str, McpTool]:
     """The registry tools of one listing; a problem raises `DeclarationError` naming the server
     and key (a glob that matches nothing, a name over 64 characters, a collision, a bad schema)."""
@@ -275,7 +279,7 @@ class Server:
             self._note()
         return ready
 
-    async def _serve(self, client: Any) -> None:
+    async def _serve(self, client: Client) -> None:
         """Wait for the stop, a list_changed (re-list) or the session's end (a failed listing)."""
         listener = asyncio.create_task(self._listen(client)) if client.protocol_version >= "2026" else None
         try:
@@ -298,7 +302,7 @@ class Server:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await listener
 
-    async def _listen(self, client: Any) -> None:
+    async def _listen(self, client: Client) -> None:
         """A 2026-era server announces list changes on a `subscriptions/listen` stream."""
         with contextlib.suppress(Exception):
             async with client.listen(tools_list_changed=True) as subscription:
@@ -312,7 +316,7 @@ class Server:
             self._wake.set()
 
     async def _list(self) -> None:
-        listed: list[Any] = []
+        listed: list[mcp_types.Tool] = []
         cursor: str | None = None
         async with asyncio.timeout(self.spec.list_timeout_s):
             while True:
