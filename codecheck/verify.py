@@ -21,7 +21,6 @@ import posixpath
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from codecheck import anchors as anchors_mod
 from codecheck import coverage, names
@@ -49,7 +48,7 @@ class Finding:
     outcome: str   # holds | fails | unknown, from the fact's side (an `absent` anchor holds when the thing is missing)
     evidence: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"anchor": self.anchor.to_json(), "outcome": self.outcome, "evidence": self.evidence}
 
 
@@ -74,7 +73,7 @@ class Verdict:
             return "inconclusive (no code anchor)"
         return f"{'REFUTED' if self.status == REFUTED else 'inconclusive'}{at}: {self.evidence}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"status": self.status, "evidence": self.evidence, "head": self.head,
                 "findings": [f.as_dict() for f in self.findings], "elapsed_ms": round(self.elapsed_ms, 3),
                 **({"uncovered": list(self.uncovered)} if self.uncovered else {})}
@@ -654,7 +653,7 @@ def answer_reserve_ms(budget_ms: float) -> float:
 Known = Callable[[str], Awaitable[Mapping[int, Verdict]]]
 
 
-async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], budget_ms: float = DEFAULT_BUDGET_MS,
+async def check(workspace: Workspace | None, facts: Sequence[tuple[object, str]], budget_ms: float = DEFAULT_BUDGET_MS,
                 *, clock: Clock = time.perf_counter, known: Known | None = None) -> Checked:
     """Verify many facts — (stored anchors JSON, fact text) pairs — at one HEAD within one budget.
     The fingerprint is waited for within the budget; a build still running then leaves every fact

@@ -42,7 +42,7 @@ class Remembered:
     supersedes_id: uuid.UUID | None
     key: str = ""  # the fact's key, for the graph anchor's default subject (not part of the answer)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The answer the remember and supersede tools give the agent: a serialiser of tool JSON,
         whose keys vary with the passport (attestation, supersession, the unverified note), so a dict."""
         out: dict[str, object] = {"fact_id": str(self.fact_id), "status": self.status}
@@ -71,7 +71,7 @@ class ArrivalFact(rows.Row):
     fact_value: str
     origin: str
     status: str
-    anchors: list[dict[str, Any]]
+    anchors: list[dict[str, object]]
     recorded_on: str
     recorded_day: str
     superseded_day: str | None
@@ -93,7 +93,7 @@ class Fact(rows.Row):
     attested_ref: uuid.UUID | None
     source_ref: uuid.UUID | None
     supersedes_id: uuid.UUID | None
-    anchors: list[dict[str, Any]]
+    anchors: list[dict[str, object]]
     wake_id: uuid.UUID | None
     recorded_at: dt.datetime
     superseded_at: dt.datetime | None

@@ -91,7 +91,7 @@ class Diff:
     def first(self) -> bool:
         return self.against is None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         """The diff as the row's `diff` column and `wake diff --json` hold it: JSON, so a dict."""
         if self.against is None:
             return {"first": True, "against": None}
@@ -122,7 +122,7 @@ class WakeDiff:
     agent: Diff
     tier: Diff
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         """The row's `diff` column (and `wake up --json`'s): JSON, so a dict."""
         return {"agent": self.agent.as_json(), "tier": self.tier.as_json()}
 
@@ -569,7 +569,7 @@ class WakeSummary:
         values = {f.name: r[f.name] for f in dataclasses.fields(cls)}
         return cls(**{**values, "tier": Tier(r["tier"]), "trigger": Trigger(r["trigger"]), "status": Status(r["status"])})
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, object]:
         """The columns as `wake ledger --json` and `wake status` print them: JSON, so a dict."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 

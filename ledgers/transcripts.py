@@ -135,7 +135,7 @@ def _answer_problem(call: Call, answers: Mapping[int, tuple[str, object]]) -> st
     return None
 
 
-def audit(stored: Stored, row: Mapping[str, Any]) -> list[tuple[str, str]]:
+def audit(stored: Stored, row: Mapping[str, object]) -> list[tuple[str, str]]:
     """Every part of the transcript that does not agree: (part, what differs). Recomputes each
     body's hash, checks the order, each call's answer, the row's counts and the root."""
     problems: list[tuple[str, str]] = []
@@ -169,11 +169,11 @@ def audit(stored: Stored, row: Mapping[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
-def as_dict(stored: Stored, row: Mapping[str, Any]) -> dict[str, Any]:
+def as_dict(stored: Stored, row: Mapping[str, object]) -> dict[str, object]:
     """The transcript as data (`wake show --transcript --json`, the MCP server): each message with
     its stored body decoded, each call with its arguments and its answer's text. A serialiser of
     JSON whose message keys vary with the role (tool calls, a call id), so a dict, not a record."""
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, object]] = []
     texts: dict[int, str | None] = {}
     for m, _, body in stored.messages:
         decoded: dict[str, Any] = json.loads(body) if body is not None else {}

@@ -87,7 +87,7 @@ async def context_compact(
     surfaces={"wake.full"},
     mutates=True,
 )
-async def ignore_compaction(ctx: ToolContext, reason: str) -> dict[str, Any]:
+async def ignore_compaction(ctx: ToolContext, reason: str) -> dict[str, object]:
     conv = _conversation(ctx)
     if not reason.strip():
         raise ContextToolError("a reason is required")
@@ -125,7 +125,7 @@ def _grace(value: str, bounds: dict[str, Any]) -> int:
     return int(value)
 
 
-def _parse(key: str, value: str, settings: dict[str, Any]) -> Any:
+def _parse(key: str, value: str, settings: dict[str, Any]) -> object:
     """The value of `key`, checked against the operator's bounds; a refusal names the bound."""
     bounds = settings.get("bounds", {})
     if key in THRESHOLD_KEYS:
@@ -174,7 +174,7 @@ async def context_config_set(ctx: ToolContext, key: str, value: str, reason: str
     return {"key": key, "value": parsed, "previous": before}
 
 
-async def status(ctx: ToolContext) -> dict[str, Any]:
+async def status(ctx: ToolContext) -> dict[str, object]:
     """What `memory status` shows of context: this wake's pressure, the last wake's peak, the last compaction, the audit."""
     conv = ctx.conversation
     async with ctx.read() as conn:
@@ -217,7 +217,7 @@ async def context_status(ctx: ToolContext) -> dict[str, object]:
     return await status(ctx)
 
 
-async def search(ctx: ToolContext, ref: str) -> dict[str, Any]:
+async def search(ctx: ToolContext, ref: str) -> dict[str, object]:
     """The archived segment `archive:<wake>-seg-<n>` (what `memory search archive:...` shows)."""
     m = ARCHIVE_REF.match(ref.strip())
     if m is None:

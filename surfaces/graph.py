@@ -68,7 +68,7 @@ async def _answer(ctx: ToolContext, name: str, call: Callable[[graph.Graph], Awa
 async def graph_neighbors(ctx: ToolContext, name: str, relation: str | None = None) -> dict[str, object]:
     limit = ctx.settings.graph_neighbors_max
 
-    async def call(g: graph.Graph) -> dict[str, Any]:
+    async def call(g: graph.Graph) -> dict[str, object]:
         return neighbors_json(await graph.neighbors(g, ctx.agent_id, name, rel=relation, limit=limit))
 
     return await _answer(ctx, "graph_neighbors", call)
@@ -103,7 +103,7 @@ def neighbors_json(n: graph.Neighbors) -> dict[str, object]:
 async def graph_link(
     ctx: ToolContext, source: str, relation: str, target: str, source_kind: str | None = None, target_kind: str | None = None
 ) -> dict[str, object]:
-    async def call(g: graph.Graph) -> dict[str, Any]:
+    async def call(g: graph.Graph) -> dict[str, object]:
         async with ctx.write():
             created = await graph.link(
                 g, graph_write(ctx, f"graph_link:{ctx.wake_id}"), source, relation, target, source_kind=source_kind, target_kind=target_kind
@@ -121,7 +121,7 @@ async def graph_link(
     mutates=True,
 )
 async def graph_unlink(ctx: ToolContext, source: str, relation: str, target: str) -> dict[str, object]:
-    async def call(g: graph.Graph) -> dict[str, Any]:
+    async def call(g: graph.Graph) -> dict[str, object]:
         async with ctx.write():
             removed = await graph.unlink(g, graph_write(ctx, f"graph_unlink:{ctx.wake_id}"), source, relation, target)
         return {"removed": removed, "source": source.strip(), "relation": relation, "target": target.strip()}

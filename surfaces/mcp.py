@@ -79,10 +79,10 @@ class McpTool(Tool):
 
     server: str = ""
     remote_name: str = ""
-    annotations: Mapping[str, Any] = field(default_factory=dict)
+    annotations: Mapping[str, object] = field(default_factory=dict)
     pin_policy: str = "strict"
 
-    def declaration(self) -> dict[str, Any]:
+    def declaration(self) -> dict[str, object]:
         return {
             "name": self.name, "description": self.description, "parameters": self.parameters, "version": self.version,
             "server": self.server, "tool": self.remote_name, "annotations": dict(self.annotations),
@@ -94,7 +94,7 @@ def namespaced(server: str, tool: str) -> str:
     return f"{server}{SEPARATOR}{_SAFE.sub('_', tool)}"
 
 
-def _json_safe(value: Any) -> Any:
+def _json_safe(value: object) -> Any:
     """A schema as the manifest can hash it: integral floats as integers (JSON has no difference)."""
     if isinstance(value, float):
         return int(value) if value.is_integer() else repr(value)
@@ -105,7 +105,7 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _globbed(rules: Sequence[tuple[str, Any]], name: str) -> list[Any]:
+def _globbed(rules: Sequence[tuple[str, object]], name: str) -> list[Any]:
     return [value for pattern, value in rules if fnmatch.fnmatchcase(name, pattern)]
 
 
@@ -309,7 +309,7 @@ class Server:
                 async for _ in subscription:
                     self._wake.set()
 
-    async def _on_message(self, message: Any) -> None:
+    async def _on_message(self, message: object) -> None:
         import mcp_types
 
         if isinstance(message, mcp_types.ToolListChangedNotification):
@@ -348,13 +348,13 @@ class Server:
         http = create_mcp_http_client(headers=dict(spec.headers))
         return _with_client(stack, http, spec.url or "", streamable_http_client)
 
-    def _handler(self, remote: str) -> Any:
-        async def call(ctx: Any, **arguments: Any) -> str:
+    def _handler(self, remote: str) -> object:
+        async def call(ctx: object, **arguments: object) -> str:
             return await self.call(remote, arguments)
 
         return call
 
-    async def call(self, remote: str, arguments: Mapping[str, Any]) -> str:
+    async def call(self, remote: str, arguments: Mapping[str, object]) -> str:
         """Call one tool; a call past `call_timeout_s` is abandoned, which the SDK tells the server
         with `notifications/cancelled`, and answered as a timeout."""
         client = self._client
@@ -374,7 +374,7 @@ class Server:
             raise McpUnavailable(f"MCP server {self.spec.name}: {_reason(exc)}") from exc
         return answer(result, self.spec.result_max_chars)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {
             "server": self.spec.name, "transport": self.spec.transport, "state": self.state, "reason": self.reason,
             "version": self.server_version, "tools": sorted(self.tools) if self.tools else list(self.known),

@@ -92,7 +92,7 @@ async def _audit(ctx: ToolContext, path: str | None) -> dict[str, object]:
     }
 
 
-async def _read(ctx: ToolContext, command: str, path: str | None, query: str | None) -> Any:
+async def _read(ctx: ToolContext, command: str, path: str | None, query: str | None) -> object:
     if command == "search" and query is not None and query.strip().startswith("archive:"):
         try:  # a segment the wake's own compaction archived (docs/context.md), not a memory file
             return await context_tools.search(ctx, query)
@@ -197,7 +197,7 @@ async def _provenance(ctx: ToolContext, body: str) -> provenance.Provenance:
 
 
 
-async def _write(ctx: ToolContext, command: str, path: str | None, content: str | None, text: str | None, reason: str | None) -> Any:
+async def _write(ctx: ToolContext, command: str, path: str | None, content: str | None, text: str | None, reason: str | None) -> object:
     repo = _repo(ctx)
     body = content if command == "write" else text
     _need(command, path=path, **{"content" if command == "write" else "text": body})
@@ -241,7 +241,7 @@ async def _write(ctx: ToolContext, command: str, path: str | None, content: str 
 async def _run(
     ctx: ToolContext, allowed: tuple[str, ...], command: str, path: str | None, content: str | None, text: str | None,
     query: str | None, reason: str | None,
-) -> Any:
+) -> object:
     if command not in allowed:
         raise ToolInputError(f"unknown command {command!r}; expected one of {', '.join(allowed)}")
     try:
@@ -300,7 +300,7 @@ WRITING_TOOLS = frozenset({"memory"})
 async def memory(
     ctx: ToolContext, command: str, path: str | None = None, content: str | None = None, text: str | None = None,
     query: str | None = None, reason: str | None = None,
-) -> Any:
+) -> object:
     return await _run(ctx, (*WRITES, *READS), command, path, content, text, query, reason)
 
 

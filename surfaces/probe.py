@@ -90,7 +90,7 @@ class Outcome:
     """What one evaluation found: a verdict and its evidence."""
 
     verdict: str
-    evidence: dict[str, Any]
+    evidence: dict[str, object]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,9 +98,9 @@ class ProbeResult:
     spec: ProbeSpec
     resolved_path: str | None
     verdict: str
-    evidence: dict[str, Any]
+    evidence: dict[str, object]
     instrument_state: str  # passed | failed: the dual-needle controls of this run
-    controls: list[dict[str, Any]] = field(default_factory=list)
+    controls: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def trusted(self) -> bool:
@@ -345,7 +345,7 @@ def _absent_needle(data: bytes) -> str:
 @dataclass(frozen=True, kw_only=True)
 class SelfTest:
     passed: bool
-    controls: list[dict[str, Any]]
+    controls: list[dict[str, object]]
 
 
 @dataclass(frozen=True, kw_only=True)

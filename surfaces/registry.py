@@ -54,7 +54,7 @@ class Tool:
     # operator's `tools.flows` globs; like `requires_approval`, not part of the hashed declaration.
     flows: frozenset[str] = field(default=frozenset(), compare=False)
 
-    def declaration(self) -> dict[str, Any]:
+    def declaration(self) -> dict[str, object]:
         """The canonical declaration hashed into the manifest (docs/design.md, step 6)."""
         return {
             "name": self.name,

@@ -81,7 +81,7 @@ def redact(_logger: object, _method: str, event_dict: MutableMapping[str, object
     return event_dict
 
 
-def _stdlib_name(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+def _stdlib_name(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, object]:
     record = event_dict.get("_record")
     if record is not None:
         event_dict.setdefault("logger", record.name)

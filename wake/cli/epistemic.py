@@ -56,7 +56,7 @@ def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> obj
 @click.option("--json", "as_json", is_flag=True, help="Print the stored row as JSON.")
 @pass_ctx
 def retract_cmd(
-    ctx: Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, fact_id: str | None, as_json: bool, **fields: Any,
+    ctx: Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, fact_id: str | None, as_json: bool, **fields: object,
 ) -> None:
     """Record a retraction with its typed falsifier. Identical observations are refused (exit 65), and
     so is a --fact that is not one of the agent's active facts."""

@@ -153,7 +153,7 @@ class Shown:
     """What `wake show REPLAY` prints: the row, and its transcript or its arrival when asked for."""
 
     record: ReplayRecord
-    transcript: dict[str, Any] | None = None
+    transcript: dict[str, object] | None = None
     arrival: list[tuple[str, str | None]] | None = None
 
 

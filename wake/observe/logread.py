@@ -177,7 +177,7 @@ class Story:
                 lambda started: started.get("tier") == tier and started.get("trigger") == "catch_up" and started.get("scheduled_for") == slot,
             )
 
-    def _claim_preludes(self, wake_id: str, started: Mapping[str, Any], agent: str | None) -> list[Event]:
+    def _claim_preludes(self, wake_id: str, started: Mapping[str, object], agent: str | None) -> list[Event]:
         if agent is None:
             return []
         claimed: list[_Prelude] = []
@@ -192,7 +192,7 @@ class Story:
         return [p.event for p in sorted(claimed, key=lambda p: p.seq)]
 
     @staticmethod
-    def _remember(table: collections.OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    def _remember(table: collections.OrderedDict[Any, Any], key: object, value: object, limit: int) -> None:
         table[key] = value
         table.move_to_end(key)
         while len(table) > limit:

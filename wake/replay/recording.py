@@ -44,7 +44,7 @@ class Recording:
     declarations: dict[str, dict[str, Any]]  # {tool name: its canonical declaration}
     arrival_hashes: tuple[str, ...]  # the transcript's hashes of the arrival messages (empty: no transcript)
     calls: tuple[RecordedCall, ...]
-    messages: tuple[dict[str, Any], ...]  # the transcript's messages, decoded
+    messages: tuple[dict[str, object], ...]  # the transcript's messages, decoded
 
     @property
     def final_text(self) -> str | None:

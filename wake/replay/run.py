@@ -65,7 +65,7 @@ class Candidate:
     config_path: str | None = None
     live_readonly: bool = False
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {
             "route": self.route, "instructions": self.instructions_path,
             "instructions_sha256": None if self.instructions is None else manifest.sha256_text(self.instructions),
@@ -78,12 +78,12 @@ class Outcome:
     """A finished replay: its stored row (its report included)."""
 
     record: replays.ReplayRecord
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, object]]
     calls: list[tuple[str, str]]  # (tool, canonical arguments) of each call the replay's model made
 
 
 def _never_run(name: str) -> Any:
-    async def handler(ctx: Any, **arguments: Any) -> Any:
+    async def handler(ctx: object, **arguments: object) -> object:
         raise RuntimeError(f"a replay never runs {name}")  # unreachable: the replay's executor answers every call
 
     return handler
@@ -172,7 +172,7 @@ class ReplayLoop(thinking.Loop):
     """wake's model loop with the recording as its tools' executor, and its records kept in memory."""
 
     def __init__(
-        self, ctx: WakeContext, route_name: str, route: ModelRoute, arrival: list[dict[str, Any]], client: Client, recording: Recording,
+        self, ctx: WakeContext, route_name: str, route: ModelRoute, arrival: list[dict[str, object]], client: Client, recording: Recording,
         live: Mapping[str, Tool], live_readonly: bool,
     ) -> None:
         super().__init__(ctx, route_name, route, (), client, arrival=arrival)
@@ -184,7 +184,7 @@ class ReplayLoop(thinking.Loop):
         self.answered: dict[int, tuple[str, bool]] = {}  # call seq -> (answered_from, mutates)
         self.out_of_recording = 0
         self.live_calls = 0
-        self.turn_measures: list[dict[str, Any]] = []
+        self.turn_measures: list[dict[str, object]] = []
 
     async def _record_turn(self, *, turn: int, tokens: int, counted: str, max_tokens: int) -> None:
         self.transcript.observe(self.budget.turns)

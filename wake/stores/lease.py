@@ -177,7 +177,7 @@ async def acquire(
 
 
 async def _acquire_once(
-    stores: Stores, agent_id: str, *, ttl_ms: int, owner: str, floor: int | None, abandon: str | None, conn: Any = None,
+    stores: Stores, agent_id: str, *, ttl_ms: int, owner: str, floor: int | None, abandon: str | None, conn: object = None,
 ) -> Lease:
     token = f"{owner}:{secrets.token_hex(8)}" if owner else secrets.token_hex(12)
     if floor is None:

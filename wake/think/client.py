@@ -87,7 +87,7 @@ class Reply:
     """One completed call: the assistant message, why it stopped, what it cost."""
 
     content: str | None
-    tool_calls: list[dict[str, Any]]
+    tool_calls: list[dict[str, object]]
     finish_reason: str | None
     usage: Usage
     attempts: int
@@ -148,7 +148,7 @@ def usage_of(route: ModelRoute, body: Mapping[str, Any]) -> Usage:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, cost_usd=cost_of(route, prompt, completion, cached))
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 

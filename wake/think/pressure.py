@@ -63,7 +63,7 @@ def effective(conf: ContextConfig, own: dict[str, object]) -> dict[str, object]:
 class Pressure:
     """The loop's pressure keeper for one wake."""
 
-    def __init__(self, ctx: WakeContext, conv: Conversation, summarize_call: Callable[[list[dict[str, Any]]], Awaitable[str]]) -> None:
+    def __init__(self, ctx: WakeContext, conv: Conversation, summarize_call: Callable[[list[dict[str, object]]], Awaitable[str]]) -> None:
         self.ctx = ctx
         self.conv = conv
         self.conf = ctx.agent.context
@@ -183,7 +183,7 @@ class Pressure:
         return tokens, counted
 
 
-def summary_body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def summary_body(messages: list[dict[str, Any]]) -> dict[str, object]:
     """The one request a summarize compaction makes: the segment, as text, and the instruction."""
     lines = []
     for m in messages:

@@ -61,7 +61,7 @@ def _is_named(choice: str) -> bool:
     return choice not in ("auto", "required", "none")
 
 
-def _tool_branch(spec: dict[str, Any]) -> dict[str, Any]:
+def _tool_branch(spec: dict[str, Any]) -> dict[str, object]:
     fn = spec["function"]
     parameters = dict(fn.get("parameters") or {"type": "object"})
     return {
@@ -77,7 +77,7 @@ FINAL_BRANCH: dict[str, object] = {
 }
 
 
-def offered(specs: Sequence[dict[str, Any]], choice: str) -> list[dict[str, Any]]:
+def offered(specs: Sequence[dict[str, Any]], choice: str) -> list[dict[str, object]]:
     """The tool declarations a turn with this tool choice offers (all of them, one, or none)."""
     if choice == "none":
         return []

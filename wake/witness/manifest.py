@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-def _nfc(value: Any) -> Any:
+def _nfc(value: object) -> Any:
     if isinstance(value, str):
         return unicodedata.normalize("NFC", value)
     if isinstance(value, Mapping):
@@ -95,7 +95,7 @@ class Manifest:
     tools: dict[str, str]
     root: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"agent": self.agent_id, "tier": self.tier, "root": self.root, "blocks": self.blocks, "tools": self.tools}
 
 
