@@ -35,6 +35,8 @@ import structlog
 from wake import logs
 
 if TYPE_CHECKING:
+    import datetime
+
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Tracer
 
@@ -168,12 +170,12 @@ def span(name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[Any
         yield current
 
 
-def _slot(scheduled_for: Any) -> str:
+def _slot(scheduled_for: datetime.datetime | None) -> str:
     return scheduled_for.isoformat() if scheduled_for is not None else "none"
 
 
 @contextlib.contextmanager
-def wake_span(*, wake_id: uuid.UUID, agent: str, tier: str, trigger: str, scheduled_for: object) -> Iterator[Any]:
+def wake_span(*, wake_id: uuid.UUID, agent: str, tier: str, trigger: str, scheduled_for: datetime.datetime | None) -> Iterator[Any]:
     """The wake's `wake.run` span, opened before its claim; a wake already inside its own (a
     claimed wake's `run_wake`) is given that one. Its log lines carry `trace_id` while it is open."""
     tracer = _tracer

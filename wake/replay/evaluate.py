@@ -27,12 +27,18 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wake.arrival import sources
 from wake.config import Config
 from wake.replay.recording import Recording
 from wake.think.gate import COMPARED_TIERS
+
+if TYPE_CHECKING:
+    from surfaces.registry import Registry
+    from wake.replay.run import Candidate
+    from wake.stores import Stores
+    from wake.think.client import Client
 
 CHECKS = ("quiet", "clean_calls", "mutations_bounded", "facts_settled", "completed")
 # Tools that change facts, and how they name the fact they change (docs/facts.md).
@@ -312,7 +318,7 @@ def per_agent(card: Scorecard) -> dict[str, Scorecard]:
     return {a: score([p for p in card.pairs if p.agent_id == a], card.threshold, card.candidate) for a in agents}
 
 
-async def store(stores: Any, card: Scorecard, started_at: dt.datetime, finished_at: dt.datetime) -> uuid.UUID:
+async def store(stores: Stores, card: Scorecard, started_at: dt.datetime, finished_at: dt.datetime) -> uuid.UUID:
     """Store the run's scorecards (`wake_replay_evals`, one row per agent); returns the run's id."""
     from ledgers import replays
 
@@ -329,7 +335,7 @@ async def store(stores: Any, card: Scorecard, started_at: dt.datetime, finished_
 
 
 async def evaluate(
-    stores: Any, config: Config, registry: Any, wake_ids: Sequence[Any], candidate: Any, client: Any, *, allow_mutations: bool,
+    stores: Stores, config: Config, registry: Registry, wake_ids: Sequence[uuid.UUID], candidate: Candidate, client: Client, *, allow_mutations: bool,
     threshold: float,
 ) -> Scorecard:
     """Replay each wake against `candidate` (each replay stored apart), score the pairs and store
