@@ -9,7 +9,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ledgers import introspection, queries
 from ledgers import rows as ledger_rows
@@ -136,7 +136,10 @@ def _text(value: object) -> str:
     return str(_plain(value))
 
 
-def in_arrival_order(blocks: Mapping[str, object], order: Sequence[str] | None) -> list[tuple[str, Any]]:
+B = TypeVar("B")
+
+
+def in_arrival_order(blocks: Mapping[str, B], order: Sequence[str] | None) -> list[tuple[str, B]]:
     """The blocks in the order the prompt had them (`arrival_order`), any it does not name after."""
     named = [n for n in (order or ()) if n in blocks]
     return [(n, blocks[n]) for n in named] + [(n, b) for n, b in blocks.items() if n not in named]
