@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=8)
     top = parser.parse_args().top
     renames, module_renames, anys, modules, functions = 0, 0, 0, [], []
+    anys_by_file: list[tuple[int, str]] = []
     for path in _files():
         rel = path.relative_to(ROOT).as_posix()
         text = path.read_text()
@@ -57,9 +58,12 @@ def main() -> None:
                 module_renames += sum(1 for a in renamed if _is_module(".".join(p for p in (base, a.name) if p)))
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
                 functions.append((node.end_lineno - node.lineno + 1, f"{rel}:{node.name}"))
-        anys += sum(_mentions_any(a) for a in _annotations(tree))
+        file_anys = sum(_mentions_any(a) for a in _annotations(tree))
+        anys += file_anys
+        anys_by_file.append((file_anys, rel))
     print(f"renaming imports: {renames} ({module_renames} of them a module of ours under another name)")
     print(f"annotations using Any: {anys}")
+    print("most Any:", ", ".join(f"{f} {n}" for n, f in sorted(anys_by_file, reverse=True)[:10] if n))
     print(f"functions over 60 lines in wake/: {sum(1 for n, f in functions if n > 60 and f.startswith('wake/'))}")
     print("largest modules:", ", ".join(f"{f} {n}" for n, f in sorted(modules, reverse=True)[:top]))
     print("largest functions:", ", ".join(f"{f} {n}" for n, f in sorted(functions, reverse=True)[:top]))

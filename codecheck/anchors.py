@@ -43,7 +43,6 @@ import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from codecheck import pysource
 from codecheck.errors import AnchorError as AnchorError  # noqa: F401  (defined in codecheck/errors.py, imported from here too)
@@ -82,8 +81,8 @@ class Anchor:
     def is_code(self) -> bool:
         return self.type in CODE_TYPES
 
-    def inner_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "ref": self.ref}
+    def inner_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"type": self.type, "ref": self.ref}
         if self.where is not None:
             out["where"] = self.where
         if self.ecosystem is not None:
@@ -94,9 +93,9 @@ class Anchor:
             out[_EXPECTED_KEY[self.type]] = self.expected
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The stored form: the `absent` wrapper around the inner anchor when negated."""
-        out: dict[str, Any] = {"type": ABSENT, "anchor": self.inner_json()} if self.negated else self.inner_json()
+        out: dict[str, object] = {"type": ABSENT, "anchor": self.inner_json()} if self.negated else self.inner_json()
         if self.inferred:
             out["inferred"] = True
         return out
@@ -139,7 +138,7 @@ def is_dotted(text: str) -> bool:
     return not text.endswith(".py") and "/" not in text and all(part.isidentifier() for part in text.split("."))
 
 
-def _dotted(value: Any, what: str, *, min_parts: int = 1) -> str:
+def _dotted(value: object, what: str, *, min_parts: int = 1) -> str:
     if not isinstance(value, str) or not is_dotted(value.strip()):
         raise AnchorError(f"{what} must be a dotted Python name such as pkg.module, got {value!r}")
     name: str = value.strip()
@@ -148,7 +147,7 @@ def _dotted(value: Any, what: str, *, min_parts: int = 1) -> str:
     return name
 
 
-def _where(value: Any) -> str:
+def _where(value: object) -> str:
     """A dotted name as given; a path normalized, a directory written `name/` when its normal form
     would read as a dotted name (`./scripts`, `scripts/` -> `scripts/`), so it stays a path."""
     if not isinstance(value, str) or not value.strip():
@@ -160,7 +159,7 @@ def _where(value: Any) -> str:
     return normal + "/" if is_dotted(normal) else normal
 
 
-def _scope(value: Any) -> str:
+def _scope(value: object) -> str:
     if isinstance(value, str) and value.startswith(EXTRA_PREFIX):
         extra = value[len(EXTRA_PREFIX):]
         if _PEP508_NAME.match(extra):
@@ -170,17 +169,17 @@ def _scope(value: Any) -> str:
     raise AnchorError(f"scope must be one of {', '.join(SCOPES)} or extra:NAME, got {_clipped(value)}")
 
 
-def _clipped(value: Any, limit: int = 60) -> str:
+def _clipped(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
-def _bounded(value: Any, what: str) -> None:
+def _bounded(value: object, what: str) -> None:
     if isinstance(value, str) and len(value) > MAX_TEXT:
         raise AnchorError(f"{what} must be at most {MAX_TEXT} characters, got {len(value)}")
 
 
-def _package(value: Any, ecosystem: str | None) -> str:
+def _package(value: object, ecosystem: str | None) -> str:
     if not isinstance(value, str):
         raise AnchorError(f"ref must be a distribution name, got {value!r}")
     if ecosystem == "npm":
@@ -208,7 +207,7 @@ _ALLOWED_KEYS: dict[str, set[str]] = {
 }
 
 
-def _one(raw: Any, *, negated: bool, inferred: bool) -> Anchor:
+def _one(raw: object, *, negated: bool, inferred: bool) -> Anchor:
     if not isinstance(raw, dict):
         raise AnchorError(f"must be an object with a type, got {type(raw).__name__}")
     kind = raw.get("type")
@@ -234,7 +233,7 @@ def _one(raw: Any, *, negated: bool, inferred: bool) -> Anchor:
                   expected=expected)
 
 
-def _expected(kind: str, raw: dict[str, Any]) -> str | None:
+def _expected(kind: str, raw: dict[str, object]) -> str | None:
     """A signature's parameters or a value's literal, in the canonical source form the fingerprint
     gives the code's (`codecheck.pysource`), so the two compare as text."""
     if kind not in _EXPECTED_KEY:
@@ -250,7 +249,7 @@ def _expected(kind: str, raw: dict[str, Any]) -> str | None:
         raise AnchorError(f"{key} {_clipped(given)}: {exc}") from None
 
 
-def _absent(raw: dict[str, Any], *, negated: bool, inferred: bool) -> Anchor:
+def _absent(raw: dict[str, object], *, negated: bool, inferred: bool) -> Anchor:
     if negated:
         raise AnchorError(f"absent wraps one of {', '.join(NEGATABLE_TYPES)}, not another absent")
     extra = set(raw) - {"type", "anchor", "inferred"}
@@ -262,7 +261,7 @@ def _absent(raw: dict[str, Any], *, negated: bool, inferred: bool) -> Anchor:
     return inner
 
 
-def _ref(kind: str, ref: str, ecosystem: Any) -> str:
+def _ref(kind: str, ref: str, ecosystem: object) -> str:
     """`ref` checked and normalized for its anchor type."""
     if kind in ("file", "dir"):
         return workspace_path(ref.rstrip("/") if kind == "dir" and ref.strip("/") else ref, "ref")
@@ -281,10 +280,10 @@ def _ref(kind: str, ref: str, ecosystem: Any) -> str:
     return ref
 
 
-def _label(raw: Any) -> str:
+def _label(raw: object) -> str:
     if isinstance(raw, dict):
         wrapped = raw.get("anchor") if raw.get("type") == ABSENT else None
-        inner: dict[str, Any] = wrapped if isinstance(wrapped, dict) else raw
+        inner: dict[str, object] = wrapped if isinstance(wrapped, dict) else raw
         kind = inner.get("type")
         shown = kind if isinstance(kind, str) and kind.isidentifier() and len(kind) <= 40 else _clipped(kind)  # escaped, clipped
         label = shown if inner is raw else f"absent {shown}"
@@ -293,7 +292,7 @@ def _label(raw: Any) -> str:
     return type(raw).__name__
 
 
-def parse(value: Any) -> list[Anchor]:
+def parse(value: object) -> list[Anchor]:
     """Anchors from their JSON form: a list, or a JSON text of one. Raises `AnchorError` naming
     the first bad anchor (`anchors[1] (import 'x'): ...`); nothing is half-accepted."""
     if isinstance(value, str):
@@ -317,14 +316,14 @@ def parse(value: Any) -> list[Anchor]:
     return out
 
 
-def to_json(anchors: Iterable[Anchor]) -> list[dict[str, Any]]:
+def to_json(anchors: Iterable[Anchor]) -> list[dict[str, object]]:
     return [a.to_json() for a in anchors]
 
 
 # -- the tool parameter schema ----------------------------------------------------------------
 
-def _object(kind: str, description: str, ref: dict[str, Any], extra: dict[str, Any], *, top: bool) -> dict[str, Any]:
-    properties: dict[str, Any] = {"type": {"enum": [kind]}, "ref": {**ref, "description": description}, **extra}
+def _object(kind: str, description: str, ref: dict[str, object], extra: dict[str, object], *, top: bool) -> dict[str, object]:
+    properties: dict[str, object] = {"type": {"enum": [kind]}, "ref": {**ref, "description": description}, **extra}
     if top:
         properties["inferred"] = {"type": "boolean", "description": "true when read from prose, not given by you"}
     return {"type": "object", "properties": properties, "required": ["type", "ref"], "additionalProperties": False}
@@ -338,7 +337,7 @@ _WHERE = {**_TEXT, "description": "where it must be: a path (a file, or a direct
                                    "dotted module or definition (pkg.mod, pkg.mod.Class.method)"}
 
 
-def _code_anchors(*, top: bool) -> list[dict[str, Any]]:
+def _code_anchors(*, top: bool) -> list[dict[str, object]]:
     return [
         _object("file", "a file (not a directory) relative to the workspace root", _TEXT, {}, top=top),
         _object("dir", "a directory relative to the workspace root (a package's directory, scripts/)", _TEXT, {}, top=top),
@@ -350,7 +349,7 @@ def _code_anchors(*, top: bool) -> list[dict[str, Any]]:
     ]
 
 
-def _expected_anchors() -> list[dict[str, Any]]:
+def _expected_anchors() -> list[dict[str, object]]:
     return [
         _object("signature", "a qualified callable: pkg.mod.func or pkg.mod.Class.method (a class: its __init__)", _TEXT,
                 {"params": {**_TEXT, "description": "its parameters as the def writes them, without annotations: "
@@ -364,7 +363,7 @@ def _expected_anchors() -> list[dict[str, Any]]:
 
 # The `anchors` parameter of remember_fact / supersede_fact: portable JSON Schema (enum, anyOf,
 # required, additionalProperties, min/maxLength; no `const`, no regex classes).
-JSON_SCHEMA: dict[str, Any] = {
+JSON_SCHEMA: dict[str, object] = {
     "type": "array",
     "description": (
         "What the fact stands on, checked against your workspace at its git HEAD whenever the fact is read: "

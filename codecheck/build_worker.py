@@ -28,7 +28,7 @@ _BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.stdin.buffer.readl
               "from codecheck import build_worker; build_worker.main()")
 
 
-def _write(stream: IO[bytes], value: Any) -> None:
+def _write(stream: IO[bytes], value: object) -> None:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_FRAME.pack(len(data)) + data)
     stream.flush()
@@ -59,7 +59,7 @@ class Worker:
         proc.stdin.flush()
         return proc
 
-    def call(self, request: tuple[Any, ...]) -> Any:
+    def call(self, request: tuple[object, ...]) -> Any:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._proc = self._start()

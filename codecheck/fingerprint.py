@@ -216,7 +216,7 @@ class Fingerprint:
     built_at: float = 0.0    # the workspace clock when it was built
     cache: BlobCache = field(default_factory=dict, repr=False, compare=False)
     # the builder's own cache of what it walked (codecheck.workspace: subtrees by oid), kept for the next build
-    walk_cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    walk_cache: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
     # every name the workspace defines or uses that an anchor could name, and the TS #39 skeleton of each
     # (codecheck.names): built with the fingerprint, in the worker, so that no budget pays for them
     names: frozenset[str] = frozenset()
@@ -677,7 +677,7 @@ class _Declarations:
         self.found: list[Declaration] = []
         self.problems: list[str] = []
 
-    def pep508(self, spec: Any, group: str, scopes: tuple[str, ...] = ()) -> None:
+    def pep508(self, spec: object, group: str, scopes: tuple[str, ...] = ()) -> None:
         if not isinstance(spec, str):
             self.problems.append(f"{group}: {spec!r} is not a requirement string")
             return
@@ -690,7 +690,7 @@ class _Declarations:
             return
         self.found.append(Declaration(ecosystem="python", name=name, path=self.path, group=group, spec=spec, scopes=scopes))
 
-    def named(self, ecosystem: str, names: Any, group: str, scopes: tuple[str, ...] = (),
+    def named(self, ecosystem: str, names: object, group: str, scopes: tuple[str, ...] = (),
               extras: Mapping[str, tuple[str, ...]] | None = None) -> None:
         """A table of name -> version (poetry, package.json). A poetry entry marked `optional = true`
         is an optional dependency, in the extras of `[tool.poetry.extras]` that list it."""
@@ -707,7 +707,7 @@ class _Declarations:
             self.found.append(Declaration(ecosystem=ecosystem, name=name, path=self.path, group=group, spec=f"{name} {spec}",
                                           scopes=here))
 
-    def pep508_list(self, specs: Any, group: str, scopes: tuple[str, ...] = ()) -> None:
+    def pep508_list(self, specs: object, group: str, scopes: tuple[str, ...] = ()) -> None:
         if specs is None:
             return
         if not isinstance(specs, list):
@@ -950,7 +950,7 @@ def _module_paths(names: Mapping[str, tuple[str, bool]]) -> tuple[dict[str, str]
 
 
 def assemble(head: str, entries: list[Entry], load: Callable[[str], bytes], previous: BlobCache | None = None,
-             *, symlinks: Mapping[str, str] | None = None, walk_cache: dict[Any, Any] | None = None,
+             *, symlinks: Mapping[str, str] | None = None, walk_cache: dict[object, object] | None = None,
              previous_skeletons: Mapping[str, str] | None = None) -> Fingerprint:
     """The fingerprint of one tree: `entries` are its blobs, `load` reads a blob by oid. Summaries
     in `previous` (the last build's cache) are reused for every blob whose oid is unchanged."""

@@ -21,7 +21,6 @@ import posixpath
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from codecheck import anchors as anchors_mod
 from codecheck import coverage, names
@@ -49,7 +48,7 @@ class Finding:
     outcome: str   # holds | fails | unknown, from the fact's side (an `absent` anchor holds when the thing is missing)
     evidence: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"anchor": self.anchor.to_json(), "outcome": self.outcome, "evidence": self.evidence}
 
 
@@ -74,7 +73,7 @@ class Verdict:
             return "inconclusive (no code anchor)"
         return f"{'REFUTED' if self.status == REFUTED else 'inconclusive'}{at}: {self.evidence}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"status": self.status, "evidence": self.evidence, "head": self.head,
                 "findings": [f.as_dict() for f in self.findings], "elapsed_ms": round(self.elapsed_ms, 3),
                 **({"uncovered": list(self.uncovered)} if self.uncovered else {})}
@@ -418,7 +417,7 @@ def _scoped(a: Anchor, found: Sequence[Declaration]) -> Match:
         f"{'/'.join(d.scopes)} ({d.path} {d.group})" for d in found[:_SHOWN_SITES]) + f", not {a.scope}"
 
 
-def _defined_as(name: str, fp: Fingerprint, table: Mapping[str, Any]) -> str:
+def _defined_as(name: str, fp: Fingerprint, table: Mapping[str, object]) -> str:
     """`name` with its re-exports followed (`rich.Console` -> `rich.console.Console`) until a
     name `table` knows, or as far as they lead."""
     for _ in range(_MAX_HOPS):
@@ -524,7 +523,7 @@ class Read(list[Anchor]):
         self.stored = stored
 
 
-def stored_anchors(stored: Any) -> Read | str:
+def stored_anchors(stored: object) -> Read | str:
     """The anchors of a stored fact, the first `anchors.MAX_ANCHORS` of them parsed (the rest are
     never read), or a string saying why they do not parse. The `check` key the arrival query adds
     to each anchor (its ledger lookup) is not part of it."""
@@ -625,7 +624,7 @@ def verify_many(facts: Sequence[Sequence[Anchor] | str], fp: Fingerprint, budget
     return out
 
 
-def fact_anchors(stored: Any, text: str) -> list[Anchor] | str:
+def fact_anchors(stored: object, text: str) -> list[Anchor] | str:
     """A stored fact's anchors (`stored_anchors`), or those inferred from its text when it has no
     code anchors; a string saying why when the stored anchors no longer parse."""
     parsed = stored_anchors(stored)
@@ -654,7 +653,7 @@ def answer_reserve_ms(budget_ms: float) -> float:
 Known = Callable[[str], Awaitable[Mapping[int, Verdict]]]
 
 
-async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], budget_ms: float = DEFAULT_BUDGET_MS,
+async def check(workspace: Workspace | None, facts: Sequence[tuple[object, str]], budget_ms: float = DEFAULT_BUDGET_MS,
                 *, clock: Clock = time.perf_counter, known: Known | None = None) -> Checked:
     """Verify many facts — (stored anchors JSON, fact text) pairs — at one HEAD within one budget.
     The fingerprint is waited for within the budget; a build still running then leaves every fact
@@ -682,7 +681,7 @@ async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], b
                    fingerprint_ready=True, known=frozenset(before))
 
 
-def verify_json(stored: str | list[Any], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, text: str | None = None) -> Verdict:
+def verify_json(stored: str | list[object], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, text: str | None = None) -> Verdict:
     """`verify` from the stored JSON form (a convenience for tools and tests)."""
     return verify(anchors_mod.parse(json.loads(stored) if isinstance(stored, str) else stored), fp, budget_ms, text=text)
 

@@ -34,7 +34,7 @@ class Action(rows.Row):
     surface: str
     tool: str
     summary: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     wake_id: uuid.UUID | None
     fence: int | None
     acted_at: dt.datetime

@@ -16,7 +16,6 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
@@ -46,7 +45,7 @@ class Approval(rows.Row):
     call_id: str
     tool: str
     tool_hash: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     reason: str
     reason_from: str
     requested_at: dt.datetime
@@ -81,13 +80,13 @@ class Queued:
     requested_at: dt.datetime | None = None
 
 
-def _arguments(arguments: dict[str, Any]) -> str:
+def _arguments(arguments: dict[str, object]) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
 async def queue(
     conn: asyncpg.Connection, *, agent_id: str, wake_id: uuid.UUID, tier: str, turn: int, call_id: str, tool: str, tool_hash: str,
-    arguments: dict[str, Any], reason: str, reason_from: str, at: dt.datetime,
+    arguments: dict[str, object], reason: str, reason_from: str, at: dt.datetime,
 ) -> Queued:
     """Record a call pending approval; the same call while one waits is that one (`existing`)."""
     text = _arguments(arguments)

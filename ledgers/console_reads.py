@@ -9,7 +9,6 @@ import json
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 import asyncpg
 
@@ -48,7 +47,7 @@ class Action:
     surface: str
     tool: str
     summary: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     acted_at: dt.datetime
 
 

@@ -14,7 +14,6 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
@@ -61,7 +60,7 @@ class Archived(rows.Row):
     segment: int
     agent_id: str
     strategy: str
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, object]]
     archived_at: dt.datetime
 
 
@@ -80,7 +79,7 @@ class Event(rows.Row):
     pressure_before: float | None
     pressure_after: float | None
     reason: str
-    detail: dict[str, Any]  # the event's own facts (a config_set's key, value and previous value, a compaction's ref...)
+    detail: dict[str, object]  # the event's own facts (a config_set's key, value and previous value, a compaction's ref...)
     at: dt.datetime
 
 
@@ -108,7 +107,7 @@ async def last_wake_peak(conn: asyncpg.Connection, agent_id: str) -> Peak | None
 
 
 async def archive(
-    conn: asyncpg.Connection, *, wake_id: uuid.UUID, segment: int, agent_id: str, strategy: str, messages: list[dict[str, Any]],
+    conn: asyncpg.Connection, *, wake_id: uuid.UUID, segment: int, agent_id: str, strategy: str, messages: list[dict[str, object]],
     at: dt.datetime,
 ) -> None:
     await conn.execute(_sql("archive"), wake_id, segment, agent_id, strategy, json.dumps(messages, ensure_ascii=False), at)
@@ -121,7 +120,7 @@ async def archived(conn: asyncpg.Connection, *, agent_id: str, wake_id: uuid.UUI
 async def record(
     conn: asyncpg.Connection, *, agent_id: str, kind: str, reason: str, at: dt.datetime, wake_id: uuid.UUID | None = None,
     turn: int | None = None, strategy: str | None = None, pressure_before: float | None = None, pressure_after: float | None = None,
-    detail: Mapping[str, Any] | None = None,
+    detail: Mapping[str, object] | None = None,
 ) -> int:
     if kind not in KINDS:
         raise ValueError(f"unknown context event kind {kind!r}; expected one of {', '.join(KINDS)}")
@@ -136,7 +135,7 @@ async def recent(conn: asyncpg.Connection, agent_id: str, *, since: dt.datetime,
     return rows.all_of(Event, await conn.fetch(_sql("recent"), agent_id, since, limit))
 
 
-async def settings(conn: asyncpg.Connection, agent_id: str) -> dict[str, Any]:
+async def settings(conn: asyncpg.Connection, agent_id: str) -> dict[str, object]:
     """The agent's own settings: {key: newest value it set}. A mapping, not a record: its keys are
     the settings the agent chose to set (`wake.think.pressure` knows them), each value any JSON."""
     return {r["key"]: json.loads(r["value"]) for r in await conn.fetch(_sql("settings"), agent_id)}

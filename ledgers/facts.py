@@ -42,10 +42,10 @@ class Remembered:
     supersedes_id: uuid.UUID | None
     key: str = ""  # the fact's key, for the graph anchor's default subject (not part of the answer)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The answer the remember and supersede tools give the agent: a serialiser of tool JSON,
         whose keys vary with the passport (attestation, supersession, the unverified note), so a dict."""
-        out: dict[str, Any] = {"fact_id": str(self.fact_id), "status": self.status}
+        out: dict[str, object] = {"fact_id": str(self.fact_id), "status": self.status}
         if self.attestation is not None:
             out["attested"] = self.attestation.attested
             out["attestation"] = self.attestation.reason
@@ -71,7 +71,7 @@ class ArrivalFact(rows.Row):
     fact_value: str
     origin: str
     status: str
-    anchors: list[dict[str, Any]]
+    anchors: list[dict[str, object]]
     recorded_on: str
     recorded_day: str
     superseded_day: str | None
@@ -93,7 +93,7 @@ class Fact(rows.Row):
     attested_ref: uuid.UUID | None
     source_ref: uuid.UUID | None
     supersedes_id: uuid.UUID | None
-    anchors: list[dict[str, Any]]
+    anchors: list[dict[str, object]]
     wake_id: uuid.UUID | None
     recorded_at: dt.datetime
     superseded_at: dt.datetime | None
@@ -103,7 +103,7 @@ _sql = queries.named("facts")
 _window = queries.named("fact_window")
 
 
-def _anchors_json(anchors: Any) -> str:
+def _anchors_json(anchors: object) -> str:
     """Typed anchors (`codecheck.anchors`): provenance ({"type": message|wake|url, "ref": ...}) and
     code anchors (file, import, symbol, env, package, absent), as the JSON text the column stores."""
     try:
@@ -135,7 +135,7 @@ async def _passport(
 
 async def remember(
     conn: asyncpg.Connection, *, agent_id: str, key: str, value: str, origin: str, recorded_at: dt.datetime,
-    category: str = "general", source_ref: uuid.UUID | None = None, anchors: list[dict[str, Any]] | None = None,
+    category: str = "general", source_ref: uuid.UUID | None = None, anchors: list[dict[str, object]] | None = None,
     wake_id: uuid.UUID | None = None, fact_id: uuid.UUID | None = None,
 ) -> Remembered:
     """Store a new fact (call inside a transaction). A key that already has an active fact is
@@ -157,7 +157,7 @@ async def remember(
 
 async def supersede(
     conn: asyncpg.Connection, *, agent_id: str, fact_id: uuid.UUID, value: str, origin: str, recorded_at: dt.datetime,
-    source_ref: uuid.UUID | None = None, anchors: list[dict[str, Any]] | None = None, wake_id: uuid.UUID | None = None,
+    source_ref: uuid.UUID | None = None, anchors: list[dict[str, object]] | None = None, wake_id: uuid.UUID | None = None,
     new_fact_id: uuid.UUID | None = None,
 ) -> Remembered:
     """Replace an active fact's value with a new fact that points back at it (same key).

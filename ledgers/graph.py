@@ -51,7 +51,7 @@ def _q(name: str) -> str:
     return load("graph")[name]
 
 
-def _native(value: Any) -> Any:
+def _native(value: object) -> object:
     """neo4j.time values become datetime ones; lists are walked."""
     if isinstance(value, list):
         return [_native(v) for v in value]
@@ -93,7 +93,7 @@ class Graph:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise GraphUnavailable(self.address, f"{type(exc).__name__}: {text}".rstrip(": ")) from exc
 
-    async def read(self, query: str, **params: Any) -> list[dict[str, Any]]:
+    async def read(self, query: str, **params: object) -> list[dict[str, Any]]:
         """The rows of one named read, their neo4j.time values as datetimes. Rows as mappings,
         not records: each Cypher query returns its own shape, which the function that runs it
         (`view`, `neighbors`...) reads into its own record or answer."""
@@ -105,7 +105,7 @@ class Graph:
         records: list[Any] = result.records
         return [{k: _native(v) for k, v in r.items()} for r in records]
 
-    async def write(self, query: str, *, agent_id: str, fence: int | None, now: dt.datetime, **params: Any) -> list[dict[str, Any]]:
+    async def write(self, query: str, *, agent_id: str, fence: int | None, now: dt.datetime, **params: object) -> list[dict[str, Any]]:
         """Run one named write in a transaction fenced by the agent's Fence node; its rows as `read`
         returns them (mappings, for the same reason).
 
@@ -114,7 +114,7 @@ class Graph:
         import neo4j
 
         @neo4j.unit_of_work(timeout=self.timeout_s)
-        async def work(tx: Any) -> list[Any]:
+        async def work(tx: Any) -> list[object]:
             if fence is not None:
                 record = await (await tx.run(_q("fence"), agent_id=agent_id, fence=fence, now=now)).single()
                 newest = int(record["newest"])
@@ -228,7 +228,7 @@ async def view(graph: Graph, agent_id: str, *, since: dt.datetime, max_anchors: 
 # -- tools' reads and writes -------------------------------------------------------------------
 
 
-def entity_name(value: Any, what: str) -> str:
+def entity_name(value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{what} must be a non-empty entity name")
     name = value.strip()
@@ -237,7 +237,7 @@ def entity_name(value: Any, what: str) -> str:
     return name
 
 
-def relation(value: Any) -> str:
+def relation(value: object) -> str:
     if not isinstance(value, str) or not RELATION.match(value):
         raise ValueError(f"relation must be UPPER_SNAKE_CASE (e.g. WORKS_ON), got {value!r}")
     return value

@@ -91,7 +91,7 @@ class Diff:
     def first(self) -> bool:
         return self.against is None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         """The diff as the row's `diff` column and `wake diff --json` hold it: JSON, so a dict."""
         if self.against is None:
             return {"first": True, "against": None}
@@ -122,7 +122,7 @@ class WakeDiff:
     agent: Diff
     tier: Diff
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         """The row's `diff` column (and `wake up --json`'s): JSON, so a dict."""
         return {"agent": self.agent.as_json(), "tier": self.tier.as_json()}
 
@@ -351,7 +351,7 @@ async def record_unchecked_claims(conn: asyncpg.Connection, wake_id: uuid.UUID, 
     return await conn.fetchval(_sql("record_unchecked_claims"), wake_id, count) is not None
 
 
-def _json(value: Any) -> Any:
+def _json(value: object) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
@@ -468,7 +468,7 @@ async def previous_both(
     return Previous(agent=previous.get("agent"), tier=previous.get("tier"), recent=tuple(newest))
 
 
-def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:
+def _insert_args(row: WakeRow, status: str) -> tuple[object, ...]:
     return (
         row.wake_id, row.agent_id, row.tier, row.trigger, row.scheduled_for, status, row.started_at,
         row.manifest_root, json.dumps(dict(row.blocks)), len(row.tool_hashes), row.active_tool_names,
@@ -478,7 +478,7 @@ def _insert_args(row: WakeRow, status: str) -> tuple[Any, ...]:
     )
 
 
-def _transaction(conn: asyncpg.Connection) -> contextlib.AbstractAsyncContextManager[Any]:
+def _transaction(conn: asyncpg.Connection) -> contextlib.AbstractAsyncContextManager[object]:
     """The caller's transaction when it holds one (the writes are its, and a savepoint would cost
     two round trips), else a new one."""
     return contextlib.nullcontext() if conn.is_in_transaction() else conn.transaction()
@@ -569,7 +569,7 @@ class WakeSummary:
         values = {f.name: r[f.name] for f in dataclasses.fields(cls)}
         return cls(**{**values, "tier": Tier(r["tier"]), "trigger": Trigger(r["trigger"]), "status": Status(r["status"])})
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, object]:
         """The columns as `wake ledger --json` and `wake status` print them: JSON, so a dict."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 

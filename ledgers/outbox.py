@@ -14,7 +14,6 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
@@ -24,7 +23,7 @@ _sql = queries.named("outbox")
 
 
 async def enqueue(
-    conn: asyncpg.Connection, *, wake_id: uuid.UUID, route: str, agent_id: str, tier: str, payload: dict[str, Any], at: dt.datetime,
+    conn: asyncpg.Connection, *, wake_id: uuid.UUID, route: str, agent_id: str, tier: str, payload: dict[str, object], at: dt.datetime,
 ) -> int | None:
     """Queue one delivery; None if this wake already has one for the route."""
     value: int | None = await conn.fetchval(_sql("enqueue"), wake_id, route, agent_id, tier, json.dumps(payload, default=str), at)
@@ -42,7 +41,7 @@ class Due(rows.Row):
     route: str
     agent_id: str
     tier: str
-    payload: dict[str, Any]  # the delivery's JSON document, as the settle queued it
+    payload: dict[str, object]  # the delivery's JSON document, as the settle queued it
     attempts: int
     created_at: dt.datetime
 
@@ -58,7 +57,7 @@ class Delivery(rows.Row):
     route: str
     agent_id: str
     tier: str
-    payload: dict[str, Any]
+    payload: dict[str, object]
     state: str  # pending | sent | dead
     attempts: int
     created_at: dt.datetime

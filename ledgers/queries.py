@@ -99,7 +99,7 @@ def count_text(n: int) -> str:
     return f"more than {COUNT_CAP}" if capped(n) else str(n)
 
 
-def counted(records: Records, limit: int, *, total_column: str = "total") -> tuple[list[dict[str, Any]], int]:
+def counted(records: Records, limit: int, *, total_column: str = "total") -> tuple[list[dict[str, object]], int]:
     """Rows of a query that selects its count as `total` (`count(*) OVER ()`, or a bounded count
     beside the rows), and that total.
 

@@ -48,7 +48,7 @@ class ReplayRecord(rows.Row):
     tier: str
     route: str
     model: str
-    candidate: dict[str, Any]
+    candidate: dict[str, object]
     live_readonly: bool
     request_sha256: str
     request_matches: bool | None
@@ -69,12 +69,12 @@ class ReplayRecord(rows.Row):
     refusals: int
     out_of_recording: int
     live_calls: int
-    report: dict[str, Any]
+    report: dict[str, object]
     duration_ms: float
     started_at: dt.datetime
     finished_at: dt.datetime
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, object]:
         """The row as `wake replay show --json` prints it: JSON, so a dict."""
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
@@ -166,7 +166,7 @@ def as_dict(record: ReplayRecord, stored: StoredReplay) -> dict[str, Any]:
     """A replay's transcript as data, in the shape of a wake's (`ledgers.transcripts.as_dict`), each
     call with what answered it (`answered_from`) and whether its tool mutates: `wake show REPLAY
     --transcript [--json]`, `wake replay show --transcript` and the console read this."""
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, object]] = []
     texts: dict[int, str | None] = {}
     for m, body in stored.messages:
         decoded: dict[str, Any] = json.loads(body) if body is not None else {}
@@ -205,9 +205,9 @@ class EvalRecord(rows.Row):
     agent_id: str
     wakes: int
     threshold: float
-    candidate: dict[str, Any]
+    candidate: dict[str, object]
     regressed: list[str]
-    scorecard: dict[str, Any]
+    scorecard: dict[str, object]
     started_at: dt.datetime
     finished_at: dt.datetime
 

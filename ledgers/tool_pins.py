@@ -90,8 +90,8 @@ class Finding(rows.Row):
     policy: str
     pinned_hash: str
     seen_hash: str
-    pinned_declaration: dict[str, Any]
-    seen_declaration: dict[str, Any]
+    pinned_declaration: dict[str, object]
+    seen_declaration: dict[str, object]
     diff: str
     raised_at: dt.datetime
     state: str
@@ -112,7 +112,7 @@ class Accepted(rows.Row):
     superseded: int
 
 
-def declaration_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+def declaration_diff(old: Mapping[str, object], new: Mapping[str, object]) -> str:
     """A unified diff of two declarations, each as indented JSON with sorted keys."""
     a = json.dumps(old, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
     b = json.dumps(new, indent=2, sort_keys=True, ensure_ascii=False).splitlines()

@@ -122,7 +122,7 @@ def _body_problem(what: str, sha: str, kind: str | None, body: str | None, expec
 STRUCTURED_ANSWER = "The tool {tool} answered:\n"
 
 
-def _answer_problem(call: Call, answers: Mapping[int, tuple[str, Any]]) -> str | None:
+def _answer_problem(call: Call, answers: Mapping[int, tuple[str, object]]) -> str | None:
     role, message = answers.get(call.answer_seq, (None, None))
     if role == "user" and isinstance(message, dict) and str(message.get("content") or "").startswith(
         STRUCTURED_ANSWER.format(tool=call.tool or "(none)")
@@ -135,11 +135,11 @@ def _answer_problem(call: Call, answers: Mapping[int, tuple[str, Any]]) -> str |
     return None
 
 
-def audit(stored: Stored, row: Mapping[str, Any]) -> list[tuple[str, str]]:
+def audit(stored: Stored, row: Mapping[str, object]) -> list[tuple[str, str]]:
     """Every part of the transcript that does not agree: (part, what differs). Recomputes each
     body's hash, checks the order, each call's answer, the row's counts and the root."""
     problems: list[tuple[str, str]] = []
-    answers: dict[int, tuple[str, Any]] = {}
+    answers: dict[int, tuple[str, object]] = {}
     for n, (m, kind, body) in enumerate(stored.messages):
         if m.seq != n:
             problems.append((f"transcript message {n}", f"the next stored message is {m.seq}: a message was removed or renumbered"))
@@ -169,11 +169,11 @@ def audit(stored: Stored, row: Mapping[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
-def as_dict(stored: Stored, row: Mapping[str, Any]) -> dict[str, Any]:
+def as_dict(stored: Stored, row: Mapping[str, object]) -> dict[str, object]:
     """The transcript as data (`wake show --transcript --json`, the MCP server): each message with
     its stored body decoded, each call with its arguments and its answer's text. A serialiser of
     JSON whose message keys vary with the role (tool calls, a call id), so a dict, not a record."""
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, object]] = []
     texts: dict[int, str | None] = {}
     for m, _, body in stored.messages:
         decoded: dict[str, Any] = json.loads(body) if body is not None else {}

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 from frontmatter.default_handlers import YAMLHandler
@@ -31,7 +30,7 @@ _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
 
 @dataclass(frozen=True, kw_only=True)
 class Document:
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     body: str
 
     @property

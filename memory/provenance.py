@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 MODEL, TOOL_RESULT, HUMAN, OPERATOR = "model", "tool_result", "human", "operator"
 SOURCES = (MODEL, TOOL_RESULT, HUMAN, OPERATOR)
@@ -91,7 +90,7 @@ def classify(content: str, origins: Iterable[Origin]) -> Provenance:
     return Provenance(sources=sources, refs=tuple(dict.fromkeys([*tools, *humans]))) if sources else Provenance()
 
 
-def strings(value: Any) -> Iterator[str]:
+def strings(value: object) -> Iterator[str]:
     """Every string in a tool's answer: the answer itself, or each string inside the JSON it is."""
     if isinstance(value, str):
         try:

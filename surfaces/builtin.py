@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import zoneinfo
-from typing import Any
 
 from ledgers import introspection
 from surfaces.context import ToolContext
 from surfaces.registry import Tool, tool
 
-_EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+_EMPTY: dict[str, object] = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
 @tool(
@@ -18,7 +17,7 @@ _EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalPropert
     parameters=_EMPTY,
     surfaces={"chat", "wake"},
 )
-async def local_time(ctx: ToolContext) -> dict[str, Any]:
+async def local_time(ctx: ToolContext) -> dict[str, object]:
     local = ctx.now.astimezone(zoneinfo.ZoneInfo(ctx.timezone))
     return {"local": local.isoformat(timespec="seconds"), "timezone": ctx.timezone, "weekday": local.strftime("%A")}
 
@@ -33,7 +32,7 @@ async def local_time(ctx: ToolContext) -> dict[str, Any]:
     },
     surfaces={"chat", "wake.surface"},
 )
-async def wake_history(ctx: ToolContext, limit: int = 10) -> list[dict[str, Any]]:
+async def wake_history(ctx: ToolContext, limit: int = 10) -> list[dict[str, object]]:
     async with ctx.read() as conn:
         rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=limit)
     return [
@@ -51,7 +50,7 @@ async def wake_history(ctx: ToolContext, limit: int = 10) -> list[dict[str, Any]
     parameters=_EMPTY,
     surfaces={"wake"},
 )
-async def wake_manifest(ctx: ToolContext) -> dict[str, Any]:
+async def wake_manifest(ctx: ToolContext) -> dict[str, object]:
     async with ctx.read() as conn:
         row = await introspection.get(conn, ctx.wake_id)
     if row is None:

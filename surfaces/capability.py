@@ -53,7 +53,7 @@ def _inert(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> list[
 def build(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> CapabilityMap:
     """`tier_binds` maps a tier label (`agent.tier`) to its binds."""
     bound_by: dict[str, list[str]] = {t.name: [] for t in registry}
-    tiers: dict[str, dict[str, Any]] = {}
+    tiers: dict[str, dict[str, object]] = {}
     for label, binds in tier_binds.items():
         binding = registry.binding(binds)
         for t in binding:

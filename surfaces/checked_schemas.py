@@ -19,7 +19,6 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 MAX_ENTRIES = 4096  # digests kept; past it the file starts again (tools come and go with MCP servers)
 
@@ -34,14 +33,14 @@ class CheckedSchemas:
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 self._known = {line for line in path.read_text().split("\n") if len(line) == 64}
 
-    def digest(self, schema: Mapping[str, Any]) -> str:
+    def digest(self, schema: Mapping[str, object]) -> str:
         text = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=repr)
         return hashlib.sha256(f"{self._checker}\0{text}".encode()).hexdigest()
 
-    def passed(self, schema: Mapping[str, Any]) -> bool:
+    def passed(self, schema: Mapping[str, object]) -> bool:
         return self.digest(schema) in self._known
 
-    def remember(self, schema: Mapping[str, Any]) -> None:
+    def remember(self, schema: Mapping[str, object]) -> None:
         digest = self.digest(schema)
         if digest not in self._known:
             if len(self._known) >= MAX_ENTRIES:

@@ -61,7 +61,7 @@ def _conversation(ctx: ToolContext) -> Conversation:
 )
 async def context_compact(
     ctx: ToolContext, strategy: str, keep_last: int = 6, first: int | None = None, last: int | None = None, reason: str = "",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     conv = _conversation(ctx)
     if strategy == "archive-segment" and (first is None or last is None or last < first):
         raise ContextToolError("archive-segment needs first and last (0-based, first <= last)")
@@ -87,7 +87,7 @@ async def context_compact(
     surfaces={"wake.full"},
     mutates=True,
 )
-async def ignore_compaction(ctx: ToolContext, reason: str) -> dict[str, Any]:
+async def ignore_compaction(ctx: ToolContext, reason: str) -> dict[str, object]:
     conv = _conversation(ctx)
     if not reason.strip():
         raise ContextToolError("a reason is required")
@@ -125,7 +125,7 @@ def _grace(value: str, bounds: dict[str, Any]) -> int:
     return int(value)
 
 
-def _parse(key: str, value: str, settings: dict[str, Any]) -> Any:
+def _parse(key: str, value: str, settings: dict[str, Any]) -> object:
     """The value of `key`, checked against the operator's bounds; a refusal names the bound."""
     bounds = settings.get("bounds", {})
     if key in THRESHOLD_KEYS:
@@ -160,7 +160,7 @@ def _parse(key: str, value: str, settings: dict[str, Any]) -> Any:
     surfaces={"wake.full"},
     mutates=True,
 )
-async def context_config_set(ctx: ToolContext, key: str, value: str, reason: str = "") -> dict[str, Any]:
+async def context_config_set(ctx: ToolContext, key: str, value: str, reason: str = "") -> dict[str, object]:
     conv = _conversation(ctx)
     parsed = _parse(key, value, conv.settings)
     before = conv.settings.get(key)
@@ -174,7 +174,7 @@ async def context_config_set(ctx: ToolContext, key: str, value: str, reason: str
     return {"key": key, "value": parsed, "previous": before}
 
 
-async def status(ctx: ToolContext) -> dict[str, Any]:
+async def status(ctx: ToolContext) -> dict[str, object]:
     """What `memory status` shows of context: this wake's pressure, the last wake's peak, the last compaction, the audit."""
     conv = ctx.conversation
     async with ctx.read() as conn:
@@ -186,7 +186,7 @@ async def status(ctx: ToolContext) -> dict[str, Any]:
         counts[str(e.kind)] = counts.get(str(e.kind), 0) + 1
     compactions = [e for e in events if e.kind in ("compacted", "auto_compacted")]
     narrowed = [e for e in events if e.kind == "narrowed"]
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "pressure": round(conv.pressure, 4) if conv else None,
         "peak": round(conv.peak, 4) if conv else None,
         "turn": conv.turn if conv else None,
@@ -213,11 +213,11 @@ async def status(ctx: ToolContext) -> dict[str, Any]:
     parameters={"type": "object", "properties": {}, "additionalProperties": False},
     surfaces={"wake.full"},
 )
-async def context_status(ctx: ToolContext) -> dict[str, Any]:
+async def context_status(ctx: ToolContext) -> dict[str, object]:
     return await status(ctx)
 
 
-async def search(ctx: ToolContext, ref: str) -> dict[str, Any]:
+async def search(ctx: ToolContext, ref: str) -> dict[str, object]:
     """The archived segment `archive:<wake>-seg-<n>` (what `memory search archive:...` shows)."""
     m = ARCHIVE_REF.match(ref.strip())
     if m is None:
@@ -240,7 +240,7 @@ async def search(ctx: ToolContext, ref: str) -> dict[str, Any]:
     },
     surfaces={"wake.full"},
 )
-async def archive_search(ctx: ToolContext, ref: str) -> dict[str, Any]:
+async def archive_search(ctx: ToolContext, ref: str) -> dict[str, object]:
     return await search(ctx, ref)
 
 

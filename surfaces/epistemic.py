@@ -136,7 +136,7 @@ async def settle(conn: asyncpg.Connection, row_id: uuid.UUID, agent_id: str, ver
 # -- the tools ---------------------------------------------------------------------------------
 
 _TEXT = {"type": "string", "minLength": 1}
-_PROBE_PROPERTIES: dict[str, Any] = {
+_PROBE_PROPERTIES: dict[str, object] = {
     "target": {"type": "string", "minLength": 1, "description": "A path inside the probe roots (relative to the first root)."},
     "mode": {"type": "string", "enum": list(probe.MODES)},
     "needle": {"type": "string", "minLength": 1, "description": "mode contains only: a literal string, searched byte for byte."},
@@ -177,7 +177,7 @@ _PROBE_PROPERTIES: dict[str, Any] = {
     surfaces={"chat", "wake.surface"},
     mutates=True,
 )
-async def retract(ctx: ToolContext, probe: dict[str, Any] | None = None, fact_id: str | None = None, **fields: Any) -> dict[str, Any]:
+async def retract(ctx: ToolContext, probe: dict[str, object] | None = None, fact_id: str | None = None, **fields: object) -> dict[str, object]:
     if probe:
         fields.update({f"probe_{k}": v for k, v in probe.items()})
     new = new_retraction(ctx.agent_id, fields, ctx.now)
@@ -208,7 +208,7 @@ async def retract(ctx: ToolContext, probe: dict[str, Any] | None = None, fact_id
     surfaces={"chat", "wake.surface"},
     mutates=True,
 )
-async def settle_falsifier(ctx: ToolContext, id: str, verdict: str, outcome: str) -> dict[str, Any]:
+async def settle_falsifier(ctx: ToolContext, id: str, verdict: str, outcome: str) -> dict[str, object]:
     try:
         row_id = uuid.UUID(id)
     except ValueError as exc:
@@ -241,7 +241,7 @@ async def settle_falsifier(ctx: ToolContext, id: str, verdict: str, outcome: str
 async def claim_probe(
     ctx: ToolContext, target: str, mode: str, needle: str | None = None, negate: bool = False, assertion: str | None = None,
     retraction_id: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     spec = make_spec(target, mode, needle, negate, assertion)
     try:
         rid = uuid.UUID(retraction_id) if retraction_id else None

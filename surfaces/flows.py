@@ -41,7 +41,7 @@ BUILTIN: Mapping[str, frozenset[str]] = {
 }
 
 
-def from_annotations(annotations: Mapping[str, Any]) -> frozenset[str]:
+def from_annotations(annotations: Mapping[str, object]) -> frozenset[str]:
     """An MCP tool's default labels from its annotations, read as the MCP specification defines
     them (`openWorldHint` absent means true, `readOnlyHint` absent means false): a tool that reaches
     an open world brings its text in (`untrusted_input`) and, unless it is read-only, can send to

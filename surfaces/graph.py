@@ -34,7 +34,7 @@ _EDGE: dict[str, Any] = {
 }
 
 
-async def _answer(ctx: ToolContext, name: str, call: Callable[[graph.Graph], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+async def _answer(ctx: ToolContext, name: str, call: Callable[[graph.Graph], Awaitable[dict[str, object]]]) -> dict[str, object]:
     g = ctx.graph
     if g is None:
         return {"error": "the graph is not configured (no neo4j.uri)"}
@@ -65,16 +65,16 @@ async def _answer(ctx: ToolContext, name: str, call: Callable[[graph.Graph], Awa
     },
     surfaces={"chat", "wake"},
 )
-async def graph_neighbors(ctx: ToolContext, name: str, relation: str | None = None) -> dict[str, Any]:
+async def graph_neighbors(ctx: ToolContext, name: str, relation: str | None = None) -> dict[str, object]:
     limit = ctx.settings.graph_neighbors_max
 
-    async def call(g: graph.Graph) -> dict[str, Any]:
+    async def call(g: graph.Graph) -> dict[str, object]:
         return neighbors_json(await graph.neighbors(g, ctx.agent_id, name, rel=relation, limit=limit))
 
     return await _answer(ctx, "graph_neighbors", call)
 
 
-def neighbors_json(n: graph.Neighbors) -> dict[str, Any]:
+def neighbors_json(n: graph.Neighbors) -> dict[str, object]:
     """The tool's answer: the entity's kind only when it was found."""
     if not n.found:
         return {"entity": n.entity, "found": False, "total": 0, "neighbors": []}
@@ -102,8 +102,8 @@ def neighbors_json(n: graph.Neighbors) -> dict[str, Any]:
 )
 async def graph_link(
     ctx: ToolContext, source: str, relation: str, target: str, source_kind: str | None = None, target_kind: str | None = None
-) -> dict[str, Any]:
-    async def call(g: graph.Graph) -> dict[str, Any]:
+) -> dict[str, object]:
+    async def call(g: graph.Graph) -> dict[str, object]:
         async with ctx.write():
             created = await graph.link(
                 g, graph_write(ctx, f"graph_link:{ctx.wake_id}"), source, relation, target, source_kind=source_kind, target_kind=target_kind
@@ -120,8 +120,8 @@ async def graph_link(
     surfaces={"wake.surface", "wake.full"},
     mutates=True,
 )
-async def graph_unlink(ctx: ToolContext, source: str, relation: str, target: str) -> dict[str, Any]:
-    async def call(g: graph.Graph) -> dict[str, Any]:
+async def graph_unlink(ctx: ToolContext, source: str, relation: str, target: str) -> dict[str, object]:
+    async def call(g: graph.Graph) -> dict[str, object]:
         async with ctx.write():
             removed = await graph.unlink(g, graph_write(ctx, f"graph_unlink:{ctx.wake_id}"), source, relation, target)
         return {"removed": removed, "source": source.strip(), "relation": relation, "target": target.strip()}

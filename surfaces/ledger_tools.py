@@ -34,7 +34,7 @@ _ORIGIN = {
     "description": "did = your own action or lookup; saw = told by a human or observed (cite the message in source_ref).",
 }
 # What remember_fact and supersede_fact both take (their `about` and `source_ref` differ in wording).
-_FACT_VALUE: dict[str, Any] = {
+_FACT_VALUE: dict[str, object] = {
     "value": {"type": "string", "minLength": 1, "maxLength": 2000},
     "origin": _ORIGIN,
     "anchors": _ANCHORS,
@@ -54,7 +54,7 @@ def _uuid(value: str | None, name: str) -> uuid.UUID | None:
         raise ValueError(f"{name} must be a UUID, got {value!r}") from None
 
 
-def _with_inferred(value: str, anchors: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def _with_inferred(value: str, anchors: list[dict[str, object]] | None) -> list[dict[str, object]]:
     """The anchors as given; when none of them is a code anchor, those read from the value's prose
     (backticked paths and names, quoted imports, $VARS) are added, each marked `inferred`: the
     check reports what it finds for them and never decides on them."""
@@ -71,7 +71,7 @@ NO_CODE_ANCHOR_NOTE = (
 )
 
 
-def _anchor_note(ctx: ToolContext, anchors: list[dict[str, Any]] | None) -> dict[str, str]:
+def _anchor_note(ctx: ToolContext, anchors: list[dict[str, object]] | None) -> dict[str, str]:
     """What the answer says when an agent with a workspace gave no code anchor (verify-on-read
     cannot settle the fact)."""
     if ctx.agent_id not in ctx.settings.with_workspace:
@@ -97,7 +97,7 @@ async def _fingerprint(ctx: ToolContext) -> Fingerprint | None:
         return None
 
 
-async def _checked(ctx: ToolContext, value: str, anchors: list[dict[str, Any]] | None) -> dict[str, Any]:
+async def _checked(ctx: ToolContext, value: str, anchors: list[dict[str, object]] | None) -> dict[str, Any]:
     """Refuse an anchor naming a look-alike of a workspace name (`codecheck.names`: one line naming
     both); the answer's `not_checked` when the value claims names or numbers no anchor covers
     (`codecheck.coverage`), so the model can add anchors. Nothing is written on a refusal."""
@@ -157,8 +157,8 @@ def _date(value: str | None) -> dt.date | None:
 )
 async def remember_fact(
     ctx: ToolContext, key: str, value: str, origin: str, category: str = "general", source_ref: str | None = None,
-    anchors: list[dict[str, Any]] | None = None, about: str | None = None, about_kind: str | None = None,
-) -> dict[str, Any]:
+    anchors: list[dict[str, object]] | None = None, about: str | None = None, about_kind: str | None = None,
+) -> dict[str, object]:
     subject = graph_anchors.about(about)
     checked = await _checked(ctx, value, anchors)
     async with ctx.write() as conn:
@@ -194,9 +194,9 @@ async def remember_fact(
     mutates=True,
 )
 async def supersede_fact(
-    ctx: ToolContext, fact_id: str, value: str, origin: str, source_ref: str | None = None, anchors: list[dict[str, Any]] | None = None,
+    ctx: ToolContext, fact_id: str, value: str, origin: str, source_ref: str | None = None, anchors: list[dict[str, object]] | None = None,
     about: str | None = None, about_kind: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     old_id = _uuid(fact_id, "fact_id")
     assert old_id is not None
     subject = graph_anchors.about(about)
@@ -236,7 +236,7 @@ async def supersede_fact(
 )
 async def add_commitment(
     ctx: ToolContext, title: str, due_on: str | None = None, about: str | None = None, about_kind: str | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     due = _date(due_on)
     subject = graph_anchors.about(about)
     async with ctx.write() as conn:
@@ -264,7 +264,7 @@ async def add_commitment(
     surfaces={"chat", "wake"},
     mutates=True,
 )
-async def complete_commitment(ctx: ToolContext, commitment_id: int, status: str = "done", outcome: str | None = None) -> dict[str, Any]:
+async def complete_commitment(ctx: ToolContext, commitment_id: int, status: str = "done", outcome: str | None = None) -> dict[str, object]:
     try:
         async with ctx.write() as conn:
             await commitments.complete(conn, agent_id=ctx.agent_id, commitment_id=commitment_id, status=status, outcome=outcome, completed_at=ctx.now)
@@ -291,7 +291,7 @@ async def complete_commitment(ctx: ToolContext, commitment_id: int, status: str 
     surfaces={"wake"},
     mutates=True,
 )
-async def write_daybook(ctx: ToolContext, entry: str) -> dict[str, Any]:
+async def write_daybook(ctx: ToolContext, entry: str) -> dict[str, object]:
     async with ctx.write() as conn:
         entry_id = await daybook.append(conn, agent_id=ctx.agent_id, wake_id=ctx.wake_id, entry=entry, written_at=ctx.now)
     return {"entry_id": entry_id}
@@ -317,7 +317,7 @@ async def write_daybook(ctx: ToolContext, entry: str) -> dict[str, Any]:
     surfaces=_DELIBERATE,
     mutates=True,
 )
-async def fold_summary(ctx: ToolContext, aspect: str, content: str, deltas: list[str] | None = None) -> dict[str, Any]:
+async def fold_summary(ctx: ToolContext, aspect: str, content: str, deltas: list[str] | None = None) -> dict[str, object]:
     if not content.strip():
         raise ValueError("content must be non-empty")
     merged = [d.strip() for d in deltas or [] if d.strip()]

@@ -27,12 +27,16 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from surfaces import flows as flow_labels
 from surfaces.errors import DeclarationError, McpToolError
 from surfaces.errors import McpUnavailable as McpUnavailable
 from surfaces.registry import Tool
+
+if TYPE_CHECKING:  # the SDK is imported when a server starts
+    import mcp_types
+    from mcp import Client
 
 SEPARATOR = "__"
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -75,10 +79,10 @@ class McpTool(Tool):
 
     server: str = ""
     remote_name: str = ""
-    annotations: Mapping[str, Any] = field(default_factory=dict)
+    annotations: Mapping[str, object] = field(default_factory=dict)
     pin_policy: str = "strict"
 
-    def declaration(self) -> dict[str, Any]:
+    def declaration(self) -> dict[str, object]:
         return {
             "name": self.name, "description": self.description, "parameters": self.parameters, "version": self.version,
             "server": self.server, "tool": self.remote_name, "annotations": dict(self.annotations),
@@ -90,7 +94,7 @@ def namespaced(server: str, tool: str) -> str:
     return f"{server}{SEPARATOR}{_SAFE.sub('_', tool)}"
 
 
-def _json_safe(value: Any) -> Any:
+def _json_safe(value: object) -> Any:
     """A schema as the manifest can hash it: integral floats as integers (JSON has no difference)."""
     if isinstance(value, float):
         return int(value) if value.is_integer() else repr(value)
@@ -101,11 +105,11 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _globbed(rules: Sequence[tuple[str, Any]], name: str) -> list[Any]:
+def _globbed(rules: Sequence[tuple[str, object]], name: str) -> list[Any]:
     return [value for pattern, value in rules if fnmatch.fnmatchcase(name, pattern)]
 
 
-def build_tools(spec: ServerSpec, listed: Sequence[Any], server_version: str, handler_for: Callable[[str], Any],
+def build_tools(spec: ServerSpec, listed: Sequence[mcp_types.Tool], server_version: str, handler_for: Callable[[str], Any],
                 check: Callable[[Tool], None]) -> dict[str, McpTool]:
     """The registry tools of one listing; a problem raises `DeclarationError` naming the server
     and key (a glob that matches nothing, a name over 64 characters, a collision, a bad schema)."""
@@ -275,7 +279,7 @@ class Server:
             self._note()
         return ready
 
-    async def _serve(self, client: Any) -> None:
+    async def _serve(self, client: Client) -> None:
         """Wait for the stop, a list_changed (re-list) or the session's end (a failed listing)."""
         listener = asyncio.create_task(self._listen(client)) if client.protocol_version >= "2026" else None
         try:
@@ -298,21 +302,21 @@ class Server:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await listener
 
-    async def _listen(self, client: Any) -> None:
+    async def _listen(self, client: Client) -> None:
         """A 2026-era server announces list changes on a `subscriptions/listen` stream."""
         with contextlib.suppress(Exception):
             async with client.listen(tools_list_changed=True) as subscription:
                 async for _ in subscription:
                     self._wake.set()
 
-    async def _on_message(self, message: Any) -> None:
+    async def _on_message(self, message: object) -> None:
         import mcp_types
 
         if isinstance(message, mcp_types.ToolListChangedNotification):
             self._wake.set()
 
     async def _list(self) -> None:
-        listed: list[Any] = []
+        listed: list[mcp_types.Tool] = []
         cursor: str | None = None
         async with asyncio.timeout(self.spec.list_timeout_s):
             while True:
@@ -344,13 +348,13 @@ class Server:
         http = create_mcp_http_client(headers=dict(spec.headers))
         return _with_client(stack, http, spec.url or "", streamable_http_client)
 
-    def _handler(self, remote: str) -> Any:
-        async def call(ctx: Any, **arguments: Any) -> str:
+    def _handler(self, remote: str) -> object:
+        async def call(ctx: object, **arguments: object) -> str:
             return await self.call(remote, arguments)
 
         return call
 
-    async def call(self, remote: str, arguments: Mapping[str, Any]) -> str:
+    async def call(self, remote: str, arguments: Mapping[str, object]) -> str:
         """Call one tool; a call past `call_timeout_s` is abandoned, which the SDK tells the server
         with `notifications/cancelled`, and answered as a timeout."""
         client = self._client
@@ -370,7 +374,7 @@ class Server:
             raise McpUnavailable(f"MCP server {self.spec.name}: {_reason(exc)}") from exc
         return answer(result, self.spec.result_max_chars)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {
             "server": self.spec.name, "transport": self.spec.transport, "state": self.state, "reason": self.reason,
             "version": self.server_version, "tools": sorted(self.tools) if self.tools else list(self.known),

@@ -41,7 +41,7 @@ FINDINGS_SHOWN = 20
 QUARANTINE_EXCERPT_CHARS = 160  # of a quarantined file's finding, its invisible characters made visible
 QUARANTINED = "quarantined: an open Cloister finding; its text is withheld until a human acknowledges the finding (wake memory ack)"
 
-def finding_json(row: ledger.FindingRecord) -> dict[str, Any]:
+def finding_json(row: ledger.FindingRecord) -> dict[str, object]:
     return {
         "id": row.finding_id, "severity": row.severity, "domain": row.domain, "path": row.path, "commit": row.commit_id,
         "rule": row.rule, "at": row.at.isoformat(), "excerpt": row.excerpt,
@@ -64,7 +64,7 @@ def _need(command: str, **given: str | None) -> None:
         raise ToolInputError(f"{command} needs {' and '.join(missing)}")
 
 
-async def _status(ctx: ToolContext, repo: MemoryRepo) -> dict[str, Any]:
+async def _status(ctx: ToolContext, repo: MemoryRepo) -> dict[str, object]:
     status = repo.status()
     async with ctx.read() as conn:
         counts = await ledger.open_counts(conn, ctx.agent_id)
@@ -77,7 +77,7 @@ async def _status(ctx: ToolContext, repo: MemoryRepo) -> dict[str, Any]:
     }
 
 
-async def _audit(ctx: ToolContext, path: str | None) -> dict[str, Any]:
+async def _audit(ctx: ToolContext, path: str | None) -> dict[str, object]:
     async with ctx.read() as conn:
         last = await ledger.last_audit(conn, ctx.agent_id)
         rows, total = await ledger.findings(conn, ctx.agent_id, state="open", limit=FINDINGS_SHOWN if path is None else 1000)
@@ -92,7 +92,7 @@ async def _audit(ctx: ToolContext, path: str | None) -> dict[str, Any]:
     }
 
 
-async def _read(ctx: ToolContext, command: str, path: str | None, query: str | None) -> Any:
+async def _read(ctx: ToolContext, command: str, path: str | None, query: str | None) -> object:
     if command == "search" and query is not None and query.strip().startswith("archive:"):
         try:  # a segment the wake's own compaction archived (docs/context.md), not a memory file
             return await context_tools.search(ctx, query)
@@ -144,7 +144,7 @@ def _finding_kind(row: ledger.OpenFinding) -> str:
     return f"open {row.severity} finding #{row.finding_id} {render.neutral(row.rule)}"
 
 
-def quarantine_view(path: str, row: ledger.OpenFinding) -> dict[str, Any]:
+def quarantine_view(path: str, row: ledger.OpenFinding) -> dict[str, object]:
     """What the memory tools answer for a file with an open finding: its name, the finding's kind and
     a short excerpt of what was flagged (one line, its invisible and control characters shown as
     `<U+XXXX>`): never the file's text or description."""
@@ -197,7 +197,7 @@ async def _provenance(ctx: ToolContext, body: str) -> provenance.Provenance:
 
 
 
-async def _write(ctx: ToolContext, command: str, path: str | None, content: str | None, text: str | None, reason: str | None) -> Any:
+async def _write(ctx: ToolContext, command: str, path: str | None, content: str | None, text: str | None, reason: str | None) -> object:
     repo = _repo(ctx)
     body = content if command == "write" else text
     _need(command, path=path, **{"content" if command == "write" else "text": body})
@@ -241,7 +241,7 @@ async def _write(ctx: ToolContext, command: str, path: str | None, content: str 
 async def _run(
     ctx: ToolContext, allowed: tuple[str, ...], command: str, path: str | None, content: str | None, text: str | None,
     query: str | None, reason: str | None,
-) -> Any:
+) -> object:
     if command not in allowed:
         raise ToolInputError(f"unknown command {command!r}; expected one of {', '.join(allowed)}")
     try:
@@ -255,14 +255,14 @@ async def _run(
 
 # -- the tools ------------------------------------------------------------------------------------
 
-_READ_PROPERTIES: dict[str, Any] = {
+_READ_PROPERTIES: dict[str, object] = {
     "path": {
         "type": "string",
         "description": "A file for read, write, append, diff and audit (e.g. reference/garden.md); a directory for ls and search (default: all).",
     },
     "query": {"type": "string", "description": "search: the text to look for (case-insensitive), line by line."},
 }
-_WRITE_PROPERTIES: dict[str, Any] = {
+_WRITE_PROPERTIES: dict[str, object] = {
     "content": {
         "type": "string",
         "description": "write: the whole new file, opening with a YAML frontmatter that has a description "
@@ -300,7 +300,7 @@ WRITING_TOOLS = frozenset({"memory"})
 async def memory(
     ctx: ToolContext, command: str, path: str | None = None, content: str | None = None, text: str | None = None,
     query: str | None = None, reason: str | None = None,
-) -> Any:
+) -> object:
     return await _run(ctx, (*WRITES, *READS), command, path, content, text, query, reason)
 
 
@@ -317,7 +317,7 @@ async def memory(
     },
     surfaces={"chat", "wake"},
 )
-async def memory_read(ctx: ToolContext, command: str, path: str | None = None, query: str | None = None) -> Any:
+async def memory_read(ctx: ToolContext, command: str, path: str | None = None, query: str | None = None) -> object:
     return await _run(ctx, READS, command, path, None, None, query, None)
 
 

@@ -90,7 +90,7 @@ class Outcome:
     """What one evaluation found: a verdict and its evidence."""
 
     verdict: str
-    evidence: dict[str, Any]
+    evidence: dict[str, object]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,9 +98,9 @@ class ProbeResult:
     spec: ProbeSpec
     resolved_path: str | None
     verdict: str
-    evidence: dict[str, Any]
+    evidence: dict[str, object]
     instrument_state: str  # passed | failed: the dual-needle controls of this run
-    controls: list[dict[str, Any]] = field(default_factory=list)
+    controls: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def trusted(self) -> bool:
@@ -150,7 +150,7 @@ Evaluate = Callable[[Path, ProbeSpec, int], Outcome]
 def evaluate(path: Path, spec: ProbeSpec, max_file_bytes: int) -> Outcome:
     """The honest evaluation: stat for `exists`/`missing`, read and count for `contains`.
     It reads `spec.mode`, `spec.needle` and `spec.negate`, never `spec.assertion`."""
-    evidence: dict[str, Any] = {
+    evidence: dict[str, object] = {
         "path": str(path), "size_bytes": None, "needle": spec.needle, "match_count": None,
         "mode": spec.mode, "negate": spec.negate, "cause": None,
     }
@@ -176,7 +176,7 @@ def evaluate(path: Path, spec: ProbeSpec, max_file_bytes: int) -> Outcome:
 
 
 def _contains(
-    path: Path, spec: ProbeSpec, max_file_bytes: int, st: os.stat_result | None, evidence: dict[str, Any],
+    path: Path, spec: ProbeSpec, max_file_bytes: int, st: os.stat_result | None, evidence: dict[str, object],
     out: Callable[..., Outcome],
 ) -> Outcome:
     """Mode `contains` (with its `negate`): read the file and count the needle's bytes."""
@@ -214,7 +214,7 @@ class Control:
     expect_matches: int | None = None
 
 
-def _run_control(control: Control, roots: Sequence[Path], evaluate_fn: Evaluate, max_file_bytes: int) -> dict[str, Any]:
+def _run_control(control: Control, roots: Sequence[Path], evaluate_fn: Evaluate, max_file_bytes: int) -> dict[str, object]:
     try:
         outcome = evaluate_fn(resolve(control.spec.target, roots), control.spec, max_file_bytes)
         got, matches = outcome.verdict, outcome.evidence.get("match_count")
@@ -345,7 +345,7 @@ def _absent_needle(data: bytes) -> str:
 @dataclass(frozen=True, kw_only=True)
 class SelfTest:
     passed: bool
-    controls: list[dict[str, Any]]
+    controls: list[dict[str, object]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,7 +399,7 @@ class Instrument:
             outcome = Outcome(verdict=outcome.verdict, evidence={**outcome.evidence, "controls_not_run": not_run})
         return self._result(spec, str(path), outcome, passed, controls)
 
-    def _target_controls(self, spec: ProbeSpec, path: Path) -> tuple[list[dict[str, Any]], str | None]:
+    def _target_controls(self, spec: ProbeSpec, path: Path) -> tuple[list[dict[str, object]], str | None]:
         """The paired runs on the probe's own target, judged by what this method reads itself, and
         why the known-present content controls could not run, if they could not."""
         planned = existence_controls(spec.target, _present(path))
@@ -436,7 +436,7 @@ class Instrument:
         )
 
 
-def _bare_evidence(spec: ProbeSpec, path: str | None, cause: str) -> dict[str, Any]:
+def _bare_evidence(spec: ProbeSpec, path: str | None, cause: str) -> dict[str, object]:
     return {"path": path, "size_bytes": None, "needle": spec.needle, "match_count": None, "mode": spec.mode, "negate": spec.negate, "cause": cause}
 
 

@@ -126,8 +126,8 @@ def _who(r: recall.Hit) -> str:
     return f"{r.owner} (told)" if r.ledger == "facts" else f"message from {r.owner}"
 
 
-def record_view(r: Shown, zone: str) -> dict[str, Any]:
-    view: dict[str, Any] = {
+def record_view(r: Shown, zone: str) -> dict[str, object]:
+    view: dict[str, object] = {
         "ledger": r.ledger, "ref": r.ref, "author": _who(r), "author_kind": r.author_kind, "owner": r.owner,
         "at": r.at.astimezone(zoneinfo.ZoneInfo(zone)).isoformat(timespec="minutes"), "own_answer": r.own_answer,
         "derived": r.derived, "ownership": r.ownership, "text": " ".join(r.body.split())[:RECORD_CHARS],
@@ -146,7 +146,7 @@ def _line(v: dict[str, Any], person: str | None) -> str:
     return f"- [{v['ledger']} {v['ref'][:8]}, {'; '.join(marks)}] {v['text']}"
 
 
-def render(query: str, p: Projection, views: list[dict[str, Any]], *, continuing: str | None, person: str | None) -> str:
+def render(query: str, p: Projection, views: list[dict[str, object]], *, continuing: str | None, person: str | None) -> str:
     if p.result == "empty":
         if p.vetoed:
             return f"{HISTORICAL}: no record by {person} matches {query!r} ({p.vetoed} by other people left out)."
@@ -213,7 +213,7 @@ async def run(ctx: ToolContext, settings: RecallSettings, query: str, *, continu
     },
     surfaces={"chat", "wake"},
 )
-async def recall_tool(ctx: ToolContext, query: str, continuing: bool = False, person: str | None = None) -> dict[str, Any]:
+async def recall_tool(ctx: ToolContext, query: str, continuing: bool = False, person: str | None = None) -> dict[str, object]:
     return await run(ctx, ctx.settings.recall_of(ctx.agent_id), query, continuing=continuing, person=person)
 
 

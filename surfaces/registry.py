@@ -38,7 +38,7 @@ Handler = Callable[..., Awaitable[Any]]
 class Tool:
     name: str
     description: str
-    parameters: Mapping[str, Any]
+    parameters: Mapping[str, object]
     version: str
     handler: Handler
     mutates: bool
@@ -54,7 +54,7 @@ class Tool:
     # operator's `tools.flows` globs; like `requires_approval`, not part of the hashed declaration.
     flows: frozenset[str] = field(default=frozenset(), compare=False)
 
-    def declaration(self) -> dict[str, Any]:
+    def declaration(self) -> dict[str, object]:
         """The canonical declaration hashed into the manifest (docs/design.md, step 6)."""
         return {
             "name": self.name,
@@ -161,7 +161,7 @@ class Registry:
         if strange:
             raise DeclarationError(f"{where}: unknown flow label {strange[0]!r}; known: {', '.join(flow_labels.LABELS)}")
 
-    def _check_schema(self, where: str, parameters: Mapping[str, Any]) -> None:
+    def _check_schema(self, where: str, parameters: Mapping[str, object]) -> None:
         if self.checked is not None and self.checked.passed(parameters):
             return
         import jsonschema  # loaded with the first schema to check, not by every command that imports the registry
@@ -174,7 +174,7 @@ class Registry:
             self.checked.remember(parameters)
 
     @staticmethod
-    def _validate_patterns(where: str, parameters: Mapping[str, Any]) -> None:
+    def _validate_patterns(where: str, parameters: Mapping[str, object]) -> None:
         """Every regex in the schema (valid ones: check_schema saw to that) is one that
         grammar-constrained servers can compile."""
         for at, pattern in schema_patterns.patterns(parameters):
@@ -204,7 +204,7 @@ class Registry:
                 raise DeclarationError(f"entry point {entry.name!r} ({entry.value}) cannot be loaded: {_one_line(exc)}") from exc
             self._load_provider(provider, origin=f"entry point {entry.name}")
 
-    def _load_provider(self, provider: Any, *, origin: str) -> None:
+    def _load_provider(self, provider: object, *, origin: str) -> None:
         register = getattr(provider, "register", None)
         tools = getattr(provider, "TOOLS", None)
         if callable(provider) and not inspect.ismodule(provider):
@@ -251,14 +251,14 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(message.split()) or '(no message)'}{where}"
 
 
-def _with_origin(tool: Any, origin: str) -> Tool:
+def _with_origin(tool: object, origin: str) -> Tool:
     if not isinstance(tool, Tool):
         raise DeclarationError(f"{origin}: {tool!r} is not a surfaces.registry.Tool")
     return Tool(**{**tool.__dict__, "origin": origin})
 
 
 def tool(
-    *, name: str, description: str, parameters: Mapping[str, Any], surfaces: Iterable[str], mutates: bool = False, version: str = "1",
+    *, name: str, description: str, parameters: Mapping[str, object], surfaces: Iterable[str], mutates: bool = False, version: str = "1",
     requires_approval: bool = False, flows: Iterable[str] = (),
 ) -> Callable[[Handler], Tool]:
     """Decorator: declare an async handler as a tool; `requires_approval` holds every call of it

@@ -12,7 +12,6 @@ them, so a schema using one is refused at registration. Write `[0-9]` for `\\d`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 # Escapes a grammar compiler reads as one character (outside a class / inside one): llama.cpp's
 # json-schema-to-grammar takes these and no others (not even \/ or a class's \^).
@@ -26,7 +25,7 @@ _NAMED = {
 }
 
 
-def patterns(schema: Any, where: str = "parameters") -> Iterator[tuple[str, str]]:
+def patterns(schema: object, where: str = "parameters") -> Iterator[tuple[str, str]]:
     """Every regular expression in a JSON schema: (where it is, the pattern)."""
     if isinstance(schema, Mapping):
         for key, value in schema.items():

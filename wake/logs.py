@@ -52,7 +52,7 @@ def redact_text(text: str) -> str:
     return text
 
 
-def _redact_value(key: str, value: Any) -> Any:
+def _redact_value(key: str, value: object) -> object:
     if isinstance(value, str):
         if _SENSITIVE_KEYS.search(key) and value:
             return REDACTED
@@ -66,13 +66,13 @@ def _redact_value(key: str, value: Any) -> Any:
     return redact_text(str(value))
 
 
-def redact_data(value: Any) -> Any:
+def redact_data(value: object) -> object:
     """A JSON-like value under the same rules as a log line: the string under a sensitive key is
     `***`, every other string is redacted as text (the transcript of a wake uses this)."""
     return _redact_value("", value)
 
 
-def redact(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+def redact(_logger: object, _method: str, event_dict: MutableMapping[str, object]) -> MutableMapping[str, object]:
     """structlog processor: redact every field, the event and the formatted traceback included."""
     for key in list(event_dict):
         if key.startswith("_"):
@@ -81,14 +81,14 @@ def redact(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> 
     return event_dict
 
 
-def _stdlib_name(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+def _stdlib_name(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, object]:
     record = event_dict.get("_record")
     if record is not None:
         event_dict.setdefault("logger", record.name)
     return event_dict
 
 
-def wake_fields(*, agent: str, tier: str, wake_id: str) -> contextlib.AbstractContextManager[Any]:
+def wake_fields(*, agent: str, tier: str, wake_id: str) -> contextlib.AbstractContextManager[object]:
     """While it is open, every log line of this context (and of the tasks it starts, which copy
     it) carries the wake's `agent`, `tier` and `wake_id`; closing it restores what was bound before."""
     return structlog.contextvars.bound_contextvars(agent=agent, tier=tier, wake_id=wake_id)

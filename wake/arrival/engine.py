@@ -83,7 +83,7 @@ class Block:
 
     def state(self, text_hash: str) -> dict[str, Any]:
         """The block as the ledger stores it; a composed block adds each part's state."""
-        state: dict[str, Any] = {
+        state: dict[str, object] = {
             "hash": text_hash, "cache_tier": self.cache_tier.name, "retrieval": self.retrieval, "result": self.result,
             "reason": self.reason, "latency_ms": round(self.latency_ms, 3), "rows": self.rows,
         }
@@ -112,10 +112,10 @@ class Source:
     timeout_s: float | None = None
 
 
-_abandoned: set[asyncio.Task[Any]] = set()
+_abandoned: set[asyncio.Task[object]] = set()
 
 
-def _forget(task: asyncio.Task[Any]) -> None:
+def _forget(task: asyncio.Task[object]) -> None:
     _abandoned.discard(task)
     if not task.cancelled():
         task.exception()  # retrieved: a late failure of an abandoned source is not an error

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ledgers import memory_ledger, queries
 from memory import provenance
@@ -115,7 +114,7 @@ def memory_block(
     return Rendered(text="\n".join([header, *lines, *changes]), shown=shown, total=total)
 
 
-def _when(value: Any) -> str:
+def _when(value: object) -> str:
     if isinstance(value, dt.datetime):
         return f"{clock.stamp(value, 'UTC')} UTC"  # the renderer knows no agent zone: the one format, in UTC, said so
     return str(value)

@@ -9,7 +9,6 @@ are rendered, one line each through `template`; the total beside them is an exac
 from __future__ import annotations
 
 import zoneinfo
-from typing import Any
 
 import asyncpg
 
@@ -25,7 +24,7 @@ from wake.errors import SqlSourceError
 _WRAPPED = "WITH operator_source AS (\n{sql}\n) SELECT q.*, count(*) OVER () AS wake_total FROM operator_source q LIMIT ${limit}"
 
 
-def param_value(name: str, ctx: WakeContext) -> Any:
+def param_value(name: str, ctx: WakeContext) -> object:
     if name == "agent_id":
         return ctx.agent_id
     if name == "tier":
@@ -43,7 +42,7 @@ def param_value(name: str, ctx: WakeContext) -> Any:
     raise SqlSourceError(f"unknown parameter {name!r}")
 
 
-async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx: WakeContext) -> tuple[list[dict[str, Any]], int]:
+async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx: WakeContext) -> tuple[list[dict[str, object]], int]:
     """Run the source READ ONLY under its timeout: up to `max_rows` rows and the exact total."""
     args = [param_value(p, ctx) for p in conf.params]
     sql = _WRAPPED.format(sql=conf.sql.strip().rstrip(";"), limit=len(args) + 1)
@@ -60,7 +59,7 @@ async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx:
     return queries.counted(records, conf.max_rows, total_column="wake_total")
 
 
-def render_row(name: str, conf: SqlSourceConfig, row: dict[str, Any], marks: render_mod.Marks) -> str:
+def render_row(name: str, conf: SqlSourceConfig, row: dict[str, object], marks: render_mod.Marks) -> str:
     """The operator's template over one row; each text column is stored text, marked data
     (`untrusted.render`), and one with a line break or a control character cannot begin a line."""
     shown = {k: marks.span(v) if isinstance(v, str) else v for k, v in row.items()}
@@ -75,7 +74,7 @@ def render_row(name: str, conf: SqlSourceConfig, row: dict[str, Any], marks: ren
         raise SqlSourceError(f"sql source {name!r}: template cannot format this row: {exc}") from exc
 
 
-def render(name: str, conf: SqlSourceConfig, rows: list[dict[str, Any]], total: int, marks: render_mod.Marks) -> str:
+def render(name: str, conf: SqlSourceConfig, rows: list[dict[str, object]], total: int, marks: render_mod.Marks) -> str:
     lines = [conf.header] if conf.header else []
     if not rows:
         return "\n".join([*lines, conf.empty_text])

@@ -175,7 +175,7 @@ class AgentIdType(_StrParam):
 
     name = "AGENT"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
         try:
             from wake.config import check_agent_id
 
@@ -232,7 +232,7 @@ class WhoType(_StrParam):
     name = "NAME"
     max_chars = 100
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
         from wake.config import unstorable
 
         text = str(value).strip()
@@ -251,7 +251,7 @@ WHO = WhoType()
 TIER_CHOICE = click.Choice([t.value for t in Tier])
 
 
-def agent_option(required: bool = False) -> Callable[[Any], Any]:
+def agent_option(required: bool = False) -> Callable[[object], Any]:
     return click.option("--agent", "agent_id", type=AGENT_ID, required=required, help="Agent id ([agents.<id>] in the config).")
 
 

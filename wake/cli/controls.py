@@ -199,7 +199,7 @@ async def _retry(config: Config, row_id: int) -> None:
             raise InvalidInput(f"delivery {row_id} was already sent at {row.sent_at.isoformat()}; nothing to retry")
 
 
-async def snapshot(config: Config, now: dt.datetime) -> dict[str, Any]:
+async def snapshot(config: Config, now: dt.datetime) -> dict[str, object]:
     """What `wake status` shows of the operator controls: pauses in force, pending one-shots, and
     each agent's open Cloister findings counted by level (HALT, WARN, LOG)."""
     try:

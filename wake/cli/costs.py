@@ -56,9 +56,9 @@ def _zones(config: Config, agent_id: str | None) -> dict[str, str]:
     return {a: c.timezone for a, c in config.agents.items() if agent_id in (None, a)}
 
 
-def total(groups: list[costs.Group]) -> dict[str, Any]:
+def total(groups: list[costs.Group]) -> dict[str, object]:
     """The sum of the groups (exact: costs are Decimals), outcomes merged."""
-    out: dict[str, Any] = {k: sum(getattr(g, k) for g in groups) for k in SUMMED}
+    out: dict[str, object] = {k: sum(getattr(g, k) for g in groups) for k in SUMMED}
     out["cost_usd"] = sum((g.cost_usd for g in groups), Decimal(0))
     outcomes: Counter[str] = Counter()
     for g in groups:
@@ -91,7 +91,7 @@ def lines(report: dict[str, Any]) -> list[str]:
     """The report as text: one line per group, the total, each agent's cap."""
     head = [report["by"].upper(), "WAKES", "OUTCOMES", "PROMPT", "CACHED", "COMPLETION", "TURNS", "COST", "NO CALL (gate/precheck/cap)", "OK_TOKEN"]
 
-    def cells(key: str, g: dict[str, Any]) -> list[Any]:
+    def cells(key: str, g: dict[str, Any]) -> list[object]:
         return [
             key, g["wakes"], _outcomes(g["outcomes"]), g["prompt_tokens"], g["cached_tokens"], g["completion_tokens"], g["turns"],
             _usd(g["cost_usd"]), f"{g['gated']}/{g['prechecked']}/{g['capped']}", g["ok_token"],

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
 
@@ -77,7 +76,7 @@ def status_cmd(ctx: Context, as_json: bool, watching: bool, interval_s: float) -
     async def body() -> None:
         async with ledger_stores(config) as st:
 
-            async def fetch() -> dict[str, Any]:
+            async def fetch() -> dict[str, object]:
                 snap = await remote.status(config)
                 async with st.pg_conn() as conn:
                     snap["recent"] = [r.columns() for r in await introspection.recent(conn, limit=10)]

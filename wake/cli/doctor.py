@@ -379,7 +379,7 @@ def healthy(checks: list[Check]) -> bool:
     return not any(c.status == "fail" and c.required for c in checks)
 
 
-def as_json(checks: list[Check]) -> list[dict[str, Any]]:
+def as_json(checks: list[Check]) -> list[dict[str, object]]:
     return [asdict(c) for c in checks]
 
 

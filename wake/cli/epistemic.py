@@ -19,7 +19,7 @@ from wake.cli.app import AGENT_ID, Context, agent_option, default_agent, fail, l
 from wake.errors import WakeError
 
 
-def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> object:
     if value is None:
         return None
     import datetime as dt
@@ -56,7 +56,7 @@ def _aware(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 @click.option("--json", "as_json", is_flag=True, help="Print the stored row as JSON.")
 @pass_ctx
 def retract_cmd(
-    ctx: Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, fact_id: str | None, as_json: bool, **fields: Any,
+    ctx: Context, /, agent_id: str | None, corrected_at: Any, maturity_days: int | None, fact_id: str | None, as_json: bool, **fields: object,
 ) -> None:
     """Record a retraction with its typed falsifier. Identical observations are refused (exit 65), and
     so is a --fact that is not one of the agent's active facts."""

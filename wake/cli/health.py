@@ -47,7 +47,7 @@ def config_fires(config: Config, now: dt.datetime) -> list[dict[str, Any]]:
     return out
 
 
-def mark_paused(fire: dict[str, Any], pauses: Sequence[control_rows.Pause]) -> dict[str, Any]:
+def mark_paused(fire: dict[str, Any], pauses: Sequence[control_rows.Pause]) -> dict[str, object]:
     """A fire a pause in force covers (its agent, its tier or all, until after the fire) is marked
     `skipped: paused`: the slot will be claimed and recorded skipped, not run."""
     at = dt.datetime.fromisoformat(fire["at"]) if fire.get("at") else None

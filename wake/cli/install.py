@@ -20,7 +20,7 @@ class ExpectType(_StrParam):
 
     name = "AGENT[:TIER]=DURATION"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, doctor.Expectation):
             return value
         try:

@@ -89,7 +89,7 @@ def demo_wake_cmd(obj: app.Context, agent_id: str, as_json: bool) -> None:
     sys.exit(0 if o.status in GOOD else 1)
 
 
-async def check_facts(config: Config, agent: str, limit: int, record: bool) -> dict[str, Any]:
+async def check_facts(config: Config, agent: str, limit: int, record: bool) -> dict[str, object]:
     """Check every active fact with code anchors (of the newest `limit`) against the workspace at
     HEAD now; record each check in fact_checks (a refuted one with its retraction) unless told not
     to. Says how many active facts were not checked, and why. A workspace that cannot be

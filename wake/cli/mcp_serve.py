@@ -24,8 +24,8 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import asyncpg
 import click
@@ -49,7 +49,7 @@ MAX_LIMIT = 200
 FINDING_STATES = ("open", "acknowledged", "reverted", "logged", "all")
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     """A ledger value as plain JSON (times as ISO 8601, ids as text, money as numbers)."""
     return json.loads(render.to_json(value))
 
@@ -61,27 +61,34 @@ FINDING_TEXT = frozenset({"domain", "path", "excerpt", "rule", "note", "acked_by
 SETTLED_TEXT = frozenset({"subject", "state"})
 
 
-def marked(row: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
+def marked(row: Mapping[str, object], fields: frozenset[str]) -> dict[str, object]:
     """`row` with each of its `fields` that holds a string as one marked span."""
     return {k: DATA.span(v) if k in fields and isinstance(v, str) else v for k, v in row.items()}
 
 
-def shown_arrival(blocks: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+class ShownBlock(TypedDict):
+    """An arrival block as served: its name, and its text as stored (None where it is not)."""
+
+    name: str
+    text: str | None
+
+
+def shown_arrival(blocks: list[tuple[str, str | None]]) -> list[ShownBlock]:
     """The blocks as stored (marked when the wake rendered them), their invisible and control characters escaped."""
     return [{"name": marks.neutral(n), "text": marks.terminal(t) if t is not None else None} for n, t in blocks]
 
 
-def shown_transcript(t: dict[str, Any]) -> dict[str, Any]:
+def shown_transcript(t: Mapping[str, Any]) -> dict[str, object]:
     """A transcript (`transcripts.as_dict`) for a client: the model's words and every call's
     arguments marked data; what the model was sent (the harness's messages, the tools' answers,
     marked when sent) kept with its marks, its invisible and control characters escaped."""
 
-    def text(role: str, content: Any) -> Any:
+    def text(role: str, content: object) -> object:
         if not isinstance(content, str):
             return content
         return DATA.span(content) if role == "assistant" else marks.terminal(content)
 
-    def calls(tool_calls: Any) -> Any:
+    def calls(tool_calls: object) -> object:
         if not isinstance(tool_calls, list):
             return tool_calls
         return [{**c, "function": {**c["function"], "name": marks.neutral(str(c["function"].get("name"))),
@@ -127,14 +134,14 @@ class Ledgers:
             finally:
                 await tx.rollback()  # it wrote nothing; a rollback is the cheapest end
 
-    async def recent_wakes(self, limit: int, tier: str | None, status: str | None) -> list[dict[str, Any]]:
+    async def recent_wakes(self, limit: int, tier: str | None, status: str | None) -> list[dict[str, object]]:
         _one_of("tier", tier, Tier)
         _one_of("status", status, Status)
         async with self._read() as conn:
             rows = await introspection.recent(conn, agent_id=self.agent_id, tier=tier, status=status, limit=_limit(limit))
         return [marked(r, WAKE_TEXT) for r in _plain(rows)]
 
-    async def wake(self, wake_id: str) -> dict[str, Any]:
+    async def wake(self, wake_id: str) -> dict[str, object]:
         async with self._read() as conn:
             row = await self._wake(conn, wake_id)
         del row["blocks"], row["tool_hashes"]  # the arrival and the binding have their own tools
@@ -146,17 +153,17 @@ class Ledgers:
             blocks = await introspection.arrival(conn, row["wake_id"])
         return {"wake_id": str(row["wake_id"]), "tier": row["tier"], "blocks": shown_arrival(blocks)}
 
-    async def transcript(self, wake_id: str) -> dict[str, Any]:
+    async def transcript(self, wake_id: str) -> dict[str, object]:
         return shown_transcript(await self.stored_transcript(wake_id))
 
-    async def stored_transcript(self, wake_id: str) -> dict[str, Any]:
+    async def stored_transcript(self, wake_id: str) -> dict[str, object]:
         """The transcript as stored, for `render.transcript` (which marks it as the CLI does)."""
         async with self._read() as conn:
             row = await self._wake(conn, wake_id)
             stored = await transcripts.read(conn, row["wake_id"])
         return dict(_plain(transcripts.as_dict(stored, row)))
 
-    async def binding_diff(self, wake_id: str | None) -> dict[str, Any]:
+    async def binding_diff(self, wake_id: str | None) -> dict[str, object]:
         async with self._read() as conn:
             if wake_id is None:
                 newest = await introspection.last_two(conn, self.agent_id)
@@ -166,12 +173,12 @@ class Ledgers:
             row = await self._wake(conn, wake_id)
         return {"wake_id": str(row["wake_id"]), "tier": row["tier"], "tools_bound": row["active_tool_names"], "diff": _plain(row["diff"])}
 
-    async def open_commitments(self, limit: int) -> dict[str, Any]:
+    async def open_commitments(self, limit: int) -> dict[str, object]:
         async with self._read() as conn:
             rows, total = await commitments.open_newest(conn, self.agent_id, limit=_limit(limit))
         return {"total": total, "shown": len(rows), "rows": [marked(r, COMMITMENT_TEXT) for r in _plain(rows)]}
 
-    async def findings(self, state: str, limit: int) -> dict[str, Any]:
+    async def findings(self, state: str, limit: int) -> dict[str, object]:
         from mcp.server.mcpserver.exceptions import ToolError
 
         if state not in FINDING_STATES:
@@ -180,7 +187,7 @@ class Ledgers:
             rows, total = await memory_ledger.findings(conn, self.agent_id, state=None if state == "all" else state, limit=_limit(limit))
         return {"state": state, "total": total, "shown": len(rows), "rows": [marked(r, FINDING_TEXT) for r in _plain(rows)]}
 
-    async def settled_state(self) -> dict[str, Any]:
+    async def settled_state(self) -> dict[str, object]:
         async with self._read() as conn:
             row = await settled.latest_state(conn, self.agent_id)
         plain = _plain(row)
@@ -199,7 +206,7 @@ def _limit(n: int) -> int:
     return max(1, min(int(n), MAX_LIMIT))
 
 
-def build(ledgers: Ledgers) -> MCPServer[Any]:
+def build(ledgers: Ledgers) -> MCPServer[object]:
     """The MCP server over `ledgers`: its tools and resources."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
@@ -207,7 +214,7 @@ def build(ledgers: Ledgers) -> MCPServer[Any]:
     from wake import __version__
 
     agent = ledgers.agent_id
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[object] = MCPServer(
         name="wake", version=__version__,
         instructions=(f"The witness record of agent {agent!r}'s autonomous wakes, read-only: what each wake saw (its arrival), "
                       "what it did (its transcript: every model turn, tool call and answer), how its binding changed, "
@@ -218,7 +225,7 @@ def build(ledgers: Ledgers) -> MCPServer[Any]:
     return server
 
 
-def _tools(server: MCPServer[Any], ledgers: Ledgers, ro: ToolAnnotations) -> None:
+def _tools(server: MCPServer[object], ledgers: Ledgers, ro: ToolAnnotations) -> None:
     @server.tool(description="The agent's recent wakes, newest first: tier, trigger, status, times, tools bound, cost, note; "
                              "`count` says how many (0: none recorded, or none of that tier or status).", annotations=ro)
     async def recent_wakes(limit: int = 10, tier: Literal["whisper", "surface", "full"] | None = None,
@@ -262,7 +269,7 @@ def _tools(server: MCPServer[Any], ledgers: Ledgers, ro: ToolAnnotations) -> Non
 
 
 
-def _resources(server: MCPServer[Any], ledgers: Ledgers) -> None:
+def _resources(server: MCPServer[object], ledgers: Ledgers) -> None:
     agent = ledgers.agent_id
 
     @server.resource(f"wake://{agent}/wakes", name="recent wakes", mime_type="application/json")

@@ -24,7 +24,7 @@ from wake.stores import lease
 STATES = (*ledger.FINDING_STATES, "all")
 
 
-def _echo(as_json: bool, value: Any, lines: list[str]) -> None:
+def _echo(as_json: bool, value: object, lines: list[str]) -> None:
     click.echo(render.to_json(value) if as_json else "\n".join(lines))
 
 
@@ -67,7 +67,7 @@ def show_cmd(obj: app.Context, path: str, rev: str | None, agent_id: str | None,
     config = obj.config
     agent = app.default_agent(config, agent_id)
 
-    def body() -> Any:
+    def body() -> object:
         repo = open_repo(config, agent, clock.now())
         with refused():
             return repo.read(path, commit=rev)

@@ -9,7 +9,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ledgers import introspection, queries
 from ledgers import rows as ledger_rows
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # what is rendered, not imported to render it: a command impo
     from wake.witness import anchor, manifest
 
 
-def _default(value: Any) -> Any:
+def _default(value: object) -> object:
     if isinstance(value, ledger_rows.Row):  # a ledger record: its columns, in its query's order
         return dict(ledger_rows.fields(value))
     if isinstance(value, introspection.WakeRecord | introspection.WakeSummary):  # the wake row: its columns, the diff as stored
@@ -45,12 +45,12 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A value for a text line: a Decimal in fixed notation (`0.00000000`, never `0E-8`)."""
     return format(value, "f") if isinstance(value, Decimal) else value
 
 
-def to_json(value: Any) -> str:
+def to_json(value: object) -> str:
     return json.dumps(value, indent=2, default=_default, sort_keys=False)
 
 
@@ -108,7 +108,7 @@ def thinking_lines(o: WakeOutcome) -> list[str]:
     return lines
 
 
-def thinking_json(o: WakeOutcome) -> dict[str, Any]:
+def thinking_json(o: WakeOutcome) -> dict[str, object]:
     t = o.thinking
     return {
         "gate": o.gate,
@@ -122,7 +122,7 @@ def thinking_json(o: WakeOutcome) -> dict[str, Any]:
     }
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A column's value on a text line, never a Python repr: `-` for none, lists joined, mappings
     as compact JSON, times in ISO 8601, money in fixed notation."""
     if value is None:
@@ -136,7 +136,10 @@ def _text(value: Any) -> str:
     return str(_plain(value))
 
 
-def in_arrival_order(blocks: Mapping[str, Any], order: Sequence[str] | None) -> list[tuple[str, Any]]:
+B = TypeVar("B")
+
+
+def in_arrival_order(blocks: Mapping[str, B], order: Sequence[str] | None) -> list[tuple[str, B]]:
     """The blocks in the order the prompt had them (`arrival_order`), any it does not name after."""
     named = [n for n in (order or ()) if n in blocks]
     return [(n, blocks[n]) for n in named] + [(n, b) for n, b in blocks.items() if n not in named]
@@ -193,7 +196,7 @@ def trigger_lines(result: remote.TriggerResult, timeout_s: float) -> list[str]:
     return [f"timed out after {timeout_s:g}s: a daemon took the request but reported no start"]
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ", right: frozenset[int] = frozenset()) -> list[str]:
+def table(header: Sequence[str], rows: Sequence[Sequence[object]], indent: str = "  ", right: frozenset[int] = frozenset()) -> list[str]:
     """Columns as wide as their widest cell, two spaces apart; None shows as `-`; the columns in
     `right` are right-aligned. The one table layout of every command."""
     cells = [tuple(header), *(tuple("-" if c is None else str(c) for c in row) for row in rows)]
@@ -444,7 +447,7 @@ def probe_records(records: list[probes_ledger.ProbeRecord]) -> str:
     return "\n".join(out)
 
 
-def messages(sent: Sequence[Mapping[str, Any]]) -> str:
+def messages(sent: Sequence[Mapping[str, object]]) -> str:
     """The messages of a request as the model gets them, each under its role: the harness's
     preamble, the blocks and the closing instruction, nothing left out (`wake up --dry-run`)."""
     return "\n\n".join(f"--- {m['role']} ---\n{m.get('content') or ''}" for m in sent)
@@ -706,7 +709,7 @@ def actions(rows: Sequence[actions_ledger.Action], total: int, since: dt.datetim
             f"{len(rows)} of {queries.count_text(total)} since {_utc(since)} UTC"]
 
 
-def transcript_line(said: transcripts.Stored, r: Mapping[str, Any]) -> str:
+def transcript_line(said: transcripts.Stored, r: Mapping[str, object]) -> str:
     """`wake verify`: what of the transcript was checked."""
     if said.empty:
         return "transcript: none (this wake sent nothing to a model)" if r.get("transcript_root") is None else "transcript: its records are missing"

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -12,6 +13,18 @@ from ledgers.vocab import Status
 from wake.cli import render
 from wake.cli.app import TIER_CHOICE, Context, ShareType, agent_option, clip, ledger_stores, pass_ctx, resolve_wake, run_async
 from wake.errors import NotFound
+
+if TYPE_CHECKING:  # the replay modules are imported by the commands that run (docs/performance.md: commands import what they use)
+    import datetime
+    import uuid
+
+    import asyncpg
+
+    from ledgers.replays import ReplayRecord
+    from wake.replay.evaluate import Scorecard
+    from wake.replay.run import Candidate, Outcome
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def shown(text: str) -> str:
@@ -34,7 +47,7 @@ class _ReplayGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
-def _candidate(config_file: str | None, route: str | None, instructions: str | None, live_readonly: bool) -> Any:
+def _candidate(config_file: str | None, route: str | None, instructions: str | None, live_readonly: bool) -> Candidate:
     from wake.config import load_config
     from wake.replay.run import Candidate, read_instructions
 
@@ -47,7 +60,7 @@ def _candidate(config_file: str | None, route: str | None, instructions: str | N
     )
 
 
-def candidate_options(fn: Any) -> Any:
+def candidate_options(fn: F) -> F:
     fn = click.option("--route", help="Another model route ([models.<name>]) instead of the tier's.")(fn)
     fn = click.option("--instructions", "instructions", type=click.Path(dir_okay=False),
                       help="A file whose text replaces the tier's instructions block.")(fn)
@@ -73,7 +86,7 @@ def run_cmd(ctx: Context, wake_id: str, route: str | None, instructions: str | N
     """Rebuild WAKE_ID's first request from the ledger and run the model loop again (an id or a unique prefix)."""
     config = ctx.config
 
-    async def body() -> Any:
+    async def body() -> Outcome:
         from wake.replay import recording as rec
         from wake.replay.run import replay
         from wake.run.session import build_registry
@@ -139,12 +152,12 @@ def manifest_lines(r: dict[str, Any]) -> list[str]:
 class Shown:
     """What `wake show REPLAY` prints: the row, and its transcript or its arrival when asked for."""
 
-    record: Any  # ledgers.replays.ReplayRecord
-    transcript: dict[str, Any] | None = None
+    record: ReplayRecord
+    transcript: dict[str, object] | None = None
     arrival: list[tuple[str, str | None]] | None = None
 
 
-async def read_shown(conn: Any, replay_id: Any, *, transcript: bool = False, arrival: bool = False) -> Shown:
+async def read_shown(conn: asyncpg.Connection, replay_id: uuid.UUID, *, transcript: bool = False, arrival: bool = False) -> Shown:
     """A stored replay as `wake show` and `wake replay show` print it (`replay_id`: resolved)."""
     from ledgers import introspection, replays
 
@@ -176,7 +189,7 @@ def print_shown(got: Shown, as_json: bool) -> None:
         click.echo(shown("\n".join([report_text(columns), *manifest_lines(columns)])))
 
 
-async def resolve_replay(conn: Any, text: str) -> Any:
+async def resolve_replay(conn: asyncpg.Connection, text: str) -> uuid.UUID:
     """A replay id from a full id or a unique prefix."""
     from ledgers import replays
 
@@ -202,7 +215,7 @@ def show_cmd(ctx: Context, replay_id: str, show_transcript: bool, as_json: bool)
     print_shown(run_async(body), as_json)
 
 
-def render_text(value: Any, limit: int = 400) -> str:
+def render_text(value: object, limit: int = 400) -> str:
     text = "" if value is None else " ".join(str(value).split())
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
@@ -217,7 +230,7 @@ def list_cmd(ctx: Context, wake_id: str | None, agent_id: str | None, limit: int
     """The stored replays, newest first."""
     config = ctx.config
 
-    async def body() -> Any:
+    async def body() -> list[ReplayRecord]:
         from ledgers import replays
 
         async with ledger_stores(config, redis=False) as st, st.pg_conn() as conn:
@@ -234,7 +247,7 @@ def list_cmd(ctx: Context, wake_id: str | None, agent_id: str | None, limit: int
                          f"{r.route} {r.status} {same} out-of-recording {r.out_of_recording}"))
 
 
-def _since(value: str | None) -> Any:
+def _since(value: str | None) -> datetime.datetime | None:
     """An ISO date or time, or a duration back from now (`7d`, `36h`, `90m`)."""
     if value is None:
         return None
@@ -290,7 +303,7 @@ def eval_cmd(ctx: Context, agent_id: str | None, tier: str | None, since: str | 
     since_at = _since(since)
     chosen = _selection_file(select_file) if select_file is not None else None
 
-    async def body() -> Any:
+    async def body() -> Scorecard:
         from ledgers import replays
         from wake.replay import evaluate
         from wake.run.session import build_registry

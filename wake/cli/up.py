@@ -49,7 +49,7 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
         async with session.open_session(config) as s:
             await code_check.warmed(config, agent, WORKSPACE_WARM_S)  # as the daemon builds it at start
             # a dry run records nothing, so it needs no lease
-            o: Any = await cycle.run_wake(s, request, dry_run=True) if dry_run else await claim.run(s, request, owner=claim.owner())
+            o: object = await cycle.run_wake(s, request, dry_run=True) if dry_run else await claim.run(s, request, owner=claim.owner())
             return o, await withheld(s, o)
 
     o, held = run_async(body)
@@ -156,7 +156,7 @@ def verify_cmd(ctx: Context, wake_id: str | None, live: bool, check_chain: bool,
     sys.exit(0 if not differences else 1)
 
 
-def _verify_chains(config: Any, agent_id: str | None, take_anchor: bool) -> int:
+def _verify_chains(config: object, agent_id: str | None, take_anchor: bool) -> int:
     """`wake verify --chain`: print every chain, anchor and unsealed row; 0 when all hold, else 1."""
     checks, anchored, anchor_checks, forged = run_async(lambda: _walk_chains(config, agent_id, take_anchor=take_anchor))
     click.echo("\n".join(render.chain_lines(checks) + render.anchor_lines(anchored, anchor_checks) + forged))

@@ -127,7 +127,7 @@ class Pages:
             return None
         return message
 
-    def _context(self, request: Request) -> dict[str, Any]:
+    def _context(self, request: Request) -> dict[str, object]:
         """What every page's template sees besides its own values (the templates' context processor)."""
         sid, bearer = self._session(request)
         guard = self.c.guard
@@ -138,7 +138,7 @@ class Pages:
             done=self._done(request), error=None, now=self.c.now(),
         )
 
-    def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+    def page(self, request: Request, name: str, status: int = 200, **context: object) -> Response:
         return self.templates.TemplateResponse(request, name, context, status_code=status, headers=PAGE_HEADERS)
 
     def refuse(self, request: Request, refusal: Refusal) -> Response:

@@ -11,7 +11,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlencode
 
 import asyncpg
@@ -81,7 +81,7 @@ class Lane:
 
     agent_id: str
     tier: str
-    wakes: Sequence[Any]
+    wakes: Sequence[object]
 
 
 FAILING = frozenset({Status.failed.value, Status.aborted.value, Status.abandoned.value, Status.missed.value})  # `wake.run.incidents.FAILING`
@@ -126,7 +126,7 @@ async def incident_marks(conn: asyncpg.Connection, rows: Sequence[Any]) -> dict[
 @dataclass(frozen=True, kw_only=True)
 class Timeline:
     filters: Filters
-    rows: Sequence[Any]  # newest first, as `wake ledger` lists them
+    rows: Sequence[object]  # newest first, as `wake ledger` lists them
     marks: dict[str, Mark]  # wake id: its incident
     lanes: list[Lane]
     costs: dict[str, list[console_reads.DayCost]]
@@ -135,7 +135,7 @@ class Timeline:
     now: dt.datetime
 
 
-async def recent(conn: asyncpg.Connection, filters: Filters) -> Sequence[Any]:
+async def recent(conn: asyncpg.Connection, filters: Filters) -> list[dict[str, Any]]:
     """The wakes the filters select, newest first: `wake ledger`'s query."""
     return [r.columns() for r in await introspection.recent(
         conn, agent_id=filters.agent, tier=filters.tier, status=filters.status, trigger=filters.trigger, limit=filters.limit,
@@ -143,7 +143,7 @@ async def recent(conn: asyncpg.Connection, filters: Filters) -> Sequence[Any]:
 
 
 def lanes(rows: Sequence[Any]) -> list[Lane]:
-    by: dict[tuple[str, str], list[Any]] = {}
+    by: dict[tuple[str, str], list[object]] = {}
     for r in reversed(rows):
         by.setdefault((r["agent_id"], r["tier"]), []).append(r)
     order = {t.value: i for i, t in enumerate(Tier)}
@@ -174,7 +174,7 @@ class BlockView:
     """One arrival block: what the row recorded of it, its stored text, and its verification."""
 
     name: str
-    meta: Mapping[str, Any]
+    meta: Mapping[str, object]
     text: str | None
     problem: str | None
 
@@ -188,31 +188,52 @@ class ToolView:
 
 @dataclass(frozen=True, kw_only=True)
 class WakePage:
-    row: Mapping[str, Any]
+    row: Mapping[str, object]
     blocks: list[BlockView]
     tools: list[ToolView]
     verification: manifest.Verification | None
     other_problems: list[manifest.Difference]  # differences that name no one block or tool
-    deliveries: Sequence[Any]
-    pressure: Sequence[Any]  # the prompt's size before each model call (`wake_turns`)
+    deliveries: Sequence[outbox.DeliveryState]
+    pressure: Sequence[context_events.Turn]  # the prompt's size before each model call (`wake_turns`)
     actions: list[console_reads.Action]
-    transcript: list[Any] = field(default_factory=list)
+    transcript: list[ShownTurn] = field(default_factory=list)
 
 
-async def transcript(conn: asyncpg.Connection, wake_id: uuid.UUID, row: Mapping[str, Any]) -> list[dict[str, Any]]:
+class ShownCall(TypedDict):
+    """A tool call under the turn that made it, with its answer."""
+
+    name: str
+    arguments: object  # the model's arguments, decoded when they are JSON
+    answer: str | None
+    refused: bool
+    outcome: str
+    answered_from: str | None
+    mutates: bool | None
+
+
+class ShownTurn(TypedDict):
+    """A message of a transcript as the page shows it, with the calls an assistant turn made."""
+
+    role: str
+    label: str
+    text: str
+    calls: list[ShownCall]
+
+
+async def transcript(conn: asyncpg.Connection, wake_id: uuid.UUID, row: Mapping[str, object]) -> list[ShownTurn]:
     """The wake's conversation as the model saw it (`wake show --transcript`'s reader): each
     message, an assistant turn with the tool calls it made and each call's answer; empty for a
     wake that sent nothing to a model."""
     return turns(transcripts.as_dict(await transcripts.read(conn, wake_id), row))
 
 
-def turns(said: Mapping[str, Any]) -> list[dict[str, Any]]:
+def turns(said: Mapping[str, Any]) -> list[ShownTurn]:
     """A transcript as data (a wake's, `transcripts.as_dict`, or a replay's, `replays.as_dict`) as the page shows it."""
     # A tool's answer is shown once, under the call that asked for it: its `tool` message is not a
     # section of its own. An assistant message is labelled with its model turn (the ledger's
     # `turn`), the arrival's messages with their role alone, so a two-turn wake reads two turns.
     shown = [m for m in said["messages"] if m["role"] != "tool"]
-    shaped: list[dict[str, Any]] = [
+    shaped: list[ShownTurn] = [
         {"role": m["role"], "label": f"turn {m['turn']} · assistant" if m["role"] == "assistant" else m["role"], "text": m["content"] or "",
          "calls": []}
         for m in shown
@@ -286,9 +307,9 @@ class Live:
 
     error: str | None = None
     daemon_alive: bool = False
-    lease: Mapping[str, Any] | None = None
-    running: Sequence[Any] = field(default_factory=list)
-    next_fires: Sequence[Any] = field(default_factory=list)
+    lease: Mapping[str, object] | None = None
+    running: Sequence[Mapping[str, object]] = field(default_factory=list)
+    next_fires: Sequence[Mapping[str, object]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -296,21 +317,21 @@ class AgentPage:
     agent_id: str
     timezone: str
     tiers: list[TierView]
-    pauses: Sequence[Any]
-    oneshots: Sequence[Any]
+    pauses: Sequence[controls.Pause]
+    oneshots: Sequence[controls.OneShot]
     live: Live
     halted: bool
-    findings: Sequence[Any]
+    findings: Sequence[memory_ledger.FindingRecord]
     findings_total: int
-    pins: list[Any]
-    facts: Sequence[Any]
+    pins: list[dict[str, str]]
+    facts: Sequence[facts.Fact]
     facts_total: int
     checks: dict[uuid.UUID, fact_checks.Check]
-    commitments: Sequence[Any]
+    commitments: Sequence[commitments.Open]
     commitments_total: int
-    writes: Sequence[Any]
+    writes: Sequence[memory_ledger.MemoryWrite]
     writes_total: int
-    wakes: Sequence[Any]
+    wakes: Sequence[object]
     marks: dict[str, Mark]  # the wakes' incidents
     incidents: Sequence[incidents.Incident]  # open, the newest first
     memory: MemoryFiles
@@ -361,7 +382,7 @@ async def live(config: Config, agent_id: str, now: dt.datetime) -> Live:
     )
 
 
-async def pins(conn: asyncpg.Connection, agent_id: str) -> list[dict[str, Any]]:
+async def pins(conn: asyncpg.Connection, agent_id: str) -> list[dict[str, str]]:
     """The open tool-pin findings (an MCP tool whose declaration changed from its pin: not bound
     under `strict` until accepted), as `wake tools findings` reads them; pins are the process's,
     not one agent's, so every agent's page shows them, each with the declaration's diff before
@@ -456,9 +477,9 @@ class ReplaysPage:
 
 @dataclass(frozen=True, kw_only=True)
 class ReplayPage:
-    row: Mapping[str, Any]
-    transcript: list[dict[str, Any]]
-    calls: Sequence[Mapping[str, Any]]  # every call, with what answered it
+    row: Mapping[str, object]
+    transcript: list[ShownTurn]
+    calls: Sequence[Mapping[str, object]]  # every call, with what answered it
 
 
 def can_chart() -> bool:

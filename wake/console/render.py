@@ -11,8 +11,6 @@ every other control, invisible and bidi character escaped.
 
 from __future__ import annotations
 
-from typing import Any
-
 import markupsafe
 
 from untrusted import render
@@ -20,7 +18,7 @@ from untrusted import render
 CLASS = "data"
 
 
-def data(value: Any, limit: int | None = None) -> markupsafe.Markup:
+def data(value: object, limit: int | None = None) -> markupsafe.Markup:
     """One stored string, marked: a span of the `data` class whose text is neutralised."""
     if value is None:
         return markupsafe.Markup("-")
@@ -28,7 +26,7 @@ def data(value: Any, limit: int | None = None) -> markupsafe.Markup:
     return markupsafe.Markup('<span class="{}" title="stored text">{}</span>').format(CLASS, shown)
 
 
-def data_lines(value: Any, max_lines: int | None = None, limit: int | None = None) -> markupsafe.Markup:
+def data_lines(value: object, max_lines: int | None = None, limit: int | None = None) -> markupsafe.Markup:
     """A stored text of many lines, each line its own marked span (for a `<pre>`)."""
     lines = str(value or "").split("\n")
     shown = lines if max_lines is None else lines[:max_lines]
@@ -38,7 +36,7 @@ def data_lines(value: Any, max_lines: int | None = None, limit: int | None = Non
     return out
 
 
-def rendered(value: Any) -> str:
+def rendered(value: object) -> str:
     """A text the harness rendered (its marks kept), for the page: controls and invisible characters escaped."""
     return render.terminal(str(value)) if value is not None else ""
 

@@ -56,7 +56,7 @@ def link_of(config: Config, wake_id: str) -> str:
     return config.console.wake_link(wake_id)
 
 
-def fields_of(config: Config, payload: dict[str, Any]) -> dict[str, str]:
+def fields_of(config: Config, payload: dict[str, object]) -> dict[str, str]:
     """The template's values for one delivery (docs/channels.md, "Templates")."""
     wake_id = str(payload.get("wake_id", ""))
     values = {k: str(payload.get(k) or "") for k in ("text", "agent", "tier", "trigger", "status", "settled_at")}
@@ -150,7 +150,7 @@ def _register_masked(url: str, private: str) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class Target:
-    plugin: Any  # the Apprise service (apprise.plugins.NotifyBase)
+    plugin: object  # the Apprise service (apprise.plugins.NotifyBase)
     scheme: str
     shown: str  # its privacy form, without the query string
 
@@ -213,7 +213,7 @@ def _notify(plugin: Any, message: Message, timeout_s: float) -> tuple[bool, list
     return bool(result), [(e.level, e.message) for e in result.logs()]
 
 
-async def send(config: Config, route: DeliveryRoute, payload: dict[str, Any], *, delivery_id: int) -> None:
+async def send(config: Config, route: DeliveryRoute, payload: dict[str, object], *, delivery_id: int) -> None:
     """One attempt through an Apprise route; raises DeliveryFailed (`permanent` when it says so)."""
     target = target_of(route)
     wake_id = str(payload.get("wake_id", ""))

@@ -61,7 +61,7 @@ def _iso(value: dt.datetime) -> str:
     return value.isoformat()
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> object:
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
@@ -69,7 +69,7 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__} in a control message")
 
 
-def _dumps(payload: Any) -> str:
+def _dumps(payload: object) -> str:
     return json.dumps(payload, default=_json_default, separators=(",", ":"), sort_keys=True)
 
 
@@ -92,8 +92,8 @@ class ReplicaState:
     version: str
     started_at: dt.datetime
     heartbeat_at: dt.datetime
-    running: list[dict[str, Any]] = field(default_factory=list)
-    next_fires: list[dict[str, Any]] = field(default_factory=list)
+    running: list[dict[str, object]] = field(default_factory=list)
+    next_fires: list[dict[str, object]] = field(default_factory=list)
     owned: int = 0  # agents this replica schedules (wake.daemon.ownership)
     leaving: bool = False  # stopping: no longer a member, its agents are handed over
     down: dict[str, Any] = field(default_factory=dict)  # side tasks waiting out a restart's backoff (wake.daemon.supervise)

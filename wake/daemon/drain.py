@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 from wake import logs
 from wake.daemon import beat, control
@@ -19,7 +18,7 @@ CANCEL_GRACE_S = 10.0
 SIDE_CANCEL_TRIES = 3
 
 
-async def cancelled(tasks: list[asyncio.Task[Any]]) -> None:
+async def cancelled(tasks: list[asyncio.Task[object]]) -> None:
     """Cancel the side tasks and wait for them, boundedly: a cancellation can be lost (an
     `asyncio.wait_for` that finished just as it came, before Python 3.12), and a loop that lost it
     would keep the daemon from ever stopping. Ask again; name what still runs, and go on."""
@@ -34,7 +33,7 @@ async def cancelled(tasks: list[asyncio.Task[Any]]) -> None:
         log.error("daemon.side_tasks_stuck", tasks=sorted(t.get_name() for t in stuck))
 
 
-async def shutdown(daemon: Host, side: list[asyncio.Task[Any]]) -> None:
+async def shutdown(daemon: Host, side: list[asyncio.Task[object]]) -> None:
     """Stop firing, say STOPPING=1, drain within `drain_s`, cancel what remains, release."""
     daemon.stopping = True
     live = daemon.opened

@@ -36,7 +36,6 @@ import math
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -75,7 +74,7 @@ class Message:
     idempotency_key: str
 
 
-def _string(doc: dict[str, Any], key: str, *, limit: int | None, default: str | None = None) -> str:
+def _string(doc: dict[str, object], key: str, *, limit: int | None, default: str | None = None) -> str:
     value = doc.get(key, default)
     if not isinstance(value, str) or not value.strip():
         raise Refused(400, f"expected {key!r}: a non-empty string, got {clip(value)}")
@@ -176,7 +175,7 @@ class Inbox:
                 status_code=409,
             )
         log.info("inbox.received", chars=len(message.text), wake_id=str(stored.wake_id) if stored.wake_id else None, **where)
-        answer: dict[str, Any] = {
+        answer: dict[str, object] = {
             "message_id": str(stored.message_id), "received_at": stored.received_at.isoformat(),
             "wake_id": str(stored.wake_id) if stored.wake_id else None,
         }

@@ -52,7 +52,7 @@ async def refresh(
     return counts
 
 
-async def run(stores_of: Callable[[], Any], metrics_of: Callable[[], metrics.Metrics | None], stop: asyncio.Event,
+async def run(stores_of: Callable[[], object], metrics_of: Callable[[], metrics.Metrics | None], stop: asyncio.Event,
               interval_s: float | Callable[[], float] = INTERVAL_S, config_of: Callable[[], Config | None] = lambda: None,
               now: Callable[[], dt.datetime] = clock.now) -> None:
     first_seen: dict[tuple[str, str], dt.datetime] = {}

@@ -9,7 +9,6 @@ import datetime as dt
 import functools
 import heapq
 from collections.abc import Iterable
-from typing import Any
 
 from apscheduler.jobstores.base import JobLookupError
 
@@ -22,7 +21,7 @@ from wake.observe import metrics
 
 log = logs.get("wake.daemon")
 
-JOB_DEFAULTS: dict[str, Any] = {"coalesce": True, "misfire_grace_time": None, "max_instances": 1}
+JOB_DEFAULTS: dict[str, object] = {"coalesce": True, "misfire_grace_time": None, "max_instances": 1}
 # How many of the next fires the heartbeat (and `wake status`) carries: building, sorting and
 # encoding every job's on every beat blocked the loop for tens of milliseconds at 3,000 jobs.
 NEXT_FIRES = 10
@@ -82,7 +81,7 @@ def apply(daemon: Host, change: ownership.Change) -> None:
         ), name=f"take-over:{len(taken)}")
 
 
-def next_fires(daemon: Host, n: int = NEXT_FIRES) -> list[dict[str, Any]]:
+def next_fires(daemon: Host, n: int = NEXT_FIRES) -> list[dict[str, object]]:
     """The next `n` fires, soonest first."""
     live = daemon.opened
     if live is None or not live.scheduler.running:

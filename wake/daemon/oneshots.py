@@ -5,7 +5,6 @@ trigger requests a dead claimer left get their rows (`wake.daemon.dead_claimers`
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from ledgers import controls
 from ledgers.vocab import NO_WAIT_TIERS, Tier, Trigger
@@ -19,7 +18,7 @@ log = logs.get("wake.daemon")
 async def loop(daemon: Host) -> None:
     """Hand every due one-shot (`wake at`) to a task; its claim decides which replica runs it.
     Once a heartbeat's lifetime, give the one-shots a dead claimer left their rows."""
-    unknown: set[Any] = set()
+    unknown: set[object] = set()
     swept = daemon.now()
     while not daemon.stopping:
         if (daemon.now() - swept).total_seconds() >= daemon.heartbeat_ttl_s:

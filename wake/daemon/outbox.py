@@ -133,7 +133,7 @@ class Sender:
         async with self._stores.pg_conn() as conn:
             return await outbox.attempt(conn, row.id, self._owner, until)
 
-    async def _dead(self, row: outbox.Due, error: str, where: dict[str, Any], *, permanent: bool = False) -> None:
+    async def _dead(self, row: outbox.Due, error: str, where: dict[str, object], *, permanent: bool = False) -> None:
         async with self._stores.pg_conn() as conn:
             await outbox.dead(conn, row.id, error)
         log.error("outbox.dead", error=error, permanent=permanent, **where)

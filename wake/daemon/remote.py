@@ -54,7 +54,7 @@ class TriggerResult:
     error: str | None = None
     reason: str | None = None
     withdrawn: bool = False
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -66,7 +66,7 @@ class TriggerResult:
             return 1
         return EXIT_TIMED_OUT
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "request_id": self.request_id, "agent": self.agent, "tier": self.tier, "outcome": self.outcome,
             "wake_id": self.wake_id, "status": self.status, "note": self.note, "error": self.error,
@@ -139,7 +139,7 @@ async def _leases(redis: aioredis.Redis, agents: Sequence[str]) -> list[dict[str
     return rows
 
 
-def _next_fires(config: Config, replicas: Sequence[control.ReplicaState]) -> list[dict[str, Any]]:
+def _next_fires(config: Config, replicas: Sequence[control.ReplicaState]) -> list[dict[str, object]]:
     """The earliest next fire per configured (agent, tier) across the live replicas."""
     earliest: dict[tuple[str, str], str] = {}
     for replica in replicas:

@@ -10,7 +10,7 @@ import asyncio
 import datetime as dt
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -65,12 +65,12 @@ class Host(Protocol):
     stop_signal: str | None
     shared: bool
     turns: asyncio.Semaphore
-    tasks: set[asyncio.Task[Any]]
-    running: dict[asyncio.Task[Any], dict[str, Any]]
+    tasks: set[asyncio.Task[object]]
+    running: dict[asyncio.Task[object], dict[str, object]]
     schedules: dict[tuple[str, str], schedule.Schedule]
     triggers: dict[tuple[str, str], schedule.SlotTrigger]
     handed: dict[tuple[str, str], dt.datetime]
-    oneshots_running: set[Any]
+    oneshots_running: set[object]
     spool: Spool
     ownership: Ownership
     supervisor: supervise.Supervisor
@@ -94,11 +94,11 @@ class Host(Protocol):
 
     def status_text(self) -> str: ...
 
-    def next_fires(self, n: int = ...) -> list[dict[str, Any]]: ...
+    def next_fires(self, n: int = ...) -> list[dict[str, object]]: ...
 
     def state(self) -> control.ReplicaState: ...
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]: ...
+    def _spawn(self, coro: Coroutine[object, object, object], *, name: str) -> asyncio.Task[object]: ...
 
     def _apply(self, change: Change) -> None: ...
 

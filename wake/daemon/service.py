@@ -102,15 +102,15 @@ class Daemon:
     def __post_init__(self) -> None:
         self.stop = asyncio.Event()
         self.stopping = False
-        self.tasks: set[asyncio.Task[Any]] = set()
-        self.running: dict[asyncio.Task[Any], dict[str, Any]] = {}
+        self.tasks: set[asyncio.Task[object]] = set()
+        self.running: dict[asyncio.Task[object], dict[str, object]] = {}
         self.schedules: dict[tuple[str, str], schedule.Schedule] = {}
         self.triggers: dict[tuple[str, str], schedule.SlotTrigger] = {}
         self.handed: dict[tuple[str, str], dt.datetime] = {}  # the slot each job handed over last
         self.opened: Running | None = None  # built whole once the session is open (`open`)
         self.turns = asyncio.Semaphore(self.config.daemon.max_concurrent_wakes)
         self.metrics: metrics.Metrics | None = None
-        self.oneshots_running: set[Any] = set()  # one-shot wake ids handed to a task here
+        self.oneshots_running: set[object] = set()  # one-shot wake ids handed to a task here
         self.spool = spool.Spool(by=self.replica_id, now=lambda: self.now())
         self.stop_signal: str | None = None
         self.shared = self.config.daemon.ownership == "rendezvous"
@@ -282,7 +282,7 @@ class Daemon:
     def _apply(self, change: ownership.Change) -> None:
         jobs.apply(self, change)
 
-    def next_fires(self, n: int = jobs.NEXT_FIRES) -> list[dict[str, Any]]:
+    def next_fires(self, n: int = jobs.NEXT_FIRES) -> list[dict[str, object]]:
         return jobs.next_fires(self, n)
 
     def status_text(self) -> str:
@@ -292,7 +292,7 @@ class Daemon:
 
     # -- one wake (wake.daemon.wakes) -------------------------------------------------------------
 
-    def _spawn(self, coro: Any, *, name: str) -> asyncio.Task[Any]:
+    def _spawn(self, coro: object, *, name: str) -> asyncio.Task[object]:
         task = asyncio.create_task(self._logged(coro), name=name)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import Any
 
 from ledgers.vocab import NO_WAIT_TIERS, Status, Tier, Trigger
 from wake import clock, logs
@@ -87,7 +86,7 @@ async def leased(
         daemon.running.pop(task, None)
 
 
-async def _running(daemon: Host, task: asyncio.Task[Any], wake: claim.Started, t: Timing, request_id: str | None) -> None:
+async def _running(daemon: Host, task: asyncio.Task[object], wake: claim.Started, t: Timing, request_id: str | None) -> None:
     """A wake about to run under its fence: in the heartbeat's list, its fire lag measured, its requester told."""
     fenced, held = wake.request, wake.held
     t.running_at = daemon.now()

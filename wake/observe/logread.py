@@ -70,7 +70,7 @@ def parse(line: str) -> Event | None:
     return value
 
 
-def level_rank(event: Mapping[str, Any]) -> int:
+def level_rank(event: Mapping[str, object]) -> int:
     """Where the event's level stands in LEVELS; an event without a level counts as info."""
     return _LEVEL_RANK.get(str(event.get("level", "info")).lower(), _LEVEL_RANK["info"])
 
@@ -87,12 +87,12 @@ class Owner:
     tier: str | None = None
 
 
-def _text_field(event: Mapping[str, Any], key: str) -> str | None:
+def _text_field(event: Mapping[str, object], key: str) -> str | None:
     value = event.get(key)
     return value if isinstance(value, str) and value else None
 
 
-def named_wake(event: Mapping[str, Any]) -> str | None:
+def named_wake(event: Mapping[str, object]) -> str | None:
     """The wake id the event names itself: `wake_id`, or a field ending in `_wake_id`."""
     if (wake_id := _text_field(event, "wake_id")) is not None:
         return wake_id
@@ -112,7 +112,7 @@ class _Prelude:
 
     seq: int
     event: Event
-    matches: Callable[[Mapping[str, Any]], bool]
+    matches: Callable[[Mapping[str, object]], bool]
 
 
 class Story:
@@ -125,7 +125,7 @@ class Story:
         self._seq = 0
 
     @staticmethod
-    def is_prelude(event: Mapping[str, Any]) -> bool:
+    def is_prelude(event: Mapping[str, object]) -> bool:
         return event.get("event") in ("lease.acquired", "trigger.received", "wake.catch_up")
 
     def see(self, event: Event) -> tuple[Owner, list[Event]]:
@@ -146,7 +146,7 @@ class Story:
             self._open.pop(owner.wake_id, None)
         return owner, led
 
-    def _owner(self, name: str, event: Mapping[str, Any], agent: str | None, tier: str | None) -> Owner:
+    def _owner(self, name: str, event: Mapping[str, object], agent: str | None, tier: str | None) -> Owner:
         wake_id = named_wake(event)
         if wake_id is None:
             fence = event.get("fence")
@@ -177,7 +177,7 @@ class Story:
                 lambda started: started.get("tier") == tier and started.get("trigger") == "catch_up" and started.get("scheduled_for") == slot,
             )
 
-    def _claim_preludes(self, wake_id: str, started: Mapping[str, Any], agent: str | None) -> list[Event]:
+    def _claim_preludes(self, wake_id: str, started: Mapping[str, object], agent: str | None) -> list[Event]:
         if agent is None:
             return []
         claimed: list[_Prelude] = []
@@ -192,7 +192,7 @@ class Story:
         return [p.event for p in sorted(claimed, key=lambda p: p.seq)]
 
     @staticmethod
-    def _remember(table: collections.OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    def _remember(table: collections.OrderedDict[Any, Any], key: object, value: object, limit: int) -> None:
         table[key] = value
         table.move_to_end(key)
         while len(table) > limit:
@@ -212,7 +212,7 @@ class Filters:
     events: tuple[str, ...] = ()  # fnmatch globs over the event name; any may match
     level: str | None = None  # the lowest level shown
 
-    def matches(self, event: Mapping[str, Any], owner: Owner) -> bool:
+    def matches(self, event: Mapping[str, object], owner: Owner) -> bool:
         if self.agent is not None and owner.agent != self.agent:
             return False
         if self.tier is not None and owner.tier != self.tier:

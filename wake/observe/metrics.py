@@ -167,7 +167,7 @@ class _Running(Collector):
 
     def __init__(self, now: Callable[[], dt.datetime], agent: Callable[[str | None], str], tier: Callable[[str | None], str]) -> None:
         self._now, self._agent, self._tier = now, agent, tier
-        self.source: Callable[[], Iterable[Mapping[str, Any]]] = list
+        self.source: Callable[[], Iterable[Mapping[str, object]]] = list
         self.slots: list[tuple[str, str]] = []
 
     def describe(self) -> Iterable[Metric]:
@@ -188,7 +188,7 @@ class _Running(Collector):
             age.add_metric(list(key), max(0.0, oldest[key]))
         return [count, age]
 
-    def _wakes(self) -> list[Mapping[str, Any]]:
+    def _wakes(self) -> list[Mapping[str, object]]:
         for _ in range(3):  # the loop may change the list while this thread copies it
             try:
                 return list(self.source())
@@ -210,7 +210,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _aware(value: Any) -> dt.datetime | None:
+def _aware(value: object) -> dt.datetime | None:
     if isinstance(value, str):
         try:
             value = dt.datetime.fromisoformat(value)
@@ -362,7 +362,7 @@ class Metrics:
     def observe_handover(self, direction: str, why: str, agents: int) -> None:
         self.handovers.labels(self._direction(direction), self._handover_why(why)).inc(agents)
 
-    def set_running(self, wakes: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+    def set_running(self, wakes: Callable[[], Iterable[Mapping[str, object]]]) -> None:
         """`wakes` lists the wakes running now, each with `agent`, `tier` and `started_at` (a
         datetime or an ISO string), as the daemon's heartbeat does: `lambda: list(daemon.running.values())`.
         It is called at each scrape, on the exposition's thread."""

@@ -35,6 +35,8 @@ import structlog
 from wake import logs
 
 if TYPE_CHECKING:
+    import datetime
+
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Tracer
 
@@ -55,16 +57,16 @@ _wake_attrs: contextvars.ContextVar[dict[str, str] | None] = contextvars.Context
 class _NoSpan:
     """The span of a process that traces nothing: every call does nothing."""
 
-    def set_attribute(self, key: str, value: Any) -> None:
+    def set_attribute(self, key: str, value: object) -> None:
         pass
 
-    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+    def set_attributes(self, attributes: Mapping[str, object]) -> None:
         pass
 
     def record_exception(self, exc: BaseException) -> None:
         pass
 
-    def set_status(self, *args: Any, **kwargs: Any) -> None:
+    def set_status(self, *args: object, **kwargs: object) -> None:
         pass
 
 
@@ -72,7 +74,7 @@ NO_SPAN = _NoSpan()
 
 
 @contextlib.contextmanager
-def _no_span() -> Iterator[Any]:
+def _no_span() -> Iterator[object]:
     yield NO_SPAN
 
 
@@ -168,12 +170,12 @@ def span(name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[Any
         yield current
 
 
-def _slot(scheduled_for: Any) -> str:
+def _slot(scheduled_for: datetime.datetime | None) -> str:
     return scheduled_for.isoformat() if scheduled_for is not None else "none"
 
 
 @contextlib.contextmanager
-def wake_span(*, wake_id: uuid.UUID, agent: str, tier: str, trigger: str, scheduled_for: Any) -> Iterator[Any]:
+def wake_span(*, wake_id: uuid.UUID, agent: str, tier: str, trigger: str, scheduled_for: datetime.datetime | None) -> Iterator[Any]:
     """The wake's `wake.run` span, opened before its claim; a wake already inside its own (a
     claimed wake's `run_wake`) is given that one. Its log lines carry `trace_id` while it is open."""
     tracer = _tracer
@@ -224,17 +226,17 @@ def wake_status(status: str, error: str | None = None) -> None:
 # -- GenAI spans (semantic conventions SEMCONV_VERSION) ------------------------------------------
 
 
-def _server(base_url: str) -> dict[str, Any]:
+def _server(base_url: str) -> dict[str, object]:
     parts = urlsplit(base_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return {"server.address": parts.hostname, "server.port": port}
 
 
-def chat_span(*, model: str, base_url: str, body: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
+def chat_span(*, model: str, base_url: str, body: Mapping[str, object]) -> contextlib.AbstractContextManager[object]:
     """The span of one model call (`chat {model}`), with its request attributes."""
     if _tracer is None:
         return _no_span()
-    attrs: dict[str, Any] = {
+    attrs: dict[str, object] = {
         "gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDER, "gen_ai.request.model": model, **_server(base_url),
     }
     for key, name in (("max_tokens", "gen_ai.request.max_tokens"), ("temperature", "gen_ai.request.temperature"),
@@ -247,11 +249,11 @@ def chat_span(*, model: str, base_url: str, body: Mapping[str, Any]) -> contextl
 
 
 def chat_reply(current: Any, *, response_model: str | None, response_id: str | None, finish_reason: str | None,
-               input_tokens: int, output_tokens: int, message: Mapping[str, Any] | None) -> None:
+               input_tokens: int, output_tokens: int, message: Mapping[str, object] | None) -> None:
     """A model call's answer on its span."""
     if _tracer is None:
         return
-    attrs: dict[str, Any] = {"gen_ai.usage.input_tokens": input_tokens, "gen_ai.usage.output_tokens": output_tokens}
+    attrs: dict[str, object] = {"gen_ai.usage.input_tokens": input_tokens, "gen_ai.usage.output_tokens": output_tokens}
     if response_model:
         attrs["gen_ai.response.model"] = response_model
     if response_id:
@@ -263,11 +265,11 @@ def chat_reply(current: Any, *, response_model: str | None, response_id: str | N
     current.set_attributes(attrs)
 
 
-def tool_span(*, name: str, call_id: str, arguments: Any) -> contextlib.AbstractContextManager[Any]:
+def tool_span(*, name: str, call_id: str, arguments: object) -> contextlib.AbstractContextManager[object]:
     """The span of one tool call (`execute_tool {name}`)."""
     if _tracer is None:
         return _no_span()
-    attrs: dict[str, Any] = {
+    attrs: dict[str, object] = {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name or "(none)", "gen_ai.tool.call.id": call_id,
         "gen_ai.tool.type": "function",
     }
@@ -281,5 +283,5 @@ def tool_result(current: Any, answer: str) -> None:
         current.set_attribute("gen_ai.tool.call.result", logs.redact_text(str(answer)))
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return json.dumps(logs.redact_data(value), ensure_ascii=False, default=str)

@@ -33,7 +33,7 @@ STATUS_STYLES: dict[str, str] = {
 }
 
 
-def _time(value: Any) -> dt.datetime | None:
+def _time(value: object) -> dt.datetime | None:
     """A datetime from a datetime or an ISO 8601 string (the JSON form); None for anything else."""
     if isinstance(value, dt.datetime):
         return value
@@ -45,12 +45,12 @@ def _time(value: Any) -> dt.datetime | None:
     return None
 
 
-def _utc(value: Any) -> str:
+def _utc(value: object) -> str:
     at = _time(value)
     return f"{at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if at is not None and at.tzinfo else "-"
 
 
-def _relative(now: dt.datetime, value: Any) -> str:
+def _relative(now: dt.datetime, value: object) -> str:
     at = _time(value)
     if at is None or at.tzinfo is None:
         return "-"
@@ -60,11 +60,11 @@ def _relative(now: dt.datetime, value: Any) -> str:
     return f"in {amount}" if ahead else f"{amount} ago"
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
-def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> RenderableType:
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> RenderableType:
     """A titled table, or the title and `none` when there are no rows."""
     if not rows:
         return Text.assemble((title, "bold"), ": none")
@@ -76,11 +76,11 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) ->
     return table
 
 
-def _status(status: Any) -> Text:
+def _status(status: object) -> Text:
     return Text(_cell(status), style=STATUS_STYLES.get(str(status), ""))
 
 
-def _duration(row: Mapping[str, Any]) -> str:
+def _duration(row: Mapping[str, object]) -> str:
     started, finished = _time(row.get("started_at")), _time(row.get("finished_at"))
     if started is None or finished is None:
         return "running" if started is not None and row.get("status") == "started" else "-"
@@ -93,7 +93,7 @@ def _cost(row: Mapping[str, Any]) -> str:
     return f"${float(cost):.4f}" if row.get("model") and cost is not None else "-"
 
 
-def _why(row: Mapping[str, Any]) -> str:
+def _why(row: Mapping[str, object]) -> str:
     text = str(row.get("error") or row.get("note") or "")
     return text if len(text) <= 60 else text[:59] + "…"
 
@@ -101,7 +101,7 @@ def _why(row: Mapping[str, Any]) -> str:
 def render(snapshot: Snapshot, *, stale: str | None = None) -> RenderableType:
     """The whole view of one snapshot. `stale`: why this snapshot is not the latest (a fetch failed)."""
     now = _time(snapshot.get("at")) or clock.now()
-    replicas: Sequence[Mapping[str, Any]] = snapshot.get("replicas") or []
+    replicas: Sequence[Mapping[str, object]] = snapshot.get("replicas") or []
     head: list[RenderableType] = [Text.assemble(("wake status", "bold"), f"  {_utc(now)} UTC  redis {snapshot.get('redis', '-')}")]
     if stale is not None:
         head.append(Text(f"stale: could not refresh ({stale}); showing {_utc(now)} UTC", style="bold red"))
@@ -114,7 +114,7 @@ def render(snapshot: Snapshot, *, stale: str | None = None) -> RenderableType:
         ))
     else:
         sections.append(Text(f"no daemon alive (no replica heartbeat in redis at {snapshot.get('redis', '-')})", style="bold yellow"))
-    running: Sequence[Mapping[str, Any]] = snapshot.get("running") or []
+    running: Sequence[Mapping[str, object]] = snapshot.get("running") or []
     sections.append(_table(
         "running wakes", ("AGENT", "TIER", "TRIGGER", "WAKE", "STARTED", "FENCE", "REPLICA"),
         [(w.get("agent"), w.get("tier"), w.get("trigger"), w.get("wake_id"), _relative(now, w.get("started_at")), w.get("fence"),
@@ -133,7 +133,7 @@ def render(snapshot: Snapshot, *, stale: str | None = None) -> RenderableType:
         ))
     else:
         sections.append(Text("next fires: unknown (no daemon alive to schedule them)", style="dim"))
-    recent: Sequence[Mapping[str, Any]] = snapshot.get("recent") or []
+    recent: Sequence[Mapping[str, object]] = snapshot.get("recent") or []
     sections.append(_table(
         "recent outcomes", ("STARTED (UTC)", "AGENT", "TIER", "TRIGGER", "STATUS", "DURATION", "COST", "WAKE", "NOTE"),
         [(_utc(r.get("started_at")), r.get("agent_id"), r.get("tier"), r.get("trigger"), _status(r.get("status")), _duration(r), _cost(r),

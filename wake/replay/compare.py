@@ -48,7 +48,7 @@ def _clip(text: str | None) -> str | None:
 
 def first_divergence(
     recorded: Sequence[Decided], replayed: Sequence[Decided], recorded_final: str | None, replayed_final: str | None,
-) -> dict[str, Any] | None:
+) -> dict[str, object] | None:
     """The first turn where the two runs decided differently (None: the same decisions throughout)."""
     old, new = _by_turn(recorded), _by_turn(replayed)
     for turn in range(1, max([0, *old, *new]) + 1):
@@ -57,7 +57,7 @@ def first_divergence(
             x, y = (a[n] if n < len(a) else None), (b[n] if n < len(b) else None)
             if x is not None and y is not None and (x.tool, x.arguments) == (y.tool, y.arguments):
                 continue
-            found: dict[str, Any] = {
+            found: dict[str, object] = {
                 "turn": turn, "kind": "call", "call": n,
                 "recorded": None if x is None else {"tool": x.tool, "arguments": x.arguments},
                 "replay": None if y is None else {"tool": y.tool, "arguments": y.arguments},
@@ -88,7 +88,7 @@ def _lines(messages: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-def transcript_diff(recorded: Sequence[dict[str, Any]], replayed: Sequence[dict[str, Any]], base: int = 2) -> list[str]:
+def transcript_diff(recorded: Sequence[dict[str, object]], replayed: Sequence[dict[str, object]], base: int = 2) -> list[str]:
     """A unified diff of the two conversations after the arrival (the first `base` messages)."""
     diff = list(difflib.unified_diff(_lines(recorded[base:]), _lines(replayed[base:]), "recorded", "replay", lineterm=""))
     return diff if len(diff) <= DIFF_MAX_LINES else [*diff[:DIFF_MAX_LINES], f"…[{len(diff) - DIFF_MAX_LINES} more lines]"]

@@ -27,12 +27,18 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wake.arrival import sources
 from wake.config import Config
 from wake.replay.recording import Recording
 from wake.think.gate import COMPARED_TIERS
+
+if TYPE_CHECKING:
+    from surfaces.registry import Registry
+    from wake.replay.run import Candidate
+    from wake.stores import Stores
+    from wake.think.client import Client
 
 CHECKS = ("quiet", "clean_calls", "mutations_bounded", "facts_settled", "completed")
 # Tools that change facts, and how they name the fact they change (docs/facts.md).
@@ -69,7 +75,7 @@ class Pair:
     baseline: Side
     candidate: Side
     checks: dict[str, tuple[bool, bool] | None]  # (baseline passes, candidate passes); None: not applicable
-    first_divergence: dict[str, Any] | None
+    first_divergence: dict[str, object] | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,14 +95,14 @@ class Scorecard:
     scores: tuple[Score, ...]
     metrics: dict[str, dict[str, float | None]]
     threshold: float
-    candidate: dict[str, Any] = field(default_factory=dict)
+    candidate: dict[str, object] = field(default_factory=dict)
     eval_id: uuid.UUID | None = None  # the stored run's (`wake_replay_evals`), once stored
 
     @property
     def regressed(self) -> list[Score]:
         return [s for s in self.scores if s.regressed]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {
             "eval_id": None if self.eval_id is None else str(self.eval_id),
             "candidate": self.candidate, "threshold": self.threshold, "wakes": len(self.pairs),
@@ -135,7 +141,7 @@ def _arrival_unchanged(recording: Recording) -> bool:
                 and not (n in sources.BUILTIN and sources.BUILTIN[n].changes_every_wake)]
 
 
-def _unsettled(calls: Sequence[tuple[str, dict[str, Any]]], arrival_text: str) -> int:
+def _unsettled(calls: Sequence[tuple[str, dict[str, object]]], arrival_text: str) -> int:
     """Calls of a fact-changing tool naming an id (an argument whose key is `id` or ends `_id`) the arrival never showed."""
     bad = 0
     for tool, arguments in calls:
@@ -147,7 +153,7 @@ def _unsettled(calls: Sequence[tuple[str, dict[str, Any]]], arrival_text: str) -
     return bad
 
 
-def _parsed(arguments: str) -> dict[str, Any]:
+def _parsed(arguments: str) -> dict[str, object]:
     import json
 
     try:
@@ -157,7 +163,7 @@ def _parsed(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def pair_of(recording: Recording, record: Any, config: Config, messages: Sequence[dict[str, Any]], replay_calls: Sequence[Any],
+def pair_of(recording: Recording, record: Any, config: Config, messages: Sequence[dict[str, object]], replay_calls: Sequence[Any],
             allow_mutations: bool) -> Pair:
     """Score one recorded wake against its replay (`record`: the stored `ReplayRecord`)."""
     row = recording.row
@@ -203,7 +209,7 @@ def _per(total: float, count: int) -> float | None:
     return total / count if count else None
 
 
-def score(pairs: Sequence[Pair], threshold: float, candidate: dict[str, Any] | None = None) -> Scorecard:
+def score(pairs: Sequence[Pair], threshold: float, candidate: dict[str, object] | None = None) -> Scorecard:
     scores = []
     for check in CHECKS:
         applied = [(p, v) for p in pairs if (v := p.checks.get(check)) is not None]
@@ -229,7 +235,7 @@ def score(pairs: Sequence[Pair], threshold: float, candidate: dict[str, Any] | N
     return Scorecard(pairs=tuple(pairs), scores=tuple(scores), metrics=metrics, threshold=threshold, candidate=candidate or {})
 
 
-def sample(ids: Sequence[Any], n: int | None, seed: int) -> list[Any]:
+def sample(ids: Sequence[object], n: int | None, seed: int) -> list[Any]:
     """`n` of the ids, chosen by `seed` (the same seed, the same wakes), in their original order."""
     if n is None or n >= len(ids):
         return list(ids)
@@ -312,7 +318,7 @@ def per_agent(card: Scorecard) -> dict[str, Scorecard]:
     return {a: score([p for p in card.pairs if p.agent_id == a], card.threshold, card.candidate) for a in agents}
 
 
-async def store(stores: Any, card: Scorecard, started_at: dt.datetime, finished_at: dt.datetime) -> uuid.UUID:
+async def store(stores: Stores, card: Scorecard, started_at: dt.datetime, finished_at: dt.datetime) -> uuid.UUID:
     """Store the run's scorecards (`wake_replay_evals`, one row per agent); returns the run's id."""
     from ledgers import replays
 
@@ -329,7 +335,7 @@ async def store(stores: Any, card: Scorecard, started_at: dt.datetime, finished_
 
 
 async def evaluate(
-    stores: Any, config: Config, registry: Any, wake_ids: Sequence[Any], candidate: Any, client: Any, *, allow_mutations: bool,
+    stores: Stores, config: Config, registry: Registry, wake_ids: Sequence[uuid.UUID], candidate: Candidate, client: Client, *, allow_mutations: bool,
     threshold: float,
 ) -> Scorecard:
     """Replay each wake against `candidate` (each replay stored apart), score the pairs and store

@@ -44,7 +44,7 @@ class Recording:
     declarations: dict[str, dict[str, Any]]  # {tool name: its canonical declaration}
     arrival_hashes: tuple[str, ...]  # the transcript's hashes of the arrival messages (empty: no transcript)
     calls: tuple[RecordedCall, ...]
-    messages: tuple[dict[str, Any], ...]  # the transcript's messages, decoded
+    messages: tuple[dict[str, object], ...]  # the transcript's messages, decoded
 
     @property
     def final_text(self) -> str | None:
@@ -60,7 +60,7 @@ class Recording:
         return self.calls[seq] if 0 <= seq < len(self.calls) else None
 
 
-def canonical_arguments(raw: Any) -> str:
+def canonical_arguments(raw: object) -> str:
     """A call's arguments as canonical JSON, so the same arguments written differently compare equal."""
     if isinstance(raw, str):
         try:
@@ -70,7 +70,7 @@ def canonical_arguments(raw: Any) -> str:
     return recorder.canonical(raw if raw is not None else {})
 
 
-def _answer_text(message: dict[str, Any] | None, tool: str) -> str | None:
+def _answer_text(message: dict[str, object] | None, tool: str) -> str | None:
     if message is None:
         return None
     text = message.get("content")
@@ -119,7 +119,7 @@ async def read(conn: asyncpg.Connection, wake_id: uuid.UUID) -> Recording:
     return Recording(row=row, blocks=tuple(blocks), declarations=declarations, arrival_hashes=arrival, calls=calls, messages=messages)
 
 
-def arrival_messages(blocks: tuple[Block, ...], marks: spotlight.Marks) -> list[dict[str, Any]]:
+def arrival_messages(blocks: tuple[Block, ...], marks: spotlight.Marks) -> list[dict[str, object]]:
     """The first two messages from blocks already in prompt order, as `wake.think.prompt.messages`
     makes them, the agent's marks named in the system message (the order is the recorded one, not
     re-derived: the flags that ordered it are not stored)."""

@@ -65,7 +65,7 @@ class Candidate:
     config_path: str | None = None
     live_readonly: bool = False
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {
             "route": self.route, "instructions": self.instructions_path,
             "instructions_sha256": None if self.instructions is None else manifest.sha256_text(self.instructions),
@@ -78,12 +78,12 @@ class Outcome:
     """A finished replay: its stored row (its report included)."""
 
     record: replays.ReplayRecord
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, object]]
     calls: list[tuple[str, str]]  # (tool, canonical arguments) of each call the replay's model made
 
 
 def _never_run(name: str) -> Any:
-    async def handler(ctx: Any, **arguments: Any) -> Any:
+    async def handler(ctx: object, **arguments: object) -> object:
         raise RuntimeError(f"a replay never runs {name}")  # unreachable: the replay's executor answers every call
 
     return handler
@@ -140,7 +140,7 @@ class _NoDailyCap:
 class _ApartPressure(Pressure):
     """The loop's context pressure, its events kept in the replay (never in `context_events`)."""
 
-    async def event(self, kind: str, reason: str, **fields: Any) -> None:
+    async def event(self, kind: str, reason: str, **fields: object) -> None:
         self.conv.events.append(f"turn {self.conv.turn}: {kind} ({reason})")
 
     async def _archive(self, cut: Cut, strategy: str) -> int:
@@ -158,13 +158,13 @@ class _FirstRequest(Client):
         self.inner = inner
         self.first: bytes | None = None
 
-    async def complete(self, route: ModelRoute, body: Mapping[str, Any], *, api_key: secrets.Secret | None = None) -> Reply:
+    async def complete(self, route: ModelRoute, body: Mapping[str, object], *, api_key: secrets.Secret | None = None) -> Reply:
         if self.first is None:  # the payload as `Client.complete` builds it (tests hold it to the server's bytes)
             extra = {k: v for k, v in route.extra_body.items() if k not in body and k not in HARNESS_BODY_KEYS}
             self.first = json.dumps({"model": route.model, **body, **extra}, ensure_ascii=False).encode("utf-8")
         return await self.inner.complete(route, body, api_key=api_key)
 
-    async def count_prompt_tokens(self, route: ModelRoute, body: Mapping[str, Any], *, api_key: secrets.Secret | None = None) -> int | None:
+    async def count_prompt_tokens(self, route: ModelRoute, body: Mapping[str, object], *, api_key: secrets.Secret | None = None) -> int | None:
         return await self.inner.count_prompt_tokens(route, body, api_key=api_key)
 
 
@@ -172,7 +172,7 @@ class ReplayLoop(thinking.Loop):
     """wake's model loop with the recording as its tools' executor, and its records kept in memory."""
 
     def __init__(
-        self, ctx: WakeContext, route_name: str, route: ModelRoute, arrival: list[dict[str, Any]], client: Client, recording: Recording,
+        self, ctx: WakeContext, route_name: str, route: ModelRoute, arrival: list[dict[str, object]], client: Client, recording: Recording,
         live: Mapping[str, Tool], live_readonly: bool,
     ) -> None:
         super().__init__(ctx, route_name, route, (), client, arrival=arrival)
@@ -184,7 +184,7 @@ class ReplayLoop(thinking.Loop):
         self.answered: dict[int, tuple[str, bool]] = {}  # call seq -> (answered_from, mutates)
         self.out_of_recording = 0
         self.live_calls = 0
-        self.turn_measures: list[dict[str, Any]] = []
+        self.turn_measures: list[dict[str, object]] = []
 
     async def _record_turn(self, *, turn: int, tokens: int, counted: str, max_tokens: int) -> None:
         self.transcript.observe(self.budget.turns)
@@ -193,7 +193,7 @@ class ReplayLoop(thinking.Loop):
     async def _record_partial(self, stop_reason: str) -> None:
         return None  # a replay's totals go on its own row, written whole at its end
 
-    async def _execute(self, tool: Tool, arguments: dict[str, Any], call_id: str, *, started: float) -> str:
+    async def _execute(self, tool: Tool, arguments: dict[str, object], call_id: str, *, started: float) -> str:
         seq = len(self.transcript.calls)
         recorded = self.recording.call_at(seq)
         same = recorded is not None and recorded.tool == tool.name and recorded.arguments == canonical_arguments(arguments)
@@ -281,7 +281,7 @@ async def replay(
     divergence = compare.first_divergence(_decided_recorded(recording), replayed, recording.final_text, thought.final_text)
     request_matches = None if not recording.arrival_hashes else arrival_hashes == recording.arrival_hashes
     stop_reason = thought.thinking.stop_reason if thought.thinking else None
-    report: dict[str, Any] = {
+    report: dict[str, object] = {
         "same_decisions": divergence is None,
         "first_divergence": divergence,
         "transcript_diff": compare.transcript_diff(list(recording.messages), messages),

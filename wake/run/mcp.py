@@ -197,7 +197,7 @@ def tools_source(v: Vetted) -> Source:
     """The `tools` block: which servers could not be reached and which tools a pin held back."""
     found = _render(v)
 
-    async def fn(ctx: Any) -> Found:
+    async def fn(ctx: object) -> Found:
         return found
 
     return Source(name=TOOLS_BLOCK, cache_tier=CacheTier.volatile, fn=fn)

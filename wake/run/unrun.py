@@ -58,7 +58,7 @@ class NotRun:
     note: str | None = None
     error: str | None = None
     code: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     @classmethod
     def of(cls, request: WakeRequest, status: Status, reason: str, *, at: dt.datetime) -> NotRun:

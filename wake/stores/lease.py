@@ -75,7 +75,7 @@ class Lease:
     abandoned: list[introspection.AbandonedRow] = field(default_factory=list)
     _timer: asyncio.TimerHandle | None = field(default=None, repr=False)
     _renewing: asyncio.Task[None] | None = field(default=None, repr=False)
-    _guarded: asyncio.Task[Any] | None = field(default=None, repr=False)
+    _guarded: asyncio.Task[object] | None = field(default=None, repr=False)
     _last_ok: float = field(default=0.0, repr=False)
 
     @property
@@ -94,7 +94,7 @@ class Lease:
         """Compare-and-delete: True if this holder still held the lease and released it."""
         return bool(await self.redis.eval(_RELEASE, 1, self.key, self.token))
 
-    def keep(self, guarded: asyncio.Task[Any] | None = None) -> None:
+    def keep(self, guarded: asyncio.Task[object] | None = None) -> None:
         """Renew every TTL/3 until `stop_keeping`; on loss, cancel `guarded`. A Redis error counts
         as a failed renewal only once the TTL has run out since the last success. A timer, not a
         task: a wake shorter than TTL/3 (most) never renews, and its release waits for no task."""
@@ -143,7 +143,7 @@ async def holder(redis: aioredis.Redis, agent_id: str) -> str | None:
 
 async def acquire(
     stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", wait_s: float = 0.0, floor: int | None = None, abandon: str | None = None,
-    conn: Any = None,
+    conn: object = None,
 ) -> Lease:
     """Take the agent's lease and a new fence, and record the fence in PostgreSQL.
 
@@ -177,7 +177,7 @@ async def acquire(
 
 
 async def _acquire_once(
-    stores: Stores, agent_id: str, *, ttl_ms: int, owner: str, floor: int | None, abandon: str | None, conn: Any = None,
+    stores: Stores, agent_id: str, *, ttl_ms: int, owner: str, floor: int | None, abandon: str | None, conn: object = None,
 ) -> Lease:
     token = f"{owner}:{secrets.token_hex(8)}" if owner else secrets.token_hex(12)
     if floor is None:
@@ -205,14 +205,14 @@ async def _acquire_once(
     return lease
 
 
-def _on(stores: Stores, conn: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+def _on(stores: Stores, conn: object) -> contextlib.AbstractAsyncContextManager[Any]:
     """The caller's connection when it gave one, else a pooled one."""
     return contextlib.nullcontext(conn) if conn is not None else stores.pg_conn()
 
 
 @contextlib.asynccontextmanager
 async def held(
-    stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", guarded: asyncio.Task[Any] | None = None, wait_s: float = 0.0,
+    stores: Stores, agent_id: str, *, ttl_ms: int, owner: str = "", guarded: asyncio.Task[object] | None = None, wait_s: float = 0.0,
     floor: int | None = None, abandon: str | None = None,
 ) -> AsyncIterator[Lease]:
     """Take the lease (`acquire`) and hold it for the body (`holding`)."""
@@ -222,7 +222,7 @@ async def held(
 
 
 @contextlib.asynccontextmanager
-async def holding(lease: Lease, guarded: asyncio.Task[Any] | None = None) -> AsyncIterator[Lease]:
+async def holding(lease: Lease, guarded: asyncio.Task[object] | None = None) -> AsyncIterator[Lease]:
     """Hold a lease just taken for the body, renewing it; release it (if still ours) on the way out."""
     lease.keep(guarded)
     try:

@@ -24,7 +24,6 @@ import asyncio
 import json
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
 
 import asyncpg
 
@@ -46,7 +45,7 @@ def active(registry: Registry) -> bool:
     return any(t.requires_approval for t in registry)
 
 
-def reason_of(tool: Tool, arguments: Mapping[str, Any], turn_text: str) -> tuple[str, str]:
+def reason_of(tool: Tool, arguments: Mapping[str, object], turn_text: str) -> tuple[str, str]:
     """The reason the model gave, and where it came from: `arguments`, `assistant` or `none`."""
     properties = tool.parameters.get("properties")
     if isinstance(properties, Mapping):
@@ -59,7 +58,7 @@ def reason_of(tool: Tool, arguments: Mapping[str, Any], turn_text: str) -> tuple
     return "", "none"
 
 
-async def queue(ctx: WakeContext, tool: Tool, arguments: dict[str, Any], *, turn: int, call_id: str, turn_text: str) -> ErrorAnswer:
+async def queue(ctx: WakeContext, tool: Tool, arguments: dict[str, object], *, turn: int, call_id: str, turn_text: str) -> ErrorAnswer:
     """Record the call pending approval (in the wake's fenced transaction) and answer the model."""
     reason, source = reason_of(tool, arguments, turn_text)
     tool_hash = ctx.tool_hashes.get(tool.name, "")
@@ -79,7 +78,7 @@ async def queue(ctx: WakeContext, tool: Tool, arguments: dict[str, Any], *, turn
     return ErrorAnswer(json.dumps({"status": QUEUED, "approval": queued.id, "detail": detail}, ensure_ascii=False), "queued")
 
 
-def _as_text(result: Any) -> str:
+def _as_text(result: object) -> str:
     if isinstance(result, str):
         return result
     return json.dumps(result, ensure_ascii=False, default=lambda v: float(v) if isinstance(v, Decimal) else str(v))

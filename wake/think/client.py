@@ -87,7 +87,7 @@ class Reply:
     """One completed call: the assistant message, why it stopped, what it cost."""
 
     content: str | None
-    tool_calls: list[dict[str, Any]]
+    tool_calls: list[dict[str, object]]
     finish_reason: str | None
     usage: Usage
     attempts: int
@@ -134,7 +134,7 @@ def cost_of(route: ModelRoute, prompt_tokens: int, completion_tokens: int, cache
     ) / 1_000_000
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
@@ -148,11 +148,11 @@ def usage_of(route: ModelRoute, body: Mapping[str, Any]) -> Usage:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, cost_usd=cost_of(route, prompt, completion, cached))
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _error_status(error: Any) -> int | None:
+def _error_status(error: object) -> int | None:
     code = error.get("code") if isinstance(error, Mapping) else None
     if isinstance(code, int) and not isinstance(code, bool):
         return code
@@ -161,13 +161,13 @@ def _error_status(error: Any) -> int | None:
     return None
 
 
-def _error_message(error: Any) -> str:
+def _error_message(error: object) -> str:
     if isinstance(error, Mapping):
         return str(error.get("message") or json.dumps(error)[:300])
     return str(error)[:300]
 
 
-def parse(route: ModelRoute, body: Any) -> tuple[dict[str, Any], str | None, Usage]:
+def parse(route: ModelRoute, body: object) -> tuple[dict[str, object], str | None, Usage]:
     """The first choice's message, its finish reason and the usage of a 200 body; raises `Failure`
     for an error inside the body and for a body that is not a chat completion."""
     if not isinstance(body, Mapping):
@@ -276,7 +276,7 @@ class Client:
                  latency_ms=round(clock.monotonic_ms() - started, 1), log_path=str(server.log_path))
         return server
 
-    async def complete(self, route: ModelRoute, body: Mapping[str, Any], *, api_key: secrets.Secret | None = None) -> Reply:
+    async def complete(self, route: ModelRoute, body: Mapping[str, object], *, api_key: secrets.Secret | None = None) -> Reply:
         """POST one chat completion, retrying as the module docstring says."""
         route = await self.where(route)
         url = route.url().rstrip("/") + "/chat/completions"
@@ -325,7 +325,7 @@ class Client:
 
     async def _attempt(
         self, url: str, headers: dict[str, str], payload: bytes, timeout: httpx.Timeout, route: ModelRoute
-    ) -> tuple[dict[str, Any], str | None, Usage, dict[str, Any]]:
+    ) -> tuple[dict[str, object], str | None, Usage, dict[str, object]]:
         """One attempt: the message, finish reason and usage (`parse`), and the whole 200 body."""
         import httpx
 
@@ -358,7 +358,7 @@ class Client:
         finally:
             await response.aclose()  # before any retry: the connection goes back to the pool
 
-    async def count_prompt_tokens(self, route: ModelRoute, body: Mapping[str, Any], *, api_key: secrets.Secret | None = None) -> int | None:
+    async def count_prompt_tokens(self, route: ModelRoute, body: Mapping[str, object], *, api_key: secrets.Secret | None = None) -> int | None:
         """The tokens the prompt of `body` renders to, by the route's llama.cpp server: its chat
         template over the messages and tools (`/apply-template`), then its tokenizer (`/tokenize`).
         None when the route names no `tokenizer_url` or the server could not say (logged)."""

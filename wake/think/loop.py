@@ -112,11 +112,11 @@ def estimate_tokens(size_bytes: int, messages: int) -> int:
     return math.ceil(size_bytes / ESTIMATE_BYTES_PER_TOKEN) + messages * TEMPLATE_TOKENS_PER_MESSAGE
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> object:
     return float(value) if isinstance(value, Decimal) else str(value)  # money as a number, as the CLI prints it
 
 
-def _as_text(result: Any) -> str:
+def _as_text(result: object) -> str:
     return result if isinstance(result, str) else json.dumps(result, default=_json_default, ensure_ascii=False)
 
 
@@ -202,7 +202,7 @@ class Loop:
         if self.structured:
             return {"messages": self.messages, "response_format": structured.response_format(self.specs, choice)}
         keep_specs = with_tools or self.route.summary_tools == "choice_none"
-        body: dict[str, Any] = {"tools": self.specs} if keep_specs and self.specs else {}
+        body: dict[str, object] = {"tools": self.specs} if keep_specs and self.specs else {}
         body["messages"] = self.messages
         if "tools" in body:
             body["tool_choice"] = choice if choice in ("auto", "required", "none") else {"type": "function", "function": {"name": choice}}
@@ -222,7 +222,7 @@ class Loop:
             return dataclasses.replace(reply, tool_calls=[])
         return dataclasses.replace(reply, tool_calls=[{"id": f"call_{self.budget.turns}_0", "unreadable": answer.problem}])
 
-    async def _summarize(self, segment: list[dict[str, Any]]) -> str:
+    async def _summarize(self, segment: list[dict[str, object]]) -> str:
         """The one model call of a summarize compaction; its usage counts against the wake's budgets."""
         body = summary_body(segment)
         body["max_tokens"] = self.conf.summary_max_tokens
@@ -277,7 +277,7 @@ class Loop:
             attempts=reply.attempts, latency_ms=round(reply.latency_ms, 2), max_tokens=body["max_tokens"],
         )
         if not self.structured:
-            message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
+            message: dict[str, object] = {"role": "assistant", "content": reply.content or ""}
             if reply.tool_calls:
                 message["tool_calls"] = reply.tool_calls
             self.messages.append(message)
@@ -346,7 +346,7 @@ class Loop:
         final = (final + CUT_OFF) if final and cut else final
         return Thought(status=Status.completed, note=note, error=None, thinking=self.thinking(stop), final_text=final or None)
 
-    async def _tool_calls(self, calls: list[dict[str, Any]]) -> str | None:
+    async def _tool_calls(self, calls: list[dict[str, object]]) -> str | None:
         """Answer every call of one assistant turn (the API needs an answer to each); the stop
         reason if a budget or the breaker ended the loop."""
         stop: str | None = None
@@ -371,7 +371,7 @@ class Loop:
             )
         return stop
 
-    async def _answer(self, call: Any, name: str, fn: dict[str, Any], call_id: str, stop: str | None, started: float) -> tuple[str, str | None]:
+    async def _answer(self, call: object, name: str, fn: dict[str, object], call_id: str, stop: str | None, started: float) -> tuple[str, str | None]:
         """One call's answer, and the stop reason after it (`stop`: the one before it)."""
         if isinstance(call, dict) and "unreadable" in call:  # a JSON-schema answer that was no call and no final answer
             self.budget.tool_calls += 1  # an attempt to act that could not be read: a refused call, counted as one
@@ -415,7 +415,7 @@ class Loop:
             return _error(f"not run: this exact call was made more than {self.conf.max_repeat_calls} times in this wake"), "repeated_call"
         return await self._execute(tool, arguments, call_id, started=started), None
 
-    async def _execute(self, tool: Tool, arguments: dict[str, Any], call_id: str, *, started: float) -> str:
+    async def _execute(self, tool: Tool, arguments: dict[str, object], call_id: str, *, started: float) -> str:
         """Answer a call that passed every check: queued for an operator when the tool requires
         approval, else run. The one place a call is carried out (a replay answers it from the
         recording instead, `wake.replay`)."""
@@ -423,7 +423,7 @@ class Loop:
             return await approval.queue(self.ctx, tool, arguments, turn=self.budget.turns, call_id=call_id, turn_text=self.turn_text)
         return await self._run(tool, arguments, started)
 
-    async def _run(self, tool: Tool, arguments: dict[str, Any], started: float) -> str:
+    async def _run(self, tool: Tool, arguments: dict[str, object], started: float) -> str:
         """Run a call that passed every check: its answer (an error answer when it failed). Its
         `tool.call` line's latency_ms counts from `started`, the call's start, as its transcript
         record does (the checks included: the first call also imports the schema validator), so
@@ -452,7 +452,7 @@ class Loop:
         except Exception:  # the settle that follows reports the wake; this is best effort
             self.log.exception("think.record_failed", stop_reason=stop_reason)
 
-    async def _record_action(self, tool: Tool, arguments: dict[str, Any]) -> None:
+    async def _record_action(self, tool: Tool, arguments: dict[str, object]) -> None:
         ctx = self.ctx
         async with ctx.harness_write() as conn:  # a confirmed action is the harness's record: the control plane
             await actions.record(

@@ -48,9 +48,9 @@ SUMMARIZE = (
 SUMMARY_WORDS = 200
 
 
-def effective(conf: ContextConfig, own: dict[str, Any]) -> dict[str, Any]:
+def effective(conf: ContextConfig, own: dict[str, object]) -> dict[str, object]:
     """The thresholds in force: the operator's config, overlaid by what the agent set for itself."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "policy": conf.policy, "narrow_at": conf.narrow_at, "remind_at": list(conf.reminders()), "act_at": conf.act_at,
         "decline_grace_turns": conf.decline_grace_turns, "frame_of_mind.posture": conf.posture,
         "bounds": {"agent_min_threshold": conf.agent_min_threshold, "agent_max_threshold": conf.agent_max_threshold,
@@ -63,7 +63,7 @@ def effective(conf: ContextConfig, own: dict[str, Any]) -> dict[str, Any]:
 class Pressure:
     """The loop's pressure keeper for one wake."""
 
-    def __init__(self, ctx: WakeContext, conv: Conversation, summarize_call: Callable[[list[dict[str, Any]]], Awaitable[str]]) -> None:
+    def __init__(self, ctx: WakeContext, conv: Conversation, summarize_call: Callable[[list[dict[str, object]]], Awaitable[str]]) -> None:
         self.ctx = ctx
         self.conv = conv
         self.conf = ctx.agent.context
@@ -183,7 +183,7 @@ class Pressure:
         return tokens, counted
 
 
-def summary_body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def summary_body(messages: list[dict[str, Any]]) -> dict[str, object]:
     """The one request a summarize compaction makes: the segment, as text, and the instruction."""
     lines = []
     for m in messages:

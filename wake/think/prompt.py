@@ -50,7 +50,7 @@ def tool_spec(tool: Tool) -> dict[str, Any]:
     return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": dict(tool.parameters)}}
 
 
-def summary_request(reason: str) -> dict[str, Any]:
+def summary_request(reason: str) -> dict[str, object]:
     return {"role": "user", "content": SUMMARY.format(reason=reason)}
 
 
@@ -67,5 +67,5 @@ def shared_prefix_share(a: bytes, b: bytes) -> float:
     return n / longest
 
 
-def body_bytes(body: dict[str, Any]) -> bytes:
+def body_bytes(body: dict[str, object]) -> bytes:
     return json.dumps(body, ensure_ascii=False).encode("utf-8")

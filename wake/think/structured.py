@@ -61,7 +61,7 @@ def _is_named(choice: str) -> bool:
     return choice not in ("auto", "required", "none")
 
 
-def _tool_branch(spec: dict[str, Any]) -> dict[str, Any]:
+def _tool_branch(spec: dict[str, Any]) -> dict[str, object]:
     fn = spec["function"]
     parameters = dict(fn.get("parameters") or {"type": "object"})
     return {
@@ -72,12 +72,12 @@ def _tool_branch(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-FINAL_BRANCH: dict[str, Any] = {
+FINAL_BRANCH: dict[str, object] = {
     "type": "object", "properties": {FINAL: {"type": "string"}}, "required": [FINAL], "additionalProperties": False,
 }
 
 
-def offered(specs: Sequence[dict[str, Any]], choice: str) -> list[dict[str, Any]]:
+def offered(specs: Sequence[dict[str, Any]], choice: str) -> list[dict[str, object]]:
     """The tool declarations a turn with this tool choice offers (all of them, one, or none)."""
     if choice == "none":
         return []
@@ -86,7 +86,7 @@ def offered(specs: Sequence[dict[str, Any]], choice: str) -> list[dict[str, Any]
     return list(specs)
 
 
-def schema(specs: Sequence[dict[str, Any]], choice: str) -> dict[str, Any]:
+def schema(specs: Sequence[dict[str, object]], choice: str) -> dict[str, object]:
     """The JSON schema of one turn's answer: a choice of the offered tools' calls, and the final
     answer unless the turn must call a tool."""
     branches = [_tool_branch(s) for s in offered(specs, choice)]
@@ -95,7 +95,7 @@ def schema(specs: Sequence[dict[str, Any]], choice: str) -> dict[str, Any]:
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
-def response_format(specs: Sequence[dict[str, Any]], choice: str) -> dict[str, Any]:
+def response_format(specs: Sequence[dict[str, object]], choice: str) -> dict[str, object]:
     """The request's `response_format` (OpenAI's structured-output form, which llama.cpp, vLLM,
     Ollama's OpenAI endpoint and OpenRouter accept)."""
     return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": schema(specs, choice)}}
@@ -113,7 +113,7 @@ def declarations(specs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def system_text(specs: Sequence[dict[str, Any]]) -> str:
+def system_text(specs: Sequence[dict[str, object]]) -> str:
     """What the system message adds for a JSON-schema route: the tools, then the answer's shape."""
     return declarations(specs) + "\n" + instruction("auto")
 
@@ -130,7 +130,7 @@ class Answer:
     or neither (`problem` says why; the loop answers it as an error, like a malformed native call)."""
 
     tool: str | None = None
-    arguments: Any = None
+    arguments: object = None
     final: str | None = None
     problem: str | None = None
 
@@ -176,14 +176,14 @@ def parse(content: str | None, *, cut: bool = False) -> Answer:
     return Answer(problem='expected {"tool": ..., "arguments": {...}} or {"final": "..."}')
 
 
-def as_tool_call(answer: Answer, call_id: str) -> dict[str, Any]:
+def as_tool_call(answer: Answer, call_id: str) -> dict[str, object]:
     """A parsed call in the OpenAI `tool_calls` form the loop answers, its arguments as JSON text
     (so a non-object reaches the loop's own argument check unchanged)."""
     arguments = answer.arguments if isinstance(answer.arguments, str) else json.dumps(answer.arguments, ensure_ascii=False)
     return {"id": call_id, "type": "function", "function": {"name": answer.tool, "arguments": arguments}}
 
 
-def tool_result_message(name: str, content: str) -> dict[str, Any]:
+def tool_result_message(name: str, content: str) -> dict[str, object]:
     """A tool's answer, sent back as a user message: a server asked for JSON answers has no native
     call for a `tool` message to answer."""
     return {"role": "user", "content": transcripts.STRUCTURED_ANSWER.format(tool=name) + content}

@@ -58,7 +58,7 @@ class ShownAnswer(str):
         return answer
 
 
-def canonical(value: Any) -> str:
+def canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
@@ -89,7 +89,7 @@ class Recorder:
         self.base = base  # the first `base` messages are the arrival, stored whole
         self.cap = ctx.config.think.transcript_max_chars
         self.log = logs.get("wake.think").bind(agent=ctx.agent_id, tier=ctx.tier, wake_id=str(ctx.wake_id))
-        self._seen: dict[int, tuple[dict[str, Any], int]] = {}  # id(message) -> (message, seq); holds each alive
+        self._seen: dict[int, tuple[dict[str, object], int]] = {}  # id(message) -> (message, seq); holds each alive
         self.messages: list[transcripts.Message] = []
         self.calls: list[transcripts.Call] = []
         self._contents: dict[str, tuple[str, str]] = {}
@@ -134,7 +134,7 @@ class Recorder:
             ))
 
     def call(
-        self, *, turn: int, call_id: str, tool: str, arguments: Any, answer: str, latency_ms: float, answered_by: dict[str, Any] | None = None,
+        self, *, turn: int, call_id: str, tool: str, arguments: object, answer: str, latency_ms: float, answered_by: dict[str, object] | None = None,
     ) -> None:
         """Record one call of the assistant's turn, once its answer is in the conversation:
         `answered_by`, the message that carries it (a JSON-schema route answers in a user message),

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-def _nfc(value: Any) -> Any:
+def _nfc(value: object) -> Any:
     if isinstance(value, str):
         return unicodedata.normalize("NFC", value)
     if isinstance(value, Mapping):
@@ -44,7 +44,7 @@ def _nfc(value: Any) -> Any:
     return value
 
 
-def canonical(value: Any) -> bytes:
+def canonical(value: object) -> bytes:
     return json.dumps(_nfc(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
@@ -53,13 +53,13 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(unicodedata.normalize("NFC", text).encode("utf-8")).hexdigest()
 
 
-def sha256_declaration(declaration: Mapping[str, Any]) -> str:
+def sha256_declaration(declaration: Mapping[str, object]) -> str:
     return hashlib.sha256(canonical(declaration)).hexdigest()
 
 
 # Each tool's declaration hash and canonical text, computed once per Tool (a registry build makes
 # its tools once): re-encoding every bound declaration on every wake grows with the registry.
-_TOOL_HASHES: dict[int, tuple[weakref.ref[Any], str, str]] = {}
+_TOOL_HASHES: dict[int, tuple[weakref.ref[object], str, str]] = {}
 
 
 def tool_content(tool: Any) -> tuple[str, str]:
@@ -72,7 +72,7 @@ def tool_content(tool: Any) -> tuple[str, str]:
     body = canonical(tool.declaration())
     digest, text = hashlib.sha256(body).hexdigest(), body.decode("utf-8")
 
-    def forget(ref: weakref.ref[Any]) -> None:
+    def forget(ref: weakref.ref[object]) -> None:
         if _TOOL_HASHES.get(key, (None, "", ""))[0] is ref:
             del _TOOL_HASHES[key]
 
@@ -80,7 +80,7 @@ def tool_content(tool: Any) -> tuple[str, str]:
     return digest, text
 
 
-def tool_hash(tool: Any) -> str:
+def tool_hash(tool: object) -> str:
     """`sha256_declaration(tool.declaration())`, remembered for the life of the Tool object."""
     return tool_content(tool)[0]
 
@@ -97,11 +97,11 @@ class Manifest:
     tools: dict[str, str]
     root: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"agent": self.agent_id, "tier": self.tier, "root": self.root, "blocks": self.blocks, "tools": self.tools}
 
 
-def build(agent_id: str, tier: str, block_texts: Mapping[str, str], declarations: Mapping[str, Mapping[str, Any]]) -> Manifest:
+def build(agent_id: str, tier: str, block_texts: Mapping[str, str], declarations: Mapping[str, Mapping[str, object]]) -> Manifest:
     blocks = {name: sha256_text(text) for name, text in block_texts.items()}
     tools = {name: sha256_declaration(decl) for name, decl in declarations.items()}
     return of_hashes(agent_id, tier, blocks, tools)
@@ -112,7 +112,7 @@ def of_hashes(agent_id: str, tier: str, blocks: Mapping[str, str], tools: Mappin
     return Manifest(agent_id=agent_id, tier=tier, blocks=dict(blocks), tools=dict(tools), root=root_hash(agent_id, tier, blocks, tools))
 
 
-def contents(block_texts: Mapping[str, str], declarations: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+def contents(block_texts: Mapping[str, str], declarations: Mapping[str, Mapping[str, object]]) -> dict[str, tuple[str, str]]:
     """What the hashes stand for, keyed by them: {sha256: ("block", text) or ("tool", canonical
     declaration)}. Stored once per distinct content (`manifest_contents`), so `verify` can
     recompute every hash of a row from the content itself."""
@@ -121,7 +121,7 @@ def contents(block_texts: Mapping[str, str], declarations: Mapping[str, Mapping[
     return out
 
 
-def contents_of(block_texts: Mapping[str, str], tools: Sequence[Any]) -> dict[str, tuple[str, str]]:
+def contents_of(block_texts: Mapping[str, str], tools: Sequence[object]) -> dict[str, tuple[str, str]]:
     """`contents` for bound Tool objects, their declarations encoded once per Tool (`tool_content`)."""
     out = {sha256_text(text): ("block", text) for text in block_texts.values()}
     for tool in tools:
