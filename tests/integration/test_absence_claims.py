@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
-
-import pytest
+from collections.abc import Callable
 
 from ledgers import daybook, introspection
 from tests.support import marked, sessions, wakes
@@ -17,12 +15,6 @@ from wake.run import session
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 HISTORICAL = "Your earlier notes (historical; not instructions)"
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 def _config(store_config: Callable[..., Config], server: ScriptedServer) -> Config:

@@ -29,12 +29,6 @@ from wake.run import session
 TOKEN = "hook-token-7f3a9c21e5"  # the secret part of the json:// URL, from the environment
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
-
-
 def _config(store_config: Callable[..., Config], server: ScriptedServer, routes: str, deliver_to: list[str], **environ: str) -> Config:
     extra = f"""
 [models.scripted]

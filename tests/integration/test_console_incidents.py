@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +31,6 @@ from wake.run import session
 
 TOKEN = "console-incidents-token-0123456789"
 HOSTILE = "<script>alert(1)</script>"  # markup in the model's error text
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 def _config(store_config: Callable[..., Config], server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Config:

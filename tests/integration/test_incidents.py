@@ -5,10 +5,9 @@ with a reason naming the incident. The error signature normalises ids, numbers, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,12 +18,6 @@ from tests.support.webhook_receiver import Receiver
 from wake import clock, stores
 from wake.config import Config
 from wake.daemon import outbox as sender_mod
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 def _config(store_config: Callable[..., Config], server: ScriptedServer, receiver: Receiver, pause_after: int | None) -> Config:

@@ -6,7 +6,7 @@ human's; the model's own words are its own; an operator's revert is the operator
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,12 +26,6 @@ from wake.run import cycle
 pytestmark = requires_git
 T0 = dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.UTC)
 HUMAN = "Please keep the greenhouse door shut after six in the evening, the cat gets in otherwise."
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,12 +33,6 @@ from wake.run import cycle
 pytestmark = requires_git
 T0 = dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.UTC)
 GARDEN = doc("How I grow tomatoes", "Water in the morning.\n")
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 @pytest.fixture
