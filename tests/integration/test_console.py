@@ -31,6 +31,7 @@ from ledgers import memory_ledger as ledger
 from memory import cloister
 from memory.config import Severity
 from memory.repo import MemoryRepo
+from tests.support import agents as agent_configs
 from tests.support import sessions, wakes
 from tests.support.memory_git import git, requires_git
 from wake import clock, stores
@@ -46,14 +47,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
                  "--disable-sync", "--no-first-run"]
 TOKEN = "console-test-token-0123456789"
 WAIT_MS = 60_000  # every wait in the browser is bounded by this (a loaded 2-core machine)
-AGENTS = """
-[agents.demo]
-timezone = "UTC"
-persona_files = ["persona.md"]
-[agents.demo.tiers.whisper]
-every = "1d"
-binds = ["wake.whisper"]
-"""
+AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("1d")}, timezone="UTC", extra=[agent_configs.PERSONA])
 
 
 @dataclass

@@ -24,19 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgers import tool_pins
+from tests.support import agents as agent_configs
 from wake import stores
 from wake.config import Config
 from wake.console import app, guard, serve
 from wake.run import session
 
 TOKEN = "console-guard-token-0123456789"
-AGENTS = """
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.whisper]
-every = "1d"
-binds = ["wake.whisper"]
-"""
+AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("1d")}, timezone="UTC")
 WRITTEN = ("wake_pauses", "cloister_findings", "mcp_tool_pins", "wake_oneshots", "human_contact", "wake_introspection_ledger")
 
 

@@ -11,6 +11,11 @@ PERSONA = 'persona_files = ["persona.md"]'
 SURFACE = 'binds = ["wake.whisper", "wake.surface"]\nmodel = "scripted"'
 
 
+def whisper(every: str, *lines: str) -> str:
+    """A whisper tier's body: every `every`, bound to the whisper, then `lines`."""
+    return "\n".join([f'every = "{every}"', 'binds = ["wake.whisper"]', *lines])
+
+
 def toml(name: str = "demo", *, tiers: dict[str, str], timezone: str = "Europe/Stockholm", extra: Iterable[str] = ()) -> str:
     """`[agents.<name>]` with one table a tier: `tiers` maps a tier to its body's TOML lines
     (`every = "15m"`, say); `extra`, more lines of the agent's own table."""
