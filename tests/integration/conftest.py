@@ -1,9 +1,11 @@
-"""Fixtures of the integration tests: the scripted model server (`server`)."""
+"""Fixtures of the integration tests: the scripted model server (`server`), a connection to the
+test's database (`conn`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+import asyncpg
 import pytest
 
 from tests.support import approval_tools, replay_tools, think_tools
@@ -19,3 +21,13 @@ def server() -> Iterator[ScriptedServer]:
     approval_tools.CALLS.clear()
     with ScriptedServer() as s:
         yield s
+
+
+@pytest.fixture
+async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """One connection to this test's database, closed after it."""
+    connection = await asyncpg.connect(pg_dsn)
+    try:
+        yield connection
+    finally:
+        await connection.close()

@@ -12,7 +12,7 @@ not enforced by this llama.cpp).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +33,6 @@ pytestmark = pytest.mark.live
 T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
 SETTLED_STOPS = {"done", "truncated", "max_turns", "max_tool_calls", "max_output_tokens", "repeated_call"}
 SMALL = "budget = { max_turns = 2, max_tool_calls = 4, max_output_tokens = 48, max_cost_usd = 1.0 }"
-
-
-@pytest.fixture
-def proxy(llama_server_info: LiveLlama) -> Iterator[RecordingProxy]:
-    with RecordingProxy(llama_server_info.root_url) as p:
-        yield p
 
 
 @pytest.fixture

@@ -19,13 +19,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from ledgers import actions, fences, introspection
-from tests.support import marked, sessions, wakes
+from tests.support import llama_fixtures, marked, sessions, wakes
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.recording_proxy import Exchange, RecordingProxy
 from wake import stores
@@ -41,34 +41,13 @@ LIVE = '["live"]'
 
 
 @pytest.fixture
-def proxy(llama_server_info: LiveLlama) -> Iterator[RecordingProxy]:
-    with RecordingProxy(llama_server_info.root_url) as p:
-        yield p
-
-
-@pytest.fixture
 def make_config(store_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama) -> Callable[..., Config]:
     live = llama_server_info
 
     def make(*, binds: str = LIVE, choice: str = 'tool_choice = { first = "required", later = "auto" }',
              budget: str = "budget = { max_turns = 3, max_tool_calls = 2, max_output_tokens = 160, max_cost_usd = 1.0 }",
              sources: str = "") -> Config:
-        extra = f"""[tools]
-surfaces = ["live", "live_write"]
-modules = ["tests.support.live_tools"]
-
-[think]
-summary_max_tokens = 48
-
-[models.llama_json]
-base_url = "{proxy.url}"
-model = "{live.model}"
-context_window = {live.ctx}
-timeout_s = 600
-max_retries = 0
-tool_calls = "json_schema"
-extra_body = {{ temperature = 0 }}
-"""
+        extra = llama_fixtures.tools_and_route(live, proxy.url, name="llama_json")
         agents = f"""[agents.demo]
 timezone = "Europe/Stockholm"
 persona_files = ["persona.md"]

@@ -34,6 +34,27 @@ class LiveLlama:
     model: str
 
 
+def tools_and_route(live: LiveLlama, base_url: str, *, name: str, extra_body: str = "temperature = 0") -> str:
+    """The live tools' `[tools]`, a short summary, and `[models.<name>]`: the live model at
+    `base_url`, calling tools through a JSON schema, with `extra_body`'s keys in its request body."""
+    return f"""[tools]
+surfaces = ["live", "live_write"]
+modules = ["tests.support.live_tools"]
+
+[think]
+summary_max_tokens = 48
+
+[models.{name}]
+base_url = "{base_url}"
+model = "{live.model}"
+context_window = {live.ctx}
+timeout_s = 600
+max_retries = 0
+tool_calls = "json_schema"
+extra_body = {{ {extra_body} }}
+"""
+
+
 def _unavailable(reason: str) -> None:
     if os.environ.get("WAKE_REQUIRE_LLAMA") == "1":
         pytest.fail(f"WAKE_REQUIRE_LLAMA=1 but the llama.cpp test server cannot run: {reason}", pytrace=False)

@@ -18,6 +18,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support.loopback_http import LoopbackServer
+
 
 @dataclass
 class Received:
@@ -30,7 +32,7 @@ class Received:
         return json.loads(self.raw)
 
 
-class Receiver:
+class Receiver(LoopbackServer):
     def __init__(self, *, secret: str | None = None, fail_first: int = 0, hold_first: bool = False, refuse_with: int | None = None) -> None:
         self.secret = secret
         self.fail_first = fail_first
@@ -63,10 +65,7 @@ class Receiver:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
-        self._http.block_on_close = False
-        self._thread = threading.Thread(target=self._http.serve_forever, name="webhook-receiver", daemon=True)
+        self._serve(Handler, "webhook-receiver", block_on_close=False)
 
     def _handle(self, headers: dict[str, str], raw: bytes) -> int | None:
         checked = None
@@ -96,20 +95,8 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}/hook"
-
-    def start(self) -> Receiver:
-        self._thread.start()
-        return self
+        return f"{self.root_url}/hook"
 
     def stop(self) -> None:
         self._release.set()
-        self._http.shutdown()
-        self._http.server_close()
-
-    def __enter__(self) -> Receiver:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().stop()
