@@ -36,13 +36,7 @@ surfaces = {{ "echo" = ["wake.surface"] }}
 requires_approval = ["echo"]
 call_timeout_s = 30
 start_timeout_s = 60
-
-[models.scripted]
-base_url = "{model.url}"
-model = "scripted-1"
-timeout_s = 30
-max_retries = 0
-"""
+""" + agent_configs.scripted(model.url, timeout_s=30)
     agents = agent_configs.toml(tiers={
         "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"',
     }, timezone="UTC")

@@ -42,13 +42,7 @@ def model() -> Iterator[ScriptedServer]:
 def _extra(model: ScriptedServer, receiver: Receiver, smtp: SmtpServer, inbox_listen: str = "") -> str:
     # rto: Apprise's own read timeout (4 s by default) must outlast the held reply too
     hook = receiver.url.replace("http://", "json://") + "?token={hook_token}&rto=30"
-    return f"""
-[models.scripted]
-base_url = "{model.url}"
-model = "scripted-1"
-timeout_s = 10
-max_retries = 0
-
+    return agents.scripted(model.url, timeout_s=10) + f"""
 [delivery.hook]
 kind = "apprise"
 url = "{hook}"

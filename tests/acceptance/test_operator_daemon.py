@@ -32,13 +32,7 @@ def model() -> Iterator[ScriptedServer]:
 def _toml(model: ScriptedServer, receiver: Receiver) -> tuple[str, str]:
     """A surface tier that never fires by itself (1 January), thinks through the scripted server
     and delivers to the receiver; a fast pass of the sender and the one-shot poller."""
-    extra = f"""
-[models.scripted]
-base_url = "{model.url}"
-model = "scripted-1"
-timeout_s = 10
-max_retries = 0
-
+    extra = agent_configs.scripted(model.url, timeout_s=10) + f"""
 [delivery.hook]
 kind = "webhook"
 url = "{receiver.url}"

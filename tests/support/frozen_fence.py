@@ -17,7 +17,7 @@ import asyncpg
 
 from ledgers import actions
 from ledgers.fences import StaleFence
-from surfaces.registry import Registry, Tool
+from tests.support import markers
 from wake import clock, logs
 from wake.run import cycle
 
@@ -50,12 +50,4 @@ async def _fenced_think(ctx: Any, blocks: Any, models: Any) -> Any:
 cycle.think = _fenced_think
 
 
-async def _noop(ctx: Any) -> dict[str, str]:
-    return {}
-
-
-def register(registry: Registry) -> None:
-    registry.register(Tool(
-        name="frozen_fence_marker", description="Marks that the frozen-fence test module is loaded.",
-        parameters={"type": "object", "properties": {}}, version="1", handler=_noop, mutates=False, surfaces=frozenset({"chat"}),
-    ))
+TOOLS = [markers.marker("frozen_fence_marker", "frozen-fence")]

@@ -19,7 +19,7 @@ from typing import Any
 
 from ledgers import actions
 from ledgers.errors import StaleFence
-from surfaces.registry import Registry, Tool
+from tests.support import markers
 from wake import clock, logs
 from wake.run import cycle
 
@@ -62,12 +62,4 @@ async def _slow_think(ctx: Any, blocks: Any, models: Any) -> Any:
 cycle.think = _slow_think
 
 
-async def _noop(ctx: Any) -> dict[str, str]:
-    return {}
-
-
-def register(registry: Registry) -> None:
-    registry.register(Tool(
-        name="slow_think_marker", description="Marks that the slow-think test module is loaded.",
-        parameters={"type": "object", "properties": {}}, version="1", handler=_noop, mutates=False, surfaces=frozenset({"chat"}),
-    ))
+TOOLS = [markers.marker("slow_think_marker", "slow-think")]
