@@ -37,10 +37,7 @@ requires_approval = ["echo"]
 call_timeout_s = 30
 start_timeout_s = 60
 """ + agent_configs.scripted(model.url, timeout_s=30)
-    agents = agent_configs.toml(tiers={
-        "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"',
-    }, timezone="UTC")
-    return extra, agents
+    return extra, agent_configs.toml(tiers={"surface": agent_configs.on_demand_surface()}, timezone="UTC")
 
 
 def _echoes(state: Path) -> int:

@@ -28,9 +28,7 @@ REPORT = "Ticket 4411 is waiting on you."
 HOOK_TOKEN = "tok-31c7d9e0a4b2"
 INBOX_SECRET = "inbox-secret-a81f44"
 DAEMON = "poll_s = 0.2\nlease_ttl_s = 5\nheartbeat_s = 1\ndrain_s = 5"
-AGENTS = agents.toml(tiers={
-    "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"\ndeliver_to = ["hook", "mail"]',
-}, timezone="UTC")
+AGENTS = agents.toml(tiers={"surface": agents.on_demand_surface('deliver_to = ["hook", "mail"]')}, timezone="UTC")
 
 
 @pytest.fixture

@@ -42,10 +42,7 @@ max_attempts = 5
 backoff_s = 0.2
 backoff_max_s = 1
 """
-    agents = agent_configs.toml(tiers={
-        "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"\ndeliver_to = ["hook"]',
-    }, timezone="UTC")
-    return extra, agents
+    return extra, agent_configs.toml(tiers={"surface": agent_configs.on_demand_surface('deliver_to = ["hook"]')}, timezone="UTC")
 
 
 DAEMON = "poll_s = 0.2\nlease_ttl_s = 5\nheartbeat_s = 1\ndrain_s = 5"

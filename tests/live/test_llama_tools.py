@@ -36,7 +36,6 @@ from wake.think import prompt, structured
 pytestmark = pytest.mark.live
 
 T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
-SETTLED_STOPS = {"done", "truncated", "max_turns", "max_tool_calls", "max_output_tokens", "repeated_call"}
 LIVE = '["live"]'
 
 
@@ -120,7 +119,7 @@ async def test_a_required_first_turn_calls_a_bound_tool_and_the_loop_goes_on_to_
     # that kind, is refused as unreadable
     cut = [e for e in mine[1:] if _offered(e) and e.choice["finish_reason"] == "length"
            and structured.parse(e.choice["message"]["content"], cut=True).problem]
-    assert row.tool_calls >= 1 and row.refusals == len(cut) and row.stop_reason in SETTLED_STOPS, row.note
+    assert row.tool_calls >= 1 and row.refusals == len(cut) and row.stop_reason in llama_fixtures.SETTLED_STOPS, row.note
     assert o.final_text and row.final_text == o.final_text  # the loop reached a final text, by choice or by the summary
     if row.stop_reason != "done":  # the budget ended it: the summary call could only answer
         assert _offered(mine[-1]) == [] and mine[-1].request["response_format"]["json_schema"]["schema"] == structured.FINAL_BRANCH

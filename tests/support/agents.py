@@ -11,6 +11,11 @@ PERSONA = 'persona_files = ["persona.md"]'
 SURFACE = 'binds = ["wake.whisper", "wake.surface"]\nmodel = "scripted"'
 
 
+def on_demand_surface(*lines: str) -> str:
+    """A surface tier on the scripted model that never fires by itself (1 January, midnight), then `lines`."""
+    return "\n".join(['cron = "0 0 1 1 *"', 'binds = ["wake.surface"]', 'model = "scripted"', *lines])
+
+
 def whisper(every: str, *lines: str) -> str:
     """A whisper tier's body: every `every`, bound to the whisper, then `lines`."""
     return "\n".join([f'every = "{every}"', 'binds = ["wake.whisper"]', *lines])

@@ -1,14 +1,16 @@
 """What the test servers run as child processes (Jaeger, Neo4j, llama.cpp) share: starting one and
-waiting until it answers (`start_ready`), and the `run` command that serves one until signalled
+waiting until it answers (`start_ready`), the command line of its module (`command_line`), and the `run` command that serves one until signalled
 (`serve_until_signalled`)."""
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 from wake.model.child import ChildServer
@@ -21,6 +23,19 @@ class Served(Protocol):
 
 
 S = TypeVar("S", bound=Served)
+
+
+def command_line(name: str, cache_dir: Path, *, fetch_help: str, run_help: str) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """`python -m tests.support.<name>`'s parser, whose `fetch` and `run` commands take `--cache`
+    (`cache_dir` by default) and `run` a `--workdir`; the parser and `run`'s, for more options."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--cache", type=Path, default=cache_dir)
+    ap = argparse.ArgumentParser(prog=f"python -m tests.support.{name}")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("fetch", parents=[common], help=fetch_help)
+    run = sub.add_parser("run", parents=[common], help=run_help)
+    run.add_argument("--workdir", type=Path, required=True)
+    return ap, run
 
 
 def start_ready(

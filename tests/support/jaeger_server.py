@@ -13,7 +13,6 @@ free loopback ports: the OTLP/HTTP receiver the wake exports to, and the query A
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import functools
 import json
@@ -158,13 +157,10 @@ class JaegerServer(ChildServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--cache", type=Path, default=default_cache_dir())
-    ap = argparse.ArgumentParser(prog="python -m tests.support.jaeger_server")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("fetch", parents=[common], help="build Jaeger's all-in-one (idempotent)")
-    run = sub.add_parser("run", parents=[common], help="start, print OTLP_ENDPOINT= and QUERY_URL=, wait for SIGTERM")
-    run.add_argument("--workdir", type=Path, required=True)
+    ap, _ = child_servers.command_line(
+        "jaeger_server", default_cache_dir(), fetch_help="build Jaeger's all-in-one (idempotent)",
+        run_help="start, print OTLP_ENDPOINT= and QUERY_URL=, wait for SIGTERM",
+    )
     args = ap.parse_args(argv)
     reason = unavailable(args.cache)
     if reason:

@@ -23,6 +23,8 @@ import pytest
 from tests.support import llama_server
 from wake.errors import ModelUnavailable
 
+# The stop reasons a live wake may settle with: whatever the model does, one of these.
+SETTLED_STOPS = {"done", "truncated", "max_turns", "max_tool_calls", "max_output_tokens", "repeated_call"}
 LIVE_CTX = 8192  # a surface wake's first prompt is about 3,600 tokens here (11 tools)
 
 

@@ -8,6 +8,18 @@ import threading
 from typing import Self
 
 
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A keep-alive handler that logs nothing; `body()` reads the request's body."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("content-length", "0")))
+
+
 class LoopbackServer:
     """The subclass builds its handler class and calls `_serve` in its `__init__`."""
 

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import functools
 import os
@@ -177,13 +176,9 @@ class Neo4jServer(ChildServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--cache", type=Path, default=default_cache_dir())
-    ap = argparse.ArgumentParser(prog="python -m tests.support.neo4j_server")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("fetch", parents=[common], help="download the jars (idempotent)")
-    run = sub.add_parser("run", parents=[common], help="start, print NEO4J_URI=, wait for SIGTERM")
-    run.add_argument("--workdir", type=Path, required=True)
+    ap, run = child_servers.command_line(
+        "neo4j_server", default_cache_dir(), fetch_help="download the jars (idempotent)", run_help="start, print NEO4J_URI=, wait for SIGTERM",
+    )
     run.add_argument("--port", type=int, default=0)
     run.add_argument("--timeout", type=float, default=120)
     args = ap.parse_args(argv)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.loopback_http import LoopbackServer
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 
 
 @dataclass
@@ -120,16 +120,11 @@ class ScriptedServer(LoopbackServer):
         self._lock = threading.Lock()
         server = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
+        class Handler(QuietHandler):
             do_GET = _serve_models
 
             def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                raw = self.body()
                 if not self.path.endswith("/chat/completions"):
                     self._side(raw)
                     return

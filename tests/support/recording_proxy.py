@@ -12,7 +12,6 @@ so a test of the room wake leaves does not wait for the room to be filled.
 
 from __future__ import annotations
 
-import http.server
 import json
 import threading
 import urllib.error
@@ -21,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.loopback_http import LoopbackServer
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 
 UPSTREAM_TIMEOUT_S = 600.0
 
@@ -59,14 +58,9 @@ class RecordingProxy(LoopbackServer):
         self._lock = threading.Lock()
         proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                raw = self.body()
                 sent = _json(raw)
                 forwarded = raw
                 if isinstance(sent, dict) and self.path.endswith("/chat/completions"):

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.server
 import json
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.loopback_http import LoopbackServer
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 
 
 @dataclass
@@ -46,14 +45,9 @@ class Receiver(LoopbackServer):
         self._lock = threading.Lock()
         receiver = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                raw = self.body()
                 status = receiver._handle({k.lower(): v for k, v in self.headers.items()}, raw)
                 if status is None:  # held: the reply waits for release(), and may never be heard
                     receiver._release.wait(120)
