@@ -25,6 +25,7 @@ import pytest
 import redis
 
 from ledgers import schema
+from tests.support import agents as agent_configs
 from tests.support import basetemp as test_basetemp
 from tests.support import environ as test_environ
 from tests.support import workers
@@ -171,23 +172,11 @@ def redis_url(redis_server_url: str) -> Iterator[str]:
     client.close()
 
 
-DEMO_TIERS = """
-[agents.demo]
-timezone = "Europe/Stockholm"
-persona_files = ["persona.md"]
-
-[agents.demo.tiers.whisper]
-every = "15m"
-binds = ["wake.whisper"]
-
-[agents.demo.tiers.surface]
-every = "1h"
-binds = ["wake.whisper", "wake.surface"]
-
-[agents.demo.tiers.full]
-cron = "30 3 * * *"
-binds = ["wake"]
-"""
+DEMO_TIERS = agent_configs.toml(tiers={
+    "whisper": agent_configs.whisper("15m"),
+    "surface": 'every = "1h"\nbinds = ["wake.whisper", "wake.surface"]',
+    "full": 'cron = "30 3 * * *"\nbinds = ["wake"]',
+}, extra=[agent_configs.PERSONA])
 
 
 @pytest.fixture

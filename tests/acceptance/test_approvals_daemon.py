@@ -36,17 +36,8 @@ surfaces = {{ "echo" = ["wake.surface"] }}
 requires_approval = ["echo"]
 call_timeout_s = 30
 start_timeout_s = 60
-
-[models.scripted]
-base_url = "{model.url}"
-model = "scripted-1"
-timeout_s = 30
-max_retries = 0
-"""
-    agents = agent_configs.toml(tiers={
-        "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"',
-    }, timezone="UTC")
-    return extra, agents
+""" + agent_configs.scripted(model.url, timeout_s=30)
+    return extra, agent_configs.toml(tiers={"surface": agent_configs.on_demand_surface()}, timezone="UTC")
 
 
 def _echoes(state: Path) -> int:

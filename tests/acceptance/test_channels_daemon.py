@@ -28,9 +28,7 @@ REPORT = "Ticket 4411 is waiting on you."
 HOOK_TOKEN = "tok-31c7d9e0a4b2"
 INBOX_SECRET = "inbox-secret-a81f44"
 DAEMON = "poll_s = 0.2\nlease_ttl_s = 5\nheartbeat_s = 1\ndrain_s = 5"
-AGENTS = agents.toml(tiers={
-    "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"\ndeliver_to = ["hook", "mail"]',
-}, timezone="UTC")
+AGENTS = agents.toml(tiers={"surface": agents.on_demand_surface('deliver_to = ["hook", "mail"]')}, timezone="UTC")
 
 
 @pytest.fixture
@@ -42,13 +40,7 @@ def model() -> Iterator[ScriptedServer]:
 def _extra(model: ScriptedServer, receiver: Receiver, smtp: SmtpServer, inbox_listen: str = "") -> str:
     # rto: Apprise's own read timeout (4 s by default) must outlast the held reply too
     hook = receiver.url.replace("http://", "json://") + "?token={hook_token}&rto=30"
-    return f"""
-[models.scripted]
-base_url = "{model.url}"
-model = "scripted-1"
-timeout_s = 10
-max_retries = 0
-
+    return agents.scripted(model.url, timeout_s=10) + f"""
 [delivery.hook]
 kind = "apprise"
 url = "{hook}"

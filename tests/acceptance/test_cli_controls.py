@@ -12,25 +12,21 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.test_daemon import query
+from tests.support import agents as agent_configs
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
-AGENTS = """
-[agents.demo]
-timezone = "Europe/Stockholm"
-[agents.demo.tiers.whisper]
-binds = ["wake.whisper"]
-{whisper}
-[agents.demo.tiers.surface]
-binds = ["wake.surface"]
-"""
+
+
+def _agents(whisper: str) -> str:
+    return agent_configs.toml(tiers={"whisper": f'binds = ["wake.whisper"]\n{whisper}', "surface": 'binds = ["wake.surface"]'})
 
 
 @pytest.fixture
 def config(tmp_path: Path, pg_dsn: str, redis_url: str) -> Callable[..., Path]:
     def write(whisper: str = "", extra: str = "") -> Path:
         path = tmp_path / "wake.toml"
-        path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n{extra}\n' + AGENTS.format(whisper=whisper))
+        path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n{extra}\n' + _agents(whisper))
         return path
 
     return write

@@ -27,6 +27,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.support import daemon_proc
 from tests.support.daemon_proc import REPO, Replica, query
 
 # The replicas test runs this long (a minute is the full check; 20 s keeps CI on two cores reasonable
@@ -124,9 +125,7 @@ def test_three_replicas_run_every_slot_exactly_once(start: Callable[..., Replica
 def test_kill_9_the_replica_running_a_wake(start: Callable[..., Replica]) -> None:
     dsn = start.pg_dsn  # type: ignore[attr-defined]
     daemon = "lease_ttl_s = 2\nheartbeat_s = 1"
-    replicas = {r.pid: r for r in (start(daemon, agents(), extra=SLOW) for _ in range(2))}
-    for r in replicas.values():
-        r.wait_event("daemon.ready")
+    replicas = daemon_proc.ready_pair(start, daemon, agents(), SLOW)
     [running] = wait_rows(dsn, "SELECT wake_id, pid FROM wake_introspection_ledger WHERE status = 'started'")
     victim = replicas.pop(running["pid"])
     victim.signal(signal.SIGKILL)
@@ -155,9 +154,7 @@ def running_slot(dsn: str, wake_id: uuid.UUID) -> dt.datetime:
 def test_a_stale_lease_holder_writes_nothing_after_losing_the_lease(start: Callable[..., Replica]) -> None:
     dsn = start.pg_dsn  # type: ignore[attr-defined]
     daemon = "lease_ttl_s = 2\nheartbeat_s = 1"
-    replicas = {r.pid: r for r in (start(daemon, agents(), extra=SLOW) for _ in range(2))}
-    for r in replicas.values():
-        r.wait_event("daemon.ready")
+    replicas = daemon_proc.ready_pair(start, daemon, agents(), SLOW)
     [stale] = wait_rows(dsn, "SELECT wake_id, pid, fence FROM wake_introspection_ledger WHERE status = 'started'")
     holder = replicas.pop(stale["pid"])
     [other] = replicas.values()

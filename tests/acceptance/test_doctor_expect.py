@@ -13,18 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import agents as agent_configs
+
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
-AGENTS = """
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.whisper]
-binds = ["wake.whisper"]
-every = "1h"
-[agents.demo.tiers.surface]
-binds = ["wake.surface"]
-every = "1h"
-"""
+AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("1h"), "surface": 'binds = ["wake.surface"]\nevery = "1h"'}, timezone="UTC")
 
 
 @pytest.fixture

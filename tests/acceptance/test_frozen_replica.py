@@ -12,6 +12,7 @@ import signal
 from collections.abc import Callable
 
 from tests.acceptance.test_daemon import agents, start, wait_rows  # noqa: F401  # `start` is the fixture
+from tests.support import daemon_proc
 from tests.support.daemon_proc import Replica, query
 
 FROZEN = '[tools]\nmodules = ["tests.support.frozen_fence"]\n'
@@ -24,9 +25,7 @@ BOUND_S = LEASE_TTL_S + 3 * BEAT_S + BEAT_S + 5.0
 def test_a_replica_frozen_in_a_fenced_transaction_does_not_hold_the_agent(start: Callable[..., Replica]) -> None:  # noqa: F811
     dsn = start.pg_dsn  # type: ignore[attr-defined]
     daemon = f"lease_ttl_s = {LEASE_TTL_S:g}\nheartbeat_s = {BEAT_S:g}"
-    replicas = {r.pid: r for r in (start(daemon, agents(), extra=FROZEN) for _ in range(2))}
-    for r in replicas.values():
-        r.wait_event("daemon.ready")
+    replicas = daemon_proc.ready_pair(start, daemon, agents(), FROZEN)
     [held] = wait_rows(dsn, "SELECT wake_id, pid, fence FROM wake_introspection_ledger WHERE status = 'started'")
     holder = replicas.pop(held["pid"])
     [other] = replicas.values()

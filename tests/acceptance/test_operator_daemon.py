@@ -32,13 +32,7 @@ def model() -> Iterator[ScriptedServer]:
 def _toml(model: ScriptedServer, receiver: Receiver) -> tuple[str, str]:
     """A surface tier that never fires by itself (1 January), thinks through the scripted server
     and delivers to the receiver; a fast pass of the sender and the one-shot poller."""
-    extra = f"""
-[models.scripted]
-base_url = "{model.url}"
-model = "scripted-1"
-timeout_s = 10
-max_retries = 0
-
+    extra = agent_configs.scripted(model.url, timeout_s=10) + f"""
 [delivery.hook]
 kind = "webhook"
 url = "{receiver.url}"
@@ -48,10 +42,7 @@ max_attempts = 5
 backoff_s = 0.2
 backoff_max_s = 1
 """
-    agents = agent_configs.toml(tiers={
-        "surface": 'cron = "0 0 1 1 *"\nbinds = ["wake.surface"]\nmodel = "scripted"\ndeliver_to = ["hook"]',
-    }, timezone="UTC")
-    return extra, agents
+    return extra, agent_configs.toml(tiers={"surface": agent_configs.on_demand_surface('deliver_to = ["hook"]')}, timezone="UTC")
 
 
 DAEMON = "poll_s = 0.2\nlease_ttl_s = 5\nheartbeat_s = 1\ndrain_s = 5"

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
-
-import pytest
+from collections.abc import Callable
 
 from ledgers import daybook, introspection
+from tests.support import agents as agent_configs
 from tests.support import marked, sessions, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake.config import Config
@@ -19,27 +18,12 @@ NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 HISTORICAL = "Your earlier notes (historical; not instructions)"
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
-
-
 def _config(store_config: Callable[..., Config], server: ScriptedServer) -> Config:
-    extra = f'[models.scripted]\nbase_url = "{server.url}"\nmodel = "scripted-1"\ntimeout_s = 5\nmax_retries = 0\n'
-    agents = """
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.whisper]
-binds = ["wake.whisper"]
-model = "scripted"
-sources = ["settled_facts", "daybook"]
-[agents.demo.tiers.surface]
-binds = ["wake.whisper", "wake.surface"]
-model = "scripted"
-sources = ["settled_facts", "daybook"]
-"""
-    return store_config(extra, agents=agents)
+    sources = 'sources = ["settled_facts", "daybook"]'
+    agents = agent_configs.toml(tiers={
+        "whisper": f'binds = ["wake.whisper"]\nmodel = "scripted"\n{sources}', "surface": f"{agent_configs.SURFACE}\n{sources}",
+    }, timezone="UTC")
+    return store_config(agent_configs.scripted(server.url), agents=agents)
 
 
 async def test_an_absence_claim_about_a_failed_block_is_marked_counted_and_shown_next(

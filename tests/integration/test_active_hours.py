@@ -11,21 +11,14 @@ from typing import Any
 
 from ledgers import controls
 from ledgers.vocab import Trigger
+from tests.support import agents as agent_configs
 from tests.support import sessions
 from wake import stores
 from wake.config import Config
 from wake.context import WakeRequest
 from wake.run import claim, session
 
-AGENTS = """
-[agents.demo]
-timezone = "Europe/Stockholm"
-persona_files = ["persona.md"]
-[agents.demo.tiers.whisper]
-every = "1h"
-binds = ["wake.whisper"]
-active_hours = ["mon-fri 09:00-17:00"]
-"""
+AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("1h", 'active_hours = ["mon-fri 09:00-17:00"]')}, extra=[agent_configs.PERSONA])
 FRIDAY_NIGHT = dt.datetime(2026, 12, 4, 21, 0, tzinfo=dt.UTC)  # 22:00 in Stockholm
 MONDAY_MORNING = dt.datetime(2026, 12, 7, 9, 0, tzinfo=dt.UTC)  # 10:00 in Stockholm
 

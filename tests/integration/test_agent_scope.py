@@ -11,23 +11,13 @@ import asyncpg
 import pytest
 
 from ledgers import contact, daybook, fences, scope
+from tests.support import agents as agent_configs
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.config import Config
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
-AGENTS = """
-[agents.alice]
-timezone = "UTC"
-[agents.alice.tiers.whisper]
-every = "15m"
-binds = ["wake.whisper"]
-[agents.bob]
-timezone = "UTC"
-[agents.bob.tiers.whisper]
-every = "15m"
-binds = ["wake.whisper"]
-"""
+AGENTS = "".join(agent_configs.toml(a, tiers={"whisper": agent_configs.whisper("15m")}, timezone="UTC") for a in ("alice", "bob"))
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,6 @@ from wake.run import cycle, session
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = '[tools]\nmodules = ["tests.support.approval_tools"]\nrequires_approval = ["restart"]\n'
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    approval_tools.CALLS.clear()
-    with ScriptedServer() as s:
-        yield s
 
 
 def _config(store_config: Callable[..., Config], server: ScriptedServer, tools: str = TOOLS, surface_binds: str = '["wake"]') -> Config:

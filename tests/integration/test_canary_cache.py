@@ -26,15 +26,6 @@ TICK_BOUND_S = 30
 
 
 @pytest.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(pg_dsn)
-    try:
-        yield connection
-    finally:
-        await connection.close()
-
-
-@pytest.fixture
 def statuses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every git status the canary asks for (the work tree it was asked about), and a clock moved
     on far enough that a stamp of the tree is trusted (it is not racy)."""

@@ -5,11 +5,9 @@ bounded; reverting it (or removing the file) clears it, and the next audit runs.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-import pytest
 
 from ledgers import memory_ledger as ledger
 from memory.config import MemoryConfig
@@ -17,15 +15,6 @@ from tests.support.memory_git import NOW, doc, git, open_repo, requires_git
 
 pytestmark = requires_git
 AGENT = "ani"
-
-
-@pytest.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(pg_dsn)
-    try:
-        yield connection
-    finally:
-        await connection.close()
 
 
 def _commit_by_hand(workdir: Path, path: str, data: bytes | None = None, *, link: str | None = None) -> str:

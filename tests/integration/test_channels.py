@@ -15,67 +15,29 @@ from typing import Any
 import pytest
 
 from ledgers import outbox
-from tests.support import sessions, wakes
+from tests.support import agents as agent_configs
+from tests.support import sending, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from tests.support.smtp_server import SmtpServer
 from tests.support.webhook_receiver import Receiver
 from wake import logs, stores
 from wake.config import Config
 from wake.daemon import channels
-from wake.daemon import outbox as sender_mod
 from wake.errors import ConfigError
 from wake.run import session
 
 TOKEN = "hook-token-7f3a9c21e5"  # the secret part of the json:// URL, from the environment
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
-
-
 def _config(store_config: Callable[..., Config], server: ScriptedServer, routes: str, deliver_to: list[str], **environ: str) -> Config:
-    extra = f"""
-[models.scripted]
-base_url = "{server.url}"
-model = "scripted-1"
-timeout_s = 5
-max_retries = 0
-
-[console]
-url = "https://wake.example.org/"
-{routes}
-"""
-    agents = f"""
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.surface]
-every = "1h"
-binds = ["wake.surface"]
-model = "scripted"
-deliver_to = {json.dumps(deliver_to)}
-"""
-    return store_config(extra, agents=agents, **environ)
+    extra = agent_configs.scripted(server.url) + f'\n[console]\nurl = "https://wake.example.org/"\n{routes}\n'
+    surface = f'every = "1h"\nbinds = ["wake.surface"]\nmodel = "scripted"\ndeliver_to = {json.dumps(deliver_to)}'
+    return store_config(extra, agents=agent_configs.toml(tiers={"surface": surface}, timezone="UTC"), **environ)
 
 
 def _route(name: str, url: str, *, attempts: int = 3, more: str = "") -> str:
     return (f'[delivery.{name}]\nkind = "apprise"\nurl = "{url}"\ntimeout_s = 10\nmax_attempts = {attempts}\n'
             f"backoff_s = 0.01\nbackoff_max_s = 0.05\n{more}")
-
-
-async def _wake(config: Config) -> Any:
-    async with sessions.ready_stores(config) as st:
-        return await wakes.run(config, st, agent_id="demo", tier="surface")
-
-
-async def _send_due(config: Config) -> int:
-    async with stores.connected(config) as st:
-        sender = sender_mod.Sender(lambda: config, st, owner="test-sender")
-        try:
-            return await sender.deliver_due()
-        finally:
-            await sender._http.aclose()
 
 
 async def _rows(config: Config) -> list[dict[str, Any]]:
@@ -101,9 +63,9 @@ async def test_a_wake_reaches_a_real_mailbox_and_a_json_webhook_once_each_with_t
             "hook", receiver.url.replace("http://", "json://") + "?token={hook_token}")
         config = _config(store_config, server, routes, ["mail", "hook"])
         server.push(completion("Two tickets need an answer today."))
-        o = await _wake(config)
-        assert await _send_due(config) == 2
-        assert await _send_due(config) == 0  # sent once: nothing left to take
+        o = await wakes.once(config, tier="surface")
+        assert await sending.send_due(config) == 2
+        assert await sending.send_due(config) == 0  # sent once: nothing left to take
     assert o.status == "completed"
     assert len(smtp.messages) == 1 and smtp.envelopes == [("wake@example.org", ["human@example.org"])]
     mail = smtp.messages[0]
@@ -130,8 +92,8 @@ async def test_a_permanent_refusal_dead_letters_on_the_first_attempt(store_confi
         routes = _route("hook", receiver.url.replace("http://", "json://"), attempts=5) + _route("mail", smtp.url(), attempts=5)
         config = _config(store_config, server, routes, ["hook", "mail"])
         server.push(completion("A report."))
-        await _wake(config)
-        await _send_due(config)
+        await wakes.once(config, tier="surface")
+        await sending.send_due(config)
     rows = {r["route"]: r for r in await _rows(config)}
     assert (rows["hook"]["state"], rows["hook"]["attempts"]) == ("dead", 1) and "error=401" in rows["hook"]["last_error"]
     assert (rows["mail"]["state"], rows["mail"]["attempts"]) == ("dead", 1) and "SMTP 550" in rows["mail"]["last_error"]
@@ -145,8 +107,8 @@ async def test_a_login_the_server_refuses_is_permanent(
     with SmtpServer() as smtp:
         config = _config(store_config, server, _route("mail", smtp.url(credentials="wake:{mail_password}@"), attempts=5), ["mail"])
         server.push(completion("A report."))
-        await _wake(config)
-        await _send_due(config)
+        await wakes.once(config, tier="surface")
+        await sending.send_due(config)
     [row] = await _rows(config)
     assert (row["state"], row["attempts"]) == ("dead", 1) and "login refused" in row["last_error"]
     assert "pw-9d2e81c4" not in row["last_error"] and smtp.messages == []
@@ -156,8 +118,8 @@ async def test_a_transient_failure_backs_off_and_the_next_attempt_delivers(store
     with Receiver(fail_first=2) as receiver:
         config = _config(store_config, server, _route("hook", receiver.url.replace("http://", "json://"), attempts=4), ["hook"])
         server.push(completion("A report."))
-        o = await _wake(config)
-        await _send_due(config)
+        o = await wakes.once(config, tier="surface")
+        await sending.send_due(config)
     [row] = await _rows(config)
     assert (row["state"], row["attempts"]) == ("sent", 3) and len(receiver.requests) == 3
     assert receiver.acted_on == [str(o.wake_id)] and {r.headers["idempotency-key"] for r in receiver.requests} == {str(o.wake_id)}
@@ -167,8 +129,8 @@ async def test_a_long_text_is_cut_to_the_route_limit_and_keeps_its_wake_id(store
     with SmtpServer() as smtp:
         config = _config(store_config, server, _route("mail", smtp.url(), more="max_chars = 300\n"), ["mail"])
         server.push(completion("word " * 400))
-        o = await _wake(config)
-        await _send_due(config)
+        o = await wakes.once(config, tier="surface")
+        await sending.send_due(config)
     text = smtp.text_of(0).replace("\r\n", "\n").rstrip("\n")
     assert len(text) <= 300 and "[cut: 2000 characters]" in text and text.endswith(f"https://wake.example.org/wakes/{o.wake_id}")
     assert f"wake {o.wake_id}" in text

@@ -31,7 +31,8 @@ from ledgers import memory_ledger as ledger
 from memory import cloister
 from memory.config import Severity
 from memory.repo import MemoryRepo
-from tests.support import sessions, wakes
+from tests.support import agents as agent_configs
+from tests.support import console_pages, sessions, wakes
 from tests.support.memory_git import git, requires_git
 from wake import clock, stores
 from wake.config import Config
@@ -46,14 +47,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
                  "--disable-sync", "--no-first-run"]
 TOKEN = "console-test-token-0123456789"
 WAIT_MS = 60_000  # every wait in the browser is bounded by this (a loaded 2-core machine)
-AGENTS = """
-[agents.demo]
-timezone = "UTC"
-persona_files = ["persona.md"]
-[agents.demo.tiers.whisper]
-every = "1d"
-binds = ["wake.whisper"]
-"""
+AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("1d")}, timezone="UTC", extra=[agent_configs.PERSONA])
 
 
 @dataclass
@@ -91,11 +85,7 @@ async def running(
     store_config: Callable[..., Config], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
 ) -> AsyncIterator[Running]:
     """A daemon serving the console on a free loopback port, its token from a systemd-style credential."""
-    credentials = tmp_path / "credentials"
-    credentials.mkdir()
-    (credentials / "wake_console_token").write_text(TOKEN + "\n")
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
-    monkeypatch.delenv("WAKE_CONSOLE_TOKEN", raising=False)
+    console_pages.credential(tmp_path, monkeypatch, TOKEN)
     config = store_config('[daemon]\nheartbeat_s = 0.2\n[console]\nlisten = "127.0.0.1:0"\nlive_poll_s = 0.2\n', agents=AGENTS)
     console = serve.Runner(lambda: config, listen="127.0.0.1:0", guard=serve.guard_for(config, "127.0.0.1:0", read_only=False))
     d = daemon.Daemon(config=config, notifier=notify.Notifier(None), handle_signals=False, companions=[console])

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from ledgers import flows as flow_ledger
 from surfaces import flows as flow_labels
-from surfaces.registry import tool
+from tests.support import console_pages
 from wake import stores
 from wake.config import Config
 from wake.console import actions, data
@@ -21,21 +20,10 @@ from wake.run import session
 from wake.witness import flows
 
 T0 = dt.datetime(2026, 12, 6, 10, 0, tzinfo=dt.UTC)
-_NONE: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-def _labelled(name: str, label: str) -> Any:
-    @tool(name=name, description=f"The {label} tool.", parameters=_NONE, surfaces={"wake"}, flows={label})
-    async def handler(ctx: Any) -> str:
-        return name
-
-    return handler
-
-
 async def test_a_toxic_flow_is_listed_and_accepted_from_the_agent_page(store_config: Callable[..., Config]) -> None:
     config = store_config()
-    binding = [_labelled("inbox", flow_labels.UNTRUSTED_INPUT), _labelled("vault", flow_labels.PRIVATE_DATA),
-               _labelled("webhook", flow_labels.EGRESS)]
+    binding = [console_pages.labelled("inbox", flow_labels.UNTRUSTED_INPUT), console_pages.labelled("vault", flow_labels.PRIVATE_DATA),
+               console_pages.labelled("webhook", flow_labels.EGRESS)]
     async with stores.connected(config) as st:
         await session.prepare_schema(st)
         async with st.pg_conn() as conn:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import re
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -24,19 +23,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgers import tool_pins
+from tests.support import agents as agent_configs
+from tests.support import console_pages
 from wake import stores
 from wake.config import Config
 from wake.console import app, guard, serve
 from wake.run import session
 
 TOKEN = "console-guard-token-0123456789"
-AGENTS = """
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.whisper]
-every = "1d"
-binds = ["wake.whisper"]
-"""
+AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("1d")}, timezone="UTC")
 WRITTEN = ("wake_pauses", "cloister_findings", "mcp_tool_pins", "wake_oneshots", "human_contact", "wake_introspection_ledger")
 
 
@@ -48,11 +43,7 @@ class Served:
 
 
 def _setup(store_config: Callable[..., Config], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str = "") -> Config:
-    credentials = tmp_path / "credentials"
-    credentials.mkdir(exist_ok=True)
-    (credentials / "wake_console_token").write_text(TOKEN + "\n")
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
-    monkeypatch.delenv("WAKE_CONSOLE_TOKEN", raising=False)
+    console_pages.credential(tmp_path, monkeypatch, TOKEN)
     return store_config(f'[console]\nlive_poll_s = 0.2\nhosts = ["wake.lan"]\n{extra}', agents=AGENTS)
 
 
@@ -80,10 +71,7 @@ async def _written(st: stores.Stores) -> dict[str, str | None]:
 async def _login(http: httpx.AsyncClient) -> str:
     login = await http.post("/login", data={"token": TOKEN, "next": "/agents/demo"})
     assert login.status_code == 303, login.text
-    page = await http.get("/agents/demo")
-    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
-    assert csrf is not None, page.text[:500]
-    return csrf.group(1)
+    return await console_pages.csrf_of(http)
 
 
 async def test_a_host_the_console_does_not_answer_to_is_421_on_every_page(
@@ -220,16 +208,13 @@ def test_generated_requests_never_get_a_5xx_and_write_only_when_answered_303(
                 if action == "nothing":
                     answer = await client.get(path, params=query, headers=headers)
                 else:
-                    body = urllib.parse.urlencode({k: v.encode("utf-8", "surrogatepass") for k, v in data.items()}).encode()
+                    body = console_pages.form_body(data)
                     answer = await client.post(f"/agents/demo/{action}", content=body,
                                              headers=[*headers, (b"content-type", b"application/x-www-form-urlencoded")])
                 return answer.status_code, answer.text, before, await _written(s.st)
 
             status, text, before, after = loop.run_until_complete(go())
-            statuses.append(status)
-            assert status < 500, text[:300]
-            if status != 303:
-                assert after == before, (status, text[:300])
+            console_pages.judge(statuses, status, text, before, after)
 
         check()
     finally:

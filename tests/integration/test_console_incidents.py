@@ -8,9 +8,8 @@ opened an incident or counted on one. Real failing wakes (a scripted model on lo
 from __future__ import annotations
 
 import asyncio
-import re
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgers import incidents
-from tests.support import sessions, wakes
+from tests.support import console_pages, sessions, wakes
 from tests.support.openai_server import ScriptedServer, completion, error
 from wake import stores
 from wake.config import Config
@@ -33,18 +32,8 @@ TOKEN = "console-incidents-token-0123456789"
 HOSTILE = "<script>alert(1)</script>"  # markup in the model's error text
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
-
-
 def _config(store_config: Callable[..., Config], server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Config:
-    credentials = tmp_path / "credentials"
-    credentials.mkdir(exist_ok=True)
-    (credentials / "wake_console_token").write_text(TOKEN + "\n")
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
-    monkeypatch.delenv("WAKE_CONSOLE_TOKEN", raising=False)
+    console_pages.credential(tmp_path, monkeypatch, TOKEN)
     extra = f'[console]\nlive_poll_s = 0.2\n[models.scripted]\nbase_url = "{server.url}"\nmodel = "scripted-1"\ntimeout_s = 5\nmax_retries = 0\n'
     agents = "".join(
         f'[agents.{a}]\ntimezone = "UTC"\n[agents.{a}.tiers.surface]\nevery = "1h"\nbinds = ["wake.surface"]\nmodel = "scripted"\n'
@@ -93,10 +82,7 @@ async def _client(config: Config) -> AsyncIterator[tuple[httpx.AsyncClient, stor
 async def _login(http: httpx.AsyncClient, agent: str = "alice") -> str:
     login = await http.post("/login", data={"token": TOKEN, "next": f"/agents/{agent}"})
     assert login.status_code == 303, login.text
-    page = await http.get(f"/agents/{agent}")
-    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
-    assert csrf is not None, page.text[:500]
-    return csrf.group(1)
+    return await console_pages.csrf_of(http, f"/agents/{agent}")
 
 
 async def _incidents(st: stores.Stores) -> str:
@@ -193,16 +179,13 @@ def test_generated_ack_forms_never_get_a_5xx_and_write_only_when_answered_303(
             async def go() -> tuple[int, str, str, str]:
                 before = await _incidents(st_)
                 data: dict[str, Any] = {**form, **({"csrf": csrf} if with_csrf else {}), **({"incident": str(incident)} if incident else {})}
-                body = urllib.parse.urlencode({k: v.encode("utf-8", "surrogatepass") for k, v in data.items()}).encode()
+                body = console_pages.form_body(data)
                 answer = await http.post(f"/agents/{agent}/ack-incident", content=body,
                                          headers={"content-type": "application/x-www-form-urlencoded"})
                 return answer.status_code, answer.text, before, await _incidents(st_)
 
             status, text, before, after = loop.run_until_complete(go())
-            statuses.append(status)
-            assert status < 500, text[:300]
-            if status != 303:
-                assert after == before, (status, text[:300])
+            console_pages.judge(statuses, status, text, before, after)
 
         check()
     finally:

@@ -12,7 +12,6 @@ import re
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,7 +20,7 @@ from ledgers import flows as flow_ledger
 from ledgers import memory_ledger
 from memory.repo import MemoryRepo
 from surfaces import flows as flow_labels
-from surfaces.registry import tool
+from tests.support import console_pages
 from wake import stores
 from wake.config import Config
 from wake.console import app, serve
@@ -43,17 +42,6 @@ binds = ["wake"]
 # every table a console action writes, and the ones a revert would (its commit is a memory write)
 WRITTEN = ("cloister_findings", "tool_flow_findings", "tool_flow_state", "wake_pauses", "wake_oneshots", "mcp_tool_findings",
            "mcp_tool_pins", "memory_writes")
-_NONE: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-def _labelled(name: str, label: str) -> Any:
-    @tool(name=name, description=f"The {label} tool.", parameters=_NONE, surfaces={"wake"}, flows={label})
-    async def handler(ctx: Any) -> str:
-        return name
-
-    return handler
-
-
 async def _written(st: stores.Stores) -> dict[str, str | None]:
     async with st.pg_conn() as conn:
         return {t: await conn.fetchval(f"SELECT md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM {t} x") for t in WRITTEN}
@@ -62,16 +50,12 @@ async def _written(st: stores.Stores) -> dict[str, str | None]:
 async def test_an_action_under_one_agents_url_with_another_agents_row_is_4xx_and_changes_nothing(
     store_config: Callable[..., Config], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    credentials = tmp_path / "credentials"
-    credentials.mkdir()
-    (credentials / "wake_console_token").write_text(TOKEN + "\n")
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
-    monkeypatch.delenv("WAKE_CONSOLE_TOKEN", raising=False)
+    console_pages.credential(tmp_path, monkeypatch, TOKEN)
     config = store_config("[console]\nlive_poll_s = 0.2\n", agents=AGENTS)
     repos = {a: MemoryRepo.open(config.memory_path(a), config.memory_config(a), at=T0) for a in ("alice", "bob")}
     heads = {a: r.git.head.target for a, r in repos.items()}
-    binding = [_labelled("inbox", flow_labels.UNTRUSTED_INPUT), _labelled("vault", flow_labels.PRIVATE_DATA),
-               _labelled("webhook", flow_labels.EGRESS)]
+    binding = [console_pages.labelled("inbox", flow_labels.UNTRUSTED_INPUT), console_pages.labelled("vault", flow_labels.PRIVATE_DATA),
+               console_pages.labelled("webhook", flow_labels.EGRESS)]
     async with stores.connected(config, neo4j=False) as st:
         await session.prepare_schema(st)
         async with st.pg_conn() as conn:

@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,12 +21,6 @@ from wake.run import cycle, session
 from wake.think import pressure
 
 WINDOW = 18000
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 def _config(store_config: Callable[..., Config], server: ScriptedServer, *, context: str = "", max_turns: int = 30) -> Config:

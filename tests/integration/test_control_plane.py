@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +50,6 @@ model = "scripted"
 BOB_SECRET = "bob-secret-7f3a"
 FORGED = "FORGED-by-the-tool"  # in every forged verdict or record: none may reach the database or an arrival
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    approval_tools.CALLS.clear()
-    with ScriptedServer() as s:
-        yield s
 
 
 def _config(store_config: Callable[..., Config], server: ScriptedServer) -> Config:

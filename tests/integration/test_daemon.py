@@ -44,6 +44,14 @@ async def opened(store_config: Callable[..., Config]) -> AsyncIterator[Callable[
         yield make
 
 
+def _twenty_past() -> dt.datetime:
+    """Twenty past this hour, or past the last one while this one's is still ahead."""
+    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
+    if now > clock.now():
+        now -= dt.timedelta(hours=1)
+    return now
+
+
 async def _rows(d: daemon.Daemon) -> list[introspection.WakeSummary]:
     assert d.stores is not None
     async with d.stores.pg_conn() as conn:
@@ -237,9 +245,7 @@ async def test_a_slot_whose_fence_went_stale_before_its_row_still_gets_one_row(o
 
 
 async def test_restart_after_three_hours_catches_up_surface_and_full_once_and_never_whisper(opened: Callable[..., daemon.Daemon]) -> None:
-    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
-    if now > clock.now():
-        now -= dt.timedelta(hours=1)
+    now = _twenty_past()
     d = opened(now=lambda: now)
     assert d.stores is not None
     three_hours_ago = now.replace(minute=0) - dt.timedelta(hours=3)
@@ -366,9 +372,7 @@ async def test_a_replica_alone_at_its_first_read_after_a_redis_outage_records_th
     itself alone, but the cluster's mark names a replica that was a member, so it takes the agents
     over (each slot since the last claim gets its row) instead of starting the cluster (whose
     catch-up skips a whisper's missed slots and records none)."""
-    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
-    if now > clock.now():
-        now -= dt.timedelta(hours=1)
+    now = _twenty_past()
     hour = now.replace(minute=0)
     d = opened(now=lambda: now)
     assert d.stores is not None and d.shared
@@ -393,9 +397,7 @@ async def test_a_takeover_records_a_slot_its_dead_owner_held_after_claiming_a_la
     """The owner spooled a slot (PostgreSQL away), claimed the next ones once it answered, and died
     (kill -9) before its spool was written: the newest claim is no watermark, the takeover finds
     the slot nobody claimed and records it, beside the slots since the last claim."""
-    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
-    if now > clock.now():
-        now -= dt.timedelta(hours=1)
+    now = _twenty_past()
     hour = now.replace(minute=0)
     d = opened(now=lambda: now)
     assert d.stores is not None
@@ -419,9 +421,7 @@ async def test_a_takeover_writes_the_row_of_a_slot_its_dead_owner_claimed_and_di
     """kill -9 between a slot's claim (with the lease's fence, one commit) and the wake's first row:
     the slot is spent and nobody would ever write its row. The takeover finds the claim without a
     row, its claimer gone from the membership, and writes the slot's one row under its wake id."""
-    now = dt.datetime.now(dt.UTC).replace(minute=20, second=0, microsecond=0)
-    if now > clock.now():
-        now -= dt.timedelta(hours=1)
+    now = _twenty_past()
     hour = now.replace(minute=0)
     d = opened(now=lambda: now)
     assert d.stores is not None

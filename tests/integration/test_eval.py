@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from tests.support import agents as agent_configs
 from tests.support import replay_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import stores
@@ -27,32 +28,10 @@ T0 = dt.datetime(2026, 11, 23, 6, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    replay_tools.RAN.clear()
-    with ScriptedServer() as s:
-        yield s
-
-
-@pytest.fixture
 def config(store_config: Callable[..., Config], server: ScriptedServer) -> Config:
-    extra = f"""[tools]
-modules = ["tests.support.replay_tools"]
-
-[models.scripted]
-base_url = "{server.url}"
-model = "scripted-1"
-timeout_s = 5
-max_retries = 0
-"""
-    agents = """[agents.demo]
-timezone = "Europe/Stockholm"
-persona_files = ["persona.md"]
-[agents.demo.tiers.surface]
-binds = ["wake.whisper", "wake.surface"]
-model = "scripted"
-ok_token = "NOTHING"
-"""
-    return store_config(extra, agents=agents)
+    surface = agent_configs.SURFACE + '\nok_token = "NOTHING"'
+    agents = agent_configs.toml(tiers={"surface": surface}, extra=[agent_configs.PERSONA])
+    return store_config(agent_configs.tools("replay_tools") + agent_configs.scripted(server.url), agents=agents)
 
 
 async def _record_week(config: Config, server: ScriptedServer) -> list[str]:

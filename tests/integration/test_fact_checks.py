@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,6 @@ NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
 CODE = {"app/__init__.py": "", "app/cache.py": "import sqlite3\n\ndef get(k):\n    return sqlite3.connect(k)\n"}
 REDIS = [{"type": "import", "ref": "redis", "where": "app/cache.py"}]
 SQLITE = [{"type": "import", "ref": "sqlite3", "where": "app.cache.get"}]
-
-
-@pytest.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(pg_dsn)
-    yield connection
-    await connection.close()
 
 
 async def _fact(conn: asyncpg.Connection, key: str, value: str, anchors: list[dict[str, Any]], agent: str = "demo") -> uuid.UUID:

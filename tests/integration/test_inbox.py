@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from ledgers import contact
+from tests.support import agents as agent_configs
 from tests.support import sessions
 from wake import stores
 from wake.config import Config
@@ -24,16 +25,7 @@ from wake.daemon import inbox
 from wake.errors import ListenError
 
 SECRET = "inbox-secret-5b1e0c9a"
-AGENTS = """
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.whisper]
-every = "15m"
-binds = ["wake.whisper"]
-[agents.demo.tiers.surface]
-every = "1h"
-binds = ["wake.surface"]
-"""
+AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("15m"), "surface": 'every = "1h"\nbinds = ["wake.surface"]'}, timezone="UTC")
 
 
 def _config(store_config: Callable[..., Config], more: str = "") -> Config:

@@ -5,36 +5,23 @@ with a reason naming the incident. The error signature normalises ids, numbers, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ledgers import controls, incidents
-from tests.support import sessions, wakes
+from tests.support import agents as agent_configs
+from tests.support import sending, wakes
 from tests.support.openai_server import ScriptedServer, completion, error
 from tests.support.webhook_receiver import Receiver
 from wake import clock, stores
 from wake.config import Config
-from wake.daemon import outbox as sender_mod
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 def _config(store_config: Callable[..., Config], server: ScriptedServer, receiver: Receiver, pause_after: int | None) -> Config:
-    extra = f"""
-[models.scripted]
-base_url = "{server.url}"
-model = "scripted-1"
-timeout_s = 5
-max_retries = 0
-
+    extra = agent_configs.scripted(server.url) + f"""
 [delivery.hook]
 kind = "apprise"
 url = "{receiver.url.replace("http://", "json://")}"
@@ -44,30 +31,8 @@ backoff_s = 0.01
 backoff_max_s = 0.05
 """
     pause = f"pause_after_failures = {pause_after}\n" if pause_after is not None else ""
-    agents = f"""
-[agents.demo]
-timezone = "UTC"
-[agents.demo.tiers.surface]
-every = "1h"
-binds = ["wake.surface"]
-model = "scripted"
-deliver_to = ["hook"]
-{pause}"""
-    return store_config(extra, agents=agents)
-
-
-async def _wake(config: Config) -> Any:
-    async with sessions.ready_stores(config) as st:
-        return await wakes.run(config, st, agent_id="demo", tier="surface")
-
-
-async def _send_due(config: Config) -> int:
-    async with stores.connected(config) as st:
-        sender = sender_mod.Sender(lambda: config, st, owner="test-sender")
-        try:
-            return await sender.deliver_due()
-        finally:
-            await sender._http.aclose()
+    surface = f'every = "1h"\nbinds = ["wake.surface"]\nmodel = "scripted"\ndeliver_to = ["hook"]\n{pause}'
+    return store_config(extra, agents=agent_configs.toml(tiers={"surface": surface}, timezone="UTC"))
 
 
 async def _incidents(config: Config) -> list[incidents.Incident]:
@@ -87,20 +52,20 @@ async def test_three_failures_open_one_incident_with_one_notice_and_a_success_cl
         config = _config(store_config, server, receiver, None)
         for n in range(3):
             server.push(error(500, f"upstream broke at request {n} id 0x{n:08x}"))
-            assert (await _wake(config)).status == "failed"
-        assert await _send_due(config) == 1
+            assert (await wakes.once(config, tier="surface")).status == "failed"
+        assert await sending.send_due(config) == 1
         [opened] = await _incidents(config)
         assert opened.closed_at is None and opened.rows_seen == 3
         assert len(receiver.requests) == 1 and "incident" in receiver.requests[0].json["message"]
 
         server.push(error(500, "upstream broke at request 3 id 0x00000003"))
-        assert (await _wake(config)).status == "failed"
-        assert await _send_due(config) == 0  # the fourth only counts
+        assert (await wakes.once(config, tier="surface")).status == "failed"
+        assert await sending.send_due(config) == 0  # the fourth only counts
         assert len(receiver.requests) == 1
 
         server.push(completion("All clear."))
-        assert (await _wake(config)).status == "completed"
-        assert await _send_due(config) == 2  # the wake's own delivery and one recovery notice
+        assert (await wakes.once(config, tier="surface")).status == "completed"
+        assert await sending.send_due(config) == 2  # the wake's own delivery and one recovery notice
         [closed] = await _incidents(config)
         assert closed.closed_at is not None and closed.rows_seen == 4
         messages = [r.json["message"] for r in receiver.requests]
@@ -114,10 +79,10 @@ async def test_pause_after_failures_pauses_the_tier_naming_the_incident(store_co
         config = _config(store_config, server, receiver, 3)
         for n in range(2):
             server.push(error(500, f"broke {n}"))
-            await _wake(config)
+            await wakes.once(config, tier="surface")
         assert await _pause(config) is None
         server.push(error(500, "broke 2"))
-        await _wake(config)
+        await wakes.once(config, tier="surface")
         [inc] = await _incidents(config)
         pause = await _pause(config)
         assert pause is not None and pause.reason is not None and f"incident {inc.id}" in pause.reason
@@ -142,7 +107,7 @@ async def test_the_watch_puts_open_incidents_per_agent_into_the_gauge(store_conf
     with Receiver() as receiver:
         config = _config(store_config, server, receiver, None)
         server.push(error(500, "broke"))
-        await _wake(config)
+        await wakes.once(config, tier="surface")
         m = metrics.Metrics(agents={"demo": metrics.AgentInfo(tiers=("surface",), daily_cost_cap_usd=None, timezone="UTC")})
         async with stores.connected(config) as st:
             assert await incident_watch.refresh(st, m) == {"demo": 1}
@@ -164,8 +129,8 @@ async def test_two_replicas_checking_an_overdue_tier_open_one_dead_man_incident_
     with Receiver() as receiver:
         config = _config(store_config, server, receiver, None)  # surface every 1h, delivered to the hook
         server.push(completion("All clear."))
-        assert (await _wake(config)).status == "completed"
-        assert await _send_due(config) == 1
+        assert (await wakes.once(config, tier="surface")).status == "completed"
+        assert await sending.send_due(config) == 1
         async with stores.connected(config) as st:
             async with st.pg_conn() as conn:
                 lasts = await introspection.last_settled(conn, [("demo", "surface")])
@@ -184,17 +149,17 @@ async def test_two_replicas_checking_an_overdue_tier_open_one_dead_man_incident_
             assert m.registry.get_sample_value("wake_last_settled_timestamp_seconds", {"agent": "demo", "tier": "surface"}) == settled_at.timestamp()
         [inc] = await _incidents(config)
         assert inc.closed_at is None and inc.signature.startswith("missed: no settled row since") and inc.rows_seen == 1
-        assert await _send_due(config) == 1  # one notice
+        assert await sending.send_due(config) == 1  # one notice
         assert "dead-man check" in receiver.requests[-1].json["message"]
         async with stores.connected(config) as st, st.pg_conn() as conn:
             payload = await conn.fetchval("SELECT payload FROM wake_outbox WHERE wake_id = $1", incidents_run.notice_id(inc.id, "opened"))
         assert '"deadman": true' in payload and '"about_wake": null' in payload
 
         server.push(completion("Back."))
-        assert (await _wake(config)).status == "completed"
+        assert (await wakes.once(config, tier="surface")).status == "completed"
         [closed] = await _incidents(config)
         assert closed.closed_at is not None
-        assert await _send_due(config) == 2  # the wake's own delivery and one recovery notice
+        assert await sending.send_due(config) == 2  # the wake's own delivery and one recovery notice
 
 
 @given(st.sampled_from(["postgres", "redis", "neo4j", "postgres (tool role)"]), st.text(max_size=80), st.text(max_size=80))

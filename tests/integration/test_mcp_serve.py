@@ -8,7 +8,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,6 @@ from wake.run import cycle, session
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 60.0
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 @pytest.fixture

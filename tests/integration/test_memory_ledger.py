@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -20,15 +19,6 @@ from tests.support.memory_git import NOW, doc, git, open_repo, requires_git
 
 pytestmark = requires_git
 AGENT = "ani"
-
-
-@pytest.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(pg_dsn)
-    try:
-        yield connection
-    finally:
-        await connection.close()
 
 
 def writer(fence: int | None = 1) -> ledger.Writer:

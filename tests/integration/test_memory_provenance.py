@@ -6,7 +6,7 @@ human's; the model's own words are its own; an operator's revert is the operator
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from ledgers import contact
 from ledgers import memory_ledger as ledger
 from memory import provenance
 from memory.repo import MemoryRepo
+from tests.support import agents as agent_configs
 from tests.support import marked, sessions, wakes
 from tests.support.memory_git import doc, requires_git
 from tests.support.openai_server import ScriptedServer, completion
@@ -29,26 +30,9 @@ HUMAN = "Please keep the greenhouse door shut after six in the evening, the cat 
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
-
-
-@pytest.fixture
 def config(store_config: Callable[..., Config], server: ScriptedServer) -> Config:
-    extra = (
-        '[tools]\nmodules = ["tests.support.provenance_tools"]\n'
-        f'[models.scripted]\nbase_url = "{server.url}"\nmodel = "scripted-1"\ntimeout_s = 5\nmax_retries = 0\n'
-    )
-    agents = """
-[agents.demo]
-timezone = "UTC"
-persona_files = ["persona.md"]
-[agents.demo.tiers.full]
-binds = ["wake"]
-model = "scripted"
-"""
-    return store_config(extra, agents=agents)
+    agents = agent_configs.toml(tiers={"full": 'binds = ["wake"]\nmodel = "scripted"'}, timezone="UTC", extra=[agent_configs.PERSONA])
+    return store_config(agent_configs.tools("provenance_tools") + agent_configs.scripted(server.url), agents=agents)
 
 
 async def _wake(config: Config, **kw: Any) -> cycle.WakeOutcome:

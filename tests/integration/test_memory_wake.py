@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from ledgers import memory_ledger as ledger
 from ledgers.errors import StaleFence
 from memory.repo import MemoryRepo
 from surfaces import memory as memory_tools
+from tests.support import agents as agent_configs
 from tests.support import marked, sessions, wakes
 from tests.support.ledger_ctx import wake_ctx
 from tests.support.memory_git import doc, git, requires_git
@@ -36,29 +37,11 @@ GARDEN = doc("How I grow tomatoes", "Water in the morning.\n")
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
-
-
-@pytest.fixture
 def config(store_config: Callable[..., Config], server: ScriptedServer) -> Config:
-    extra = f'[models.scripted]\nbase_url = "{server.url}"\nmodel = "scripted-1"\ntimeout_s = 5\nmax_retries = 0\n'
-    agents = """
-[agents.demo]
-timezone = "UTC"
-persona_files = ["persona.md"]
-[agents.demo.tiers.whisper]
-binds = ["wake.whisper"]
-model = "scripted"
-[agents.demo.tiers.surface]
-binds = ["wake.whisper", "wake.surface"]
-model = "scripted"
-[agents.demo.tiers.full]
-binds = ["wake"]
-model = "scripted"
-"""
-    return store_config(extra, agents=agents)
+    agents = agent_configs.toml(tiers={
+        "whisper": 'binds = ["wake.whisper"]\nmodel = "scripted"', "surface": agent_configs.SURFACE, "full": 'binds = ["wake"]\nmodel = "scripted"',
+    }, timezone="UTC", extra=[agent_configs.PERSONA])
+    return store_config(agent_configs.scripted(server.url), agents=agents)
 
 
 async def _wake(config: Config, tier: str = "full", **kw: Any) -> cycle.WakeOutcome:

@@ -11,7 +11,7 @@ import os
 import re
 import stat
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,6 @@ from wake.daemon import outbox as sender_mod
 from wake.run import claim, session
 
 SECRET = "hook-secret-value"
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 def _agents(tier_keys: str = "", *, model: bool = True, surface_keys: str = "") -> str:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from tests.support import agents as agent_configs
 from tests.support import replay_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import stores
@@ -33,43 +34,14 @@ SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    replay_tools.RAN.clear()
-    with ScriptedServer() as s:
-        yield s
-
-
-@pytest.fixture
 def config(store_config: Callable[..., Config], server: ScriptedServer) -> Config:
-    extra = f"""[tools]
-modules = ["tests.support.replay_tools"]
-
-[models.scripted]
-base_url = "{server.url}"
-model = "scripted-1"
-timeout_s = 5
-max_retries = 0
-
-[models.other]
-base_url = "{server.url}"
-model = "scripted-2"
-timeout_s = 5
-max_retries = 0
-"""
-    agents = """[agents.demo]
-timezone = "Europe/Stockholm"
-persona_files = ["persona.md"]
-[agents.demo.tiers.surface]
-binds = ["wake.whisper", "wake.surface"]
-model = "scripted"
-"""
-    return store_config(extra, agents=agents)
+    routes = agent_configs.scripted(server.url) + agent_configs.scripted(server.url, name="other", model="scripted-2")
+    agents = agent_configs.toml(tiers={"surface": agent_configs.SURFACE}, extra=[agent_configs.PERSONA])
+    return store_config(agent_configs.tools("replay_tools") + routes, agents=agents)
 
 
 async def _record(config: Config) -> cycle.WakeOutcome:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
+    return await wakes.once(config, tier="surface")
 
 
 async def _counts(config: Config) -> dict[str, int]:

@@ -12,7 +12,7 @@ import json
 import re
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,57 +22,27 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import replay_tools, wakes
+from tests.support import agents as agent_configs
+from tests.support import wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import stores
 from wake.cli.main import cli
 from wake.config import Config
 from wake.console import serve
-from wake.run import session
 
 EVIL = "<b>evil</b> \u202eexe.txt"  # markup and a bidi override, as a model might write them
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    replay_tools.RAN.clear()
-    with ScriptedServer() as s:
-        yield s
-
-
-@pytest.fixture
 def config(store_config: Callable[..., Config], server: ScriptedServer) -> Config:
-    extra = f"""[tools]
-modules = ["tests.support.replay_tools"]
-
-[models.scripted]
-base_url = "{server.url}"
-model = "scripted-1"
-timeout_s = 5
-max_retries = 0
-"""
-    agents = """[agents.demo]
-timezone = "UTC"
-persona_files = ["persona.md"]
-[agents.demo.tiers.surface]
-binds = ["wake.whisper", "wake.surface"]
-model = "scripted"
-ok_token = "NOTHING"
-
-[agents.other]
-timezone = "UTC"
-persona_files = ["persona.md"]
-[agents.other.tiers.surface]
-binds = ["wake.whisper", "wake.surface"]
-model = "scripted"
-"""
-    return store_config(extra, agents=agents)
+    persona = [agent_configs.PERSONA]
+    agents = agent_configs.toml(tiers={"surface": agent_configs.SURFACE + '\nok_token = "NOTHING"'}, timezone="UTC", extra=persona)
+    agents += agent_configs.toml("other", tiers={"surface": agent_configs.SURFACE}, timezone="UTC", extra=persona)
+    return store_config(agent_configs.tools("replay_tools") + agent_configs.scripted(server.url), agents=agents)
 
 
 async def _record(config: Config, agent_id: str) -> str:
-    async with stores.connected(config) as st:
-        await session.prepare_schema(st)
-        o = await wakes.run(config, st, session.build_registry(config), agent_id=agent_id, tier="surface")
+    o = await wakes.once(config, agent_id=agent_id, tier="surface")
     assert o.status in ("completed", "quiet"), o.error
     return str(o.wake_id)
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ledgers import introspection
+from tests.support import agents as agent_configs
 from tests.support import sessions
 from tests.support.openai_server import ScriptedServer
 from tests.support.pg_count import CountingConnection, counted_pools
@@ -20,23 +21,14 @@ from wake.config import Config
 from wake.context import WakeRequest
 from wake.run import claim, session
 
+
 # A whisper with a model route: the first one calls the model; the gate settles every later one
 # `quiet`, its blocks unchanged, without a call.
-WHISPER_ONLY = """
-[models.scripted]
-base_url = "{url}"
-model = "scripted-1"
-timeout_s = 5
-
-[agents.demo]
-timezone = "UTC"
-persona_files = ["persona.md"]
-
-[agents.demo.tiers.whisper]
-every = "15m"
-binds = ["wake.whisper"]
-model = "scripted"
-"""
+def _whisper_only(url: str) -> str:
+    whisper = agent_configs.whisper("15m", 'model = "scripted"')
+    return agent_configs.route("scripted", url, "scripted-1", timeout_s=5) + agent_configs.toml(
+        tiers={"whisper": whisper}, timezone="UTC", extra=[agent_configs.PERSONA],
+    )
 
 # A whisper the gate settles, on the default sources (the graph is disabled without Neo4j): the
 # slot claim's transaction (4: BEGIN; the claim with the fence floor and the pause; the fence
@@ -70,7 +62,7 @@ async def _redis_calls(st: stores.Stores) -> dict[str, int]:
 
 async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config: Callable[..., Config]) -> None:
     with ScriptedServer() as server, counted_pools():
-        config = store_config(agents=WHISPER_ONLY.format(url=server.url))
+        config = store_config(agents=_whisper_only(server.url))
         async with sessions.ready_stores(config) as st:
             s = session.Session(config=config, stores=st, registry=session.build_registry(config))
             assert (await _whisper(s, 0)).status == "completed"  # the one model call

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,6 @@ from wake.think import budget, prompt
 
 TOOLS = '[tools]\nmodules = ["tests.support.think_tools"]\n'
 T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    think_tools.CALLS.clear()
-    with ScriptedServer() as s:
-        yield s
 
 
 def _toml(
@@ -81,13 +74,6 @@ async def _wake(config: Config, tier: str = "surface", registry: Registry | None
         return await wakes.run(config, st, registry or session.build_registry(config), agent_id="demo", tier=tier, **kw)
 
 
-async def _row(config: Config, wake_id: Any) -> introspection.WakeRecord:
-    async with stores.connected(config) as st, st.pg_conn() as conn:
-        row = await introspection.get(conn, wake_id)
-    assert row is not None
-    return row
-
-
 def _tool_answers(request_json: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         json.loads(marked.plain(m["content"])) if marked.plain(m["content"]).startswith("{") else {"text": marked.plain(m["content"])}
@@ -111,7 +97,7 @@ async def test_tool_call_round_trip_records_usage_and_the_mutating_action(make_c
     assert _tool_answers(second)[0]["timezone"] == "Europe/Stockholm"
     assert _tool_answers(server.requests[2].json)[1] == {"written": "saw nothing new"}
     assert think_tools.CALLS == [("note_write", {"text": "saw nothing new"})]
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert (row.model, row.turns, row.tool_calls, row.refusals, row.stop_reason) == ("scripted-1", 3, 2, 0, "done")
     assert row.final_text == o.final_text == "Checked the time, wrote a note. Nothing else is open."
     async with stores.connected(config) as st, st.pg_conn() as conn:
@@ -144,7 +130,7 @@ async def test_a_tool_outside_the_binding_is_refused_logged_and_counted(make_con
     assert "wake_history" not in (server.requests[0].tool_names or [])
     refused = [e for e in logged if e["event"] == "tool.refused"]
     assert sorted(e["tool"] for e in refused) == ["chat_only", "rm_rf", "wake_history"]
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert (row.tool_calls, row.refusals) == (3, 3)
 
 
@@ -161,7 +147,7 @@ async def test_malformed_and_invalid_arguments_are_answered_as_errors(make_confi
     assert answers[2].startswith("arguments do not match the schema at (top level): 'text' is a required property")
     assert answers[3] == "arguments must be a JSON object"
     assert think_tools.CALLS == [] and o.status == "completed"
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert (row.tool_calls, row.refusals, row.stop_reason) == (4, 0, "done")
 
 
@@ -192,7 +178,7 @@ async def test_budget_exhaustion_ends_with_one_summary_call_without_tools(make_c
     assert server.requests[2].raw.startswith(server.requests[1].raw.split(b', "tool_choice"')[0][:-1])  # up to the messages' "]"
     assert "budget is spent (max_turns)" in last["messages"][-1]["content"]
     assert last["max_tokens"] == config.think.summary_max_tokens
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert (row.turns, row.stop_reason, row.status) == (3, "max_turns", "completed")
     assert row.final_text == "Summary: checked the time and wrote one note; the budget ran out."
 
@@ -204,7 +190,7 @@ async def test_tool_call_budget_and_the_repeat_breaker(make_config: Callable[...
     answers = [marked.plain(m["content"]) for m in server.requests[1].json["messages"] if m["role"] == "tool"]
     assert json.loads(answers[2])["error"] == "not run: this wake's tool-call budget is spent"
     assert server.requests[1].json["tool_choice"] == "none"
-    assert (await _row(config, o.wake_id)).stop_reason == "max_tool_calls"
+    assert (await wakes.record(config, o.wake_id)).stop_reason == "max_tool_calls"
 
     config = make_config(
         budget_toml="budget = { max_turns = 8, max_tool_calls = 10, max_output_tokens = 4096, max_cost_usd = 1.0 }",
@@ -213,7 +199,7 @@ async def test_tool_call_budget_and_the_repeat_breaker(make_config: Callable[...
     server.push(*[completion(None, [("local_time", {})])] * 3, completion("summary after the breaker", [("local_time", {})]))
     again = await _wake(config)
     assert "tools" not in server.requests[-1].json and "tool_choice" not in server.requests[-1].json
-    row = await _row(config, again.wake_id)
+    row = await wakes.record(config, again.wake_id)
     assert row.stop_reason == "repeated_call" and row.final_text == "summary after the breaker"
     assert row.turns == 4 and row.tool_calls == 3  # the third identical call tripped it (max_repeat_calls = 2)
     assert len(server.requests) == 2 + 4  # the tool call in the summary reply was not run
@@ -224,7 +210,7 @@ async def test_max_output_tokens_is_passed_down_and_ends_the_loop(make_config: C
     server.push(completion("x" * 40, [("local_time", {})]), completion("short summary"))
     o = await _wake(config)
     assert server.requests[0].json["max_tokens"] == 20
-    assert (await _row(config, o.wake_id)).stop_reason == "max_output_tokens"
+    assert (await wakes.record(config, o.wake_id)).stop_reason == "max_output_tokens"
 
 
 async def test_the_daily_cap_holds_across_wakes_and_resets_at_local_midnight(make_config: Callable[..., Config], server: ScriptedServer) -> None:
@@ -236,7 +222,7 @@ async def test_the_daily_cap_holds_across_wakes_and_resets_at_local_midnight(mak
     assert (first.status, second.status, len(server.requests)) == ("completed", "completed", 2)
     third = await _wake(config, now=lambda: evening + dt.timedelta(minutes=10))
     assert third.status == "halted" and len(server.requests) == 2  # no call at all
-    row = await _row(config, third.wake_id)
+    row = await wakes.record(config, third.wake_id)
     assert row.stop_reason == "daily_cap" and row.turns == 0 and "daily cost cap reached ($0.0012 of $0.0010 today)" in row.note
     async with stores.connected(config) as st:
         key = budget.cost_key("demo", "Europe/Stockholm", evening)
@@ -269,7 +255,7 @@ async def test_the_daily_cap_survives_a_flush_of_redis_and_a_counter_behind_the_
         await st.redis.set(key, 100)  # a replica that missed the INCRBYs
     behind = await _wake(config, now=lambda: noon + dt.timedelta(minutes=15))
     assert (flushed.status, behind.status, len(server.requests)) == ("halted", "halted", 2)  # no model call after the cap
-    assert "daily cost cap reached ($0.0012 of $0.0010 today)" in (await _row(config, flushed.wake_id)).note
+    assert "daily cost cap reached ($0.0012 of $0.0010 today)" in (await wakes.record(config, flushed.wake_id)).note
     assert rebuilt == 1200
 
 
@@ -278,7 +264,7 @@ async def test_a_failing_model_settles_the_wake_failed_never_empty(make_config: 
     server.push(error(401, "invalid api key"))
     o = await _wake(config)
     assert o.status == "failed" and "HTTP 401" in (o.error or "")
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert (row.status, row.stop_reason, row.final_text) == ("failed", "error", None)
     assert "invalid api key" in row.error
 
@@ -317,7 +303,7 @@ async def test_the_gate_a_second_identical_whisper_makes_zero_requests(make_conf
         second = await _wake(config, "whisper", source_list=base, now=lambda: T0 + dt.timedelta(minutes=15))
     assert second.status == "quiet" and len(server.requests) == 1  # zero requests
     assert any(e["event"] == "gate.quiet" for e in logged)
-    row = await _row(config, second.wake_id)
+    row = await wakes.record(config, second.wake_id)
     assert (row.prompt_tokens, row.completion_tokens, row.turns, row.stop_reason) == (0, 0, 0, "gate")
     assert row.note.startswith(f"gate: nothing changed since whisper {str(first.wake_id)[:8]}")
     third = await _wake(config, "whisper", source_list=base, now=lambda: T0 + dt.timedelta(minutes=30))
@@ -346,7 +332,7 @@ async def test_escalation_promotes_a_whisper_to_a_surface_wake(
     assert o.status == "completed" and o.note == "escalated to surface: due_falsifiers present"
     assert o.escalated is not None and o.escalated.tier == "surface" and o.escalated.trigger == "escalation"
     assert len(server.requests) == 1 and "wake_history" in (server.requests[0].tool_names or [])  # the surface binding
-    whisper_row, surface_row = await _row(config, o.wake_id), await _row(config, o.escalated.wake_id)
+    whisper_row, surface_row = await wakes.record(config, o.wake_id), await wakes.record(config, o.escalated.wake_id)
     assert (whisper_row.stop_reason, whisper_row.turns, whisper_row.escalation_cause) == ("escalated", 0, None)
     assert surface_row.trigger == "escalation"
     assert surface_row.escalation_cause == f"whisper {str(o.wake_id)[:8]}: due_falsifiers present"
@@ -389,6 +375,6 @@ async def test_a_wake_cancelled_mid_loop_keeps_what_it_spent_on_the_row(make_con
             await task
         async with st.pg_conn() as conn:
             [recent] = await introspection.recent(conn, agent_id="demo")
-    row = await _row(config, recent.wake_id)
+    row = await wakes.record(config, recent.wake_id)
     assert (row.status, row.stop_reason, row.turns, row.tool_calls) == ("aborted", "aborted", 1, 1)
     assert float(row.cost_usd) == 0.0003 and row.prompt_tokens > 0

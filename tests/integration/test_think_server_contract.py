@@ -3,69 +3,39 @@ scripted server on loopback, real PostgreSQL and Redis: each case is one a real 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import structlog
 
-from ledgers import daybook, introspection
-from tests.support import sessions, think_tools, wakes
+from ledgers import daybook
+from tests.support import agents as agent_configs
+from tests.support import wakes
 from tests.support.openai_server import ScriptedServer, completion, error
 from wake import stores
 from wake.config import Config, ModelRoute
-from wake.run import cycle, session
+from wake.run import cycle
 from wake.think import loop as think
 from wake.think import prompt
 from wake.think.client import Client
 
-TOOLS = '[tools]\nmodules = ["tests.support.think_tools"]\n'
 # An output budget larger than any room left, so each request's max_tokens is the room itself.
 ROOMY = "budget = { max_turns = 8, max_tool_calls = 10, max_output_tokens = 1000000, max_cost_usd = 1.0 }"
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    think_tools.CALLS.clear()
-    with ScriptedServer() as s:
-        yield s
-
-
-@pytest.fixture
 def make_config(store_config: Callable[..., Config], server: ScriptedServer) -> Callable[..., Config]:
     def make(route: str = "", budget_toml: str = "") -> Config:
-        extra = f"""{TOOLS}
-[models.scripted]
-base_url = "{server.url}"
-model = "scripted-1"
-timeout_s = 2
-max_retries = 2
-retry_cap_s = 0.05
-{route}
-"""
-        agents = f"""[agents.demo]
-timezone = "Europe/Stockholm"
-persona_files = ["persona.md"]
-[agents.demo.tiers.surface]
-binds = ["wake.whisper", "wake.surface"]
-model = "scripted"
-{budget_toml}
-"""
+        extra = agent_configs.tools("think_tools") + agent_configs.scripted(server.url, lines=[route], timeout_s=2, max_retries=2, retry_cap_s=0.05)
+        agents = agent_configs.toml(tiers={"surface": f"{agent_configs.SURFACE}\n{budget_toml}"}, extra=[agent_configs.PERSONA])
         return store_config(extra, agents=agents)
 
     return make
 
 
 async def _wake(config: Config) -> cycle.WakeOutcome:
-    async with sessions.ready_stores(config) as st:
-        return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
-
-
-async def _row(config: Config, wake_id: Any) -> introspection.WakeRecord:
-    async with stores.connected(config) as st, st.pg_conn() as conn:
-        row = await introspection.get(conn, wake_id)
-    assert row is not None
-    return row
+    return await wakes.once(config, tier="surface")
 
 
 def _sized(request_json: dict[str, Any]) -> int:
@@ -108,7 +78,7 @@ async def test_an_answer_cut_at_its_token_limit_settles_truncated_and_says_so(ma
     server.push(completion("I looked at the lease and then I", finish_reason="length"))
     o = await _wake(config)
     assert o.status == "completed" and len(server.requests) == 1  # no summary call after it
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert row.stop_reason == "truncated" and "stopped: truncated" in row.note
     assert row.final_text == "I looked at the lease and then I" + think.CUT_OFF
     async with stores.connected(config) as st, st.pg_conn() as conn:
@@ -120,7 +90,7 @@ async def test_a_summary_cut_at_its_token_limit_is_marked_too(make_config: Calla
     config = make_config(budget_toml="budget = { max_turns = 1, max_tool_calls = 10, max_output_tokens = 4096, max_cost_usd = 1.0 }")
     server.push(completion(None, [("local_time", {})]), completion("Summary: checked the ti", finish_reason="length"))
     o = await _wake(config)
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert row.stop_reason == "max_turns" and "the summary was cut off at its token limit" in row.note
     assert row.final_text == "Summary: checked the ti" + think.CUT_OFF
 
@@ -189,7 +159,7 @@ async def test_a_repeated_500_is_retried_and_the_row_says_what_it_cost(make_conf
     assert o.status == "failed" and len(server.requests) == 3  # 5xx is still retried (max_retries = 2)
     retries = [e for e in logged if e["event"] == "model.retry"]
     assert [e["same_error"] for e in retries] == [1, 2] and all(body in e["error"] for e in retries)
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert body in row.error and row.error.endswith("(the same error on 3 of 3 attempts)")
     assert row.note == "model call failed after 3 attempt(s), the same error on 3 of them; 3 request(s) in this wake"
     assert row.stop_reason == "error"

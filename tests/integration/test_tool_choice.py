@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ledgers import actions, introspection, transcripts
-from tests.support import marked, sessions, think_tools, wakes
+from ledgers import actions, transcripts
+from tests.support import agents as agent_configs
+from tests.support import marked, think_tools, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import stores
 from wake.config import Config
@@ -24,53 +25,17 @@ T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    think_tools.CALLS.clear()
-    with ScriptedServer() as s:
-        yield s
-
-
-@pytest.fixture
 def make_config(store_config: Callable[..., Config], server: ScriptedServer) -> Callable[..., Config]:
     def make(*, choice: str = "", route: str = "", budget: str = "budget = { max_turns = 4, max_tool_calls = 4 }") -> Config:
-        extra = f"""[tools]
-modules = ["tests.support.think_tools"]
-
-[models.scripted]
-base_url = "{server.url}"
-model = "scripted-1"
-timeout_s = 5
-max_retries = 0
-{route}
-
-[think]
-tool_timeout_s = 2
-"""
-        agents = f"""[agents.demo]
-timezone = "Europe/Stockholm"
-persona_files = ["persona.md"]
-
-[agents.demo.tiers.surface]
-binds = ["wake.whisper", "wake.surface"]
-model = "scripted"
-{choice}
-{budget}
-"""
+        extra = agent_configs.tools("think_tools") + agent_configs.scripted(server.url, lines=[route]) + "\n[think]\ntool_timeout_s = 2\n"
+        agents = agent_configs.toml(tiers={"surface": f"{agent_configs.SURFACE}\n{choice}\n{budget}"}, extra=[agent_configs.PERSONA])
         return store_config(extra, agents=agents)
 
     return make
 
 
 async def _wake(config: Config) -> cycle.WakeOutcome:
-    async with sessions.ready_stores(config) as st:
-        return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
-
-
-async def _row(config: Config, wake_id: Any) -> introspection.WakeRecord:
-    async with stores.connected(config) as st, st.pg_conn() as conn:
-        row = await introspection.get(conn, wake_id)
-    assert row is not None
-    return row
+    return await wakes.once(config, tier="surface")
 
 
 def _json_answer(value: dict[str, Any], finish_reason: str | None = None) -> Any:
@@ -137,7 +102,7 @@ async def test_a_json_answer_is_a_call_through_the_same_loop(make_config: Callab
     assert second["messages"][-2] == {"role": "assistant", "content": json.dumps({"tool": "note_write", "arguments": {"text": "saw the build pass"}})}
     assert second["messages"][-1]["role"] == "user"  # the answer as marked data (untrusted.render), one span per line
     assert marked.plain(second["messages"][-1]["content"]) == 'The tool note_write answered:\n{"written": "saw the build pass"}'
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert (row.turns, row.tool_calls, row.refusals, row.stop_reason) == (2, 1, 0, "done")
     assert row.final_text == o.final_text == "Wrote a note about the build."
     async with stores.connected(config) as st, st.pg_conn() as conn:
@@ -164,7 +129,7 @@ async def test_a_json_call_outside_the_binding_or_its_schema_is_refused_and_coun
     o = await _wake(config)
     assert o.status == "completed", o.error
     assert think_tools.CALLS == []
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     # the unbound call and the unreadable answer are refused; all three attempts count as calls
     assert (row.turns, row.tool_calls, row.refusals, row.stop_reason) == (4, 3, 2, "done")
     answers = [m["content"] for m in server.requests[3].json["messages"] if m["role"] == "user"][-3:]
@@ -184,5 +149,5 @@ async def test_the_summary_call_offers_only_the_final_answer(make_config: Callab
     summary = server.requests[1].json
     assert summary["response_format"]["json_schema"]["schema"] == structured.FINAL_BRANCH
     assert o.final_text is not None and o.final_text.startswith("Spent the budget on one no") and "cut off" in o.final_text
-    row = await _row(config, o.wake_id)
+    row = await wakes.record(config, o.wake_id)
     assert (row.tool_calls, row.stop_reason) == (1, "max_turns")

@@ -14,20 +14,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ledgers import controls, introspection
 from ledgers.vocab import Trigger
+from tests.support import agents as agent_configs
 from tests.support import sessions
 from wake.config import Config
 from wake.context import WakeRequest
 from wake.observe import tracing
 from wake.run import claim, session
 
-AGENTS = """
-[agents.demo]
-timezone = "UTC"
-persona_files = ["persona.md"]
-[agents.demo.tiers.whisper]
-every = "1h"
-binds = ["wake.whisper"]
-"""
+AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("1h")}, timezone="UTC", extra=[agent_configs.PERSONA])
 SLOT = dt.datetime(2026, 12, 7, 9, 0, tzinfo=dt.UTC)
 
 

@@ -5,57 +5,31 @@ covered by the chain, and audited by `wake verify`'s check."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from ledgers import introspection, transcripts
-from tests.support import marked, sessions, think_tools, wakes
+from tests.support import agents as agent_configs
+from tests.support import marked, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import logs, stores
 from wake.config import Config
 from wake.console import data as console_data
-from wake.run import cycle, session
+from wake.run import cycle
 from wake.think import transcript as recorder
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    think_tools.CALLS.clear()
-    with ScriptedServer() as s:
-        yield s
-
-
-@pytest.fixture
 def config(store_config: Callable[..., Config], server: ScriptedServer) -> Config:
-    extra = f"""[tools]
-modules = ["tests.support.think_tools"]
-
-[models.scripted]
-base_url = "{server.url}"
-model = "scripted-1"
-timeout_s = 5
-max_retries = 1
-
-[think]
-tool_timeout_s = 5
-tool_result_max_chars = 200
-transcript_max_chars = 1000
-"""
-    agents = """[agents.demo]
-timezone = "Europe/Stockholm"
-persona_files = ["persona.md"]
-[agents.demo.tiers.surface]
-binds = ["wake.whisper", "wake.surface"]
-model = "scripted"
-"""
-    return store_config(extra, agents=agents)
+    think = "[think]\ntool_timeout_s = 5\ntool_result_max_chars = 200\ntranscript_max_chars = 1000\n"
+    extra = agent_configs.tools("think_tools") + agent_configs.scripted(server.url, max_retries=1) + think
+    return store_config(extra, agents=agent_configs.toml(tiers={"surface": agent_configs.SURFACE}, extra=[agent_configs.PERSONA]))
 
 
 async def _wake(config: Config) -> cycle.WakeOutcome:
-    async with sessions.ready_stores(config) as st:
-        return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
+    return await wakes.once(config, tier="surface")
 
 
 async def _read(config: Config, wake_id: Any) -> tuple[transcripts.Stored, dict[str, Any]]:
@@ -154,5 +128,4 @@ async def test_a_wake_that_calls_no_model_has_no_transcript(store_config: Callab
 
 
 async def _wake_plain(config: Config) -> cycle.WakeOutcome:
-    async with sessions.ready_stores(config) as st:
-        return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="whisper")
+    return await wakes.once(config, tier="whisper")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start, wait_rows  # noqa: F401  (start is a fixture)
+from tests.support import llama_fixtures
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.webhook_receiver import Receiver
 
@@ -38,23 +39,7 @@ def test_a_daemon_wake_thinks_with_a_real_model_calls_a_tool_settles_and_deliver
     live = llama_server_info
     dsn = start.pg_dsn  # type: ignore[attr-defined]
     with Receiver(secret=SECRET) as receiver:
-        extra = f"""
-[tools]
-surfaces = ["live", "live_write"]
-modules = ["tests.support.live_tools"]
-
-[think]
-summary_max_tokens = 48
-
-[models.llama]
-base_url = "{live.url}"
-model = "{live.model}"
-context_window = {live.ctx}
-timeout_s = 600
-max_retries = 0
-tool_calls = "json_schema"
-extra_body = {{ temperature = 0 }}
-
+        extra = llama_fixtures.tools_and_route(live, live.url, name="llama") + f"""
 [delivery.hook]
 kind = "webhook"
 url = "{receiver.url}"

@@ -12,14 +12,14 @@ not enforced by this llama.cpp).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ledgers import context_events, daybook, introspection
-from tests.support import sessions, wakes
+from tests.support import llama_fixtures, sessions, wakes
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.recording_proxy import Exchange, RecordingProxy
 from wake import stores
@@ -31,14 +31,7 @@ from wake.think import loop as think
 pytestmark = pytest.mark.live
 
 T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
-SETTLED_STOPS = {"done", "truncated", "max_turns", "max_tool_calls", "max_output_tokens", "repeated_call"}
 SMALL = "budget = { max_turns = 2, max_tool_calls = 4, max_output_tokens = 48, max_cost_usd = 1.0 }"
-
-
-@pytest.fixture
-def proxy(llama_server_info: LiveLlama) -> Iterator[RecordingProxy]:
-    with RecordingProxy(llama_server_info.root_url) as p:
-        yield p
 
 
 @pytest.fixture
@@ -115,7 +108,7 @@ async def test_whisper_surface_and_full_wakes_complete_and_record_the_servers_us
         seen += len(mine)
         row = await _row(config, o.wake_id)
         assert o.status == "completed" and row.status == "completed", (o.error, row.note)
-        assert row.stop_reason in SETTLED_STOPS, row.note
+        assert row.stop_reason in llama_fixtures.SETTLED_STOPS, row.note
         assert row.turns == len(mine) >= 1
         assert row.prompt_tokens == sum(e.usage["prompt_tokens"] for e in mine)
         assert row.completion_tokens == sum(e.usage["completion_tokens"] for e in mine)

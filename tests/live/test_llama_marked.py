@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from ledgers import facts
-from tests.live.test_llama_tools import T0, _wake, make_config, proxy  # noqa: F401  (the fixtures)
+from tests.live.test_llama_tools import T0, _wake, make_config  # noqa: F401  (the fixtures)
 from tests.support import marked
 from tests.support.recording_proxy import RecordingProxy
 from untrusted import render

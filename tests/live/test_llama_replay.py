@@ -5,11 +5,11 @@ instructions are reported with the first turn that differs. The server is the li
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from tests.support import wakes
+from tests.support import llama_fixtures, wakes
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.recording_proxy import RecordingProxy
 from wake import stores
@@ -23,30 +23,9 @@ pytestmark = pytest.mark.live
 
 
 @pytest.fixture
-def proxy(llama_server_info: LiveLlama) -> Iterator[RecordingProxy]:
-    with RecordingProxy(llama_server_info.root_url) as p:
-        yield p
-
-
-@pytest.fixture
 def config(store_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama) -> Config:
     live = llama_server_info
-    extra = f"""[tools]
-surfaces = ["live", "live_write"]
-modules = ["tests.support.live_tools"]
-
-[think]
-summary_max_tokens = 48
-
-[models.llama_json]
-base_url = "{proxy.url}"
-model = "{live.model}"
-context_window = {live.ctx}
-timeout_s = 600
-max_retries = 0
-tool_calls = "json_schema"
-extra_body = {{ temperature = 0, seed = 7, cache_prompt = false }}
-"""
+    extra = llama_fixtures.tools_and_route(live, proxy.url, name="llama_json", extra_body="temperature = 0, seed = 7, cache_prompt = false")
     agents = """[agents.demo]
 timezone = "Europe/Stockholm"
 persona_files = ["persona.md"]

@@ -19,13 +19,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from ledgers import actions, fences, introspection
-from tests.support import marked, sessions, wakes
+from tests.support import llama_fixtures, marked, sessions, wakes
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.recording_proxy import Exchange, RecordingProxy
 from wake import stores
@@ -36,14 +36,7 @@ from wake.think import prompt, structured
 pytestmark = pytest.mark.live
 
 T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
-SETTLED_STOPS = {"done", "truncated", "max_turns", "max_tool_calls", "max_output_tokens", "repeated_call"}
 LIVE = '["live"]'
-
-
-@pytest.fixture
-def proxy(llama_server_info: LiveLlama) -> Iterator[RecordingProxy]:
-    with RecordingProxy(llama_server_info.root_url) as p:
-        yield p
 
 
 @pytest.fixture
@@ -53,22 +46,7 @@ def make_config(store_config: Callable[..., Config], proxy: RecordingProxy, llam
     def make(*, binds: str = LIVE, choice: str = 'tool_choice = { first = "required", later = "auto" }',
              budget: str = "budget = { max_turns = 3, max_tool_calls = 2, max_output_tokens = 160, max_cost_usd = 1.0 }",
              sources: str = "") -> Config:
-        extra = f"""[tools]
-surfaces = ["live", "live_write"]
-modules = ["tests.support.live_tools"]
-
-[think]
-summary_max_tokens = 48
-
-[models.llama_json]
-base_url = "{proxy.url}"
-model = "{live.model}"
-context_window = {live.ctx}
-timeout_s = 600
-max_retries = 0
-tool_calls = "json_schema"
-extra_body = {{ temperature = 0 }}
-"""
+        extra = llama_fixtures.tools_and_route(live, proxy.url, name="llama_json")
         agents = f"""[agents.demo]
 timezone = "Europe/Stockholm"
 persona_files = ["persona.md"]
@@ -141,7 +119,7 @@ async def test_a_required_first_turn_calls_a_bound_tool_and_the_loop_goes_on_to_
     # that kind, is refused as unreadable
     cut = [e for e in mine[1:] if _offered(e) and e.choice["finish_reason"] == "length"
            and structured.parse(e.choice["message"]["content"], cut=True).problem]
-    assert row.tool_calls >= 1 and row.refusals == len(cut) and row.stop_reason in SETTLED_STOPS, row.note
+    assert row.tool_calls >= 1 and row.refusals == len(cut) and row.stop_reason in llama_fixtures.SETTLED_STOPS, row.note
     assert o.final_text and row.final_text == o.final_text  # the loop reached a final text, by choice or by the summary
     if row.stop_reason != "done":  # the budget ended it: the summary call could only answer
         assert _offered(mine[-1]) == [] and mine[-1].request["response_format"]["json_schema"]["schema"] == structured.FINAL_BRANCH

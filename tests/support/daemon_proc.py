@@ -71,3 +71,11 @@ def query(dsn: str, sql: str, *args: Any) -> list[dict[str, Any]]:
             await conn.close()
 
     return asyncio.run(run())
+
+
+def ready_pair(start: Callable[..., Replica], daemon: str, agents: str, extra: str) -> dict[int, Replica]:
+    """Two replicas from `start` (the acceptance tests' fixture) on one config, each ready; by pid."""
+    replicas = {r.pid: r for r in (start(daemon, agents, extra=extra) for _ in range(2))}
+    for r in replicas.values():
+        r.wait_event("daemon.ready")
+    return replicas

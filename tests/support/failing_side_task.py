@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from surfaces.registry import Registry, Tool
+from tests.support import markers
 from wake.console import serve
 from wake.daemon import anchoring, inbox, outbox, service, spool
 
@@ -32,13 +32,5 @@ if (name := os.environ.get("WAKE_TEST_FAILING_TASK")) in BODIES:
     setattr(owner, attribute, _fails)
 
 
-async def _noop(ctx: Any) -> dict[str, str]:
-    return {}
-
-
-def register(registry: Registry) -> None:
-    """A marker tool (a module must declare one); importing this module is the point."""
-    registry.register(Tool(
-        name="failing_side_task_marker", description="Marks that the failing-side-task test module is loaded.",
-        parameters={"type": "object", "properties": {}}, version="1", handler=_noop, mutates=False, surfaces=frozenset({"chat"}),
-    ))
+# A marker tool (a module must declare one); importing this module is the point.
+TOOLS = [markers.marker("failing_side_task_marker", "failing-side-task")]

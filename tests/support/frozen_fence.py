@@ -15,10 +15,9 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import actions
 from ledgers.fences import StaleFence
-from surfaces.registry import Registry, Tool
-from wake import clock, logs
+from tests.support import markers
+from wake import logs
 from wake.run import cycle
 
 log = logs.get("tests.frozen_fence")
@@ -35,10 +34,7 @@ async def _held() -> None:
 async def _fenced_think(ctx: Any, blocks: Any, models: Any) -> Any:
     try:
         async with ctx.harness_write() as conn:  # last_actions: the harness's record (control plane)
-            await actions.record(
-                conn, agent_id=ctx.agent_id, surface=f"wake.{ctx.tier}", tool="frozen_fence", summary="held the fence",
-                arguments={}, wake_id=ctx.wake_id, fence=ctx.fence, acted_at=clock.now(),
-            )
+            await markers.record_action(conn, ctx, "frozen_fence", "held the fence")
             log.info("test.fenced", wake_id=str(ctx.wake_id), fence=ctx.fence)
             await _held()
         log.info("test.fenced_write_committed", wake_id=str(ctx.wake_id), fence=ctx.fence)
@@ -50,12 +46,4 @@ async def _fenced_think(ctx: Any, blocks: Any, models: Any) -> Any:
 cycle.think = _fenced_think
 
 
-async def _noop(ctx: Any) -> dict[str, str]:
-    return {}
-
-
-def register(registry: Registry) -> None:
-    registry.register(Tool(
-        name="frozen_fence_marker", description="Marks that the frozen-fence test module is loaded.",
-        parameters={"type": "object", "properties": {}}, version="1", handler=_noop, mutates=False, surfaces=frozenset({"chat"}),
-    ))
+TOOLS = [markers.marker("frozen_fence_marker", "frozen-fence")]

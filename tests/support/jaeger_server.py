@@ -13,23 +13,19 @@ free loopback ports: the OTLP/HTTP receiver the wake exports to, and the query A
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import functools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support import processes
+from tests.support import child_servers, processes
 from wake.model.child import ChildServer
 
 JAEGER_MODULE = "github.com/jaegertracing/jaeger"
@@ -132,28 +128,17 @@ class JaegerServer(ChildServer):
             f"--collector.http-server.host-port={loop}:{ports[5]}", f"--collector.grpc-server.host-port={loop}:{ports[6]}",
         ]
         env = {**os.environ, "SPAN_STORAGE_TYPE": "memory", "COLLECTOR_OTLP_ENABLED": "true"}
-        self._spawn(cmd, env=env)
-        try:
-            self._wait_ready(time.monotonic() + timeout_s)
-        except BaseException:
-            self.stop()
-            raise
+        child_servers.start_ready(
+            self, cmd, self._answers, name="jaeger", where=self.query_url, timeout_s=timeout_s, pause_s=0.2,
+            log_tail=self.log_tail, env=env, errors=(OSError,),
+        )
         return self
 
-    def _wait_ready(self, deadline: float) -> None:
-        last = "no attempt yet"
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise RuntimeError(f"jaeger exited with {self._proc.returncode}\n{self.log_tail()}")
-            try:
-                self.query("/api/services")
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            time.sleep(0.2)
-        raise TimeoutError(f"jaeger not ready on {self.query_url} ({last})\n{self.log_tail()}")
+    def _answers(self) -> None:
+        self.query("/api/services")
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/", timeout=2) as answer:
+            if answer.status != 200:
+                raise OSError(f"the admin port answered {answer.status}")
 
     def query(self, path: str) -> Any:
         """GET the query API; its JSON."""
@@ -172,13 +157,10 @@ class JaegerServer(ChildServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--cache", type=Path, default=default_cache_dir())
-    ap = argparse.ArgumentParser(prog="python -m tests.support.jaeger_server")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("fetch", parents=[common], help="build Jaeger's all-in-one (idempotent)")
-    run = sub.add_parser("run", parents=[common], help="start, print OTLP_ENDPOINT= and QUERY_URL=, wait for SIGTERM")
-    run.add_argument("--workdir", type=Path, required=True)
+    ap, _ = child_servers.command_line(
+        "jaeger_server", default_cache_dir(), fetch_help="build Jaeger's all-in-one (idempotent)",
+        run_help="start, print OTLP_ENDPOINT= and QUERY_URL=, wait for SIGTERM",
+    )
     args = ap.parse_args(argv)
     reason = unavailable(args.cache)
     if reason:
@@ -192,19 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "fetch":
         print(binary)
         return 0
-    stop_now = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop_now.set())
-    server = JaegerServer(args.workdir, binary=binary).start()
-    try:
-        print(f"OTLP_ENDPOINT={server.otlp_endpoint}\nQUERY_URL={server.query_url}", flush=True)
-        while not stop_now.wait(1.0):
-            if not server.running():
-                print(f"jaeger died\n{server.log_tail()}", file=sys.stderr)
-                return 1
-    finally:
-        server.stop()
-    return 0
+    return child_servers.serve_until_signalled(
+        JaegerServer(args.workdir, binary=binary).start, lambda s: f"OTLP_ENDPOINT={s.otlp_endpoint}\nQUERY_URL={s.query_url}", "jaeger",
+    )
 
 
 if __name__ == "__main__":

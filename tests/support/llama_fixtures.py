@@ -23,6 +23,8 @@ import pytest
 from tests.support import llama_server
 from wake.errors import ModelUnavailable
 
+# The stop reasons a live wake may settle with: whatever the model does, one of these.
+SETTLED_STOPS = {"done", "truncated", "max_turns", "max_tool_calls", "max_output_tokens", "repeated_call"}
 LIVE_CTX = 8192  # a surface wake's first prompt is about 3,600 tokens here (11 tools)
 
 
@@ -32,6 +34,27 @@ class LiveLlama:
     root_url: str  # where /tokenize, /apply-template and /props live
     ctx: int  # the server's context window (n_ctx of its one slot)
     model: str
+
+
+def tools_and_route(live: LiveLlama, base_url: str, *, name: str, extra_body: str = "temperature = 0") -> str:
+    """The live tools' `[tools]`, a short summary, and `[models.<name>]`: the live model at
+    `base_url`, calling tools through a JSON schema, with `extra_body`'s keys in its request body."""
+    return f"""[tools]
+surfaces = ["live", "live_write"]
+modules = ["tests.support.live_tools"]
+
+[think]
+summary_max_tokens = 48
+
+[models.{name}]
+base_url = "{base_url}"
+model = "{live.model}"
+context_window = {live.ctx}
+timeout_s = 600
+max_retries = 0
+tool_calls = "json_schema"
+extra_body = {{ {extra_body} }}
+"""
 
 
 def _unavailable(reason: str) -> None:

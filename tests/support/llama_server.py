@@ -10,13 +10,12 @@ form and fills the same cache).
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+from tests.support import child_servers
 from wake.errors import ModelUnavailable
 from wake.model.embedded import (
     DEFAULT_CTX,
@@ -68,22 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "fetch":
         print(f"{binary}\n{model}\n({time.monotonic() - started:.0f} s)")
         return 0
-    stop_now = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop_now.set())
     work = args.workdir or Path(tempfile.mkdtemp(prefix="llama-server-"))
     template = tool_template(args.cache) if args.tool_template else None
     server = LlamaServer(work, binary=binary, model=model, ctx=args.ctx, port=args.port, chat_template=template)
-    server.start(args.timeout)
-    try:
-        print(f"LLAMA_URL={server.url}\nLLAMA_ROOT_URL={server.root_url}", flush=True)
-        while not stop_now.wait(1.0):
-            if not server.running():
-                print(f"llama-server died\n{server.log_tail()}", file=sys.stderr)
-                return 1
-    finally:
-        server.stop()
-    return 0
+    return child_servers.serve_until_signalled(
+        lambda: server.start(args.timeout), lambda s: f"LLAMA_URL={s.url}\nLLAMA_ROOT_URL={s.root_url}", "llama-server",
+    )
 
 
 if __name__ == "__main__":

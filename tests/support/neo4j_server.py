@@ -6,22 +6,18 @@
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import functools
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
-from tests.support import processes
+from tests.support import child_servers, processes
 from wake.model.child import ChildServer
 
 NEO4J_VERSION = "5.26.30"
@@ -152,30 +148,14 @@ class Neo4jServer(ChildServer):
         conf_dir = self._write_conf()
         cmd = ["java", *_JVM_OPTS, "-cp", f"{self._lib_dir}/*", _ENTRY_POINT,
                f"--home-dir={self.home}", f"--config-dir={conf_dir}"]
-        self._spawn(cmd)
-        try:
-            self._wait_ready(time.monotonic() + timeout_s)
-        except BaseException:
-            self.stop()
-            raise
+        child_servers.start_ready(
+            self, cmd, self._answers, name="neo4j", where=self.uri, timeout_s=timeout_s, pause_s=0.25, log_tail=self.log_tail,
+        )
         return self
 
-    def _wait_ready(self, deadline: float) -> None:
-        last_err = "no attempt yet"
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise RuntimeError(f"neo4j exited with {self._proc.returncode}\n{self.log_tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    pass
-                self._check_query()
-                return
-            except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
-                last_err = f"{type(exc).__name__}: {exc}"
-            time.sleep(0.25)
-        raise TimeoutError(f"neo4j not ready on {self.uri} ({last_err})\n{self.log_tail()}")
-
-    def _check_query(self) -> None:
+    def _answers(self) -> None:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+            pass
         try:
             import neo4j  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
@@ -196,13 +176,9 @@ class Neo4jServer(ChildServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--cache", type=Path, default=default_cache_dir())
-    ap = argparse.ArgumentParser(prog="python -m tests.support.neo4j_server")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("fetch", parents=[common], help="download the jars (idempotent)")
-    run = sub.add_parser("run", parents=[common], help="start, print NEO4J_URI=, wait for SIGTERM")
-    run.add_argument("--workdir", type=Path, required=True)
+    ap, run = child_servers.command_line(
+        "neo4j_server", default_cache_dir(), fetch_help="download the jars (idempotent)", run_help="start, print NEO4J_URI=, wait for SIGTERM",
+    )
     run.add_argument("--port", type=int, default=0)
     run.add_argument("--timeout", type=float, default=120)
     args = ap.parse_args(argv)
@@ -214,20 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "fetch":
         print(lib)
         return 0
-    stop_now = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop_now.set())
     server = Neo4jServer(args.workdir, lib_dir=lib, port=args.port)
-    server.start(args.timeout)
-    try:
-        print(f"NEO4J_URI={server.uri}", flush=True)
-        while not stop_now.wait(1.0):
-            if not server.running():
-                print(f"neo4j died\n{server.log_tail()}", file=sys.stderr)
-                return 1
-    finally:
-        server.stop()
-    return 0
+    return child_servers.serve_until_signalled(lambda: server.start(args.timeout), lambda s: f"NEO4J_URI={s.uri}", "neo4j")
 
 
 if __name__ == "__main__":

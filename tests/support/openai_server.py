@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.loopback_http import LoopbackServer, QuietHandler
+
 
 @dataclass
 class Response:
@@ -107,7 +109,7 @@ def _serve_models(handler: http.server.BaseHTTPRequestHandler) -> None:
     handler.wfile.write(data)
 
 
-class ScriptedServer:
+class ScriptedServer(LoopbackServer):
     def __init__(self, default: Callable[[dict[str, Any]], Response] | None = None) -> None:
         """`default(request_json)` answers when the script is empty (else "Nothing to do.")."""
         self.default = default or (lambda _request: completion("Nothing to do."))
@@ -118,16 +120,11 @@ class ScriptedServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
+        class Handler(QuietHandler):
             do_GET = _serve_models
 
             def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                raw = self.body()
                 if not self.path.endswith("/chat/completions"):
                     self._side(raw)
                     return
@@ -170,36 +167,14 @@ class ScriptedServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
-        self._http.block_on_close = False
-        self._thread = threading.Thread(target=self._http.serve_forever, name="scripted-openai", daemon=True)
+        self._serve(Handler, "scripted-openai", block_on_close=False)
 
     @property
     def url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    @property
-    def root_url(self) -> str:
-        """Where llama.cpp's own endpoints are (a route's `tokenizer_url`)."""
-        return self.url.removesuffix("/v1")
+        """The OpenAI base URL; llama.cpp's own endpoints (a route's `tokenizer_url`) are at `root_url`."""
+        return f"{self.root_url}/v1"
 
     def push(self, *responses: Response) -> None:
         with self._lock:
             self.script.extend(responses)
-
-    def start(self) -> ScriptedServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-
-    def __enter__(self) -> ScriptedServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 

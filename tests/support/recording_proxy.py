@@ -12,14 +12,15 @@ so a test of the room wake leaves does not wait for the room to be filled.
 
 from __future__ import annotations
 
-import http.server
 import json
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
+
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 
 UPSTREAM_TIMEOUT_S = 600.0
 
@@ -47,7 +48,7 @@ def _json(raw: bytes) -> Any:
         return raw.decode("utf-8", "replace")
 
 
-class RecordingProxy:
+class RecordingProxy(LoopbackServer):
     def __init__(self, upstream: str, rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.rewrite = rewrite
@@ -57,14 +58,9 @@ class RecordingProxy:
         self._lock = threading.Lock()
         proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                raw = self.body()
                 sent = _json(raw)
                 forwarded = raw
                 if isinstance(sent, dict) and self.path.endswith("/chat/completions"):
@@ -93,14 +89,7 @@ class RecordingProxy:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, name="recording-proxy", daemon=True)
-
-    @property
-    def root_url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}"
+        self._serve(Handler, "recording-proxy")
 
     @property
     def url(self) -> str:
@@ -110,17 +99,3 @@ class RecordingProxy:
         """The chat completion exchanges, in order."""
         with self._lock:
             return [e for e in self.exchanges if e.path.endswith("/chat/completions")]
-
-    def start(self) -> Self:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

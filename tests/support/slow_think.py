@@ -17,10 +17,9 @@ import os
 import time
 from typing import Any
 
-from ledgers import actions
 from ledgers.errors import StaleFence
-from surfaces.registry import Registry, Tool
-from wake import clock, logs
+from tests.support import markers
+from wake import logs
 from wake.run import cycle
 
 log = logs.get("tests.slow_think")
@@ -30,10 +29,7 @@ _think = cycle.think
 async def _write_action(ctx: Any) -> None:
     try:
         async with ctx.harness_write() as conn:  # last_actions: the harness's record (control plane)
-            await actions.record(
-                conn, agent_id=ctx.agent_id, surface=f"wake.{ctx.tier}", tool="slow_think", summary="thought slowly",
-                arguments={}, wake_id=ctx.wake_id, fence=ctx.fence, acted_at=clock.now(),
-            )
+            await markers.record_action(conn, ctx, "slow_think", "thought slowly")
         log.info("test.action_written", wake_id=str(ctx.wake_id), fence=ctx.fence)
     except StaleFence as exc:
         log.warning("test.action_refused", wake_id=str(ctx.wake_id), fence=ctx.fence, newest=exc.newest)
@@ -62,12 +58,4 @@ async def _slow_think(ctx: Any, blocks: Any, models: Any) -> Any:
 cycle.think = _slow_think
 
 
-async def _noop(ctx: Any) -> dict[str, str]:
-    return {}
-
-
-def register(registry: Registry) -> None:
-    registry.register(Tool(
-        name="slow_think_marker", description="Marks that the slow-think test module is loaded.",
-        parameters={"type": "object", "properties": {}}, version="1", handler=_noop, mutates=False, surfaces=frozenset({"chat"}),
-    ))
+TOOLS = [markers.marker("slow_think_marker", "slow-think")]

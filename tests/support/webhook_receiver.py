@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.server
 import json
 import threading
 from dataclasses import dataclass
 from typing import Any
+
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 
 
 @dataclass
@@ -30,7 +31,7 @@ class Received:
         return json.loads(self.raw)
 
 
-class Receiver:
+class Receiver(LoopbackServer):
     def __init__(self, *, secret: str | None = None, fail_first: int = 0, hold_first: bool = False, refuse_with: int | None = None) -> None:
         self.secret = secret
         self.fail_first = fail_first
@@ -44,14 +45,9 @@ class Receiver:
         self._lock = threading.Lock()
         receiver = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                raw = self.body()
                 status = receiver._handle({k.lower(): v for k, v in self.headers.items()}, raw)
                 if status is None:  # held: the reply waits for release(), and may never be heard
                     receiver._release.wait(120)
@@ -63,10 +59,7 @@ class Receiver:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
-        self._http.block_on_close = False
-        self._thread = threading.Thread(target=self._http.serve_forever, name="webhook-receiver", daemon=True)
+        self._serve(Handler, "webhook-receiver", block_on_close=False)
 
     def _handle(self, headers: dict[str, str], raw: bytes) -> int | None:
         checked = None
@@ -96,20 +89,8 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}/hook"
-
-    def start(self) -> Receiver:
-        self._thread.start()
-        return self
+        return f"{self.root_url}/hook"
 
     def stop(self) -> None:
         self._release.set()
-        self._http.shutdown()
-        self._http.server_close()
-
-    def __enter__(self) -> Receiver:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().stop()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DEMO_TIERS
+from tests.support import config_errors
 from wake import config as wake_config
 from wake.errors import ConfigError
 
@@ -56,10 +57,7 @@ BAD_CASES: list[tuple[str, str, str, str]] = [
 @pytest.mark.parametrize(("body", "key", "words"), [c[1:] for c in BAD_CASES], ids=[c[0] for c in BAD_CASES])
 def test_bad_config_names_file_key_and_expectation(tmp_path: Path, body: str, key: str, words: str) -> None:
     path = tmp_path / "wake.toml"
-    path.write_text(body)
-    with pytest.raises(ConfigError) as caught:
-        wake_config.load_config_file(path, environ={})
-    message = str(caught.value)
+    message = config_errors.refusal(path, body)
     assert message.startswith(f"bad config in {path}: {key}: "), message
     assert words in message
     assert "\n" not in message
