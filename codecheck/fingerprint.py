@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codecheck import pysource
-from untrusted import text as untrusted_text
+from untrusted import folding as untrusted_text
 
 MAX_BLOB_BYTES = 2_000_000  # a larger .py or manifest is skipped (generated code, vendored data)
 _ENV_METHODS = ("get", "setdefault", "pop")

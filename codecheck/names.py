@@ -1,5 +1,5 @@
 """Identifiers an attacker cannot fake: an anchor's names against the names the workspace defines,
-compared by their Unicode TS #39 confusable skeletons (`untrusted.text.skeleton`; the workspace's
+compared by their Unicode TS #39 confusable skeletons (`untrusted.folding.skeleton`; the workspace's
 names and their skeletons are built with its fingerprint, in the build worker: `Fingerprint.names`,
 `Fingerprint.skeletons`).
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from codecheck.anchors import Anchor
 from codecheck.fingerprint import Fingerprint, canonicalize_name
-from untrusted import text as untrusted_text
+from codecheck.typed_anchors import Anchor
+from untrusted import folding as untrusted_text
 
 _PARTS = re.compile(r"[./]+")
 

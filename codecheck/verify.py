@@ -23,12 +23,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codecheck import anchors as anchors_mod
 from codecheck import coverage, names
-from codecheck.anchors import Anchor
+from codecheck import typed_anchors as anchors_mod
 from codecheck.fingerprint import Declaration, Fingerprint, Site, canonicalize_name
+from codecheck.typed_anchors import Anchor
 from codecheck.workspace import Workspace, WorkspaceError
-from untrusted import text as untrusted_text
+from untrusted import folding as untrusted_text
 
 VERIFIED, PARTLY, REFUTED, INCONCLUSIVE = "verified", "partly", "refuted", "inconclusive"
 STATUSES: tuple[str, ...] = (VERIFIED, PARTLY, REFUTED, INCONCLUSIVE)
@@ -516,7 +516,7 @@ def finding(anchor: Anchor, fp: Fingerprint) -> Finding:
 
 
 class Read(list[Anchor]):
-    """A stored fact's anchors as read: at most `anchors.MAX_ANCHORS` of them, and how many were
+    """A stored fact's anchors as read: at most `typed_anchors.MAX_ANCHORS` of them, and how many were
     stored (a row written before the cap, or around it, can hold more)."""
 
     def __init__(self, items: Sequence[Anchor], stored: int) -> None:
@@ -525,7 +525,7 @@ class Read(list[Anchor]):
 
 
 def stored_anchors(stored: Any) -> Read | str:
-    """The anchors of a stored fact, the first `anchors.MAX_ANCHORS` of them parsed (the rest are
+    """The anchors of a stored fact, the first `typed_anchors.MAX_ANCHORS` of them parsed (the rest are
     never read), or a string saying why they do not parse. The `check` key the arrival query adds
     to each anchor (its ledger lookup) is not part of it."""
     if isinstance(stored, str):
@@ -549,7 +549,7 @@ def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAUL
     """The verdict of one fact's anchors at the fingerprint's HEAD. Past the budget (or the
     `deadline`, a `clock` time: the fact's share of a retrieval when `share`) what is left
     undecided makes it inconclusive, and so does a last anchor that ends past it: a late verdict
-    is never returned. A fact stored with more than `anchors.MAX_ANCHORS` anchors has the first
+    is never returned. A fact stored with more than `typed_anchors.MAX_ANCHORS` anchors has the first
     of them checked: refuted if one fails, else inconclusive (the rest were never read). With the
     fact's `text`, anchors that all hold make it `partly` when the text claims names or numbers
     they do not cover (`codecheck.coverage`): verified is for what was checked, not more.
@@ -690,7 +690,7 @@ def verify_json(stored: str | list[Any], fp: Fingerprint, budget_ms: float = DEF
 def warm() -> None:
     """Import and load everything a check needs now, before any budget's clock starts: packaging
     (its PEP 503 names import its platform tags, ~10-30 ms), ICU's confusables data
-    (`untrusted.text.warm`), and the AST helpers. `check` calls it before its clock starts, so a
+    (`untrusted.folding.warm`), and the AST helpers. `check` calls it before its clock starts, so a
     fresh process's first retrieval does not spend its budget on imports. Idempotent."""
     global _warmed
     if _warmed:

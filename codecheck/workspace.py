@@ -38,7 +38,7 @@ from pygit2.enums import FileMode, RepositoryOpenFlag
 from codecheck import build_worker
 from codecheck.builds import Builder, WorkspaceError, WorkspaceTimeout, run_build
 from codecheck.fingerprint import Entry, Fingerprint, assemble, with_timing
-from untrusted import text as untrusted_text
+from untrusted import folding as untrusted_text
 
 __all__ = ["Builder", "Status", "Workspace", "WorkspaceError", "WorkspaceTimeout", "Workspaces", "build", "resolve_head"]
 

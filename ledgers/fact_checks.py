@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from codecheck import anchors as anchors_mod
+from codecheck import typed_anchors as anchors_mod
 from codecheck import verify
 from ledgers import queries, retractions, rows
 from ledgers.errors import FactCheckError

@@ -16,8 +16,8 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from codecheck import anchors as anchors_mod
 from codecheck import coverage, names, workspace
+from codecheck import typed_anchors as anchors_mod
 from codecheck.fingerprint import Fingerprint
 from ledgers import commitments, daybook, facts, summaries
 from ledgers.errors import AlreadyClosed, FactError
@@ -26,7 +26,7 @@ from surfaces.context import ToolContext
 from surfaces.registry import Tool, tool
 
 _UUID = {"type": "string", "pattern": "^[0-9a-fA-F-]{32,36}$"}
-# Typed anchors (codecheck/anchors.py): what the fact stands on in code, checked against the
+# Typed anchors (codecheck/typed_anchors.py): what the fact stands on in code, checked against the
 # agent's workspace at git HEAD whenever the fact is read, and its provenance.
 _ANCHORS = anchors_mod.JSON_SCHEMA
 _ORIGIN = {

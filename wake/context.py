@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from ledgers import flows as flow_ledger
 from ledgers import graph
+from ledgers import tool_flows as flow_ledger
 from ledgers.introspection import WakeDiff, WakeRecord, WakeSummary
 from ledgers.memory_ledger import CanaryResult
 from ledgers.vocab import Tier, Trigger

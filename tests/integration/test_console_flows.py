@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ledgers import flows as flow_ledger
-from surfaces import flows as flow_labels
+from ledgers import tool_flows as flow_ledger
+from surfaces import flow_labels
 from surfaces.registry import tool
 from wake import stores
 from wake.config import Config

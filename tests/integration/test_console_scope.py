@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ledgers import flows as flow_ledger
 from ledgers import memory_ledger
+from ledgers import tool_flows as flow_ledger
 from memory.repo import MemoryRepo
-from surfaces import flows as flow_labels
+from surfaces import flow_labels
 from surfaces.registry import tool
 from wake import stores
 from wake.config import Config

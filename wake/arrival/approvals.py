@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from ledgers import approvals
 from ledgers.approvals import Approval
-from untrusted import render as render_mod
+from untrusted import spotlight as render_mod
 from wake.arrival.engine import CacheTier, Found, Source
 from wake.context import WakeContext
 

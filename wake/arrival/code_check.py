@@ -17,10 +17,10 @@ from typing import Any
 
 import asyncpg
 
-from codecheck import anchors as anchors_mod
+from codecheck import typed_anchors as anchors_mod
 from codecheck import verify, workspace
 from ledgers import fact_checks, facts
-from untrusted import render
+from untrusted import spotlight
 from wake import logs
 from wake.arrival.engine import clip
 from wake.config import Config
@@ -182,7 +182,7 @@ async def record(ctx: WakeContext, verdicts: dict[uuid.UUID, verify.Verdict], co
 def verdict_mark(verdict: verify.Verdict) -> str:
     """The one rendering of a verdict on a fact's line: the harness's mark, ` ⟦verified @1a2b3c4d⟧`,
     ` ⟦inconclusive (no code anchor)⟧` (its evidence clipped; the computation is `codecheck.verify`'s)."""
-    return render.mark(clip(verdict.label(), LABEL_CHARS))
+    return spotlight.mark(clip(verdict.label(), LABEL_CHARS))
 
 
 def label(row: facts.ArrivalFact, checked: Checked) -> str:
@@ -192,7 +192,7 @@ def label(row: facts.ArrivalFact, checked: Checked) -> str:
     return f" {verdict_mark(verdict)}" if verdict is not None else ""
 
 
-def line(row: facts.ArrivalFact, checked: Checked, marks: render.Marks) -> str:
+def line(row: facts.ArrivalFact, checked: Checked, marks: spotlight.Marks) -> str:
     """A fact's line in the block (its key, value and anchors marked data, each cut to its
     length: `facts.render_line`), then its verdict."""
     return facts.render_line(row, marks) + label(row, checked)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 import asyncpg
 
 from ledgers import queries, retractions
-from surfaces import epistemic as tools
+from surfaces import epistemic_tools as tools
 from surfaces import probe
 from surfaces.errors import ToolInputError
 from wake import clock, logs

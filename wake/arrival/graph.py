@@ -13,7 +13,7 @@ import datetime as dt
 import zoneinfo
 
 from ledgers import graph
-from untrusted import render as render_mod
+from untrusted import spotlight as render_mod
 from wake import clock
 from wake.arrival.engine import Found
 from wake.context import WakeContext

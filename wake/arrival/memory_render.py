@@ -14,7 +14,7 @@ from typing import Any
 from ledgers import memory_ledger, queries
 from memory import provenance
 from memory.repo import Entry, LogEntry
-from untrusted import render as render_mod
+from untrusted import spotlight as render_mod
 from wake import clock
 
 MEMORY_MAX_CHARS = 4000

@@ -12,10 +12,8 @@ from ledgers import introspection
 from ledgers.vocab import Status
 from wake import clock as wake_clock
 from wake.arrival import falsifiers as epistemic
-from wake.arrival import graph, posture, settled
-from wake.arrival import memory as memory_blocks
+from wake.arrival import graph, memory_blocks, posture, settled, sql_sources
 from wake.arrival import records as recall
-from wake.arrival import sql as sql_sources
 from wake.arrival.engine import CacheTier, Found, Source
 from wake.config import Config
 from wake.context import WakeContext

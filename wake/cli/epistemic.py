@@ -1,5 +1,5 @@
 """The retraction and claim-probe commands: `wake retract`, `wake retractions`, `wake probe` and
-`wake probes` (the logic is in wake.arrival.falsifiers and surfaces.epistemic)."""
+`wake probes` (the logic is in wake.arrival.falsifiers and surfaces.epistemic_tools)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import click
 
 from ledgers import probes as probes_ledger
 from ledgers import retractions
-from surfaces import epistemic as epistemic_tools
-from surfaces import probe
+from surfaces import epistemic_tools, probe
 from wake import clock
 from wake.arrival import falsifiers as epistemic
 from wake.cli import app, render

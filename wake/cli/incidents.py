@@ -13,7 +13,7 @@ from wake import clock
 from wake.cli import render
 from wake.cli.app import Context, fail, ledger_conn, pass_ctx, run_async
 from wake.errors import InvalidInput
-from wake.run import incidents as writer
+from wake.run import incident_policy as writer
 
 
 def _shown(text: str, limit: int = 160) -> str:

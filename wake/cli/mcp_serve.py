@@ -14,9 +14,9 @@ streamable HTTP (`--listen HOST:PORT`, path `/mcp`; port 0 picks a free one, and
 
 Every stored string it answers with (a wake's note, error and final text, a commitment's title, a
 finding's place, rule and excerpt, the settled state, the model's words and a call's arguments) is
-marked data (`untrusted.render`, the operator's marks `⟪data:…⟫`, named in the server's
+marked data (`untrusted.spotlight`, the operator's marks `⟪data:…⟫`, named in the server's
 instructions); an arrival block or a tool's answer, marked when the wake rendered it, keeps its
-marks, its invisible and control characters escaped (`render.terminal`).
+marks, its invisible and control characters escaped (`spotlight.terminal`).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import click
 
 from ledgers import commitments, ids, introspection, memory_ledger, settled, transcripts
 from ledgers.vocab import Status, Tier
-from untrusted import render as marks
+from untrusted import spotlight as marks
 from wake import logs
 from wake.cli import render
 from wake.cli.app import Context, agent_option, default_agent, ledger_stores, pass_ctx, run_async
 from wake.config import Config, parse_listen
-from wake.daemon import listen as listen_socket
+from wake.daemon import listen_socket
 from wake.stores import Stores
 
 if TYPE_CHECKING:  # the SDK is imported by `wake mcp serve` alone (docs/performance.md: commands import what they use)

@@ -14,7 +14,7 @@ import click
 
 from ledgers import memory_ledger as ledger
 from memory.repo import MemoryRepo
-from untrusted import render as marks
+from untrusted import spotlight as marks
 from wake import clock
 from wake.cli import app, render
 from wake.daemon.commands import open_repo, refused

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledgers import introspection, queries
 from ledgers import rows as ledger_rows
-from untrusted import render as marks
+from untrusted import spotlight as marks
 from wake.config import plural
 
 if TYPE_CHECKING:  # what is rendered, not imported to render it: a command imports the steps it runs
@@ -383,7 +383,7 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
 
 
 def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str = "UTC") -> str:
-    from surfaces import epistemic as epistemic_tools
+    from surfaces import epistemic_tools
     from wake.arrival import falsifiers
 
     if not rows:
@@ -452,7 +452,7 @@ def messages(sent: Sequence[Mapping[str, Any]]) -> str:
 
 def facts_listing(rows: Sequence[facts_ledger.Fact], total: int) -> list[str]:
     """`wake facts`: one line per fact, its passport the harness's mark, its category, key, value and
-    anchors marked data (`untrusted.render`), then how many of how many were listed."""
+    anchors marked data (`untrusted.spotlight`), then how many of how many were listed."""
     from ledgers import facts as facts_ledger
     data = marks.OPERATOR
     out = []

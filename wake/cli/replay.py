@@ -17,7 +17,7 @@ from wake.errors import NotFound
 def shown(text: str) -> str:
     """Text for the operator's terminal: what the model or a tool wrote may hold control
     characters (an escape sequence would drive the terminal); each is shown as its escape."""
-    from untrusted.text import is_control
+    from untrusted.folding import is_control
 
     return "".join(ch if ch == "\n" or not is_control(ch) else f"\\u{ord(ch):04x}" for ch in text)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from ledgers import flows as flow_ledger
 from ledgers import rows as ledger_rows
+from ledgers import tool_flows as flow_ledger
 from ledgers import tool_pins
 from surfaces import capability, mcp
 from wake import clock
@@ -18,8 +18,7 @@ from wake.cli import app, render
 from wake.cli.app import Context, ledger_conn, ledger_stores, pass_ctx, run_async
 from wake.config import Config
 from wake.errors import NotFound, WakeError
-from wake.run import mcp as mcp_tools
-from wake.run import session
+from wake.run import mcp_tools, session
 
 FINDINGS_LIMIT = 50
 

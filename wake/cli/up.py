@@ -12,15 +12,14 @@ import click
 from ledgers import approvals, contact, introspection, tool_pins, transcripts
 from ledgers.vocab import GOOD, Tier
 from surfaces import capability
-from untrusted import render as marks
+from untrusted import spotlight as marks
 from wake import clock
 from wake.arrival import code_check
 from wake.cli import render, tools
 from wake.cli.app import TIER_CHOICE, Context, agent_option, agent_with_tier, clip, fail, ledger_conn, pass_ctx, resolve_wake, run_async
 from wake.context import WakeRequest
 from wake.errors import ConfigError, WakeError
-from wake.run import claim, cycle, session
-from wake.run import mcp as mcp_tools
+from wake.run import claim, cycle, mcp_tools, session
 from wake.think import prompt
 from wake.witness import manifest
 

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 import asyncpg
 
 from ledgers import controls, tool_pins
-from ledgers import flows as flow_ledger
 from ledgers import memory_ledger as ledger
+from ledgers import tool_flows as flow_ledger
 from ledgers.vocab import Tier
 from wake import logs
 from wake.config import Config
 from wake.daemon import commands, remote
 from wake.errors import InvalidInput, NotFound
-from wake.run import incidents as incident_writer
+from wake.run import incident_policy as incident_writer
 
 log = logs.get("wake.console")
 

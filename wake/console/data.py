@@ -18,10 +18,10 @@ import asyncpg
 
 from ledgers import approvals as approval_ledger
 from ledgers import commitments, console_reads, context_events, controls, fact_checks, facts, ids, introspection, outbox, tool_pins, transcripts
-from ledgers import flows as flow_ledger
 from ledgers import incidents as incidents
 from ledgers import memory_ledger as memory_ledger
 from ledgers import replays as replay_ledger
+from ledgers import tool_flows as flow_ledger
 from ledgers.vocab import Status, Tier, Trigger
 from wake.config import Config
 from wake.daemon import commands, remote, schedule
@@ -84,7 +84,7 @@ class Lane:
     wakes: Sequence[Any]
 
 
-FAILING = frozenset({Status.failed.value, Status.aborted.value, Status.abandoned.value, Status.missed.value})  # `wake.run.incidents.FAILING`
+FAILING = frozenset({Status.failed.value, Status.aborted.value, Status.abandoned.value, Status.missed.value})  # `wake.run.incident_policy.FAILING`
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class Mark:
 
 async def incident_marks(conn: asyncpg.Connection, rows: Sequence[Any]) -> dict[str, Mark]:
     """Each shown row's incident, by wake id: what the timeline marks. A failing row belongs to the
-    incident of its agent, tier and signature whose rows span its start (`wake.run.incidents` keys
+    incident of its agent, tier and signature whose rows span its start (`wake.run.incident_policy` keys
     an incident's rows by their start), the incident's first and last rows by their ids."""
     if not rows:
         return {}

@@ -47,7 +47,7 @@ from starlette.routing import Route
 from ledgers import inbox as ledger
 from wake import clock, logs, secrets
 from wake.config import Config, clip, unstorable
-from wake.daemon import listen as listen_socket
+from wake.daemon import listen_socket
 from wake.errors import InboxRefused as Refused  # short: every check below raises it
 from wake.errors import ListenError
 from wake.stores import Stores
@@ -192,7 +192,7 @@ class _Server(uvicorn.Server):
 
 
 def bind(listen: str) -> socket.socket:
-    """The listening socket (`wake.daemon.listen.bind`). Raises ListenError (exit 78)."""
+    """The listening socket (`wake.daemon.listen_socket.bind`). Raises ListenError (exit 78)."""
     return listen_socket.bind(listen, "inbox")
 
 

@@ -18,7 +18,7 @@ import asyncpg
 from ledgers import introspection, transcripts
 from ledgers.introspection import WakeRecord
 from ledgers.vocab import Result, Retrieval
-from untrusted import render as spotlight
+from untrusted import spotlight
 from wake.arrival.engine import Block, CacheTier, render
 from wake.errors import Unreplayable
 from wake.think import prompt

@@ -33,7 +33,7 @@ from ledgers import replays
 from ledgers.transcripts import OUTCOMES
 from surfaces.conversation import Cut
 from surfaces.registry import Registry, Tool
-from untrusted import render as spotlight
+from untrusted import spotlight
 from wake import clock, logs, secrets
 from wake.arrival.engine import Block, CacheTier
 from wake.config import HARNESS_BODY_KEYS, Config, ModelRoute

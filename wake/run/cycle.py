@@ -2,7 +2,7 @@
 
 Steps 2-3 (slot claim, lease and fence) are `wake.run.claim`'s; `run_wake` is called
 with them done (or, for a dry run, not needed). The memory is opened and audited first
-(`wake.arrival.memory`), then the binding, the arrival with its diff, the manifest; step 7's
+(`wake.arrival.memory_blocks`), then the binding, the arrival with its diff, the manifest; step 7's
 decisions are `wake.think.decide`'s, and the row and the settle `wake.run.settle`'s. The model loop
 (`wake.think.loop`) runs only for a tier with a model route; without one a wake runs harness-only
 and says so on its row. A whisper the gate escalates settles first, then the promoted wake runs
@@ -25,19 +25,17 @@ from typing import Any
 from ledgers import introspection
 from ledgers.introspection import WakeDiff, WakeRow
 from ledgers.vocab import Status, Tier, Trigger
-from surfaces import memory as memory_tools
+from surfaces import memory_tools
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
-from wake.arrival import approvals, memory, sources
+from wake.arrival import approvals, memory_blocks, operator_sources, sources
 from wake.arrival import engine as arrival
-from wake.arrival import operator as operator_sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
 from wake.errors import StoreUnavailable
 from wake.observe import metrics, tracing
-from wake.run import mcp as mcp_tools
-from wake.run import settle
+from wake.run import mcp_tools, settle
 from wake.run.session import Session
 from wake.think import approval, decide, gate
 from wake.think import client as model
@@ -164,7 +162,7 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: m
     config, stores, registry = session.config, session.stores, session.registry
     agent_id, tier, started_at = request.agent_id, request.tier, p.row.started_at
     # 4. the memory, opened and audited before anything reads it, and the binding
-    memory_state = await memory.open_memory(config, stores, request, started_at, dry_run=dry_run)
+    memory_state = await memory_blocks.open_memory(config, stores, request, started_at, dry_run=dry_run)
     vetted, flowed = await _bind(session, request, p, halted=memory_state.halt is not None, dry_run=dry_run)
     tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
     approvals_on = approval.active(registry)

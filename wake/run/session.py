@@ -121,10 +121,10 @@ async def open_session(config: Config, *, neo4j: bool = True, keep_alive: bool =
 async def opened_mcp(config: Config, registry: Registry, *, keep_alive: bool) -> AsyncIterator[None]:
     """The configured MCP servers, started on the registry (a declaration problem is a
     `RegistryError`, exit 70, with every server closed)."""
-    from wake.run import mcp
+    from wake.run import mcp_tools
 
     try:
-        async with mcp.opened(config, registry, keep_alive=keep_alive):
+        async with mcp_tools.opened(config, registry, keep_alive=keep_alive):
             yield
     except DeclarationError as exc:
         raise RegistryError(f"tool registry: {exc}") from exc

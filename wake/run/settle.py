@@ -32,7 +32,7 @@ from wake.arrival.engine import Block
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
 from wake.observe import tracing
-from wake.run import deliver, incidents
+from wake.run import deliver, incident_policy
 from wake.stores import Stores, lease
 from wake.think.loop import Thought
 from wake.witness import manifest
@@ -99,7 +99,7 @@ async def record_settled(ctx: WakeContext, row: WakeRow, status: Status, thinkin
         async with ctx.stores.pg_conn() as conn:
             try:
                 chain = await introspection.insert(conn, row, status=status, thinking=thinking or Thinking(model=None))
-                await incidents.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
+                await incident_policy.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
                                         error=row.error, note=row.note, at=row.started_at)
                 return chain
             except StaleFence as exc:
@@ -109,7 +109,7 @@ async def record_settled(ctx: WakeContext, row: WakeRow, status: Status, thinkin
         chain = await introspection.insert(conn, row, status=status, thinking=thinking or Thinking(model=None))
         await with_row(ctx, conn)
         await deliver.enqueue(conn, row.wake_id, row.agent_id, row.tier, list(queued))
-        await incidents.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
+        await incident_policy.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
                                 error=row.error, note=row.note, at=row.started_at)
     return chain
 
@@ -138,7 +138,7 @@ async def _settle(
                 if chain is not None:  # it was this wake that closed the row
                     await deliver.enqueue(conn, row.wake_id, row.agent_id, row.tier, list(queued))
             if chain is not None:
-                await incidents.witness(conn, stores.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
+                await incident_policy.witness(conn, stores.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
                                         error=row.error, note=row.note, at=row.started_at)
             return chain
     except StaleFence as exc:  # a newer lease holder exists: this wake writes nothing more

@@ -56,7 +56,7 @@ from ledgers.errors import StaleFence
 from ledgers.vocab import Status
 from surfaces.conversation import Conversation
 from surfaces.registry import Tool
-from untrusted import render
+from untrusted import spotlight
 from wake import clock, logs, secrets
 from wake.arrival.engine import Block
 from wake.config import ModelRoute, plural
@@ -146,7 +146,7 @@ class Loop:
         self.specs = [prompt.tool_spec(t) for t in ctx.binding]
         self.choice = ctx.config.tier(ctx.agent_id, ctx.tier).tool_choice
         self.structured = route.tool_calls == "json_schema"
-        self.marks = render.for_agent(ctx.agent_id)
+        self.marks = spotlight.for_agent(ctx.agent_id)
         self.messages = arrival if arrival is not None else prompt.messages(blocks, self.marks)
         if self.structured:  # the answer's shape, and how to finish, in the cached system prefix
             self.messages[0] = {**self.messages[0], "content": self.messages[0]["content"] + "\n\n" + structured.system_text(self.specs)}
@@ -359,7 +359,7 @@ class Loop:
             with tracing.tool_span(name=name, call_id=call_id, arguments=fn.get("arguments")) as span:
                 answer, stop = await self._answer(call, name, fn, call_id, stop, started)
                 tracing.tool_result(span, answer)
-            # a tool's answer is stored text: marked data (`untrusted.render`); a replay's recorded one was marked when recorded
+            # a tool's answer is stored text: marked data (`untrusted.spotlight`); a replay's recorded one was marked when recorded
             shown = answer if isinstance(answer, transcripts.ShownAnswer) else self.marks.span(answer)
             if self.structured:
                 self.messages.append(structured.tool_result_message(name or "(none)", shown))

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import asyncpg
 import structlog
 
-from ledgers import flows as flow_ledger
-from surfaces import flows as flow_labels
+from ledgers import tool_flows as flow_ledger
+from surfaces import flow_labels
 
 if TYPE_CHECKING:  # only the binding's type: a ledger read (wake.witness.diff) must not load the registry
     from surfaces.registry import Tool

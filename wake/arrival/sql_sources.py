@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from ledgers import queries
-from untrusted import render as render_mod
+from untrusted import spotlight as render_mod
 from wake.arrival.engine import CacheTier, Found, Source
 from wake.config import SqlSourceConfig
 from wake.context import WakeContext
@@ -62,7 +62,7 @@ async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx:
 
 def render_row(name: str, conf: SqlSourceConfig, row: dict[str, Any], marks: render_mod.Marks) -> str:
     """The operator's template over one row; each text column is stored text, marked data
-    (`untrusted.render`), and one with a line break or a control character cannot begin a line."""
+    (`untrusted.spotlight`), and one with a line break or a control character cannot begin a line."""
     shown = {k: marks.span(v) if isinstance(v, str) else v for k, v in row.items()}
     try:
         return conf.template.format_map(shown)

@@ -19,7 +19,7 @@ import datetime as dt
 from ledgers import memory_ledger as ledger
 from ledgers.errors import StaleFence
 from memory.repo import MemoryRepo
-from untrusted import render as render_mod
+from untrusted import spotlight as render_mod
 from wake import logs
 from wake.arrival import memory_render as render
 from wake.arrival.engine import Found

@@ -31,9 +31,9 @@ from surfaces.context import ToolContext
 from surfaces.conversation import Conversation
 from surfaces.errors import ContextToolError, ToolInputError
 from surfaces.registry import Tool, tool
-from untrusted import render
+from untrusted import spotlight
 
-log = structlog.get_logger("surfaces.memory")
+log = structlog.get_logger("surfaces.memory_tools")
 
 READS = ("read", "ls", "status", "diff", "audit", "search")
 WRITES = ("write", "append")
@@ -141,7 +141,7 @@ async def _quarantined(ctx: ToolContext, paths: list[str]) -> dict[str, ledger.O
 
 
 def _finding_kind(row: ledger.OpenFinding) -> str:
-    return f"open {row.severity} finding #{row.finding_id} {render.neutral(row.rule)}"
+    return f"open {row.severity} finding #{row.finding_id} {spotlight.neutral(row.rule)}"
 
 
 def quarantine_view(path: str, row: ledger.OpenFinding) -> dict[str, Any]:
@@ -150,8 +150,8 @@ def quarantine_view(path: str, row: ledger.OpenFinding) -> dict[str, Any]:
     `<U+XXXX>`): never the file's text or description."""
     return {
         "path": path, "quarantined": True, "note": QUARANTINED,
-        "finding": {"id": row.finding_id, "severity": row.severity, "rule": render.neutral(row.rule)},
-        "excerpt": render.neutral(render.clipped(row.excerpt or "", QUARANTINE_EXCERPT_CHARS)),
+        "finding": {"id": row.finding_id, "severity": row.severity, "rule": spotlight.neutral(row.rule)},
+        "excerpt": spotlight.neutral(spotlight.clipped(row.excerpt or "", QUARANTINE_EXCERPT_CHARS)),
     }
 
 
@@ -159,7 +159,7 @@ async def _diff(ctx: ToolContext, repo: MemoryRepo, path: str | None) -> str:
     """The last change (of `path`, or the tip), each quarantined file's part replaced by a line saying so."""
     parts = repo.diff_by_path(path)
     held = await _quarantined(ctx, sorted({p for p, _ in parts}))
-    text = "".join(diff if p not in held else f"{render.neutral(p)}: {_finding_kind(held[p])}; {QUARANTINED}\n" for p, diff in parts)
+    text = "".join(diff if p not in held else f"{spotlight.neutral(p)}: {_finding_kind(held[p])}; {QUARANTINED}\n" for p, diff in parts)
     return text or "(no change)"
 
 

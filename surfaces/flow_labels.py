@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ledgers import flows as flow_ledger
+from ledgers import tool_flows as flow_ledger
 
 UNTRUSTED_INPUT = "untrusted_input"
 PRIVATE_DATA = "private_data"
