@@ -80,7 +80,7 @@ class Fact:
     key: str
     value: str
     label: str
-    typed_anchors: list[dict[str, Any]]
+    anchors: list[dict[str, Any]]
     cls: str = BASE
 
     @property

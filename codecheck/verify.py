@@ -23,12 +23,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codecheck import coverage, names
-from codecheck import typed_anchors as anchors_mod
+from codecheck import coverage, names, typed_anchors
 from codecheck.fingerprint import Declaration, Fingerprint, Site, canonicalize_name
 from codecheck.typed_anchors import Anchor
 from codecheck.workspace import Workspace, WorkspaceError
-from untrusted import folding as untrusted_text
+from untrusted import folding
 
 VERIFIED, PARTLY, REFUTED, INCONCLUSIVE = "verified", "partly", "refuted", "inconclusive"
 STATUSES: tuple[str, ...] = (VERIFIED, PARTLY, REFUTED, INCONCLUSIVE)
@@ -130,7 +129,7 @@ Undecided = tuple[None, str]
 def _place(where: str, fp: Fingerprint) -> _Place | str | Undecided:
     """Where an anchor must be, why that place does not exist at HEAD (a string), or why nobody
     here can tell (`(None, why)`: it is in an unread subtree)."""
-    if anchors_mod.is_dotted(where):
+    if typed_anchors.is_dotted(where):
         if where in fp.modules:
             path = fp.modules[where]
             return _Place("dir", posixpath.dirname(path)) if where in fp.packages else _Place("file", path)
@@ -533,10 +532,10 @@ def stored_anchors(stored: Any) -> Read | str:
     count = len(stored) if isinstance(stored, list) else 0
     if isinstance(stored, list):
         stored = [{k: v for k, v in a.items() if k != "check"} if isinstance(a, dict) else a
-                  for a in stored[: anchors_mod.MAX_ANCHORS]]
+                  for a in stored[: typed_anchors.MAX_ANCHORS]]
     try:
-        return Read(anchors_mod.parse(stored if stored is not None else []), count)
-    except anchors_mod.AnchorError as exc:
+        return Read(typed_anchors.parse(stored if stored is not None else []), count)
+    except typed_anchors.AnchorError as exc:
         return f"the stored anchors do not parse: {exc}"
 
 
@@ -562,7 +561,7 @@ def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAUL
     end = deadline if deadline is not None else started + budget_ms / 1000
     late = retrieval_end if share and retrieval_end is not None else end
     stored = anchors.stored if isinstance(anchors, Read) else len(anchors)
-    code = [a for a in anchors[: anchors_mod.MAX_ANCHORS] if a.is_code]
+    code = [a for a in anchors[: typed_anchors.MAX_ANCHORS] if a.is_code]
     if not code:
         return Verdict(status=INCONCLUSIVE, evidence=NO_CODE_ANCHOR, head=fp.head)
     findings: list[Finding] = []
@@ -579,8 +578,8 @@ def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAUL
         text = "; ".join(f"{f.anchor.describe()}: {f.evidence}" for f in failed)
         return Verdict(status=REFUTED, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
     unknown = [f for f in findings if f.outcome == UNKNOWN]
-    over_cap = (f"{stored} anchors stored, above the cap of {anchors_mod.MAX_ANCHORS}: the first "
-                f"{anchors_mod.MAX_ANCHORS} hold, the rest were not read") if stored > anchors_mod.MAX_ANCHORS else ""
+    over_cap = (f"{stored} anchors stored, above the cap of {typed_anchors.MAX_ANCHORS}: the first "
+                f"{typed_anchors.MAX_ANCHORS} hold, the rest were not read") if stored > typed_anchors.MAX_ANCHORS else ""
     if unknown or over_cap:
         text = "; ".join([*([over_cap] if over_cap else []), *(f"{f.anchor.describe()}: {f.evidence}" for f in unknown)])
         return Verdict(status=INCONCLUSIVE, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
@@ -631,7 +630,7 @@ def fact_anchors(stored: Any, text: str) -> list[Anchor] | str:
     parsed = stored_anchors(stored)
     if isinstance(parsed, str) or any(a.is_code for a in parsed):
         return parsed
-    return Read([*parsed, *anchors_mod.infer(text)], parsed.stored)
+    return Read([*parsed, *typed_anchors.infer(text)], parsed.stored)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -684,7 +683,7 @@ async def check(workspace: Workspace | None, facts: Sequence[tuple[Any, str]], b
 
 def verify_json(stored: str | list[Any], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, text: str | None = None) -> Verdict:
     """`verify` from the stored JSON form (a convenience for tools and tests)."""
-    return verify(anchors_mod.parse(json.loads(stored) if isinstance(stored, str) else stored), fp, budget_ms, text=text)
+    return verify(typed_anchors.parse(json.loads(stored) if isinstance(stored, str) else stored), fp, budget_ms, text=text)
 
 
 def warm() -> None:
@@ -698,9 +697,9 @@ def warm() -> None:
     from packaging.utils import canonicalize_name
 
     canonicalize_name("Warm_Up")
-    untrusted_text.warm()
-    anchors_mod.parse([{"type": "signature", "ref": "a.b", "params": "x=1"}, {"type": "value", "ref": "a.b", "value": "1"}])
-    coverage.uncovered("`a.b` = 1, c and d", anchors_mod.parse([{"type": "package", "ref": "c"}]))
+    folding.warm()
+    typed_anchors.parse([{"type": "signature", "ref": "a.b", "params": "x=1"}, {"type": "value", "ref": "a.b", "value": "1"}])
+    coverage.uncovered("`a.b` = 1, c and d", typed_anchors.parse([{"type": "package", "ref": "c"}]))
     _warmed = True
 
 

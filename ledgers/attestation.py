@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from untrusted import folding as untrusted_text
+from untrusted import folding
 
 MIN_SHARE_PCT = 60  # integer percent: 3 of 5 is exactly 60%, with no float rounding
 MIN_SHARED = 2
@@ -47,7 +47,7 @@ _TOKEN = re.compile(r"[^\W_]+")
 
 def tokens(text: str) -> list[str]:
     """The normalized tokens of `text`, in order."""
-    return _TOKEN.findall(untrusted_text.unconfused(text).casefold())
+    return _TOKEN.findall(folding.unconfused(text).casefold())
 
 
 def content_tokens(text: str) -> set[str]:

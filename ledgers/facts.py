@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 
-from codecheck import typed_anchors as anchors_mod
+from codecheck import typed_anchors
 from ledgers import attestation, contact, queries, rows
 from ledgers.errors import FactError
 from untrusted import spotlight
@@ -107,8 +107,8 @@ def _anchors_json(anchors: Any) -> str:
     """Typed anchors (`codecheck.typed_anchors`): provenance ({"type": message|wake|url, "ref": ...}) and
     code anchors (file, import, symbol, env, package, absent), as the JSON text the column stores."""
     try:
-        return json.dumps(anchors_mod.to_json(anchors_mod.parse(anchors)))
-    except anchors_mod.AnchorError as exc:
+        return json.dumps(typed_anchors.to_json(typed_anchors.parse(anchors)))
+    except typed_anchors.AnchorError as exc:
         raise FactError(str(exc)) from None
 
 
@@ -239,7 +239,7 @@ def anchor_text(anchor: dict[str, Any], marks: spotlight.Marks) -> str:
     parameters and a `value` anchor's value (canonical one-line source, codecheck.pysource) follow
     its reference inside the span."""
     check = anchor.get("check", "unchecked")
-    negated = anchor.get("type") == anchors_mod.ABSENT and isinstance(anchor.get("anchor"), dict)
+    negated = anchor.get("type") == typed_anchors.ABSENT and isinstance(anchor.get("anchor"), dict)
     inner = anchor["anchor"] if negated else anchor
     where = f" in {marks.span(str(inner['where']), ANCHOR_CHARS)}" if inner.get("where") else ""
     found = "" if check == "unchecked" else f", {'found' if check == 'found' else 'MISSING'}"

@@ -35,7 +35,7 @@ import contextlib
 import re
 from dataclasses import dataclass
 
-from untrusted import folding as untrusted_text
+from untrusted import folding
 
 _TAGS = re.compile("[\U000e0000-\U000e007f\U000e0100-\U000e01ef\u2061-\u2064]")
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
@@ -117,7 +117,7 @@ def scan(text: str) -> list[Hit]:
         if _TAGS.search(line) or _BIDI.search(line) or _ZERO_WIDTH_RUN.search(line):
             hits.append(Hit(rule="injection.invisible", excerpt=visible(line)[:300]))
             break
-    folded = [untrusted_text.unconfused(line) for line in lines]
+    folded = [folding.unconfused(line) for line in lines]
     joined = "\n".join(folded)
     starts = [0]
     for line in folded:

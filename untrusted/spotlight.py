@@ -27,7 +27,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from untrusted import folding as text_mod
+from untrusted import folding
 
 DATA_OPEN, DATA_CLOSE = "\u27ea", "\u27eb"  # ⟪ ⟫: stored text
 MARK_OPEN, MARK_CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧: the harness's own marks
@@ -41,7 +41,7 @@ ELLIPSIS = "…"
 def _escape(ch: str) -> str:
     if ch in _ESCAPES:
         return _ESCAPES[ch]
-    if ch in RESERVED or text_mod.is_control(ch) or text_mod.is_invisible(ch) or "\ud800" <= ch <= "\udfff":
+    if ch in RESERVED or folding.is_control(ch) or folding.is_invisible(ch) or "\ud800" <= ch <= "\udfff":
         return f"<U+{ord(ch):04X}>"
     return ch
 

@@ -17,8 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from codecheck import typed_anchors as anchors_mod
-from codecheck import verify, workspace
+from codecheck import typed_anchors, verify, workspace
 from ledgers import fact_checks, facts
 from untrusted import spotlight
 from wake import logs
@@ -59,7 +58,7 @@ async def warmed(config: Config, agent_id: str, timeout_s: float) -> None:
 
 def has_code_anchors(stored: Any) -> bool:
     """Whether a fact's stored anchors include a code anchor (an `absent` wraps one)."""
-    return any(isinstance(a, dict) and a.get("type") in (*anchors_mod.CODE_TYPES, anchors_mod.ABSENT) for a in stored or ())
+    return any(isinstance(a, dict) and a.get("type") in (*typed_anchors.CODE_TYPES, typed_anchors.ABSENT) for a in stored or ())
 
 
 @dataclass(frozen=True, kw_only=True)

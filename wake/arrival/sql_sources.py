@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from ledgers import queries
-from untrusted import spotlight as render_mod
+from untrusted import spotlight
 from wake.arrival.engine import CacheTier, Found, Source
 from wake.config import SqlSourceConfig
 from wake.context import WakeContext
@@ -60,7 +60,7 @@ async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx:
     return queries.counted(records, conf.max_rows, total_column="wake_total")
 
 
-def render_row(name: str, conf: SqlSourceConfig, row: dict[str, Any], marks: render_mod.Marks) -> str:
+def render_row(name: str, conf: SqlSourceConfig, row: dict[str, Any], marks: spotlight.Marks) -> str:
     """The operator's template over one row; each text column is stored text, marked data
     (`untrusted.spotlight`), and one with a line break or a control character cannot begin a line."""
     shown = {k: marks.span(v) if isinstance(v, str) else v for k, v in row.items()}
@@ -75,7 +75,7 @@ def render_row(name: str, conf: SqlSourceConfig, row: dict[str, Any], marks: ren
         raise SqlSourceError(f"sql source {name!r}: template cannot format this row: {exc}") from exc
 
 
-def render(name: str, conf: SqlSourceConfig, rows: list[dict[str, Any]], total: int, marks: render_mod.Marks) -> str:
+def render(name: str, conf: SqlSourceConfig, rows: list[dict[str, Any]], total: int, marks: spotlight.Marks) -> str:
     lines = [conf.header] if conf.header else []
     if not rows:
         return "\n".join([*lines, conf.empty_text])
@@ -89,6 +89,6 @@ def source(name: str, conf: SqlSourceConfig) -> Source:
     async def run(ctx: WakeContext) -> Found:
         async with ctx.stores.pg_conn(trusted=False) as conn:
             rows, total = await fetch(conn, name, conf, ctx)
-        return Found(text=render(name, conf, rows, total, render_mod.for_agent(ctx.agent_id)), rows=total)
+        return Found(text=render(name, conf, rows, total, spotlight.for_agent(ctx.agent_id)), rows=total)
 
     return Source(name=name, cache_tier=CacheTier[conf.cache_tier], fn=run)

@@ -32,7 +32,7 @@ import click
 
 from ledgers import commitments, ids, introspection, memory_ledger, settled, transcripts
 from ledgers.vocab import Status, Tier
-from untrusted import spotlight as marks
+from untrusted import spotlight
 from wake import logs
 from wake.cli import render
 from wake.cli.app import Context, agent_option, default_agent, ledger_stores, pass_ctx, run_async
@@ -54,7 +54,7 @@ def _plain(value: Any) -> Any:
     return json.loads(render.to_json(value))
 
 
-DATA = marks.OPERATOR
+DATA = spotlight.OPERATOR
 WAKE_TEXT = frozenset({"note", "error", "final_text", "escalation_cause"})
 COMMITMENT_TEXT = frozenset({"title"})
 FINDING_TEXT = frozenset({"domain", "path", "excerpt", "rule", "note", "acked_by"})
@@ -68,7 +68,7 @@ def marked(row: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
 
 def shown_arrival(blocks: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
     """The blocks as stored (marked when the wake rendered them), their invisible and control characters escaped."""
-    return [{"name": marks.neutral(n), "text": marks.terminal(t) if t is not None else None} for n, t in blocks]
+    return [{"name": spotlight.neutral(n), "text": spotlight.terminal(t) if t is not None else None} for n, t in blocks]
 
 
 def shown_transcript(t: dict[str, Any]) -> dict[str, Any]:
@@ -79,21 +79,21 @@ def shown_transcript(t: dict[str, Any]) -> dict[str, Any]:
     def text(role: str, content: Any) -> Any:
         if not isinstance(content, str):
             return content
-        return DATA.span(content) if role == "assistant" else marks.terminal(content)
+        return DATA.span(content) if role == "assistant" else spotlight.terminal(content)
 
     def calls(tool_calls: Any) -> Any:
         if not isinstance(tool_calls, list):
             return tool_calls
-        return [{**c, "function": {**c["function"], "name": marks.neutral(str(c["function"].get("name"))),
+        return [{**c, "function": {**c["function"], "name": spotlight.neutral(str(c["function"].get("name"))),
                                    "arguments": DATA.span(c["function"]["arguments"]) if isinstance(c["function"].get("arguments"), str)
                                    else c["function"].get("arguments")}}
                 if isinstance(c, dict) and isinstance(c.get("function"), dict) else c for c in tool_calls]
 
     messages = [{**m, "content": text(str(m.get("role")), m.get("content")), **({"tool_calls": calls(m["tool_calls"])} if "tool_calls" in m else {})}
                 for m in t["messages"]]
-    shown_calls = [{**c, "tool": marks.neutral(str(c.get("tool"))),
+    shown_calls = [{**c, "tool": spotlight.neutral(str(c.get("tool"))),
                     "arguments": DATA.span(c["arguments"]) if isinstance(c.get("arguments"), str) else c.get("arguments"),
-                    "answer": marks.terminal(c["answer"]) if isinstance(c.get("answer"), str) else c.get("answer")} for c in t["calls"]]
+                    "answer": spotlight.terminal(c["answer"]) if isinstance(c.get("answer"), str) else c.get("answer")} for c in t["calls"]]
     return {**t, "messages": messages, "calls": shown_calls}
 
 

@@ -74,7 +74,7 @@ def run_cmd(ctx: Context, wake_id: str, route: str | None, instructions: str | N
     config = ctx.config
 
     async def body() -> Any:
-        from wake.replay import recording as rec
+        from wake.replay import recording
         from wake.replay.run import replay
         from wake.run.session import build_registry
         from wake.think.client import Client
@@ -83,7 +83,7 @@ def run_cmd(ctx: Context, wake_id: str, route: str | None, instructions: str | N
         async with ledger_stores(config) as st:
             async with st.pg_conn() as conn:
                 found = await resolve_wake(conn, wake_id)
-                recorded = await rec.read(conn, found)
+                recorded = await recording.read(conn, found)
             client = Client()
             try:
                 return await replay(st, config, build_registry(candidate.config or config), recorded, candidate, client)

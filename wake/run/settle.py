@@ -26,8 +26,7 @@ from ledgers.introspection import Thinking, WakeDiff, WakeRow
 from ledgers.vocab import Status
 from surfaces.registry import Tool
 from wake import __version__, logs
-from wake.arrival import absence
-from wake.arrival import engine as arrival
+from wake.arrival import absence, engine
 from wake.arrival.engine import Block
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
@@ -60,7 +59,7 @@ def witnessed(row: WakeRow, mani: manifest.Manifest, blocks: Sequence[Block], bi
     return dataclasses.replace(
         row, manifest_root=mani.root, blocks={b.name: b.state(mani.blocks[b.name]) for b in blocks}, tool_hashes=mani.tools,
         contents=manifest.contents_of({b.name: b.text for b in blocks}, list(binding)),
-        arrival_order=[b.name for b in arrival.prompt_order(blocks)], diff=wake_diff,
+        arrival_order=[b.name for b in engine.prompt_order(blocks)], diff=wake_diff,
     )
 
 

@@ -63,8 +63,7 @@ from wake.config import ModelRoute, plural
 from wake.context import WakeContext
 from wake.errors import ModelError
 from wake.observe import metrics, tracing
-from wake.think import approval, budget, prompt, structured
-from wake.think import transcript as transcripts
+from wake.think import approval, budget, prompt, structured, transcript
 from wake.think.client import Client, Reply
 from wake.think.pressure import Pressure, summary_body
 
@@ -121,7 +120,7 @@ def _as_text(result: Any) -> str:
 
 
 def _error(message: str, outcome: str = "error") -> str:
-    return transcripts.ErrorAnswer(json.dumps({"error": message}, ensure_ascii=False), outcome)
+    return transcript.ErrorAnswer(json.dumps({"error": message}, ensure_ascii=False), outcome)
 
 
 class Loop:
@@ -155,7 +154,7 @@ class Loop:
             wake_ref=str(ctx.wake_id),
         )
         self.pressure = Pressure(ctx, self.conv, self._summarize)
-        self.transcript = transcripts.Recorder(ctx, self.messages, base=len(self.messages))  # what the model saw, every call
+        self.transcript = transcript.Recorder(ctx, self.messages, base=len(self.messages))  # what the model saw, every call
         self.tool_ctx = dataclasses.replace(ctx, conversation=self.conv)  # what tools see: the wake, and its conversation
         self.refusals = 0
         self.attempts = 0  # HTTP requests to the model, retries included
@@ -360,7 +359,7 @@ class Loop:
                 answer, stop = await self._answer(call, name, fn, call_id, stop, started)
                 tracing.tool_result(span, answer)
             # a tool's answer is stored text: marked data (`untrusted.spotlight`); a replay's recorded one was marked when recorded
-            shown = answer if isinstance(answer, transcripts.ShownAnswer) else self.marks.span(answer)
+            shown = answer if isinstance(answer, transcript.ShownAnswer) else self.marks.span(answer)
             if self.structured:
                 self.messages.append(structured.tool_result_message(name or "(none)", shown))
             else:
