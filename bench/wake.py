@@ -1,6 +1,6 @@
 """Daemon-path wake benchmark on the embedded stores, no model. Prints figures; it is not a timed test.
 
-    python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR]
+    python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR] [--profile N]
 
 Each wake goes the way a scheduled slot goes (`wake.run.claim.run` with a claim): slot claim,
 lease and fence, close-abandoned, the default sources of a whisper, manifest, row, settle,
@@ -14,6 +14,9 @@ nothing new does in production. Figures:
 2. One whisper at a time: p50 and p99.
 3. Wakes per second on one event loop: `--agents` whispers at once, over and over.
 
+`--profile N` then runs 200 more whispers one at a time under cProfile (scoped) and prints the N
+functions with the most cumulative time and the N with the most time of their own.
+
 Figures 1 and 2 are printed twice, in the same run: with the tool connections scoped to their agent
 (the tool role's pool, row-level security: docs/isolation.md), and with `ctx.read()`/`ctx.write()`
 served from the harness's own pool as before that change (`unscoped`, the baseline). The one-at-a-
@@ -25,8 +28,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import datetime as dt
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -162,6 +167,21 @@ def _memory_work(config: wake_config.Config, agent: str, runs: int) -> str:
     return f"p50 {statistics.median(took):.3f} ms  p99 {_pct(took, 0.99):.3f} ms"
 
 
+async def _profile(agents: list[str], s: session.Session, top: int) -> None:
+    """200 quiet whispers one at a time under cProfile: where a whisper's CPU goes."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for i in range(200):
+        await _one(s, agents[i % len(agents)])
+    profiler.disable()
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    if os.environ.get("WAKE_BENCH_PROFILE_DUMP"):
+        stats.dump_stats(os.environ["WAKE_BENCH_PROFILE_DUMP"])
+    for key in ("cumulative", "tottime"):
+        print(f"\nprofile of 200 quiet whispers, by {key}:")
+        stats.sort_stats(key).print_stats(top)
+
+
 async def main(args: argparse.Namespace, state_dir: Path) -> None:
     logs.configure("json", "error", stream=sys.stderr)
     with ScriptedServer() as server, counted_pools():
@@ -209,6 +229,8 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
             cpu_ms = (time.process_time() - cpu_started) * 1000 / (rounds * len(agents))
             print(f"wakes per second on one loop, {len(agents)} at once: {rounds * len(agents) / elapsed:.1f}")
             print(f"  the same wakes: {_claims(_TIMINGS)}; this process's CPU {cpu_ms:.2f} ms per wake")
+            if args.profile:
+                await _profile(agents, s, args.profile)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
@@ -217,6 +239,7 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=16)
     parser.add_argument("--wakes", type=int, default=200)
     parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="profile 200 more whispers; print the top N functions")
     parser.add_argument("--code", help="the checkout whose wake runs (default: this one)")
     args = parser.parse_args()
     if args.state_dir:

@@ -578,8 +578,11 @@ async def recent(
     conn: asyncpg.Connection, *, agent_id: str | None = None, tier: str | None = None, status: str | None = None,
     trigger: str | None = None, limit: int = 20,
 ) -> list[WakeSummary]:
-    """The newest wakes, newest first, of the agent, tier, status and trigger given (None: any)."""
-    return [WakeSummary.from_row(r) for r in await conn.fetch(_sql("recent"), agent_id, tier, status, limit, trigger)]
+    """The newest wakes, newest first, of the agent, tier, status and trigger given (None: any).
+    Only the filters given reach the query (`queries.filtered`): each combination uses its index."""
+    given = {c: v for c, v in (("agent_id", agent_id), ("tier", tier), ("status", status), ("trigger", trigger)) if v is not None}
+    sql = queries.filtered(_sql("recent"), tuple(given), 2)
+    return [WakeSummary.from_row(r) for r in await conn.fetch(sql, limit, *given.values())]
 
 
 async def last_two(conn: asyncpg.Connection, agent_id: str, tier: str | None = None, *, across_tiers: bool = False) -> list[uuid.UUID]:

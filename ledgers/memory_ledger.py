@@ -194,16 +194,12 @@ async def known_commits(conn: asyncpg.Connection, agent_id: str, commits: Sequen
 # ------------------------------------------------------------------ findings
 
 
-async def record_findings(conn: asyncpg.Connection, agent_id: str, findings: Sequence[cloister.Finding], at: dt.datetime) -> list[int]:
-    """Record findings, every level open (a LOG one too: it is shown until a human acknowledges it,
-    issue 38; `logged` is the state of LOG findings recorded before); returns the ids of those new
-    to the ledger."""
-    return [finding_id for finding_id, _ in await _record(conn, agent_id, findings, at)]
-
-
-async def _record(
+async def record_findings(
     conn: asyncpg.Connection, agent_id: str, findings: Sequence[cloister.Finding], at: dt.datetime,
 ) -> list[tuple[int, cloister.Finding]]:
+    """Record findings, every level open (a LOG one too: it is shown until a human acknowledges it,
+    issue 38; `logged` is the state of LOG findings recorded before); returns those new to the
+    ledger with their ids. The canary's one writer of findings."""
     new = []
     for f in findings:
         state = "open"
@@ -421,7 +417,7 @@ async def canary(
         scope = cloister.pending(repo, last.commit_id if last else None)
         tool, operator = await known_commits(conn, agent_id, scope.commits)
         result = cloister.audit(repo, scope, tool, operator)
-        new = await _record(conn, agent_id, result.findings, at)
+        new = await record_findings(conn, agent_id, result.findings, at)
         if scope.head is not None:
             await set_audit(conn, agent_id, scope.head, at=at, commits=len(scope.commits), findings=len(result.findings))
         halted = await has_open_halt(conn, agent_id)

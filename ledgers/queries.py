@@ -47,6 +47,29 @@ def named(ledger: str) -> Callable[[str], str]:
     return sql
 
 
+# Where a query with optional equality filters takes the ones given (`filtered`).
+FILTERS_MARK = "/* filters */"
+_COLUMN = re.compile(r"[a-z_]+")
+
+
+@functools.cache
+def filtered(sql: str, columns: tuple[str, ...], first: int) -> str:
+    """`sql` with its `/* filters */` mark (after a `WHERE ...` of its own) replaced by
+    `AND column = $n` for each of `columns`, numbered from `$first`.
+
+    A filter written `($1::text IS NULL OR agent_id = $1)` makes one statement of every
+    combination, and once PostgreSQL settles on that statement's generic plan it can use no index
+    for it (docs/performance.md, "The console"). Here each combination is a statement of its own,
+    with only the filters given in its WHERE, and plans with the index that fits it. The columns
+    are the caller's names, never input; the values stay parameters."""
+    if sql.count(FILTERS_MARK) != 1:
+        raise ValueError(f"the query needs one {FILTERS_MARK} mark")
+    for column in columns:
+        if not _COLUMN.fullmatch(column):
+            raise ValueError(f"not a column name: {column!r}")
+    return sql.replace(FILTERS_MARK, " ".join(f"AND {c} = ${n}" for n, c in enumerate(columns, start=first)))
+
+
 def all_queries() -> dict[str, str]:
     """Every named query of every ledger, keyed `ledger.name`."""
     return {

@@ -41,12 +41,14 @@ _SUMMARY_MAX = 200
 _LOCK_POLL_S = 0.005
 _EMAIL_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DESCRIPTIONS_CACHED = 20_000  # blob id -> (description, read_only); cleared when full
-_REPOS_CACHED = 10_000  # work tree -> its tip's listing, and its clean stamp; cleared when full
+_REPOS_CACHED = 10_000  # work tree -> its tip's listing, its newest commits, and its clean stamp; cleared when full
 # Per process, so a wake that opens the repository afresh does not read it afresh. Each is keyed so
 # that a change made outside the memory tool is seen: a blob's description by the blob's id, a
-# listing by the commit it lists, a clean status by the stamp of the work tree (`memory.stamp`).
+# listing and the newest commits by the commit they start from, a clean status by the stamp of the
+# work tree (`memory.stamp`).
 _DESCRIPTIONS: dict[str, tuple[str, bool]] = {}
 _LISTINGS: dict[str, tuple[str, tuple[Entry, ...]]] = {}
+_LOGS: dict[str, tuple[tuple[str, int, int], tuple[LogEntry, ...]]] = {}
 _CLEAN: dict[str, stamp.Stamp] = {}
 DATED = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
@@ -407,11 +409,18 @@ class MemoryRepo:
         return mine != entry(commit.parents[0])
 
     def log(self, path: str | None = None, *, limit: int = 20, max_walk: int = 100_000) -> list[LogEntry]:
-        """The newest commits (touching `path`, when given), newest first."""
+        """The newest commits (touching `path`, when given), newest first. The whole history's
+        (every wake's `memory` block) is remembered per tip: a commit's ancestry never changes."""
         if path:
             paths.parts(path, max_chars=self.config.max_path_chars)
+        tip = self._tip()
+        key, asked = str(self.workdir), (str(tip.id), limit, max_walk)
+        if not path:
+            logged = _LOGS.get(key)
+            if logged is not None and logged[0] == asked:
+                return list(logged[1])
         found: list[LogEntry] = []
-        for walked, commit in enumerate(self.git.walk(self._tip().id, SortMode.TOPOLOGICAL | SortMode.TIME)):
+        for walked, commit in enumerate(self.git.walk(tip.id, SortMode.TOPOLOGICAL | SortMode.TIME)):
             if len(found) >= limit or walked >= max_walk:
                 break
             if path and not self._touches(commit, path):
@@ -421,6 +430,10 @@ class MemoryRepo:
                 summary=commit.message.splitlines()[0] if commit.message else "", trailers=dict(commit.message_trailers),
                 paths=tuple(p for p, _ in self.changed_paths(commit)),
             ))
+        if not path:
+            if len(_LOGS) >= _REPOS_CACHED:
+                _LOGS.clear()
+            _LOGS[key] = (asked, tuple(found))
         return found
 
     def diff(self, path: str | None = None, *, commit: str | None = None, worktree: bool = False, max_chars: int = 20_000) -> str:

@@ -23,6 +23,7 @@ structure, and the tests check that for every sink.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 ELLIPSIS = "…"
 
 
+@functools.lru_cache(maxsize=4096)
 def _escape(ch: str) -> str:
     if ch in _ESCAPES:
         return _ESCAPES[ch]
@@ -48,6 +50,8 @@ def _escape(ch: str) -> str:
 
 def neutral(text: str) -> str:
     """`text` on one line with every control, invisible, bidi and reserved character a visible escape."""
+    if text.isascii() and text.isprintable():  # nothing to escape: printable ASCII holds no control, invisible or reserved character
+        return text
     return "".join(_escape(ch) for ch in text)
 
 
@@ -105,6 +109,7 @@ class Marks:
         )
 
 
+@functools.lru_cache(maxsize=1024)
 def for_agent(agent_id: str) -> Marks:
     """The agent's marks: one token for every block of every wake of the agent. It is not a secret
     and need not be: no span can hold a reserved bracket, whatever it says, so the token names the

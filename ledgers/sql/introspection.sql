@@ -129,17 +129,18 @@ UPDATE wake_introspection_ledger AS w
 RETURNING w.wake_id
 
 -- name: recent
+-- The newest wakes, newest first: `introspection.recent` puts `AND column = $n` in place of the
+-- mark for each filter given (agent, tier, status, trigger; `queries.filtered`), so each
+-- combination plans with its index: the agent's (agent_id, started_at DESC), its tier's
+-- (agent_id, tier, started_at DESC), or with no agent (started_at DESC) (migration 0029).
 SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, finished_at,
        manifest_root, active_tools_count, registry_tool_count, note, error,
        model, prompt_tokens, completion_tokens, cached_tokens, cost_usd, turns, tool_calls, refusals,
        stop_reason, final_text, escalation_cause
   FROM wake_introspection_ledger
- WHERE ($1::text IS NULL OR agent_id = $1)
-   AND ($2::text IS NULL OR tier = $2)
-   AND ($3::text IS NULL OR status = $3)
-   AND ($5::text IS NULL OR trigger = $5)
+ WHERE true /* filters */
  ORDER BY started_at DESC
- LIMIT $4
+ LIMIT $1
 
 -- name: last_two
 -- `wake diff`'s default pair: the agent's last two settled wakes of tier $2 (NULL: the tier of

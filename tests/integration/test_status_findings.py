@@ -29,8 +29,9 @@ async def test_status_counts_open_findings_of_every_level_per_agent(store_config
     assert shown["open_findings"] == {"demo": {"HALT": 0, "WARN": 0, "LOG": 0}}
     assert "open memory findings: none" in render.status_lines(shown)
     async with sessions.ready_stores(config, neo4j=False) as st, st.pg_conn() as conn:
-        ids = await ledger.record_findings(conn, "demo", [_finding(Severity.LOG, f"journal/{i}.md") for i in range(3)]
+        new = await ledger.record_findings(conn, "demo", [_finding(Severity.LOG, f"journal/{i}.md") for i in range(3)]
                                            + [_finding(Severity.WARN, "reference/a.md")], NOW)
+        ids = [finding_id for finding_id, _ in new]
         await ledger.record_findings(conn, "other", [_finding(Severity.HALT, "system/persona/persona.md")], NOW)
         await ledger.ack(conn, "demo", ids[:1], by="ops", at=NOW)  # an acknowledged one is no longer open
     shown = await health.status_with_stores(config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import subprocess
 import sys
@@ -43,6 +44,16 @@ def test_canonical_form_is_sorted_compact_utf8_nfc() -> None:
     assert manifest.canonical({decomposed: decomposed}) == manifest.canonical({"Café": "Café"})
     with pytest.raises(TypeError):
         manifest.canonical({"x": 1.5})
+
+
+def test_a_text_is_hashed_once_by_its_content_and_hashes_as_computed_afresh() -> None:
+    text = f"memory: 6 files {os.getpid()} \u2014 unchanged since the last wake"
+    before = manifest.sha256_text.cache_info()
+    first = manifest.sha256_text(text)
+    again = manifest.sha256_text("".join(list(text)))  # equal content, another string object
+    after = manifest.sha256_text.cache_info()
+    assert first == again == hashlib.sha256(unicodedata.normalize("NFC", text).encode("utf-8")).hexdigest()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)
 
 
 def test_one_character_changes_the_root() -> None:

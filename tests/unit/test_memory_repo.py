@@ -110,6 +110,21 @@ def test_ls_log_diff_search(tmp_path: Path) -> None:
     assert status.head == three and status.files == 8 and status.changes == () and status.head_attached
 
 
+def test_the_newest_commits_are_walked_once_per_tip_and_again_after_a_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = open_repo(tmp_path)
+    one = write(repo, "reference/a.md", doc("first note", "alpha\n"))
+    walked: list[str] = []
+    changed_paths = MemoryRepo.changed_paths
+    monkeypatch.setattr(MemoryRepo, "changed_paths", staticmethod(lambda c: walked.append(str(c.id)) or changed_paths(c)))
+    first = repo.log(limit=5)
+    again = MemoryRepo.open(repo.workdir, MemoryConfig(), at=NOW).log(limit=5)  # a wake opens the repository afresh
+    assert again == first and [e.commit for e in first][0] == one and len(walked) == len(first)
+    assert len(repo.log(limit=1)) == 1 and len(walked) == len(first) + 1  # another question is walked
+    two = write(repo, "reference/b.md", doc("second note", "beta\n"))  # the tip moved: walked again, the commit seen
+    assert [e.commit for e in repo.log(limit=5)][:2] == [two, one]
+    assert [e.commit for e in repo.log("reference/a.md")] == [one]  # one file's history is never remembered
+
+
 def test_revert_makes_a_new_commit_for_one_file(tmp_path: Path) -> None:
     repo = open_repo(tmp_path)
     write(repo, "reference/a.md", doc("a", "v1\n"))

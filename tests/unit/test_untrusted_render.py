@@ -77,6 +77,12 @@ def test_a_span_is_one_line_that_holds_no_reserved_character_and_reads_back(s: s
     assert not any(ch in inner for ch in ("\u200b", "\u202e", "\x1b", "\u2028", "\U000e0049"))
 
 
+@hypothesis.given(st.one_of(stored, st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=60)))
+def test_neutral_text_escapes_exactly_what_the_per_character_escape_does(s: str) -> None:
+    # printable ASCII is returned as it is, without the per-character walk: the same text
+    assert spotlight.neutral(s) == "".join(spotlight._escape(ch) for ch in s)
+
+
 @hypothesis.given(stored)
 def test_many_lines_render_as_one_span_a_line(s: str) -> None:
     lines = MARKS.lines(s, indent="    ")

@@ -72,6 +72,7 @@ class Config(ConfigViews, _Model):
     _environment: Environment = PrivateAttr(default_factory=Environment)
     _tool_settings: ToolSettings | None = PrivateAttr(default=None)
     _memory_configs: dict[str, MemoryConfig] = PrivateAttr(default_factory=dict)
+    _memory_paths: dict[str, Path] = PrivateAttr(default_factory=dict)
 
     @field_validator("agents", mode="before")
     @classmethod

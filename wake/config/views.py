@@ -35,6 +35,7 @@ class ConfigViews:
         _environment: Environment
         _tool_settings: ToolSettings | None
         _memory_configs: dict[str, MemoryConfig]
+        _memory_paths: dict[str, Path]
 
     @property
     def path(self) -> Path:
@@ -92,11 +93,16 @@ class ConfigViews:
 
     def memory_path(self, agent_id: str) -> Path:
         """The agent's memory repository: `agents.<id>.memory.path` relative to the config file's
-        directory, else `<state_dir>/memory/<agent id>`."""
-        configured = self.agents[agent_id].memory.path
-        if configured:
-            return (self.base_dir / Path(configured).expanduser()).resolve()
-        return self.state_dir_path() / MEMORY_DIR / agent_id
+        directory, else `<state_dir>/memory/<agent id>`. Resolved once per agent (every wake opens it)."""
+        found = self._memory_paths.get(agent_id)
+        if found is None:
+            configured = self.agents[agent_id].memory.path
+            if configured:
+                found = (self.base_dir / Path(configured).expanduser()).resolve()
+            else:
+                found = self.state_dir_path() / MEMORY_DIR / agent_id
+            self._memory_paths[agent_id] = found
+        return found
 
     def memory_config(self, agent_id: str) -> MemoryConfig:
         """The memory layer's settings for the agent, resolved once: its domains (with the

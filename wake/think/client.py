@@ -292,28 +292,7 @@ class Client:
         attempts = 0
         errors: list[str] = []
 
-        def wait(state: tenacity.RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            hinted = exc.wait_s if isinstance(exc, Failure) else None
-            if hinted is None:
-                hinted = random.uniform(0, BACKOFF_BASE_S * 2 ** (state.attempt_number - 1))
-            return min(hinted, route.retry_cap_s)
-
-        def before_sleep(state: tenacity.RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome else None
-            log.warning(
-                "model.retry", model=route.model, attempt=state.attempt_number, status=getattr(exc, "status", None),
-                error=logs.redact_text(str(exc)), same_error=errors.count(str(exc)), wait_s=round(state.upcoming_sleep, 3),
-            )
-
-        retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception(lambda e: isinstance(e, Failure) and e.retryable),
-            stop=tenacity.stop_after_attempt(route.max_retries + 1),
-            wait=wait,
-            before_sleep=before_sleep,
-            sleep=asyncio.sleep,
-            reraise=True,
-        )
+        retrying = _retrying(route, errors)
         with tracing.chat_span(model=route.model, base_url=route.url(), body=body) as span:
             try:
                 async for attempt in retrying:
@@ -411,3 +390,31 @@ class Client:
             log.warning("model.count_failed", model=route.model, tokenizer_url=logs.redact_text(root), error="unexpected answer")
             return None
         return len(tokens)
+
+
+def _retrying(route: ModelRoute, errors: list[str]) -> tenacity.AsyncRetrying:
+    """The retry policy of one completion: a retryable `Failure` again, its hinted wait or a jittered backoff, capped;
+    each retry logged with how often the same error came (`errors`: every attempt's error so far)."""
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        hinted = exc.wait_s if isinstance(exc, Failure) else None
+        if hinted is None:
+            hinted = random.uniform(0, BACKOFF_BASE_S * 2 ** (state.attempt_number - 1))
+        return min(hinted, route.retry_cap_s)
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "model.retry", model=route.model, attempt=state.attempt_number, status=getattr(exc, "status", None),
+            error=logs.redact_text(str(exc)), same_error=errors.count(str(exc)), wait_s=round(state.upcoming_sleep, 3),
+        )
+
+    return tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_exception(lambda e: isinstance(e, Failure) and e.retryable),
+        stop=tenacity.stop_after_attempt(route.max_retries + 1),
+        wait=wait,
+        before_sleep=before_sleep,
+        sleep=asyncio.sleep,
+        reraise=True,
+    )

@@ -20,6 +20,7 @@ different PYTHONHASHSEED values compute the same root from the same inputs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import unicodedata
@@ -47,6 +48,7 @@ def canonical(value: Any) -> bytes:
     return json.dumps(_nfc(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+@functools.lru_cache(maxsize=256)  # by content: a wake hashes each block's text for its diff, its manifest and its contents
 def sha256_text(text: str) -> str:
     return hashlib.sha256(unicodedata.normalize("NFC", text).encode("utf-8")).hexdigest()
 
