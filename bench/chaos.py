@@ -430,7 +430,7 @@ def check_fences(rows: list[Row], outbox: list[Row], actions: list[Row]) -> list
 
 
 def is_notice(entry: Row) -> bool:
-    """An incident's notice (wake.run.incidents): queued by a failing or recovering row, keyed by
+    """An incident's notice (wake.run.incident_policy): queued by a failing or recovering row, keyed by
     a wake id of its own, not a wake's delivery."""
     payload = entry.get("payload") or {}
     if isinstance(payload, str):

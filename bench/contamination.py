@@ -66,7 +66,7 @@ import pygit2
 from packaging.requirements import Requirement
 from pygit2.enums import FileMode
 
-from codecheck import anchors, build_worker, names, verify, workspace
+from codecheck import build_worker, names, typed_anchors, verify, workspace
 
 TRUE, CONTRADICT, SILENT, TRAP = "TRUE", "CONTRADICT", "SILENT", "PRESENT-TRAP"
 REFUSED = "refused"  # the fact tool refused its anchors at write time (a look-alike): never stored
@@ -593,7 +593,7 @@ async def run_codebase(cb: Codebase, base: Path, runs: int, budget_ms: float) ->
     facts = cb.facts + class_facts(cb)
     pairs = [(f.anchors, f.value) for f in facts]
     for f in facts:
-        anchors.parse(f.anchors)  # every anchor is well formed, or this stops here naming it
+        typed_anchors.parse(f.anchors)  # every anchor is well formed, or this stops here naming it
     root, version = make_workspace(base, cb)
     # the text-search baseline reads the same files (the working tree is HEAD: just committed)
     blobs = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
@@ -612,7 +612,7 @@ async def run_codebase(cb: Codebase, base: Path, runs: int, budget_ms: float) ->
     checked = await verify.check(ws, pairs, budget_ms)
     build_ms = ws.fingerprint().build_ms
     # the fact tools refuse a look-alike of a workspace name at write time: such a fact is never stored
-    refused = {i for i, f in enumerate(facts) if names.lookalikes(anchors.parse(f.anchors), ws.fingerprint())}
+    refused = {i for i, f in enumerate(facts) if names.lookalikes(typed_anchors.parse(f.anchors), ws.fingerprint())}
     first = first_retrieval(root, pairs, budget_ms, base)
 
     # steady: HEAD within its TTL, the fingerprint cached

@@ -4,7 +4,7 @@ Prints figures; it is not a timed test.
     python bench/flows.py [--tools 200] [--rounds 2000]
 
 1. `Registry.binding` of a tier over a registry of the built-ins plus N operator tools: the baseline.
-2. `surfaces.flows.triangle` over that binding: the pure part of the check (the ledger's part is
+2. `surfaces.flow_labels.triangle` over that binding: the pure part of the check (the ledger's part is
    two or three small statements on the wake's connection, measured with the wake in bench/wake.py).
 """
 
@@ -19,14 +19,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from surfaces import flows, loader  # noqa: E402
+from surfaces import flow_labels, loader  # noqa: E402
 from surfaces.registry import tool  # noqa: E402
 
 _NONE: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 def _operator_tool(n: int) -> Any:
-    label = flows.LABELS[n % 3]
+    label = flow_labels.LABELS[n % 3]
 
     @tool(name=f"op_{n}", description=f"Operator tool {n}.", parameters=_NONE, surfaces={"wake"}, flows={label})
     async def handler(ctx: Any) -> str:
@@ -54,7 +54,7 @@ def main() -> None:
         bound = registry.binding(["wake.full"])
         binding_us.append((time.perf_counter() - start) * 1e6)
         start = time.perf_counter()
-        held = flows.triangle(bound)
+        held = flow_labels.triangle(bound)
         triangle_us.append((time.perf_counter() - start) * 1e6)
     print(f"registry {len(registry)} tools, binding {len(bound)}, flow {held.flow_id}")
     print(f"baseline  Registry.binding   {_us(binding_us)}")

@@ -4,7 +4,7 @@ the rendering guarantee. Prints figures; it is not a test.
     python bench/injection.py
 
 For each class it prints how many payloads the scan flags as it reads them now (`memory.injection.scan`:
-the whole text, each line folded by `untrusted.text.unconfused`) and, as the baseline from the same
+the whole text, each line folded by `untrusted.folding.unconfused`) and, as the baseline from the same
 run, how many its patterns flag on the text as written (no folding; for a payload split over two
 writes, only the lines the second write added, as the scan read them before issue 38). The benign
 set gives the false-positive rate the same two ways.
@@ -12,7 +12,7 @@ set gives the false-positive rate the same two ways.
 Beside it, the rendering guarantee (docs/context.md, "Marked data"): each payload is rendered, by the
 code the arrival uses, as a fact's value, a memory file's description, a memory file's name and a
 finding's excerpt, and the bench counts the renderings whose harness reading
-(`untrusted.render.harness_text`) differs from that of a harmless string: a payload that reaches
+(`untrusted.spotlight.harness_text`) differs from that of a harmless string: a payload that reaches
 the model as anything but marked data. The goal is 0 of all, whatever the scan caught.
 
 The payload classes follow public taxonomies and write-ups of prompt injection; the payloads are
@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ledgers import facts, memory_ledger  # noqa: E402
 from memory import injection  # noqa: E402
 from memory.repo import Entry  # noqa: E402
-from untrusted import render  # noqa: E402
+from untrusted import spotlight  # noqa: E402
 from wake.arrival import memory_render  # noqa: E402
 
 
@@ -165,7 +165,7 @@ def detected(payload: str) -> tuple[bool, bool]:
     return bool(injection.scan(payload)), _raw_hit(payload)
 
 
-MARKS = render.for_agent("bench")
+MARKS = spotlight.for_agent("bench")
 
 
 def _fact(value: str) -> str:
@@ -198,7 +198,7 @@ def escapes(sink: str, payload: str) -> bool:
     """Whether `payload` reaches the model, through `sink`, as anything but marked data."""
     render_fn = SINKS[sink]
     text = payload.replace("\x00", "\n")
-    return render.harness_text(render_fn(text), MARKS) != render.harness_text(render_fn("x"), MARKS)
+    return spotlight.harness_text(render_fn(text), MARKS) != spotlight.harness_text(render_fn("x"), MARKS)
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 
-from codecheck.anchors import Anchor
+from codecheck.typed_anchors import Anchor
 
 MAX_SHOWN = 6  # uncovered claims named in a verdict
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codecheck import pysource
-from untrusted import text as untrusted_text
+from untrusted import folding
 
 MAX_BLOB_BYTES = 2_000_000  # a larger .py or manifest is skipped (generated code, vendored data)
 _ENV_METHODS = ("get", "setdefault", "pop")
@@ -108,9 +108,9 @@ _TEST_NAMES = frozenset({"test", "tests", "testing"})
 def canonicalize_name(name: str) -> str:
     """A package's PEP 503 name (packaging's): imported when a manifest is read, since packaging
     imports its platform tags with it (30 ms a wake that checks no package would pay)."""
-    from packaging.utils import canonicalize_name as canonical
+    import packaging.utils
 
-    return canonical(name)
+    return packaging.utils.canonicalize_name(name)
 
 
 def _named_scope(name: str) -> tuple[str, ...]:
@@ -1009,7 +1009,7 @@ def skeletons(names: Iterable[str], previous: Mapping[str, str] | None = None) -
     out: dict[str, str] = {}
     for name in sorted(names):
         sk = known.get(name)
-        out.setdefault(sk if sk is not None else untrusted_text.skeleton(name), name)
+        out.setdefault(sk if sk is not None else folding.skeleton(name), name)
     return out
 
 

@@ -1,5 +1,5 @@
 """Identifiers an attacker cannot fake: an anchor's names against the names the workspace defines,
-compared by their Unicode TS #39 confusable skeletons (`untrusted.text.skeleton`; the workspace's
+compared by their Unicode TS #39 confusable skeletons (`untrusted.folding.skeleton`; the workspace's
 names and their skeletons are built with its fingerprint, in the build worker: `Fingerprint.names`,
 `Fingerprint.skeletons`).
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from codecheck.anchors import Anchor
 from codecheck.fingerprint import Fingerprint, canonicalize_name
-from untrusted import text as untrusted_text
+from codecheck.typed_anchors import Anchor
+from untrusted import folding
 
 _PARTS = re.compile(r"[./]+")
 
@@ -59,12 +59,12 @@ def lookalike(name: str, fp: Fingerprint | None) -> str | None:
     if fp is None:
         if name.isascii():
             return None
-        skeleton = untrusted_text.skeleton(name)
+        skeleton = folding.skeleton(name)
         if skeleton.isascii():
             return (f"{name!r} ({_codepoints(name)}) looks like the ASCII name {skeleton!r}, and the workspace could not be "
                     "read to show that the code uses it; write the name as the code spells it")
         return None
-    real = fp.skeletons.get(untrusted_text.skeleton(name))
+    real = fp.skeletons.get(folding.skeleton(name))
     if real is None or real == name:
         return None
     detail = f" ({_codepoints(name) or 'different letters'})"

@@ -22,12 +22,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from codecheck import anchors as anchors_mod
-from codecheck import coverage, names
-from codecheck.anchors import Anchor
+from codecheck import coverage, names, typed_anchors
 from codecheck.fingerprint import Declaration, Fingerprint, Site, canonicalize_name
+from codecheck.typed_anchors import Anchor
 from codecheck.workspace import Workspace, WorkspaceError
-from untrusted import text as untrusted_text
+from untrusted import folding
 
 VERIFIED, PARTLY, REFUTED, INCONCLUSIVE = "verified", "partly", "refuted", "inconclusive"
 STATUSES: tuple[str, ...] = (VERIFIED, PARTLY, REFUTED, INCONCLUSIVE)
@@ -129,7 +128,7 @@ Undecided = tuple[None, str]
 def _place(where: str, fp: Fingerprint) -> _Place | str | Undecided:
     """Where an anchor must be, why that place does not exist at HEAD (a string), or why nobody
     here can tell (`(None, why)`: it is in an unread subtree)."""
-    if anchors_mod.is_dotted(where):
+    if typed_anchors.is_dotted(where):
         if where in fp.modules:
             path = fp.modules[where]
             return _Place("dir", posixpath.dirname(path)) if where in fp.packages else _Place("file", path)
@@ -515,7 +514,7 @@ def finding(anchor: Anchor, fp: Fingerprint) -> Finding:
 
 
 class Read(list[Anchor]):
-    """A stored fact's anchors as read: at most `anchors.MAX_ANCHORS` of them, and how many were
+    """A stored fact's anchors as read: at most `typed_anchors.MAX_ANCHORS` of them, and how many were
     stored (a row written before the cap, or around it, can hold more)."""
 
     def __init__(self, items: Sequence[Anchor], stored: int) -> None:
@@ -524,7 +523,7 @@ class Read(list[Anchor]):
 
 
 def stored_anchors(stored: object) -> Read | str:
-    """The anchors of a stored fact, the first `anchors.MAX_ANCHORS` of them parsed (the rest are
+    """The anchors of a stored fact, the first `typed_anchors.MAX_ANCHORS` of them parsed (the rest are
     never read), or a string saying why they do not parse. The `check` key the arrival query adds
     to each anchor (its ledger lookup) is not part of it."""
     if isinstance(stored, str):
@@ -532,10 +531,10 @@ def stored_anchors(stored: object) -> Read | str:
     count = len(stored) if isinstance(stored, list) else 0
     if isinstance(stored, list):
         stored = [{k: v for k, v in a.items() if k != "check"} if isinstance(a, dict) else a
-                  for a in stored[: anchors_mod.MAX_ANCHORS]]
+                  for a in stored[: typed_anchors.MAX_ANCHORS]]
     try:
-        return Read(anchors_mod.parse(stored if stored is not None else []), count)
-    except anchors_mod.AnchorError as exc:
+        return Read(typed_anchors.parse(stored if stored is not None else []), count)
+    except typed_anchors.AnchorError as exc:
         return f"the stored anchors do not parse: {exc}"
 
 
@@ -548,7 +547,7 @@ def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAUL
     """The verdict of one fact's anchors at the fingerprint's HEAD. Past the budget (or the
     `deadline`, a `clock` time: the fact's share of a retrieval when `share`) what is left
     undecided makes it inconclusive, and so does a last anchor that ends past it: a late verdict
-    is never returned. A fact stored with more than `anchors.MAX_ANCHORS` anchors has the first
+    is never returned. A fact stored with more than `typed_anchors.MAX_ANCHORS` anchors has the first
     of them checked: refuted if one fails, else inconclusive (the rest were never read). With the
     fact's `text`, anchors that all hold make it `partly` when the text claims names or numbers
     they do not cover (`codecheck.coverage`): verified is for what was checked, not more.
@@ -561,7 +560,7 @@ def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAUL
     end = deadline if deadline is not None else started + budget_ms / 1000
     late = retrieval_end if share and retrieval_end is not None else end
     stored = anchors.stored if isinstance(anchors, Read) else len(anchors)
-    code = [a for a in anchors[: anchors_mod.MAX_ANCHORS] if a.is_code]
+    code = [a for a in anchors[: typed_anchors.MAX_ANCHORS] if a.is_code]
     if not code:
         return Verdict(status=INCONCLUSIVE, evidence=NO_CODE_ANCHOR, head=fp.head)
     findings: list[Finding] = []
@@ -578,8 +577,8 @@ def verify(anchors: Sequence[Anchor], fp: Fingerprint, budget_ms: float = DEFAUL
         text = "; ".join(f"{f.anchor.describe()}: {f.evidence}" for f in failed)
         return Verdict(status=REFUTED, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
     unknown = [f for f in findings if f.outcome == UNKNOWN]
-    over_cap = (f"{stored} anchors stored, above the cap of {anchors_mod.MAX_ANCHORS}: the first "
-                f"{anchors_mod.MAX_ANCHORS} hold, the rest were not read") if stored > anchors_mod.MAX_ANCHORS else ""
+    over_cap = (f"{stored} anchors stored, above the cap of {typed_anchors.MAX_ANCHORS}: the first "
+                f"{typed_anchors.MAX_ANCHORS} hold, the rest were not read") if stored > typed_anchors.MAX_ANCHORS else ""
     if unknown or over_cap:
         text = "; ".join([*([over_cap] if over_cap else []), *(f"{f.anchor.describe()}: {f.evidence}" for f in unknown)])
         return Verdict(status=INCONCLUSIVE, evidence=text, head=fp.head, findings=tuple(findings), elapsed_ms=elapsed)
@@ -630,7 +629,7 @@ def fact_anchors(stored: object, text: str) -> list[Anchor] | str:
     parsed = stored_anchors(stored)
     if isinstance(parsed, str) or any(a.is_code for a in parsed):
         return parsed
-    return Read([*parsed, *anchors_mod.infer(text)], parsed.stored)
+    return Read([*parsed, *typed_anchors.infer(text)], parsed.stored)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -683,13 +682,13 @@ async def check(workspace: Workspace | None, facts: Sequence[tuple[object, str]]
 
 def verify_json(stored: str | list[object], fp: Fingerprint, budget_ms: float = DEFAULT_BUDGET_MS, text: str | None = None) -> Verdict:
     """`verify` from the stored JSON form (a convenience for tools and tests)."""
-    return verify(anchors_mod.parse(json.loads(stored) if isinstance(stored, str) else stored), fp, budget_ms, text=text)
+    return verify(typed_anchors.parse(json.loads(stored) if isinstance(stored, str) else stored), fp, budget_ms, text=text)
 
 
 def warm() -> None:
     """Import and load everything a check needs now, before any budget's clock starts: packaging
     (its PEP 503 names import its platform tags, ~10-30 ms), ICU's confusables data
-    (`untrusted.text.warm`), and the AST helpers. `check` calls it before its clock starts, so a
+    (`untrusted.folding.warm`), and the AST helpers. `check` calls it before its clock starts, so a
     fresh process's first retrieval does not spend its budget on imports. Idempotent."""
     global _warmed
     if _warmed:
@@ -697,9 +696,9 @@ def warm() -> None:
     from packaging.utils import canonicalize_name
 
     canonicalize_name("Warm_Up")
-    untrusted_text.warm()
-    anchors_mod.parse([{"type": "signature", "ref": "a.b", "params": "x=1"}, {"type": "value", "ref": "a.b", "value": "1"}])
-    coverage.uncovered("`a.b` = 1, c and d", anchors_mod.parse([{"type": "package", "ref": "c"}]))
+    folding.warm()
+    typed_anchors.parse([{"type": "signature", "ref": "a.b", "params": "x=1"}, {"type": "value", "ref": "a.b", "value": "1"}])
+    coverage.uncovered("`a.b` = 1, c and d", typed_anchors.parse([{"type": "package", "ref": "c"}]))
     _warmed = True
 
 

@@ -38,7 +38,7 @@ from pygit2.enums import FileMode, RepositoryOpenFlag
 from codecheck import build_worker
 from codecheck.builds import Builder, WorkspaceError, WorkspaceTimeout, run_build
 from codecheck.fingerprint import Entry, Fingerprint, assemble, with_timing
-from untrusted import text as untrusted_text
+from untrusted import folding
 
 __all__ = ["Builder", "Status", "Workspace", "WorkspaceError", "WorkspaceTimeout", "Workspaces", "build", "resolve_head"]
 
@@ -233,7 +233,7 @@ class Workspace:
         loads what a check of its facts will use, ICU's confusables and packaging's names, which
         `codecheck.verify.warm` would otherwise load before the first retrieval."""
         self._future()
-        untrusted_text.warm()
+        folding.warm()
         from packaging.utils import canonicalize_name
 
         canonicalize_name("warm")

@@ -8,7 +8,7 @@ A value is attested by a message when, after normalization, either
 2. at least `MIN_SHARE_PCT` (60%) of the value's distinct content tokens occur in the message, and
    at least `MIN_SHARED` (2) of them do.
 
-Normalization: `untrusted.text.unconfused` (Unicode NFKC, invisible characters removed, non-ASCII
+Normalization: `untrusted.folding.unconfused` (Unicode NFKC, invisible characters removed, non-ASCII
 look-alikes of ASCII letters replaced by them, TS #39: a zero-width space cannot split a word, a
 Cyrillic "о" compares as "o"), then case folding (`str.casefold`, so "Kvällsskift" = "KVÄLLSSKIFT"
 and "ß" = "ss"). Tokens are the maximal runs of letters and digits (`[^\\W_]+`): punctuation,
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from untrusted import text as untrusted_text
+from untrusted import folding
 
 MIN_SHARE_PCT = 60  # integer percent: 3 of 5 is exactly 60%, with no float rounding
 MIN_SHARED = 2
@@ -47,7 +47,7 @@ _TOKEN = re.compile(r"[^\W_]+")
 
 def tokens(text: str) -> list[str]:
     """The normalized tokens of `text`, in order."""
-    return _TOKEN.findall(untrusted_text.unconfused(text).casefold())
+    return _TOKEN.findall(folding.unconfused(text).casefold())
 
 
 def content_tokens(text: str) -> set[str]:

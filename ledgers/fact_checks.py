@@ -24,8 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from codecheck import anchors as anchors_mod
-from codecheck import verify
+from codecheck import typed_anchors, verify
 from ledgers import queries, retractions, rows
 from ledgers.errors import FactCheckError
 
@@ -110,7 +109,7 @@ def _retraction(agent_id: str, fact: CheckedFact, verdict: verify.Verdict, check
             if failed else verdict.evidence),
         caught_by="reality",
         row_class="claim",
-        test_procedure=_clip(f"check the fact's anchors again at a HEAD later than {head}: {json.dumps(stored[:anchors_mod.MAX_ANCHORS])}"),
+        test_procedure=_clip(f"check the fact's anchors again at a HEAD later than {head}: {json.dumps(stored[:typed_anchors.MAX_ANCHORS])}"),
         expected_retraction_pass_obs=_clip(f"at the later HEAD the check is still refuted: {first} does not hold"),
         overturn_retraction_condition="at the later HEAD every anchor holds: the check is verified",
         corrected_at=checked_at,

@@ -19,13 +19,13 @@ from typing import Any
 
 import asyncpg
 
-from codecheck import anchors as anchors_mod
+from codecheck import typed_anchors
 from ledgers import attestation, contact, queries, rows
 from ledgers.errors import FactError
-from untrusted import render
+from untrusted import spotlight
 
 ORIGINS = ("did", "saw")
-ANCHOR_TYPES = ("file", "message", "wake", "url")  # the {type, ref} anchors; codecheck.anchors has the code ones
+ANCHOR_TYPES = ("file", "message", "wake", "url")  # the {type, ref} anchors; codecheck.typed_anchors has the code ones
 KEY_CHARS = 120      # a fact's key on its line is cut to this (before escaping)
 VALUE_CHARS = 700    # its value
 ANCHOR_CHARS = 160   # each anchor's reference and place
@@ -104,11 +104,11 @@ _window = queries.named("fact_window")
 
 
 def _anchors_json(anchors: object) -> str:
-    """Typed anchors (`codecheck.anchors`): provenance ({"type": message|wake|url, "ref": ...}) and
+    """Typed anchors (`codecheck.typed_anchors`): provenance ({"type": message|wake|url, "ref": ...}) and
     code anchors (file, import, symbol, env, package, absent), as the JSON text the column stores."""
     try:
-        return json.dumps(anchors_mod.to_json(anchors_mod.parse(anchors)))
-    except anchors_mod.AnchorError as exc:
+        return json.dumps(typed_anchors.to_json(typed_anchors.parse(anchors)))
+    except typed_anchors.AnchorError as exc:
         raise FactError(str(exc)) from None
 
 
@@ -232,36 +232,36 @@ async def for_arrival(
     return found, int(counts["active"]), held
 
 
-def anchor_text(anchor: dict[str, Any], marks: render.Marks) -> str:
+def anchor_text(anchor: dict[str, Any], marks: spotlight.Marks) -> str:
     """` ⟦file ⟪…:path⟫⟧`, ` ⟦import ⟪…:httpcore⟫ in ⟪…:httpx/_transports/default.py⟫, found⟧`,
     ` ⟦absent import ⟪…:redis⟫⟧`: the anchor's kind and what the read-time check found are the
     harness's marks, its reference and place (stored text) are marked data; a `signature` anchor's
     parameters and a `value` anchor's value (canonical one-line source, codecheck.pysource) follow
     its reference inside the span."""
     check = anchor.get("check", "unchecked")
-    negated = anchor.get("type") == anchors_mod.ABSENT and isinstance(anchor.get("anchor"), dict)
+    negated = anchor.get("type") == typed_anchors.ABSENT and isinstance(anchor.get("anchor"), dict)
     inner = anchor["anchor"] if negated else anchor
     where = f" in {marks.span(str(inner['where']), ANCHOR_CHARS)}" if inner.get("where") else ""
     found = "" if check == "unchecked" else f", {'found' if check == 'found' else 'MISSING'}"
     stated = (f"({inner['params']})" if inner.get("type") == "signature" else
               f" = {inner['value']}" if inner.get("type") == "value" else "")  # canonical one-line source (codecheck.pysource)
-    kind = render.neutral(f"{'absent ' if negated else ''}{inner.get('type')}")
+    kind = spotlight.neutral(f"{'absent ' if negated else ''}{inner.get('type')}")
     ref = f"{inner.get('ref')}{stated}"
-    return f" {render.MARK_OPEN}{kind} {marks.span(ref, ANCHOR_CHARS)}{where}{render.neutral(found)}{render.MARK_CLOSE}"
+    return f" {spotlight.MARK_OPEN}{kind} {marks.span(ref, ANCHOR_CHARS)}{where}{spotlight.neutral(found)}{spotlight.MARK_CLOSE}"
 
 
-def render_line(row: ArrivalFact, marks: render.Marks) -> str:
+def render_line(row: ArrivalFact, marks: spotlight.Marks) -> str:
     """One fact with its passport: `- ⟦saw, 16 Jul 2026⟧ ⟪…:key⟫: ⟪…:value⟫`, or for a predecessor
     in a chain `  ⟦SUPERSEDED saw, recorded 2026-10-02, superseded 2026-10-21⟧ ⟪…:key⟫: ⟪…:value⟫`.
-    The key, the value and the anchors' references are stored text: marked data (`untrusted.render`),
+    The key, the value and the anchors' references are stored text: marked data (`untrusted.spotlight`),
     each on the fact's one line."""
     anchors = "".join(anchor_text(a, marks) for a in row.anchors[:ANCHORS_SHOWN])
-    more = render.mark(f"{len(row.anchors) - ANCHORS_SHOWN} more anchors") if len(row.anchors) > ANCHORS_SHOWN else ""
+    more = spotlight.mark(f"{len(row.anchors) - ANCHORS_SHOWN} more anchors") if len(row.anchors) > ANCHORS_SHOWN else ""
     said = f"{marks.span(row.fact_key, KEY_CHARS)}: {marks.span(row.fact_value, VALUE_CHARS)}{anchors}{' ' + more if more else ''}"
     if row.depth == 0:
-        return f"- {render.mark(f'{row.origin}, {row.recorded_on}')} {said}"
+        return f"- {spotlight.mark(f'{row.origin}, {row.recorded_on}')} {said}"
     superseded = f", superseded {row.superseded_day}" if row.superseded_day else ""
-    passport = render.mark(f"{row.status.upper()} {row.origin}, recorded {row.recorded_day}{superseded}")
+    passport = spotlight.mark(f"{row.status.upper()} {row.origin}, recorded {row.recorded_day}{superseded}")
     return f"  {'  ' * (row.depth - 1)}{passport} {said}"
 
 

@@ -1,5 +1,5 @@
 """`wake_incidents`: a tier's failing rows of one error signature grouped into one incident
-(docs/incidents.md). Written only by `wake.run.incidents`, in the transaction of the row it sees."""
+(docs/incidents.md). Written only by `wake.run.incident_policy`, in the transaction of the row it sees."""
 
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ def counted(records: Records, limit: int, *, total_column: str = "total") -> tup
     count that reported the LIMIT). It rides on the returned rows, so a LIMIT below 1 could not
     carry it and is refused. A generic helper of any query's rows, so mappings, not records: a
     ledger calls `rows.counted` to have them as its records, and the arrival's SQL sources
-    (`wake.arrival.sql`), whose columns an operator's query chooses, keep them as mappings.
+    (`wake.arrival.sql_sources`), whose columns an operator's query chooses, keep them as mappings.
     """
     if limit < 1:
         raise ValueError("limit must be at least 1: the total rides on the returned rows")

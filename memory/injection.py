@@ -19,7 +19,7 @@ wake. The scan looks at the lines a change added, and raises, at the domain's se
 - `injection.encoded`: a base64 or hex run, or a line in rot13, that decodes to text one of the
   rules above flags (an order hidden by encoding it).
 
-The patterns run on the text as `untrusted.text.unconfused` reads it (NFKC, invisible characters
+The patterns run on the text as `untrusted.folding.unconfused` reads it (NFKC, invisible characters
 removed, non-ASCII look-alikes of ASCII letters replaced by them: UAX #15 and TS #39), so a
 zero-width space inside "Ig\u200bnore", a Cyrillic "о" or fullwidth letters do not step around
 them; the excerpt is cut from the text as written. Patterns are English and deliberately narrow: a note that *describes* an attack in other words is
@@ -35,7 +35,7 @@ import contextlib
 import re
 from dataclasses import dataclass
 
-from untrusted import text as untrusted_text
+from untrusted import folding
 
 _TAGS = re.compile("[\U000e0000-\U000e007f\U000e0100-\U000e01ef\u2061-\u2064]")
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
@@ -109,7 +109,7 @@ def _decoded(line: str) -> list[str]:
 
 def scan(text: str) -> list[Hit]:
     """Each rule's first hit in `text`, in rule order (invisible first). The rules read each line
-    as `untrusted.text.unconfused` folds it; the excerpt is the line as written, its invisible
+    as `untrusted.folding.unconfused` folds it; the excerpt is the line as written, its invisible
     characters shown."""
     hits: list[Hit] = []
     lines = text.splitlines()
@@ -117,7 +117,7 @@ def scan(text: str) -> list[Hit]:
         if _TAGS.search(line) or _BIDI.search(line) or _ZERO_WIDTH_RUN.search(line):
             hits.append(Hit(rule="injection.invisible", excerpt=visible(line)[:300]))
             break
-    folded = [untrusted_text.unconfused(line) for line in lines]
+    folded = [folding.unconfused(line) for line in lines]
     joined = "\n".join(folded)
     starts = [0]
     for line in folded:

@@ -1,5 +1,5 @@
 """The capability map: registry size against bound hands, per tier and per surface, inert
-declarations, each tool's flow labels and each tier's toxic flow (surfaces/flows.py)."""
+declarations, each tool's flow labels and each tier's toxic flow (surfaces/flow_labels.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from surfaces import flows, names
+from surfaces import flow_labels, names
 from surfaces.registry import Registry, surface_meets
 
 BUILTIN = "builtin"  # `Tool.origin` of the tools wake ships
@@ -58,7 +58,7 @@ def build(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> Capabi
         binding = registry.binding(binds)
         for t in binding:
             bound_by[t.name].append(label)
-        held = flows.triangle(binding)
+        held = flow_labels.triangle(binding)
         toxic = None if held.flow_id is None else {"id": held.flow_id, "untrusted_input": list(held.untrusted), "private_data": list(held.private),
                                                    "egress": list(held.egress)}
         tiers[label] = {"binds": list(binds), "bound": len(binding), "tools": [t.name for t in binding], "toxic_flow": toxic}
@@ -70,7 +70,7 @@ def build(registry: Registry, tier_binds: Mapping[str, Sequence[str]]) -> Capabi
     unbound = sorted({name for name, origin, _ in _unmet(registry, tier_binds) if origin == BUILTIN} - {n for n, by in bound_by.items() if by})
     tools = [
         {"name": t.name, "surfaces": sorted(t.surfaces), "mutates": t.mutates, "version": t.version, "origin": t.origin, "bound_by": bound_by[t.name],
-         "requires_approval": t.requires_approval, "flows": [label for label in flows.LABELS if label in t.flows]}
+         "requires_approval": t.requires_approval, "flows": [label for label in flow_labels.LABELS if label in t.flows]}
         for t in registry
     ]
     return CapabilityMap(tools=tools, tiers=tiers, surfaces=dict(sorted(surfaces.items())), registry_size=len(registry), inert=inert,

@@ -16,8 +16,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from codecheck import anchors as anchors_mod
-from codecheck import coverage, names, workspace
+from codecheck import coverage, names, typed_anchors, workspace
 from codecheck.fingerprint import Fingerprint
 from ledgers import commitments, daybook, facts, summaries
 from ledgers.errors import AlreadyClosed, FactError
@@ -26,9 +25,9 @@ from surfaces.context import ToolContext
 from surfaces.registry import Tool, tool
 
 _UUID = {"type": "string", "pattern": "^[0-9a-fA-F-]{32,36}$"}
-# Typed anchors (codecheck/anchors.py): what the fact stands on in code, checked against the
+# Typed anchors (codecheck/typed_anchors.py): what the fact stands on in code, checked against the
 # agent's workspace at git HEAD whenever the fact is read, and its provenance.
-_ANCHORS = anchors_mod.JSON_SCHEMA
+_ANCHORS = typed_anchors.JSON_SCHEMA
 _ORIGIN = {
     "enum": list(facts.ORIGINS),
     "description": "did = your own action or lookup; saw = told by a human or observed (cite the message in source_ref).",
@@ -59,9 +58,9 @@ def _with_inferred(value: str, anchors: list[dict[str, object]] | None) -> list[
     (backticked paths and names, quoted imports, $VARS) are added, each marked `inferred`: the
     check reports what it finds for them and never decides on them."""
     given = list(anchors or [])
-    if any(isinstance(a, dict) and a.get("type") in (*anchors_mod.CODE_TYPES, anchors_mod.ABSENT) for a in given):
+    if any(isinstance(a, dict) and a.get("type") in (*typed_anchors.CODE_TYPES, typed_anchors.ABSENT) for a in given):
         return given
-    return given + anchors_mod.to_json(anchors_mod.infer(value))
+    return given + typed_anchors.to_json(typed_anchors.infer(value))
 
 
 NO_CODE_ANCHOR_NOTE = (
@@ -77,7 +76,7 @@ def _anchor_note(ctx: ToolContext, anchors: list[dict[str, object]] | None) -> d
     if ctx.agent_id not in ctx.settings.with_workspace:
         return {}
     given = list(anchors or [])
-    if any(isinstance(a, dict) and a.get("type") in (*anchors_mod.CODE_TYPES, anchors_mod.ABSENT) for a in given):
+    if any(isinstance(a, dict) and a.get("type") in (*typed_anchors.CODE_TYPES, typed_anchors.ABSENT) for a in given):
         return {}
     return {"code_anchors": NO_CODE_ANCHOR_NOTE}
 
@@ -102,8 +101,8 @@ async def _checked(ctx: ToolContext, value: str, anchors: list[dict[str, object]
     both); the answer's `not_checked` when the value claims names or numbers no anchor covers
     (`codecheck.coverage`), so the model can add anchors. Nothing is written on a refusal."""
     try:
-        parsed = anchors_mod.parse(list(anchors or []))
-    except anchors_mod.AnchorError:
+        parsed = typed_anchors.parse(list(anchors or []))
+    except typed_anchors.AnchorError:
         return {}  # the ledger refuses it, naming the anchor (FactError), as it always did
     if not any(a.is_code for a in parsed):
         return {}

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from surfaces import builtin, context_tools, epistemic, ledger_tools, memory, names, recall
-from surfaces import graph as graph_tools
+from surfaces import builtin, context_tools, epistemic_tools, graph_tools, ledger_tools, memory_tools, names, recall
 from surfaces.checked_schemas import CheckedSchemas
 from surfaces.registry import Registry
 
@@ -14,11 +13,11 @@ def build(
     modules: Iterable[str] = (), extra_surfaces: Iterable[str] = (), *, entry_points: bool = True, graph: bool = False,
     checked: CheckedSchemas | None = None,
 ) -> Registry:
-    """`graph`: Neo4j is configured, so the graph tools exist (surfaces/graph.py). `checked`: the
+    """`graph`: Neo4j is configured, so the graph tools exist (surfaces/graph_tools.py). `checked`: the
     schemas that passed the metaschema check in an earlier process (surfaces/checked_schemas.py)."""
     registry = Registry(names.known_surfaces(set(extra_surfaces)), checked=checked)
     for tool in (
-        *builtin.TOOLS, *context_tools.TOOLS, *ledger_tools.TOOLS, *epistemic.TOOLS, *recall.TOOLS, *memory.TOOLS,
+        *builtin.TOOLS, *context_tools.TOOLS, *ledger_tools.TOOLS, *epistemic_tools.TOOLS, *recall.TOOLS, *memory_tools.TOOLS,
         *(graph_tools.TOOLS if graph else ()),
     ):
         registry.register(tool)

@@ -9,7 +9,7 @@ start, list or answer has no tools in the registry, and the wake says so (`Hub.s
 Surfaces come from the operator (an MCP server knows nothing of wake's tiers): a tool no
 configured glob matches is registered with no surface and never bound. `mutates` comes from the
 tool's annotations (`readOnlyHint: true` means it does not) unless the operator overrides it; so
-do its flow labels (`surfaces.flows.from_annotations`, replaced by the `flows` globs).
+do its flow labels (`surfaces.flow_labels.from_annotations`, replaced by the `flows` globs).
 
 With `keep_alive` (the daemon) a server that dies is started again with a bounded exponential
 backoff, pinged while idle, and re-listed on `notifications/tools/list_changed`; without it
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from surfaces import flows as flow_labels
+from surfaces import flow_labels
 from surfaces.errors import DeclarationError, McpToolError
 from surfaces.errors import McpUnavailable as McpUnavailable
 from surfaces.registry import Tool

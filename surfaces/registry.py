@@ -23,8 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from surfaces import flows as flow_labels
-from surfaces import names, schema_patterns
+from surfaces import flow_labels, names, schema_patterns
 from surfaces.checked_schemas import CheckedSchemas
 from surfaces.errors import DeclarationError
 
@@ -49,7 +48,7 @@ class Tool:
     # by the operator's `tools.requires_approval` (`Registry.require_approval`). Not part of the
     # declaration the manifest hashes and MCP pins compare: it is the operator's policy, not the tool's contract.
     requires_approval: bool = field(default=False, compare=False)
-    # Flow labels (surfaces/flows.py): what the tool lets in, reads, sends out. Declared by the
+    # Flow labels (surfaces/flow_labels.py): what the tool lets in, reads, sends out. Declared by the
     # tool (a built-in's from `flows.BUILTIN`), an MCP tool's from its annotations, replaced by the
     # operator's `tools.flows` globs; like `requires_approval`, not part of the hashed declaration.
     flows: frozenset[str] = field(default=frozenset(), compare=False)
@@ -262,7 +261,7 @@ def tool(
     requires_approval: bool = False, flows: Iterable[str] = (),
 ) -> Callable[[Handler], Tool]:
     """Decorator: declare an async handler as a tool; `requires_approval` holds every call of it
-    for an operator's decision (docs/approvals.md); `flows` are its flow labels (surfaces/flows.py)."""
+    for an operator's decision (docs/approvals.md); `flows` are its flow labels (surfaces/flow_labels.py)."""
 
     def wrap(handler: Handler) -> Tool:
         return Tool(

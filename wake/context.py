@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from ledgers import flows as flow_ledger
-from ledgers import graph
+from ledgers import graph, tool_flows
 from ledgers.introspection import WakeDiff, WakeRecord, WakeSummary
 from ledgers.memory_ledger import CanaryResult
 from ledgers.vocab import Tier, Trigger
@@ -83,7 +82,7 @@ class WakeContext:
     # the diff against both (step 7), set once the direct blocks are in: the derived sources (the
     # binding diff) and the gate see it; None before
     diff: WakeDiff | None = None
-    flow_change: flow_ledger.Change | None = None  # how the tier's toxic flow changed since its last wake (the binding diff says)
+    flow_change: tool_flows.Change | None = None  # how the tier's toxic flow changed since its last wake (the binding diff says)
     # The model loop's conversation, in the context it hands to tools (None in sources and outside the loop)
     conversation: Conversation | None = None
     # Writes a source leaves for the wake's own row (they name the wake): run by the cycle in the

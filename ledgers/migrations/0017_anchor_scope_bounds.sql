@@ -1,4 +1,4 @@
--- Verify-on-read II (codecheck.anchors): a package anchor may say how the package is depended on
+-- Verify-on-read II (codecheck.typed_anchors): a package anchor may say how the package is depended on
 -- (`scope`), and a fact's anchors are bounded in number and length.
 
 -- The stored shape, as 0009 made it, with `scope` on a package anchor: required, optional, dev,
@@ -25,7 +25,7 @@ SELECT CASE
 END
 $$;
 
--- The bounds every write path holds (codecheck.anchors.MAX_ANCHORS, MAX_TEXT): at most 16 anchors
+-- The bounds every write path holds (codecheck.typed_anchors.MAX_ANCHORS, MAX_TEXT): at most 16 anchors
 -- on a fact, a ref or where of at most 500 characters (inside an `absent` wrapper too).
 CREATE FUNCTION facts_anchors_bounded(anchors jsonb) RETURNS boolean
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$

@@ -1,4 +1,4 @@
--- Verify-on-read III (codecheck.anchors): anchor kinds for what facts claim, and a verdict scoped
+-- Verify-on-read III (codecheck.typed_anchors): anchor kinds for what facts claim, and a verdict scoped
 -- to its anchors.
 --
 -- The stored shape, as 0017 made it, with three more code anchors: `dir` (a directory: `file` no

@@ -13,7 +13,7 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode
 
-from codecheck import anchors, verify
+from codecheck import typed_anchors, verify
 from codecheck.fingerprint import Fingerprint
 from codecheck.workspace import Workspace
 from tests.support import gitrepo
@@ -49,7 +49,7 @@ def _fp(root: Path, files: dict[str, str | bytes]) -> Fingerprint:
 
 
 def status(fp: Fingerprint, *raw: dict[str, Any]) -> str:
-    return verify.verify(anchors.parse(list(raw)), fp, 5000).status
+    return verify.verify(typed_anchors.parse(list(raw)), fp, 5000).status
 
 
 def pkg(ref: str, scope: str | None = None, ecosystem: str | None = None) -> dict[str, Any]:
@@ -104,11 +104,11 @@ def test_a_package_anchor_means_how_it_is_depended_on(deps: Fingerprint, anchor:
 
 
 def test_a_scope_is_checked_when_the_fact_is_written() -> None:
-    with pytest.raises(anchors.AnchorError, match="scope must be"):
-        anchors.parse([pkg("h2", "sometimes")])
-    with pytest.raises(anchors.AnchorError, match="scope"):
-        anchors.parse([{"type": "import", "ref": "h2", "scope": "required"}])
-    assert anchors.parse([pkg("h2", "extra:http2")])[0].scope == "extra:http2"
+    with pytest.raises(typed_anchors.AnchorError, match="scope must be"):
+        typed_anchors.parse([pkg("h2", "sometimes")])
+    with pytest.raises(typed_anchors.AnchorError, match="scope"):
+        typed_anchors.parse([{"type": "import", "ref": "h2", "scope": "required"}])
+    assert typed_anchors.parse([pkg("h2", "extra:http2")])[0].scope == "extra:http2"
 
 
 # -- symlinks, directories, submodules ----------------------------------------------------------
@@ -169,15 +169,15 @@ def test_a_submodule_is_not_read(tree: Fingerprint) -> None:
 
 
 def test_anchors_per_fact_and_an_anchors_length_are_capped_at_write() -> None:
-    many = [imp(f"m{i}") for i in range(anchors.MAX_ANCHORS + 1)]
-    with pytest.raises(anchors.AnchorError, match=f"at most {anchors.MAX_ANCHORS} anchors"):
-        anchors.parse(many)
-    assert len(anchors.parse(many[:-1])) == anchors.MAX_ANCHORS
-    with pytest.raises(anchors.AnchorError, match=f"at most {anchors.MAX_TEXT} characters"):
-        anchors.parse([{"type": "symbol", "ref": "a." * 300 + "b"}])
-    with pytest.raises(anchors.AnchorError, match=f"at most {anchors.MAX_TEXT} characters"):
-        anchors.parse([imp("json", "a/" * 300)])
-    assert anchors.JSON_SCHEMA["maxItems"] == anchors.MAX_ANCHORS
+    many = [imp(f"m{i}") for i in range(typed_anchors.MAX_ANCHORS + 1)]
+    with pytest.raises(typed_anchors.AnchorError, match=f"at most {typed_anchors.MAX_ANCHORS} anchors"):
+        typed_anchors.parse(many)
+    assert len(typed_anchors.parse(many[:-1])) == typed_anchors.MAX_ANCHORS
+    with pytest.raises(typed_anchors.AnchorError, match=f"at most {typed_anchors.MAX_TEXT} characters"):
+        typed_anchors.parse([{"type": "symbol", "ref": "a." * 300 + "b"}])
+    with pytest.raises(typed_anchors.AnchorError, match=f"at most {typed_anchors.MAX_TEXT} characters"):
+        typed_anchors.parse([imp("json", "a/" * 300)])
+    assert typed_anchors.JSON_SCHEMA["maxItems"] == typed_anchors.MAX_ANCHORS
 
 
 def test_a_stored_fact_over_the_caps_is_bounded_at_read(tree: Fingerprint) -> None:
@@ -188,8 +188,8 @@ def test_a_stored_fact_over_the_caps_is_bounded_at_read(tree: Fingerprint) -> No
     verdict = verify.verify(read, tree, 50)
     assert (time.perf_counter() - started) < 5.0  # milliseconds quiet; generous for a loaded machine: the point is it is not unbounded
     assert verdict.status == verify.INCONCLUSIVE
-    assert f"{len(stored)} anchors stored, above the cap of {anchors.MAX_ANCHORS}" in verdict.evidence
-    assert len(verdict.findings) == anchors.MAX_ANCHORS
+    assert f"{len(stored)} anchors stored, above the cap of {typed_anchors.MAX_ANCHORS}" in verdict.evidence
+    assert len(verdict.findings) == typed_anchors.MAX_ANCHORS
 
 
 def test_a_long_dotted_name_resolves_in_linear_time(tree: Fingerprint) -> None:
@@ -211,8 +211,8 @@ class Steps:
 
 
 def test_one_fact_cannot_starve_the_others_and_no_late_verdict_is_returned(tree: Fingerprint) -> None:
-    heavy = anchors.parse([imp("json", "pkg/good.py")] * anchors.MAX_ANCHORS)
-    light = anchors.parse([imp("json", "pkg/good.py")])
+    heavy = typed_anchors.parse([imp("json", "pkg/good.py")] * typed_anchors.MAX_ANCHORS)
+    light = typed_anchors.parse([imp("json", "pkg/good.py")])
     clock = Steps(1.0)  # every anchor costs a millisecond or more of this clock
     verdicts = verify.verify_many([heavy, light, light, light], tree, budget_ms=60, clock=clock)
     assert verdicts[0].status == verify.INCONCLUSIVE and "share" in verdicts[0].evidence
@@ -233,7 +233,7 @@ class Script:
 
 
 def test_a_check_made_late_by_a_pause_inside_the_retrievals_deadline_keeps_its_verdict(tree: Fingerprint) -> None:
-    light = anchors.parse([imp("json", "pkg/good.py")])
+    light = typed_anchors.parse([imp("json", "pkg/good.py")])
     # the retrieval's deadline 20 ms; the first fact's share ends at 10.5 ms; its one check ends at 15 ms (a preemption)
     verdicts = verify.verify_many([light, light], tree, budget_ms=20, clock=Script(0, 1, 2, 3, 15))
     assert [v.status for v in verdicts] == [verify.VERIFIED, verify.VERIFIED]

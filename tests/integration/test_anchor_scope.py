@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codecheck import anchors, names, verify
+from codecheck import names, typed_anchors, verify
 from codecheck.fingerprint import Fingerprint
 from codecheck.workspace import Workspace
 from tests.support import gitrepo
@@ -66,7 +66,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Fingerprint:
 
 
 def check(fp: Fingerprint, text: str, *raw: dict[str, Any]) -> verify.Verdict:
-    return verify.verify(anchors.parse(list(raw)), fp, 5000, text=text)
+    return verify.verify(typed_anchors.parse(list(raw)), fp, 5000, text=text)
 
 
 def sig(ref: str, params: str) -> dict[str, Any]:
@@ -153,18 +153,18 @@ def test_a_lookalike_of_a_workspace_name_neither_verifies_nor_passes_the_tool(
     if not fake.isascii():  # a row stored before the tool refused them decides nothing either
         verdict = check(tree, "not used", anchor)
         assert verdict.status == verify.INCONCLUSIVE and "a look-alike" in verdict.evidence
-    refused = names.lookalikes(anchors.parse([anchor]), tree)
+    refused = names.lookalikes(typed_anchors.parse([anchor]), tree)
     assert len(refused) == 1 and repr(fake) in refused[0][2] and repr(real) in refused[0][2]
     assert "\n" not in refused[0][2]
 
 
 def test_a_non_ascii_name_the_code_uses_verbatim_stays_allowed(tree: Fingerprint) -> None:
-    anchor = anchors.parse([{"type": "symbol", "ref": "rich.table.größe"}])
+    anchor = typed_anchors.parse([{"type": "symbol", "ref": "rich.table.größe"}])
     assert names.lookalikes(anchor, tree) == []
     assert check(tree, "", {"type": "symbol", "ref": "rich.table.größe"}).status == verify.VERIFIED
-    assert names.lookalikes(anchors.parse([{"type": "import", "ref": "pygments"}]), tree) == []  # the real one
-    assert names.lookalikes(anchors.parse([{"type": "package", "ref": "Typing.Extensions"}]), tree) == []  # PEP 503: the same
-    assert names.lookalikes(anchors.parse([{"type": "import", "ref": "pygm\u0435nts"}]), None)  # no workspace: ASCII skeleton refused
+    assert names.lookalikes(typed_anchors.parse([{"type": "import", "ref": "pygments"}]), tree) == []  # the real one
+    assert names.lookalikes(typed_anchors.parse([{"type": "package", "ref": "Typing.Extensions"}]), tree) == []  # PEP 503: the same
+    assert names.lookalikes(typed_anchors.parse([{"type": "import", "ref": "pygm\u0435nts"}]), None)  # no workspace: ASCII skeleton refused
 
 
 # -- 3. the first retrieval's budget -------------------------------------------------------------
@@ -210,11 +210,11 @@ def test_the_first_retrieval_in_a_fresh_process_imports_nothing_inside_its_budge
 
 def test_the_new_kinds_render_what_they_state_on_a_facts_line() -> None:
     from ledgers import facts
-    from untrusted import render
+    from untrusted import spotlight
 
-    stored = anchors.to_json(anchors.parse([sig("rich.track", 'sequence,  total = None, *, x="a\\nb"'),
+    stored = typed_anchors.to_json(typed_anchors.parse([sig("rich.track", 'sequence,  total = None, *, x="a\\nb"'),
                                             val("rich.console.WIDTH", '"80"'), {"type": "dir", "ref": "rich/live/"}]))
-    text = "".join(facts.anchor_text(a, render.OPERATOR) for a in stored)
+    text = "".join(facts.anchor_text(a, spotlight.OPERATOR) for a in stored)
     assert text == (" ⟦signature ⟪data:rich.track(sequence, total=None, *, x='a\\nb')⟫⟧ ⟦value ⟪data:rich.console.WIDTH = '80'⟫⟧"
                     " ⟦dir ⟪data:rich/live⟫⟧")
     assert "\n" not in text  # the canonical forms are one line whatever was given
@@ -226,8 +226,8 @@ def test_the_new_kinds_render_what_they_state_on_a_facts_line() -> None:
 def test_any_name_against_the_workspace_is_allowed_or_refused_in_one_line(tree: Fingerprint, name: str, kind: str) -> None:
     ref = name if kind in ("import", "env", "file", "dir") else f"rich.table.{name}"
     try:
-        parsed = anchors.parse([absent({"type": kind, "ref": ref})])
-    except anchors.AnchorError as exc:
+        parsed = typed_anchors.parse([absent({"type": kind, "ref": ref})])
+    except typed_anchors.AnchorError as exc:
         assert "\n" not in str(exc)
         return
     for _, _, why in names.lookalikes(parsed, tree):

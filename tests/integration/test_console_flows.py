@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from ledgers import flows as flow_ledger
-from surfaces import flows as flow_labels
+from ledgers import tool_flows as flow_ledger
+from surfaces import flow_labels
 from tests.support import console_pages
 from wake import stores
 from wake.config import Config

@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ledgers import flows as flow_ledger
 from ledgers import memory_ledger
+from ledgers import tool_flows as flow_ledger
 from memory.repo import MemoryRepo
-from surfaces import flows as flow_labels
+from surfaces import flow_labels
 from tests.support import console_pages
 from wake import stores
 from wake.config import Config

@@ -256,10 +256,10 @@ async def test_memory_status_reports_the_context_and_memory_search_reads_an_arch
 ) -> None:
     """`memory status` carries the context section; `memory search archive:<wake>-seg-<n>` reads
     the archive, and a bad ref is refused in one line (the memory tools delegate to the context tools)."""
-    from surfaces import memory as memory_tools
+    from surfaces import memory_tools
     from surfaces.errors import ToolInputError
     from tests.support.ledger_ctx import wake_ctx
-    from wake.arrival import memory as arrival_memory
+    from wake.arrival import memory_blocks as arrival_memory
 
     config = _config(store_config, server)
     wake_id = uuid.uuid4()

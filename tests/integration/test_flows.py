@@ -14,16 +14,14 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from ledgers import flows as flow_ledger
-from surfaces import capability, mcp
-from surfaces import flows as flow_labels
+from ledgers import tool_flows as flow_ledger
+from surfaces import capability, flow_labels, mcp
 from surfaces.registry import Registry
 from tests.support import gitrepo
 from wake import stores
 from wake.cli import render
 from wake.config import Config
-from wake.run import mcp as mcp_tools
-from wake.run import session
+from wake.run import mcp_tools, session
 from wake.witness import diff, flows
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import structlog.testing
 
 from ledgers import graph
 from ledgers.errors import GraphStaleFence, StaleFence
-from surfaces import graph as graph_tools
+from surfaces import graph_tools
 from tests.support import ledger_ctx, marked, sessions, wakes
 from wake import stores
 from wake.arrival import graph as graph_block

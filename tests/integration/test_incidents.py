@@ -124,7 +124,7 @@ async def test_two_replicas_checking_an_overdue_tier_open_one_dead_man_incident_
     from ledgers import introspection
     from wake.daemon import deadman, incident_watch
     from wake.observe import metrics
-    from wake.run import incidents as incidents_run
+    from wake.run import incident_policy as incidents_run
 
     with Receiver() as receiver:
         config = _config(store_config, server, receiver, None)  # surface every 1h, delivered to the hook

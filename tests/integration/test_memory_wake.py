@@ -20,7 +20,7 @@ from ledgers import fences, introspection
 from ledgers import memory_ledger as ledger
 from ledgers.errors import StaleFence
 from memory.repo import MemoryRepo
-from surfaces import memory as memory_tools
+from surfaces import memory_tools
 from tests.support import agents as agent_configs
 from tests.support import marked, sessions, wakes
 from tests.support.ledger_ctx import wake_ctx

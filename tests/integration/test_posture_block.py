@@ -9,13 +9,13 @@ from ledgers import commitments, contact, context_events
 from ledgers.vocab import Result, Retrieval
 from tests.support import sessions
 from tests.support.ledger_ctx import wake_ctx
-from untrusted import render
+from untrusted import spotlight
 from wake import stores
 from wake.arrival import engine, sources
 from wake.config import Config
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
-MARKS = render.for_agent("demo")
+MARKS = spotlight.for_agent("demo")
 
 
 async def _block(config: Config, name: str, now: dt.datetime = NOW) -> engine.Block:

@@ -16,7 +16,7 @@ import pytest
 
 from ledgers import introspection, probes, queries, retractions
 from ledgers.errors import RetractionInputError, StaleFence
-from surfaces import epistemic, loader
+from surfaces import epistemic_tools, loader
 from surfaces.errors import ToolInputError
 from tests.support import ledger_ctx, wakes
 from wake import stores
@@ -149,7 +149,7 @@ async def test_maturity_days_come_from_config(store_config: Callable[..., Config
     st = await _open(config)
     try:
         ctx = ctx_for(config, st)
-        out = await epistemic.retract.handler(ctx, **fields())
+        out = await epistemic_tools.retract.handler(ctx, **fields())
         assert dt.datetime.fromisoformat(out["matures_at"]) == NOW + dt.timedelta(days=7)
     finally:
         await st.close()
@@ -280,15 +280,15 @@ async def test_retract_settle_and_probe_tools(store_config: Callable[..., Config
 
         ctx = ctx_for(config, st)
         with pytest.raises(ToolInputError, match="same observation"):
-            await epistemic.retract.handler(ctx, **fields(overturn_retraction_condition="PROBE.TXT is there."))
+            await epistemic_tools.retract.handler(ctx, **fields(overturn_retraction_condition="PROBE.TXT is there."))
         with pytest.raises(ToolInputError, match="why_wrong is required"):
-            await epistemic.retract.handler(ctx, **{**fields(), "why_wrong": "   "})
+            await epistemic_tools.retract.handler(ctx, **{**fields(), "why_wrong": "   "})
         with pytest.raises(ToolInputError, match="bad probe: mode exists takes no needle"):
-            await epistemic.retract.handler(ctx, **fields(), probe={"target": "report.txt", "mode": "exists", "needle": "x"})
+            await epistemic_tools.retract.handler(ctx, **fields(), probe={"target": "report.txt", "mode": "exists", "needle": "x"})
         async with st.pg_conn() as conn:
             assert await conn.fetchval("SELECT COUNT(*) FROM retraction_ledger") == 0  # refusals wrote nothing
 
-        out = await epistemic.retract.handler(ctx, **fields(caught_by="human", row_class="send"),
+        out = await epistemic_tools.retract.handler(ctx, **fields(caught_by="human", row_class="send"),
                                               probe={"target": "report.txt", "mode": "contains", "needle": "absent"})
         rid = uuid.UUID(out["id"])
         async with st.pg_conn() as conn:
@@ -297,13 +297,13 @@ async def test_retract_settle_and_probe_tools(store_config: Callable[..., Config
             "human", "send", "absent", False
         )
 
-        probed = await epistemic.claim_probe.handler(ctx, target="report.txt", mode="contains", needle="absent",
+        probed = await epistemic_tools.claim_probe.handler(ctx, target="report.txt", mode="contains", needle="absent",
                                                      assertion="the word is absent", retraction_id=str(rid))
         assert probed["verdict"] == "verified" and probed["evidence"]["match_count"] == 1 and probed["instrument"] == "passed"
-        escaped = await epistemic.claim_probe.handler(ctx, target="../secret", mode="exists")
+        escaped = await epistemic_tools.claim_probe.handler(ctx, target="../secret", mode="exists")
         assert escaped["verdict"] == "error" and "'..' escapes" in escaped["evidence"]["cause"]
         with pytest.raises(ToolInputError, match="no retraction"):
-            await epistemic.claim_probe.handler(ctx, target="report.txt", mode="exists", retraction_id=str(uuid.uuid4()))
+            await epistemic_tools.claim_probe.handler(ctx, target="report.txt", mode="exists", retraction_id=str(uuid.uuid4()))
         async with st.pg_conn() as conn:
             records = await probes.recent(conn, agent_id="demo")
         assert len(records) == 2  # both share the wake's time: find the one tied to the retraction
@@ -312,14 +312,14 @@ async def test_retract_settle_and_probe_tools(store_config: Callable[..., Config
         assert all(r.wake_id == ctx.wake_id for r in records)
 
         with pytest.raises(ToolInputError, match="not due until"):  # corrected just now: its falsifier has not matured
-            await epistemic.settle_falsifier.handler(ctx, id=str(rid), verdict="overturned", outcome="at once")
+            await epistemic_tools.settle_falsifier.handler(ctx, id=str(rid), verdict="overturned", outcome="at once")
         later = ctx_for(config, st, now=ctx.now + dt.timedelta(days=3))
-        settled = await epistemic.settle_falsifier.handler(later, id=str(rid), verdict="overturned", outcome="the probe found it")
+        settled = await epistemic_tools.settle_falsifier.handler(later, id=str(rid), verdict="overturned", outcome="the probe found it")
         assert settled["verdict"] == "overturned" and "retraction stands" in settled["meaning"]
         with pytest.raises(ToolInputError, match="already settled"):
-            await epistemic.settle_falsifier.handler(later, id=str(rid), verdict="upheld", outcome="x")
+            await epistemic_tools.settle_falsifier.handler(later, id=str(rid), verdict="upheld", outcome="x")
         with pytest.raises(ToolInputError, match="full uuid"):
-            await epistemic.settle_falsifier.handler(ctx, id="abc", verdict="upheld", outcome="x")
+            await epistemic_tools.settle_falsifier.handler(ctx, id="abc", verdict="upheld", outcome="x")
     finally:
         await st.close()
 
@@ -334,16 +334,16 @@ async def test_tool_writes_are_fenced(store_config: Callable[..., Config], tmp_p
         newer = await lease.acquire(st, "demo", ttl_ms=5000)
         stale = ctx_for(config, st, fence=old.fence)
         with pytest.raises(StaleFence):
-            await epistemic.retract.handler(stale, **fields())
+            await epistemic_tools.retract.handler(stale, **fields())
         with pytest.raises(StaleFence):
-            await epistemic.claim_probe.handler(stale, target="x", mode="missing")
+            await epistemic_tools.claim_probe.handler(stale, target="x", mode="missing")
         async with st.pg_conn() as conn:
             assert await conn.fetchval("SELECT COUNT(*) FROM retraction_ledger") == 0
             assert await conn.fetchval("SELECT COUNT(*) FROM claim_probe_records") == 0
         fresh = ctx_for(config, st, fence=newer.fence)
-        out = await epistemic.retract.handler(fresh, **fields())
+        out = await epistemic_tools.retract.handler(fresh, **fields())
         with pytest.raises(StaleFence):
-            await epistemic.settle_falsifier.handler(stale, id=out["id"], verdict="upheld", outcome="x")
+            await epistemic_tools.settle_falsifier.handler(stale, id=out["id"], verdict="upheld", outcome="x")
         await newer.release()
     finally:
         await st.close()

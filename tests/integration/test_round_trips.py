@@ -38,7 +38,7 @@ def _whisper_only(url: str) -> str:
 # shows (1), the tier's last toxic flow, which the binding's is compared with (1: written only when it
 # changed), and the row written settled, with its contents and its chain link, in one statement
 # that checks the fence (1), then the tier's open incidents closed, none here (1, its own commit:
-# `wake.run.incidents`). The claim's transaction, the row and the close commit.
+# `wake.run.incident_policy`). The claim's transaction, the row and the close commit.
 WHISPER_TRIPS = 9
 WHISPER_COMMITS = 3
 # Two Redis round trips: the lease taken and released, one script each (Redis also counts the

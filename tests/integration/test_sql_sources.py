@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import marked, sessions
 from tests.support.ledger_ctx import wake_ctx
-from untrusted import render
+from untrusted import spotlight
 from wake.arrival import engine as arrival
 from wake.arrival import sources
 from wake.config import Config, load_config_file
@@ -77,7 +77,7 @@ async def test_operator_sources_render_or_fail_typed(store_config: Callable[...,
     assert notes.cache_tier is arrival.CacheTier.session
     assert (notes.retrieval, notes.result, notes.rows) == ("ok", "present", 3)
     assert marked.plain(notes.text) == "Ops notes:\n- a (full, 2026-11-29)\n- b (full, 2026-11-29)\n(2 of 3 shown)"
-    assert notes.text.count(render.for_agent(ctx.agent_id).opening) == 6  # each text column is marked data
+    assert notes.text.count(spotlight.for_agent(ctx.agent_id).opening) == 6  # each text column is marked data
     sneaky = blocks["sneaky"]
     assert (sneaky.retrieval, sneaky.result) == ("failed", "unknown")
     assert "sql source 'sneaky' tried to write" in sneaky.text and "READ ONLY" in sneaky.text

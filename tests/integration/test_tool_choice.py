@@ -100,7 +100,7 @@ async def test_a_json_answer_is_a_call_through_the_same_loop(make_config: Callab
     assert think_tools.CALLS == [("note_write", {"text": "saw the build pass"})]
     # the model's JSON goes back as it wrote it, the tool's answer as a user message
     assert second["messages"][-2] == {"role": "assistant", "content": json.dumps({"tool": "note_write", "arguments": {"text": "saw the build pass"}})}
-    assert second["messages"][-1]["role"] == "user"  # the answer as marked data (untrusted.render), one span per line
+    assert second["messages"][-1]["role"] == "user"  # the answer as marked data (untrusted.spotlight), one span per line
     assert marked.plain(second["messages"][-1]["content"]) == 'The tool note_write answered:\n{"written": "saw the build pass"}'
     row = await wakes.record(config, o.wake_id)
     assert (row.turns, row.tool_calls, row.refusals, row.stop_reason) == (2, 1, 0, "done")

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import structlog
 
-from codecheck import anchors, workspace
+from codecheck import typed_anchors, workspace
 from ledgers import facts
-from surfaces import epistemic, ledger_tools
+from surfaces import epistemic_tools, ledger_tools
 from surfaces.errors import ToolInputError
 from tests.support import gitrepo, ledger_ctx, marked, wakes
 from wake import stores
@@ -200,19 +200,19 @@ async def test_a_retraction_naming_a_fact_refutes_it_and_the_settled_block_shows
         "expected_retraction_pass_obs": "probe.txt is there", "overturn_retraction_condition": "there is no probe.txt",
     }
     with pytest.raises(ToolInputError, match="no fact"):
-        await epistemic.retract.handler(ctx, fact_id=str(uuid.uuid4()), **fields)
+        await epistemic_tools.retract.handler(ctx, fact_id=str(uuid.uuid4()), **fields)
     with pytest.raises(ToolInputError, match="fact_id must be a fact's full uuid"):
-        await epistemic.retract.handler(ctx, fact_id="abc", **fields)
+        await epistemic_tools.retract.handler(ctx, fact_id="abc", **fields)
     assert await _count(st, "SELECT count(*) FROM retraction_ledger") == 0  # refusals wrote nothing
 
-    out = await epistemic.retract.handler(ctx, fact_id=str(fact), **fields)
+    out = await epistemic_tools.retract.handler(ctx, fact_id=str(fact), **fields)
     assert out["fact_id"] == str(fact) and out["fact_status"] == "refuted"
     async with st.pg_conn() as conn:
         assert await conn.fetchval("SELECT status FROM facts WHERE fact_id = $1", fact) == "refuted"
         assert await conn.fetchval("SELECT status FROM facts WHERE fact_id = $1", kept) == "active"
         assert (await conn.fetchval("SELECT stood_on FROM retraction_ledger")).startswith(f"fact {fact} (canary): a summary")
     with pytest.raises(ToolInputError, match="is refuted, not active"):
-        await epistemic.retract.handler(ctx, fact_id=str(fact), **fields)
+        await epistemic_tools.retract.handler(ctx, fact_id=str(fact), **fields)
 
     outcome = await wakes.run(config, st, agent_id="demo", tier="whisper")
     settled = _block(outcome, "settled_facts")
@@ -225,7 +225,7 @@ async def test_remember_fact_takes_typed_anchors_and_infers_from_prose_only_with
     opened: tuple[Config, stores.Stores, str], clock: Clock,
 ) -> None:
     config, st, head = opened
-    assert ledger_tools.remember_fact.parameters["properties"]["anchors"] is anchors.JSON_SCHEMA
+    assert ledger_tools.remember_fact.parameters["properties"]["anchors"] is typed_anchors.JSON_SCHEMA
     recorded = await wakes.run(config, st, agent_id="demo", tier="whisper")  # the tools write as a recorded wake
     ctx = ledger_ctx.wake_ctx(config, st, NOW, tier="surface", wake_id=recorded.wake_id)
     typed = await ledger_tools.remember_fact.handler(ctx, key="index", value="`app/cache.py` opens sqlite3", origin="did",

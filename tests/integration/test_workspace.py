@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from codecheck import anchors, verify, workspace
+from codecheck import typed_anchors, verify, workspace
 from codecheck.fingerprint import Fingerprint
 from codecheck.workspace import Workspace, WorkspaceError
 from tests.support import gitrepo, slow_fingerprint
@@ -60,7 +60,7 @@ def fp(repo: Path) -> Fingerprint:
 
 
 def check(fp: Fingerprint, *raw: dict[str, Any], budget_ms: float = 1000) -> verify.Verdict:
-    return verify.verify(anchors.parse(list(raw)), fp, budget_ms)
+    return verify.verify(typed_anchors.parse(list(raw)), fp, budget_ms)
 
 
 def imp(ref: str, where: str | None = None) -> dict[str, Any]:
@@ -92,16 +92,16 @@ def test_inconclusive_without_code_anchors_over_budget_or_undecidable(fp: Finger
     assert check(fp, {"type": "url", "ref": "https://example.org"}).evidence == verify.NO_CODE_ANCHOR == "no code anchor"
     undecidable = check(fp, imp("concurrent.futures"))
     assert undecidable.status == verify.INCONCLUSIVE and "futures may be a submodule" in undecidable.evidence
-    inferred = verify.verify(anchors.infer("we `import sqlite3` for the cache"), fp)
+    inferred = verify.verify(typed_anchors.infer("we `import sqlite3` for the cache"), fp)
     assert inferred.status == verify.INCONCLUSIVE and "inferred from prose, so not decisive: found" in inferred.evidence
     ticks = iter([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])  # a clock that jumps a second after the first anchor
-    late = verify.verify(anchors.parse([imp("json"), imp("sqlite3")]), fp, 50, clock=lambda: next(ticks))
+    late = verify.verify(typed_anchors.parse([imp("json"), imp("sqlite3")]), fp, 50, clock=lambda: next(ticks))
     assert late.status == verify.INCONCLUSIVE
     assert late.evidence == "over the 50 ms budget after 1 of 2 anchors"
 
 
 def test_an_inferred_anchor_never_refutes(fp: Fingerprint) -> None:
-    verdict = verify.verify(anchors.infer("the cache uses `fastmcp`"), fp)
+    verdict = verify.verify(typed_anchors.infer("the cache uses `fastmcp`"), fp)
     assert verdict.status == verify.INCONCLUSIVE and "not found" in verdict.evidence
 
 

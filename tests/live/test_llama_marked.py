@@ -19,7 +19,7 @@ from ledgers import facts
 from tests.live.test_llama_tools import T0, _wake, make_config  # noqa: F401  (the fixtures)
 from tests.support import marked
 from tests.support.recording_proxy import RecordingProxy
-from untrusted import render
+from untrusted import spotlight
 from wake import stores
 from wake.config import Config
 from wake.run import session
@@ -40,7 +40,7 @@ async def test_a_spotlighted_arrival_still_lets_the_wake_call_a_tool_and_finish(
             await facts.remember(conn, agent_id="demo", key="spare_key", value=VALUE, origin="did", recorded_at=T0)
     o = await _wake(config)
     assert o.status == "completed", o.error
-    marks = render.for_agent("demo")
+    marks = spotlight.for_agent("demo")
     mine = proxy.completions()
     system, user = mine[0].request["messages"][0]["content"], mine[0].request["messages"][1]["content"]
     assert marks.system_note() in system

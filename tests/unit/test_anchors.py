@@ -8,8 +8,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from codecheck import anchors
-from codecheck.anchors import Anchor, AnchorError
+from codecheck import typed_anchors
+from codecheck.typed_anchors import Anchor, AnchorError
 
 
 def test_each_kind_parses_to_its_typed_form_and_back() -> None:
@@ -25,15 +25,15 @@ def test_each_kind_parses_to_its_typed_form_and_back() -> None:
         {"type": "message", "ref": "0b6c1f7e-2f7e-4d55-9d7e-2a1c3f4e5d6a"},
         {"type": "env", "ref": "HOME", "inferred": True},
     ]
-    parsed = anchors.parse(raw)
+    parsed = typed_anchors.parse(raw)
     assert parsed[0] == Anchor(type="file", ref="pkg/mod.py")  # normalized
     assert parsed[1].where == "httpx/_transports"                # a trailing slash is the same directory
     assert parsed[2].where == "httpx._decoders.GZipDecoder"      # a dotted place is kept as a name
     assert parsed[7] == Anchor(type="import", ref="redis", negated=True)
     assert parsed[8].is_code is False and all(a.is_code for a in parsed[:8])
     assert parsed[9].inferred
-    assert anchors.to_json(parsed)[7] == {"type": "absent", "anchor": {"type": "import", "ref": "redis"}}
-    assert anchors.parse(json.dumps(anchors.to_json(parsed))) == parsed  # the JSON text form round-trips
+    assert typed_anchors.to_json(parsed)[7] == {"type": "absent", "anchor": {"type": "import", "ref": "redis"}}
+    assert typed_anchors.parse(json.dumps(typed_anchors.to_json(parsed))) == parsed  # the JSON text form round-trips
     assert parsed[7].describe() == "absent import redis"
 
 
@@ -55,16 +55,16 @@ def test_each_kind_parses_to_its_typed_form_and_back() -> None:
 ])
 def test_bad_input_is_one_error_naming_the_anchor(raw: Any, message: str) -> None:
     with pytest.raises(AnchorError, match=message):
-        anchors.parse([raw])
+        typed_anchors.parse([raw])
 
 
 def test_the_error_names_the_first_bad_anchor_and_nothing_is_half_accepted() -> None:
     with pytest.raises(AnchorError, match=r"^anchors\[1\] \(import '1x'\)"):
-        anchors.parse([{"type": "file", "ref": "ok.py"}, {"type": "import", "ref": "1x"}, {"type": "bogus"}])
+        typed_anchors.parse([{"type": "file", "ref": "ok.py"}, {"type": "import", "ref": "1x"}, {"type": "bogus"}])
     with pytest.raises(AnchorError, match="anchors must be a JSON list"):
-        anchors.parse({"type": "file", "ref": "x"})
+        typed_anchors.parse({"type": "file", "ref": "x"})
     with pytest.raises(AnchorError, match="not valid JSON"):
-        anchors.parse("[{")
+        typed_anchors.parse("[{")
 
 
 @pytest.mark.parametrize(("anchor", "message"), [
@@ -79,16 +79,16 @@ def test_the_error_names_the_first_bad_anchor_and_nothing_is_half_accepted() -> 
 ])
 def test_paths_that_escape_the_workspace_are_refused(anchor: dict[str, Any], message: str) -> None:
     with pytest.raises(AnchorError, match=message):
-        anchors.parse([anchor])
+        typed_anchors.parse([anchor])
 
 
 def test_a_dotdot_that_stays_inside_is_normalized_not_refused() -> None:
-    assert anchors.parse([{"type": "file", "ref": "pkg/sub/../mod.py"}])[0].ref == "pkg/mod.py"
+    assert typed_anchors.parse([{"type": "file", "ref": "pkg/sub/../mod.py"}])[0].ref == "pkg/mod.py"
 
 
 def test_the_tool_schema_is_valid_and_agrees_with_the_parser() -> None:
-    jsonschema.Draft202012Validator.check_schema(anchors.JSON_SCHEMA)
-    validator = jsonschema.Draft202012Validator(anchors.JSON_SCHEMA)
+    jsonschema.Draft202012Validator.check_schema(typed_anchors.JSON_SCHEMA)
+    validator = jsonschema.Draft202012Validator(typed_anchors.JSON_SCHEMA)
     good = [
         {"type": "import", "ref": "httpcore", "where": "httpx/_transports"},
         {"type": "absent", "anchor": {"type": "package", "ref": "redis"}},
@@ -96,22 +96,22 @@ def test_the_tool_schema_is_valid_and_agrees_with_the_parser() -> None:
         {"type": "symbol", "ref": "a.B", "inferred": True},
     ]
     assert list(validator.iter_errors(good)) == []
-    anchors.parse(good)
+    typed_anchors.parse(good)
     for bad in ([{"type": "file", "ref": "x", "where": "y"}], [{"type": "absent", "anchor": {"type": "url", "ref": "x"}}],
                 [{"type": "package", "ref": "x", "ecosystem": "cargo"}], [{"type": "nope", "ref": "x"}]):
         assert list(validator.iter_errors(bad)), bad
         with pytest.raises(AnchorError):
-            anchors.parse(bad)
+            typed_anchors.parse(bad)
     # the portable subset: no `const`, no regex character classes anywhere in it
-    text = json.dumps(anchors.JSON_SCHEMA)
+    text = json.dumps(typed_anchors.JSON_SCHEMA)
     assert '"const"' not in text and "\\\\d" not in text and "\\\\w" not in text
 
 
 def test_prose_gives_inferred_anchors_only() -> None:
-    found = anchors.infer("We use `fastmcp`; `src/server.py` does `from mcp.server.fastmcp import FastMCP` and reads $MCP_TOKEN.")
+    found = typed_anchors.infer("We use `fastmcp`; `src/server.py` does `from mcp.server.fastmcp import FastMCP` and reads $MCP_TOKEN.")
     assert {(a.type, a.ref) for a in found} >= {
         ("import", "fastmcp"), ("file", "src/server.py"), ("import", "mcp.server.fastmcp"), ("env", "MCP_TOKEN"),
     }
     assert all(a.inferred for a in found)
-    assert anchors.infer("nothing to see here") == []
-    assert anchors.infer("`../../etc/passwd` is read") == []  # an escaping path is not even guessed
+    assert typed_anchors.infer("nothing to see here") == []
+    assert typed_anchors.infer("`../../etc/passwd` is read") == []  # an escaping path is not even guessed

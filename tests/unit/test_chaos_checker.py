@@ -1,6 +1,6 @@
 """The chaos run's checker (bench/chaos.py) knows an incident's notice from a wake's delivery.
 
-An incident (wake.run.incidents) queues its notices in the outbox under a wake id of its own,
+An incident (wake.run.incident_policy) queues its notices in the outbox under a wake id of its own,
 derived from the incident; the checker used to read every outbox row as a completed wake's
 delivery, so each failure the faults caused read as a stale write (CI: 176 "violations").
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from wake.run import incidents
+from wake.run import incident_policy
 
 _CHAOS = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
 
@@ -41,7 +41,7 @@ def _row(status: str, fence: int, minute: int) -> dict[str, Any]:
 
 
 def _notice(incident_id: int, kind: str, about: Any, route: str = "hook") -> dict[str, Any]:
-    key = incidents.notice_id(incident_id, kind)
+    key = incident_policy.notice_id(incident_id, kind)
     return {"wake_id": key, "route": route, "state": "sent",
             "payload": {"kind": f"incident.{kind}", "incident": incident_id, "wake_id": str(key), "about_wake": str(about)}}
 

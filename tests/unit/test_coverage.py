@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from codecheck import anchors, coverage
+from codecheck import coverage, typed_anchors
 
 
 def uncovered(value: str, *raw: dict[str, Any]) -> list[str]:
-    return coverage.uncovered(value, anchors.parse(list(raw)))
+    return coverage.uncovered(value, typed_anchors.parse(list(raw)))
 
 
 SYM = {"type": "symbol", "ref": "httpx._client.Client.send"}

@@ -94,10 +94,10 @@ def test_a_tier_that_never_ran_counts_from_when_the_check_first_saw_it(tmp_path:
 
 
 def test_a_dead_man_signature_is_the_same_for_every_instant() -> None:
-    from wake.run import incidents
+    from wake.run import incident_policy
 
-    a, text_a = incidents.deadman_signature(at(2026, 12, 1, 10, 0, 30))
-    b, _ = incidents.deadman_signature(at(2027, 1, 2, 3, 4, 5, 678))
+    a, text_a = incident_policy.deadman_signature(at(2026, 12, 1, 10, 0, 30))
+    b, _ = incident_policy.deadman_signature(at(2027, 1, 2, 3, 4, 5, 678))
     assert a == b and a.startswith("missed: no settled row since") and "2026-12-01T10:00:30" in text_a
 
 

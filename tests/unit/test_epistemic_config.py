@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from surfaces import epistemic
+from surfaces import epistemic_tools
 from wake import config as wake_config
 from wake.errors import ConfigError
 
@@ -34,7 +34,7 @@ def test_defaults_and_the_state_dir_root(tmp_path: Path) -> None:
 def test_roots_are_relative_to_the_config_file(tmp_path: Path) -> None:
     config = load(tmp_path, '[probes]\nroots = ["data", "/srv/shared"]\nmax_file_bytes = 10\n' + TIER)
     assert list(config.tool_settings().probe_roots) == [(tmp_path / "data").resolve(), Path("/srv/shared")]
-    assert epistemic.instrument(config.tool_settings()).max_file_bytes == 10
+    assert epistemic_tools.instrument(config.tool_settings()).max_file_bytes == 10
 
 
 @pytest.mark.parametrize("body, key, words", [

@@ -1,4 +1,4 @@
-"""Flow labels (surfaces/flows.py): the MCP annotation defaults, the operator's globs, the built-ins'
+"""Flow labels (surfaces/flow_labels.py): the MCP annotation defaults, the operator's globs, the built-ins'
 labels, the triangle a binding holds, and the config keys that carry them (docs/tools.md)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from surfaces import capability, flows, loader
+from surfaces import capability, flow_labels, loader
 from surfaces.registry import DeclarationError, Registry, tool
 from wake import config as wake_config
 from wake.errors import ConfigError
 from wake.witness import manifest
 
-U, P, E = flows.UNTRUSTED_INPUT, flows.PRIVATE_DATA, flows.EGRESS
+U, P, E = flow_labels.UNTRUSTED_INPUT, flow_labels.PRIVATE_DATA, flow_labels.EGRESS
 _NONE: dict[str, Any] = {"type": "object", "properties": {}}
 
 
@@ -32,14 +32,14 @@ _NONE: dict[str, Any] = {"type": "object", "properties": {}}
     ({"openWorldHint": False, "readOnlyHint": False, "destructiveHint": True}, set()),
 ])
 def test_each_annotation_default(annotations: dict[str, Any], labels: set[str]) -> None:
-    assert flows.from_annotations(annotations) == labels
+    assert flow_labels.from_annotations(annotations) == labels
 
 
 def test_the_last_matching_glob_replaces_the_defaults() -> None:
     rules = [("git_*", [P]), ("git_push", [P, E])]
-    assert flows.overridden("git_log", frozenset({U}), rules) == {P}
-    assert flows.overridden("git_push", frozenset({U}), rules) == {P, E}
-    assert flows.overridden("fetch", frozenset({U}), rules) == {U}
+    assert flow_labels.overridden("git_log", frozenset({U}), rules) == {P}
+    assert flow_labels.overridden("git_push", frozenset({U}), rules) == {P, E}
+    assert flow_labels.overridden("fetch", frozenset({U}), rules) == {U}
 
 
 def test_builtins_are_labelled_and_labels_are_not_declaration() -> None:
@@ -67,8 +67,8 @@ async def vault(ctx: Any) -> str:
 
 
 def test_a_triangle_needs_every_leg_and_its_id_follows_its_tools() -> None:
-    assert flows.triangle([fetch, vault]).flow_id is None
-    held = flows.triangle([fetch, vault, post])
+    assert flow_labels.triangle([fetch, vault]).flow_id is None
+    held = flow_labels.triangle([fetch, vault, post])
     assert (held.untrusted, held.private, held.egress) == (("fetch",), ("vault",), ("post",))
     registry = Registry()
     for t in (fetch, vault, post):
@@ -77,7 +77,7 @@ def test_a_triangle_needs_every_leg_and_its_id_follows_its_tools() -> None:
     assert tiers["a.full"]["toxic_flow"] == {"id": held.flow_id, "untrusted_input": ["fetch"], "private_data": ["vault"], "egress": ["post"]}
     assert tiers["a.surface"]["toxic_flow"] is None  # post declares wake.full only
     registry.label([("fetch", [U, P])])
-    assert flows.triangle(registry.binding(["wake.full"])).flow_id != held.flow_id  # a tool joined a leg: a new flow
+    assert flow_labels.triangle(registry.binding(["wake.full"])).flow_id != held.flow_id  # a tool joined a leg: a new flow
 
 
 def test_an_unknown_label_stops_registration() -> None:
@@ -91,7 +91,7 @@ def test_an_unknown_label_stops_registration() -> None:
 
 @given(label=st.text(min_size=1, max_size=30), policy=st.text(max_size=20))
 def test_bad_flow_keys_are_one_config_error(write_config: Callable[..., Path], label: str, policy: str) -> None:
-    good_label, good_policy = label in flows.LABELS, policy in ("refuse", "warn", "off")
+    good_label, good_policy = label in flow_labels.LABELS, policy in ("refuse", "warn", "off")
     body = f'[tools]\nflows = {{ "x*" = [{_toml(label)}] }}\ntoxic_flows = {_toml(policy)}\n'
     path = write_config(body + '[agents.demo]\npersona_files = ["persona.md"]\n[agents.demo.tiers.full]\nbinds = ["wake"]\n')
     if good_label and good_policy:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from ledgers import graph
-from untrusted import render as marks
+from untrusted import spotlight as marks
 from wake.arrival import graph as graph_block
 
 AT = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)

@@ -9,7 +9,7 @@ from pathlib import Path
 from ledgers import memory_ledger
 from memory.repo import Entry
 from tests.support.memory_git import doc, open_repo, requires_git, write
-from untrusted import render as marks
+from untrusted import spotlight as marks
 from wake.arrival import memory_render as render
 
 d = marks.OPERATOR.span  # a stored string as these blocks mark it

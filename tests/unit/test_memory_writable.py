@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from surfaces import loader
-from surfaces import memory as memory_tools
+from surfaces import loader, memory_tools
 from wake import config as wake_config
 from wake.errors import ConfigError
 from wake.run import cycle

@@ -15,7 +15,7 @@ import pytest
 from ledgers import introspection, outbox
 from ledgers.vocab import Result, Retrieval
 from wake import config as wake_config
-from wake.arrival import operator
+from wake.arrival import operator_sources
 from wake.arrival.engine import Block, CacheTier
 from wake.daemon.commands import parse_when
 from wake.daemon.outbox import body_of, signature
@@ -85,11 +85,11 @@ def _config(tmp_path: Path, tier: str, extra: str = "") -> wake_config.Config:
 
 
 def test_a_tiers_keys_add_their_blocks_and_nothing_without_them(tmp_path: Path) -> None:
-    assert operator.tier_sources(_config(tmp_path, "").tier("a", "whisper")) == []
+    assert operator_sources.tier_sources(_config(tmp_path, "").tier("a", "whisper")) == []
     conf = _config(tmp_path, 'instructions_file = "c.md"\ninstructions_cache_tier = "static"\nprecheck = ["true"]\nprecheck_timeout_s = 3\n')
-    added = operator.tier_sources(conf.tier("a", "whisper"))
+    added = operator_sources.tier_sources(conf.tier("a", "whisper"))
     assert [(s.name, s.cache_tier, s.timeout_s) for s in added] == [
-        ("instructions", CacheTier.static, None), ("precheck", CacheTier.volatile, 3 + operator.PRECHECK_MARGIN_S),
+        ("instructions", CacheTier.static, None), ("precheck", CacheTier.volatile, 3 + operator_sources.PRECHECK_MARGIN_S),
     ]
     assert added[1].derived  # after the other sources, before the model
     assert [s.name for s in cycle.tier_sources(conf, "a", "whisper")][-2:] == ["instructions", "precheck"]

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from untrusted.text import is_control
+from untrusted.folding import is_control
 from wake.cli.replay import _selection_file, _since, shown
 from wake.replay import compare, evaluate
 from wake.replay.recording import canonical_arguments

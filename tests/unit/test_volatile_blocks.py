@@ -9,7 +9,7 @@ import zoneinfo
 from typing import Any
 
 from ledgers.introspection import Diff, WakeDiff
-from untrusted import render as marks
+from untrusted import spotlight as marks
 from wake.arrival import sources
 from wake.arrival.engine import Block, CacheTier, prompt_order
 from wake.think import prompt

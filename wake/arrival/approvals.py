@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from ledgers import approvals
 from ledgers.approvals import Approval
-from untrusted import render as render_mod
+from untrusted import spotlight
 from wake.arrival.engine import CacheTier, Found, Source
 from wake.context import WakeContext
 
@@ -34,20 +34,20 @@ def _when(at: dt.datetime | None, zone: zoneinfo.ZoneInfo) -> str:
     return f"{at.astimezone(zone):%Y-%m-%d %H:%M}" if at is not None else "?"
 
 
-def _call(a: Approval, marks: render_mod.Marks) -> str:
+def _call(a: Approval, marks: spotlight.Marks) -> str:
     """The call: its tool and its arguments (the model's, so stored text: marked data)."""
     arguments = json.dumps(a.arguments, sort_keys=True, ensure_ascii=False, default=str)
-    return f"approval {a.id}: {render_mod.neutral(a.tool)} {marks.span(arguments, ARGUMENTS_SHOWN)}"
+    return f"approval {a.id}: {spotlight.neutral(a.tool)} {marks.span(arguments, ARGUMENTS_SHOWN)}"
 
 
-def _line(a: Approval, ctx: WakeContext, zone: zoneinfo.ZoneInfo, marks: render_mod.Marks) -> tuple[int, str]:
+def _line(a: Approval, ctx: WakeContext, zone: zoneinfo.ZoneInfo, marks: spotlight.Marks) -> tuple[int, str]:
     """(its place in the block, its line). The operator's name and reason and the call's result are
     stored text: marked data."""
     who = marks.span(a.decided_by or "?", 80)
     by = f"approved by {who}" + (f" ({marks.span(a.why, 200)})" if a.why else "")
     call = _call(a, marks)
     if a.run_wake_id == ctx.wake_id and a.state == "ran":
-        return 0, f"- {call} — {by}; ran in this wake: {render_mod.neutral(str(a.outcome))}\n  result: {marks.span(a.result or '', RESULT_SHOWN)}"
+        return 0, f"- {call} — {by}; ran in this wake: {spotlight.neutral(str(a.outcome))}\n  result: {marks.span(a.result or '', RESULT_SHOWN)}"
     if a.run_wake_id == ctx.wake_id and a.state == "not_run":
         return 0, f"- {call} — {by}; {marks.span(a.result or '', RESULT_SHOWN)}"
     if a.state == "rejected":
@@ -60,7 +60,7 @@ def _line(a: Approval, ctx: WakeContext, zone: zoneinfo.ZoneInfo, marks: render_
     if a.state == "interrupted":
         return 1, f"- {call} — {by}; interrupted: {marks.span(a.result or '', RESULT_SHOWN)}"
     if a.state == "approved":
-        return 2, f"- {call} — {by} at {_when(a.decided_at, zone)}; runs at your next wake that holds {render_mod.neutral(a.tool)}"
+        return 2, f"- {call} — {by} at {_when(a.decided_at, zone)}; runs at your next wake that holds {spotlight.neutral(a.tool)}"
     if a.state == "running":
         return 3, f"- {call} — {by}; claimed by wake {str(a.run_wake_id)[:8]} at {_when(a.claimed_at, zone)}, no result recorded yet"
     asked = f"asked {_when(a.requested_at, zone)} in wake {str(a.wake_id)[:8]}"
@@ -80,7 +80,7 @@ def render(rows: Sequence[Approval], ctx: WakeContext) -> Found:
     if not rows:
         return Found(text=EMPTY, rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
-    marks = render_mod.for_agent(ctx.agent_id)
+    marks = spotlight.for_agent(ctx.agent_id)
     groups: dict[int, list[str]] = {}
     for a in rows:
         place, line = _line(a, ctx, zone, marks)

@@ -17,10 +17,9 @@ from typing import Any
 
 import asyncpg
 
-from codecheck import anchors as anchors_mod
-from codecheck import verify, workspace
+from codecheck import typed_anchors, verify, workspace
 from ledgers import fact_checks, facts
-from untrusted import render
+from untrusted import spotlight
 from wake import logs
 from wake.arrival.engine import clip
 from wake.config import Config
@@ -59,7 +58,7 @@ async def warmed(config: Config, agent_id: str, timeout_s: float) -> None:
 
 def has_code_anchors(stored: Any) -> bool:
     """Whether a fact's stored anchors include a code anchor (an `absent` wraps one)."""
-    return any(isinstance(a, dict) and a.get("type") in (*anchors_mod.CODE_TYPES, anchors_mod.ABSENT) for a in stored or ())
+    return any(isinstance(a, dict) and a.get("type") in (*typed_anchors.CODE_TYPES, typed_anchors.ABSENT) for a in stored or ())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,7 +181,7 @@ async def record(ctx: WakeContext, verdicts: dict[uuid.UUID, verify.Verdict], co
 def verdict_mark(verdict: verify.Verdict) -> str:
     """The one rendering of a verdict on a fact's line: the harness's mark, ` ⟦verified @1a2b3c4d⟧`,
     ` ⟦inconclusive (no code anchor)⟧` (its evidence clipped; the computation is `codecheck.verify`'s)."""
-    return render.mark(clip(verdict.label(), LABEL_CHARS))
+    return spotlight.mark(clip(verdict.label(), LABEL_CHARS))
 
 
 def label(row: facts.ArrivalFact, checked: Checked) -> str:
@@ -192,7 +191,7 @@ def label(row: facts.ArrivalFact, checked: Checked) -> str:
     return f" {verdict_mark(verdict)}" if verdict is not None else ""
 
 
-def line(row: facts.ArrivalFact, checked: Checked, marks: render.Marks) -> str:
+def line(row: facts.ArrivalFact, checked: Checked, marks: spotlight.Marks) -> str:
     """A fact's line in the block (its key, value and anchors marked data, each cut to its
     length: `facts.render_line`), then its verdict."""
     return facts.render_line(row, marks) + label(row, checked)

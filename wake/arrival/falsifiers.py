@@ -17,8 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 import asyncpg
 
 from ledgers import queries, retractions
-from surfaces import epistemic as tools
-from surfaces import probe
+from surfaces import epistemic_tools, probe
 from surfaces.errors import ToolInputError
 from wake import clock, logs
 from wake.arrival.engine import Found
@@ -48,12 +47,12 @@ async def due_falsifiers(ctx: WakeContext) -> Found:
         rows, total = await retractions.due(conn, ctx.agent_id, ctx.now, conf.due_shown)
     if not rows:
         return Found(text="No falsifier is due.", rows=0)
-    inst = tools.instrument(ctx.settings)
+    inst = epistemic_tools.instrument(ctx.settings)
     found: dict[uuid.UUID, probe.ProbeResult] = {}
     for row in rows:
-        spec = tools.spec_of(row)
+        spec = epistemic_tools.spec_of(row)
         if spec is not None:
-            found[row.id], _ = await tools.run_probe(
+            found[row.id], _ = await epistemic_tools.run_probe(
                 spec, inst=inst, write=ctx.write, agent_id=ctx.agent_id, now=ctx.now, wake_id=ctx.wake_id, retraction_id=row.id,
                 store=not ctx.dry_run,  # a dry run's wake has no row for a probe record to name
             )
@@ -106,7 +105,7 @@ async def _unfenced(stores: Stores) -> AsyncIterator[asyncpg.Connection]:
         yield conn
 
 
-def writer(stores: Stores) -> tools.Writer:
+def writer(stores: Stores) -> epistemic_tools.Writer:
     return lambda: _unfenced(stores)
 
 

@@ -13,7 +13,7 @@ import datetime as dt
 import zoneinfo
 
 from ledgers import graph
-from untrusted import render as render_mod
+from untrusted import spotlight
 from wake import clock
 from wake.arrival.engine import Found
 from wake.context import WakeContext
@@ -30,17 +30,17 @@ FOOTER_ROOM = 100
 ENTITY_CHARS = 120
 
 
-def _entity(name: str, kind: str | None, marks: render_mod.Marks) -> str:
+def _entity(name: str, kind: str | None, marks: spotlight.Marks) -> str:
     """An entity's name (stored text: marked data) and kind."""
     return f"{marks.span(name, ENTITY_CHARS)} ({marks.span(kind, ENTITY_CHARS)})" if kind else marks.span(name, ENTITY_CHARS)
 
 
-def _anchor_line(a: graph.Anchor, zone: zoneinfo.ZoneInfo, marks: render_mod.Marks) -> str:
+def _anchor_line(a: graph.Anchor, zone: zoneinfo.ZoneInfo, marks: spotlight.Marks) -> str:
     when = f", last {clock.day(a.last, zone)}" if a.last else ""
-    return f"- {_entity(a.name, a.kind, marks)}: {render_mod.neutral(', '.join(a.roles))}{when}"
+    return f"- {_entity(a.name, a.kind, marks)}: {spotlight.neutral(', '.join(a.roles))}{when}"
 
 
-def _edge_line(e: graph.Edge, marks: render_mod.Marks) -> str:
+def _edge_line(e: graph.Edge, marks: spotlight.Marks) -> str:
     rel = marks.span(e.rel, ENTITY_CHARS)
     arrow = f"-[{rel}]->" if e.outgoing else f"<-[{rel}]-"
     return f"  {arrow} {_entity(e.name, e.kind, marks)}"
@@ -63,7 +63,7 @@ def _edges_once(v: graph.View) -> dict[str, list[graph.Edge]]:
     return edges_by_anchor
 
 
-def render(v: graph.View, *, max_nodes: int, max_chars: int, timezone: str, marks: render_mod.Marks = render_mod.OPERATOR) -> tuple[str, int]:
+def render(v: graph.View, *, max_nodes: int, max_chars: int, timezone: str, marks: spotlight.Marks = spotlight.OPERATOR) -> tuple[str, int]:
     """The block text and the number of entities it shows.
 
     The newest anchor first, each followed by its links; an entity counts once toward the node
@@ -114,5 +114,5 @@ async def block(ctx: WakeContext) -> Found:
     if not v.anchors:
         return Found(text=EMPTY, rows=0)
     text, shown = render(v, max_nodes=conf.block_max_nodes, max_chars=conf.block_max_chars, timezone=ctx.timezone,
-                         marks=render_mod.for_agent(ctx.agent_id))
+                         marks=spotlight.for_agent(ctx.agent_id))
     return Found(text=text, rows=shown)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ledgers import memory_ledger, queries
 from memory import provenance
 from memory.repo import Entry, LogEntry
-from untrusted import render as render_mod
+from untrusted import spotlight
 from wake import clock
 
 MEMORY_MAX_CHARS = 4000
@@ -48,7 +48,7 @@ def _order(path: str) -> tuple[int, str]:
     return (0 if path.startswith("system/") else 1, path)
 
 
-def recent_lines(recent: Sequence[LogEntry], marks: render_mod.Marks) -> list[str]:
+def recent_lines(recent: Sequence[LogEntry], marks: spotlight.Marks) -> list[str]:
     """The newest commits, each with where its content came from (`memory.provenance`); the paths
     and the trailers' words are stored text (a commit made around the tool writes them): marked data."""
     if not recent:
@@ -58,18 +58,18 @@ def recent_lines(recent: Sequence[LogEntry], marks: render_mod.Marks) -> list[st
         words = entry.summary.split(" ", 2)
         op = words[1] if len(words) > 1 and words[0] == "memory" else "commit"
         wake = entry.trailers.get("Wake-Id", "")
-        who = ("bootstrap" if wake == "bootstrap" else "operator" if wake == "-" else f"wake {render_mod.neutral(wake[:8])}" if wake
+        who = ("bootstrap" if wake == "bootstrap" else "operator" if wake == "-" else f"wake {spotlight.neutral(wake[:8])}" if wake
                else "not the memory tool")
         paths = ", ".join(marks.span(p, DESCRIPTION_MAX_CHARS) for p in entry.paths[:PATHS_SHOWN]) or "(no file)"
         more = f" and {len(entry.paths) - PATHS_SHOWN} more" if len(entry.paths) > PATHS_SHOWN else ""
         origin = marks.span(provenance.describe(provenance.of_trailers(entry.trailers)), DESCRIPTION_MAX_CHARS)
-        lines.append(f"- {paths}{more} ({render_mod.neutral(op)}, {who}): {origin}")
+        lines.append(f"- {paths}{more} ({spotlight.neutral(op)}, {who}): {origin}")
     return lines
 
 
 def memory_block(
     entries: Sequence[Entry], *, head: str | None, max_chars: int = MEMORY_MAX_CHARS, recent: Sequence[LogEntry] = (),
-    marks: render_mod.Marks = render_mod.OPERATOR, quarantined: Mapping[str, str] | None = None,
+    marks: spotlight.Marks = spotlight.OPERATOR, quarantined: Mapping[str, str] | None = None,
 ) -> Rendered:
     """The file tree with each file's description and size, `system/` first, then the newest
     commits with where their text came from; cut at `max_chars` with a last line naming how many
@@ -96,7 +96,7 @@ def memory_block(
         new = [f"{'  ' * depth}{marks.span(dirs[depth], DESCRIPTION_MAX_CHARS)}/" for depth in range(common, len(dirs))]
         flags = ", read-only" if entry.read_only else ""
         if entry.path in quarantined:
-            described = render_mod.mark(f"quarantined: open {quarantined[entry.path]} finding; description withheld")
+            described = spotlight.mark(f"quarantined: open {quarantined[entry.path]} finding; description withheld")
         else:
             described = marks.span(entry.description, DESCRIPTION_MAX_CHARS) if entry.description.strip() else "(no description)"
         line = f"{'  ' * len(dirs)}{marks.span(name, DESCRIPTION_MAX_CHARS)} — {described} ({_size(entry.bytes)}{flags})"
@@ -122,7 +122,7 @@ def _when(value: object) -> str:
 
 def cloister_block(
     findings: Sequence[memory_ledger.OpenFinding], *, total: int, counts: Mapping[str, int], max_chars: int = CLOISTER_MAX_CHARS,
-    marks: render_mod.Marks = render_mod.OPERATOR,
+    marks: spotlight.Marks = spotlight.OPERATOR,
 ) -> Rendered:
     """The open findings of every level (rows of `ledger.open_findings`, HALT first, then WARN, then LOG), each with its
     rule, place and a few lines of its diff; `total` and `counts` are the open numbers, each
@@ -138,9 +138,9 @@ def cloister_block(
     used = shown = 0
     for row in findings:
         where = marks.span(row.path, DESCRIPTION_MAX_CHARS) if row.path else "(the whole repository)"
-        commit = f" in {render_mod.neutral(row.commit_id[:12])}" if row.commit_id else " (uncommitted)"
-        domain = f" {render_mod.neutral(row.domain)}" if row.domain else ""
-        kind = render_mod.mark(f"{row.severity} #{row.finding_id}{domain}")
+        commit = f" in {spotlight.neutral(row.commit_id[:12])}" if row.commit_id else " (uncommitted)"
+        domain = f" {spotlight.neutral(row.domain)}" if row.domain else ""
+        kind = spotlight.mark(f"{row.severity} #{row.finding_id}{domain}")
         head = f"{kind} {where}: {marks.span(row.rule, DESCRIPTION_MAX_CHARS)}{commit}, {_when(row.at)}"
         excerpt = marks.lines(str(row.excerpt or ""), indent="    ", max_lines=EXCERPT_LINES, limit=EXCERPT_CHARS) if row.excerpt else []
         chunk = "\n".join([head, *excerpt])

@@ -3,7 +3,7 @@
 `posture` is read from the time since a human last wrote to the agent (`human_contact`):
 under `posture_present_s` present, under `posture_warm_s` warm, under `posture_cool_s` cool,
 otherwise cold. Each posture says what it implies; a cold one lists the newest open commitments
-(their titles marked data, `untrusted.render`; the header counts the lines it heads). With no
+(their titles marked data, `untrusted.spotlight`; the header counts the lines it heads). With no
 human contact at all the block says so and is typed empty (never cold). The agent turns posture
 off for itself with `context_config_set frame_of_mind.posture off` (the block is then disabled).
 
@@ -18,7 +18,7 @@ import collections
 import datetime as dt
 
 from ledgers import commitments, contact, context_events, queries
-from untrusted import render
+from untrusted import spotlight
 from wake.arrival.engine import Found
 from wake.config import ContextConfig
 from wake.context import WakeContext
@@ -71,26 +71,26 @@ async def block(ctx: WakeContext) -> Found:
         elapsed = max(0.0, (ctx.now - last).total_seconds())
         posture = posture_for(elapsed, conf)
         rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=COMMITTED_SHOWN) if posture == "cold" else ([], 0)
-    return Found(text=posture_text(posture, elapsed, rows, total, render.for_agent(ctx.agent_id)), rows=1)
+    return Found(text=posture_text(posture, elapsed, rows, total, spotlight.for_agent(ctx.agent_id)), rows=1)
 
 
-def posture_text(posture: str, elapsed: float, rows: list[commitments.Open], total: int, marks: render.Marks) -> str:
+def posture_text(posture: str, elapsed: float, rows: list[commitments.Open], total: int, marks: spotlight.Marks) -> str:
     """The block's text; a cold posture lists `rows` (the newest open commitments of `total`),
     each title one marked span, under a header that counts them."""
     lines = [f"Posture: {posture} (a human last wrote {_ago(elapsed)} ago). {IMPLIES[posture]}"]
     if posture == "cold":
         lines.append(f"Open commitments ({len(rows)} of {queries.count_text(total)}, newest first):" if total else "Open commitments: none.")
-        lines += [f"- {marks.span(r.title, TITLE_CHARS)}" + (f" (due {render.neutral(r.due_on)})" if r.due_on else "") for r in rows]
+        lines += [f"- {marks.span(r.title, TITLE_CHARS)}" + (f" (due {spotlight.neutral(r.due_on)})" if r.due_on else "") for r in rows]
     return "\n".join(lines)
 
 
 async def audit(ctx: WakeContext) -> Found:
     async with ctx.read() as conn:
         events = await context_events.recent(conn, ctx.agent_id, since=ctx.now - dt.timedelta(days=AUDIT_DAYS), limit=200)
-    return audit_text(events, render.for_agent(ctx.agent_id))
+    return audit_text(events, spotlight.for_agent(ctx.agent_id))
 
 
-def audit_text(events: list[context_events.Event], marks: render.Marks) -> Found:
+def audit_text(events: list[context_events.Event], marks: spotlight.Marks) -> Found:
     """The audit's lines over `events`; the reasons (the model's words) are marked data."""
     put_off = [e for e in events if e.kind in ("declined", "deferred")]
     autos = [e for e in events if e.kind == "auto_compacted"]
@@ -103,7 +103,7 @@ def audit_text(events: list[context_events.Event], marks: render.Marks) -> Found
     if autos:
         lines.append(f"The harness compacted your context automatically {len(autos)} times in the last {AUDIT_DAYS} days.")
     if compacted:
-        strategies = ", ".join(render.neutral(s) for s in sorted({str(e.strategy) for e in compacted}))
+        strategies = ", ".join(spotlight.neutral(s) for s in sorted({str(e.strategy) for e in compacted}))
         lines.append(f"You compacted {len(compacted)} times ({strategies}).")
     if not lines:
         return Found(text=f"No context pressure events in the last {AUDIT_DAYS} days.", rows=0)

@@ -14,7 +14,7 @@ import zoneinfo
 
 from ledgers import daybook, facts, queries, summaries
 from surfaces.recall import HISTORICAL
-from untrusted import render
+from untrusted import spotlight
 from wake import clock
 from wake.arrival import code_check
 from wake.arrival.engine import Found, Part
@@ -46,10 +46,10 @@ async def provenance_facts(ctx: WakeContext) -> Found:
     if not rows:
         return Found(text=f"No active facts are recorded.{held_back}", rows=0)
     checked = await code_check.check(ctx, rows, FACTS_SHOWN)
-    return Found(text=facts_text(checked, total, render.for_agent(ctx.agent_id)) + held_back, rows=total)
+    return Found(text=facts_text(checked, total, spotlight.for_agent(ctx.agent_id)) + held_back, rows=total)
 
 
-def facts_text(checked: code_check.Checked, total: int, marks: render.Marks) -> str:
+def facts_text(checked: code_check.Checked, total: int, marks: spotlight.Marks) -> str:
     """The facts block's header and lines; the header counts the live facts of the lines it heads."""
     heads = sum(1 for r in checked.rows if r.depth == 0)
     summary = checked.summary()
@@ -64,20 +64,20 @@ async def living_summaries(ctx: WakeContext) -> Found:
         rows = await summaries.current(conn, ctx.agent_id)
     if not rows:
         return Found(text="No living summaries are recorded yet.", rows=0)
-    text, states = summaries_text(rows, zoneinfo.ZoneInfo(ctx.timezone), render.for_agent(ctx.agent_id))
+    text, states = summaries_text(rows, zoneinfo.ZoneInfo(ctx.timezone), spotlight.for_agent(ctx.agent_id))
     return Found(text=text, rows=len(rows), parts=states)
 
 
-def summaries_text(rows: list[summaries.Summary], zone: zoneinfo.ZoneInfo, marks: render.Marks) -> tuple[str, tuple[Part, ...]]:
+def summaries_text(rows: list[summaries.Summary], zone: zoneinfo.ZoneInfo, marks: spotlight.Marks) -> tuple[str, tuple[Part, ...]]:
     """The summaries block's text (each aspect's lines and its last fold's deltas, marked data) and
     the state of each part that could not be read."""
     parts, states = [SUMMARIES_HEAD], []
     for r in rows:
-        part = [f"### {render.neutral(r.aspect)} (derived, v{r.version}, folded {clock.stamp(r.folded_at, zone)})",
+        part = [f"### {spotlight.neutral(r.aspect)} (derived, v{r.version}, folded {clock.stamp(r.folded_at, zone)})",
                 *marks.lines(r.content.strip(), limit=SUMMARY_LINE_CHARS)]
         if r.trail_id is None or r.trail_folded_at is None:  # a part that cannot be read fails the block (its other aspects still render)
             part.append("What changed since the last fold: could not check: no trail row for this version")
-            states.append(Part(name=f"{render.neutral(r.aspect)} trail", reason="no trail row for this version"))
+            states.append(Part(name=f"{spotlight.neutral(r.aspect)} trail", reason="no trail row for this version"))
         elif r.merged_deltas:
             part.append(
                 f"What changed since the last fold ({clock.day(r.trail_folded_at, zone)}): "
@@ -94,15 +94,15 @@ async def recent_daybook(ctx: WakeContext) -> Found:
         rows, total = await daybook.recent(conn, ctx.agent_id, limit=DAYBOOK_SHOWN)
     if not rows:
         return Found(text="The daybook is empty.", rows=0)
-    return Found(text=daybook_text(rows, total, zoneinfo.ZoneInfo(ctx.timezone), render.for_agent(ctx.agent_id)), rows=total)
+    return Found(text=daybook_text(rows, total, zoneinfo.ZoneInfo(ctx.timezone), spotlight.for_agent(ctx.agent_id)), rows=total)
 
 
-def daybook_text(rows: list[daybook.Entry], total: int, zone: zoneinfo.ZoneInfo, marks: render.Marks) -> str:
+def daybook_text(rows: list[daybook.Entry], total: int, zone: zoneinfo.ZoneInfo, marks: spotlight.Marks) -> str:
     """The daybook block's text: a header counting the entries it shows, one line each, the entry marked data."""
     lines = [f"{HISTORICAL}, from your daybook ({len(rows)} of {queries.count_text(total)} entries, newest first):"]
     for r in rows:
         entry = marks.span(" ".join(r.entry.split()), DAYBOOK_CHARS)  # its whitespace folded, as before, then marked
         wake = f" (wake {str(r.wake_id)[:8]})" if r.wake_id else ""
-        unchecked = f" [{render.neutral(daybook.unchecked_mark(r.unchecked_blocks))}]" if r.unchecked_blocks else ""
+        unchecked = f" [{spotlight.neutral(daybook.unchecked_mark(r.unchecked_blocks))}]" if r.unchecked_blocks else ""
         lines.append(f"- #{r.entry_id} {clock.stamp(r.written_at, zone)}{wake}{unchecked}: {entry}")
     return "\n".join(lines)

@@ -23,9 +23,9 @@ import zoneinfo
 import asyncpg
 
 from ledgers import actions, commitments, queries, retractions, settled
-from untrusted import render
+from untrusted import spotlight
 from wake import clock, logs
-from wake.arrival import sql as sql_sources
+from wake.arrival import sql_sources
 from wake.arrival.engine import Found, Part
 from wake.context import WakeContext
 from wake.errors import SqlSourceError
@@ -42,11 +42,11 @@ async def _state(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
         rows, _ = await sql_sources.fetch(conn, name, conf, ctx)
         if not rows:
             return f"Settled state: none recorded ({name})", 0
-        return f"Settled state: {sql_sources.render_row(name, conf, rows[0], render.for_agent(ctx.agent_id))}", 1
-    return state_line(await settled.latest_state(conn, ctx.agent_id), render.for_agent(ctx.agent_id))
+        return f"Settled state: {sql_sources.render_row(name, conf, rows[0], spotlight.for_agent(ctx.agent_id))}", 1
+    return state_line(await settled.latest_state(conn, ctx.agent_id), spotlight.for_agent(ctx.agent_id))
 
 
-def state_line(row: settled.State | None, marks: render.Marks) -> tuple[str, int]:
+def state_line(row: settled.State | None, marks: spotlight.Marks) -> tuple[str, int]:
     if row is None:
         return "Settled state: none recorded", 0
     return f"Settled state: {row.state_on} {marks.span(row.subject, 90)}: {marks.span(row.state, 90)}", 1
@@ -54,26 +54,26 @@ def state_line(row: settled.State | None, marks: render.Marks) -> tuple[str, int
 
 async def _commitments(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
     rows, total = await commitments.open_newest(conn, ctx.agent_id, limit=SHOWN)
-    return commitments_line(rows, total, render.for_agent(ctx.agent_id))
+    return commitments_line(rows, total, spotlight.for_agent(ctx.agent_id))
 
 
-def commitments_line(rows: list[commitments.Open], total: int, marks: render.Marks) -> tuple[str, int]:
+def commitments_line(rows: list[commitments.Open], total: int, marks: spotlight.Marks) -> tuple[str, int]:
     if not rows:
         return "Open commitments: none", 0
-    items = "; ".join(f"#{r.commitment_id} {marks.span(r.title, 60)}" + (f" (due {render.neutral(r.due_on)})" if r.due_on else "") for r in rows)
+    items = "; ".join(f"#{r.commitment_id} {marks.span(r.title, 60)}" + (f" (due {spotlight.neutral(r.due_on)})" if r.due_on else "") for r in rows)
     return f"Open commitments ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
 
 
 async def _retractions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
     rows, total = await retractions.newest(conn, ctx.agent_id, SHOWN, ctx.timezone)
-    return retractions_line(rows, total, render.for_agent(ctx.agent_id))
+    return retractions_line(rows, total, spotlight.for_agent(ctx.agent_id))
 
 
-def retractions_line(rows: list[retractions.Newest], total: int, marks: render.Marks) -> tuple[str, int]:
+def retractions_line(rows: list[retractions.Newest], total: int, marks: spotlight.Marks) -> tuple[str, int]:
     if not rows:
         return "Retractions: none", 0
     items = "; ".join(
-        f"{r.corrected_on} {marks.span(r.claim_verbatim, 50)} -> {marks.span(r.corrected_claim, 50)} ({render.neutral(r.verdict)}"
+        f"{r.corrected_on} {marks.span(r.claim_verbatim, 50)} -> {marks.span(r.corrected_claim, 50)} ({spotlight.neutral(r.verdict)}"
         + (f"; fact {marks.span(r.refuted_fact, 40)} refuted)" if r.refuted_fact else ")") for r in rows
     )
     return f"Retractions ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
@@ -81,13 +81,13 @@ def retractions_line(rows: list[retractions.Newest], total: int, marks: render.M
 
 async def _actions(ctx: WakeContext, conn: asyncpg.Connection) -> tuple[str, int]:
     rows, total = await actions.since(conn, ctx.agent_id, ctx.now - ACTIONS_WINDOW, limit=SHOWN)
-    return actions_line(rows, total, zoneinfo.ZoneInfo(ctx.timezone), render.for_agent(ctx.agent_id))
+    return actions_line(rows, total, zoneinfo.ZoneInfo(ctx.timezone), spotlight.for_agent(ctx.agent_id))
 
 
-def actions_line(rows: list[actions.Action], total: int, zone: zoneinfo.ZoneInfo, marks: render.Marks) -> tuple[str, int]:
+def actions_line(rows: list[actions.Action], total: int, zone: zoneinfo.ZoneInfo, marks: spotlight.Marks) -> tuple[str, int]:
     if not rows:
         return "Confirmed actions, last 48 h: none", 0
-    items = "; ".join(f"{clock.stamp(r.acted_at, zone)} {render.neutral(r.tool)} on {render.neutral(r.surface)}: {marks.span(r.summary, 60)}"
+    items = "; ".join(f"{clock.stamp(r.acted_at, zone)} {spotlight.neutral(r.tool)} on {spotlight.neutral(r.surface)}: {marks.span(r.summary, 60)}"
                       for r in rows)
     return f"Confirmed actions, last 48 h ({len(rows)} of {queries.count_text(total)}, newest first): {items}", total
 

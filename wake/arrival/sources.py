@@ -10,13 +10,9 @@ import zoneinfo
 
 from ledgers import introspection
 from ledgers.vocab import Status
-from wake import clock as wake_clock
-from wake.arrival import falsifiers as epistemic
-from wake.arrival import graph, posture, settled
-from wake.arrival import memory as memory_blocks
-from wake.arrival import records as recall
-from wake.arrival import sql as sql_sources
+from wake.arrival import falsifiers, graph, memory_blocks, posture, records, settled, sql_sources
 from wake.arrival.engine import CacheTier, Found, Source
+from wake.clock import stamp
 from wake.config import Config
 from wake.context import WakeContext
 from wake.witness import diff
@@ -39,7 +35,7 @@ def _local_time(at: dt.datetime, zone: zoneinfo.ZoneInfo, today: dt.date) -> str
     """`HH:MM` for a time on `today` (the wake's local date, which the clock block states), else
     `YYYY-MM-DD HH:MM`: a date repeated on every line of a block is bytes that move every day."""
     local = at.astimezone(zone)
-    return f"{local:%H:%M}" if local.date() == today else wake_clock.stamp(at, zone)
+    return f"{local:%H:%M}" if local.date() == today else stamp(at, zone)
 
 
 async def clock(ctx: WakeContext) -> Found:
@@ -102,13 +98,13 @@ BUILTIN: dict[str, Source] = {
         Source(name="graph", cache_tier=CacheTier.stable, fn=graph.block),
         Source(name="recent_wakes", cache_tier=CacheTier.session, fn=recent_wakes, changes_every_wake=True, moves_with_clock=True),
         Source(name="clock", cache_tier=CacheTier.volatile, fn=clock, changes_every_wake=True, moves_with_clock=True),
-        Source(name="due_falsifiers", cache_tier=CacheTier.volatile, fn=epistemic.due_falsifiers),
+        Source(name="due_falsifiers", cache_tier=CacheTier.volatile, fn=falsifiers.due_falsifiers),
         Source(name=diff.DIFF_BLOCK, cache_tier=CacheTier.volatile, fn=binding_diff, derived=True, changes_every_wake=True),
-        Source(name="living_summaries", cache_tier=CacheTier.stable, fn=recall.living_summaries),
-        Source(name="provenance_facts", cache_tier=CacheTier.session, fn=recall.provenance_facts),
+        Source(name="living_summaries", cache_tier=CacheTier.stable, fn=records.living_summaries),
+        Source(name="provenance_facts", cache_tier=CacheTier.session, fn=records.provenance_facts),
         # Every wake that thinks writes its final text here, so the block changes on each of them:
         # the agent's own words are not news, and comparing them would keep the whisper gate open forever.
-        Source(name="daybook", cache_tier=CacheTier.session, fn=recall.recent_daybook, changes_every_wake=True),
+        Source(name="daybook", cache_tier=CacheTier.session, fn=records.recent_daybook, changes_every_wake=True),
         Source(name="settled_facts", cache_tier=CacheTier.volatile, fn=settled.settled_facts),
         # Both change with the clock or with the agent's own doing: not news for the whisper gate.
         Source(name="posture", cache_tier=CacheTier.volatile, fn=posture.block, changes_every_wake=True, moves_with_clock=True),

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ledgers import actions as actions_ledger
+import ledgers.actions
 from wake import clock
 from wake.cli import render
 from wake.cli.app import Context, agent_option, default_agent, ledger_conn, pass_ctx, run_async
@@ -46,7 +46,7 @@ def actions_cmd(ctx: Context, agent_id: str | None, since: dt.datetime, limit: i
 
     async def body() -> Any:
         async with ledger_conn(config) as conn:
-            return await actions_ledger.since(conn, agent, since, limit=limit)
+            return await ledgers.actions.since(conn, agent, since, limit=limit)
 
     rows, total = run_async(body)
     if as_json:

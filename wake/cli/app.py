@@ -139,9 +139,9 @@ def cli(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
     mcp) log at the configured level.
     """
     from wake import logs
-    from wake.config import loader as config_loader
+    from wake.config import loader
 
-    log_format, log_level = config_loader.log_settings()
+    log_format, log_level = loader.log_settings()
     quiet = not verbose and sys.stderr.isatty() and ctx.invoked_subcommand not in SERVERS
     logs.configure(log_format, logs.quieter(log_level) if quiet else log_level, stream=sys.stderr)
     if ctx.invoked_subcommand in TRACED:

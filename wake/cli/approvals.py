@@ -19,7 +19,7 @@ import zoneinfo
 
 import click
 
-from ledgers import approvals as ledger
+import ledgers.approvals
 from ledgers.approvals import Approval
 from wake import clock
 from wake.cli import render
@@ -105,8 +105,8 @@ def approvals_group(click_ctx: click.Context, agent_id: str | None, include_clos
 
     async def body() -> list[Approval]:
         async with ledger_conn(config) as conn:
-            await ledger.expire(conn, agent_id=agent, ttl_s=config.tools.approval_ttl, at=at)
-            return await ledger.listed(conn, agent_id=agent, include_closed=include_closed, limit=limit, expired_since=at)
+            await ledgers.approvals.expire(conn, agent_id=agent, ttl_s=config.tools.approval_ttl, at=at)
+            return await ledgers.approvals.listed(conn, agent_id=agent, include_closed=include_closed, limit=limit, expired_since=at)
 
     rows = run_async(body)
     if as_json:

@@ -14,8 +14,7 @@ from typing import Any
 
 import click
 
-from ledgers import controls, memory_ledger, outbox
-from ledgers import rows as ledger_rows
+from ledgers import controls, memory_ledger, outbox, rows
 from wake import clock
 from wake.cli import app, render
 from wake.config import Config
@@ -184,7 +183,7 @@ def outbox_cmd(ctx: app.Context, dead_only: bool, retry_id: int | None, limit: i
     found = app.run_async(body)
     targets = {r.id: channels.route_target(config, r.route) for r in found}  # redacted: never a secret
     if as_json:
-        click.echo(render.to_json([{**dict(ledger_rows.fields(r)), "target": targets[r.id]} for r in found]))
+        click.echo(render.to_json([{**dict(rows.fields(r)), "target": targets[r.id]} for r in found]))
     else:
         click.echo("\n".join(render.outbox(found, targets)))
 

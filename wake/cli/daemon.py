@@ -101,7 +101,7 @@ def daemon_cmd(ctx: Context) -> None:
     systemd's notify protocol when $NOTIFY_SOCKET is set.
     """
     from wake.cli import console
-    from wake.daemon import service as daemon
+    from wake.daemon import service
 
     config = ctx.config
     logs.configure(config.log.format, config.log.level, stream=sys.stdout)
@@ -109,4 +109,4 @@ def daemon_cmd(ctx: Context) -> None:
     anchored = anchoring.companion(config)  # the daily chain anchor, when [anchor] daemon is on
     watched = incident_watch.companion()  # the open incidents into wake_open_incidents
     companions = [c for c in (served, anchored, watched) if c is not None]
-    sys.exit(run_async(lambda: daemon.Daemon(config=config, companions=companions).run()))
+    sys.exit(run_async(lambda: service.Daemon(config=config, companions=companions).run()))

@@ -187,11 +187,11 @@ async def _mcp(config: Config) -> list[Check]:
         return []
     from surfaces.errors import DeclarationError
     from wake.errors import WakeError
-    from wake.run import mcp, session
+    from wake.run import mcp_tools, session
 
     registry = session.build_registry(config)
     try:
-        async with mcp.opened(config, registry, keep_alive=False) as hub:
+        async with mcp_tools.opened(config, registry, keep_alive=False) as hub:
             states = hub.states() if hub is not None else []
     except (WakeError, DeclarationError) as exc:
         return [Check(check="mcp", status="fail", detail=str(exc))]

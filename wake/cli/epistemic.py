@@ -1,5 +1,5 @@
 """The retraction and claim-probe commands: `wake retract`, `wake retractions`, `wake probe` and
-`wake probes` (the logic is in wake.arrival.falsifiers and surfaces.epistemic)."""
+`wake probes` (the logic is in wake.arrival.falsifiers and surfaces.epistemic_tools)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ from typing import Any
 
 import click
 
-from ledgers import probes as probes_ledger
-from ledgers import retractions
-from surfaces import epistemic as epistemic_tools
-from surfaces import probe
+from ledgers import probes, retractions
+from surfaces import epistemic_tools, probe
 from wake import clock
-from wake.arrival import falsifiers as epistemic
+from wake.arrival import falsifiers
 from wake.cli import app, render
 from wake.cli.app import AGENT_ID, Context, agent_option, default_agent, fail, ledger_conn, ledger_stores, pass_ctx, run_async
 from wake.errors import WakeError
@@ -64,13 +62,13 @@ def retract_cmd(
     agent = default_agent(config, agent_id)
 
     async def body() -> Any:
-        with epistemic.refused_as_invalid():
+        with falsifiers.refused_as_invalid():
             new = epistemic_tools.new_retraction(agent, fields, corrected_at or clock.now())
             fact = epistemic_tools.fact_ref(fact_id)
         days = config.retractions.falsifier_maturity_days if maturity_days is None else maturity_days
         async with ledger_stores(config) as st:
-            async with epistemic.writer(st)() as conn:
-                with epistemic.refused_as_invalid():
+            async with falsifiers.writer(st)() as conn:
+                with falsifiers.refused_as_invalid():
                     return await epistemic_tools.insert_retraction(conn, new, days, fact)
 
     row = run_async(body)
@@ -132,7 +130,7 @@ def probe_cmd(
         raise click.UsageError("give --target and --mode (or --self-test)")
     agent = default_agent(config, agent_id)
     try:
-        with epistemic.refused_as_invalid():
+        with falsifiers.refused_as_invalid():
             spec = epistemic_tools.make_spec(target, mode, needle, negate, assertion)
     except WakeError as exc:
         fail(exc)
@@ -142,8 +140,8 @@ def probe_cmd(
             rid = None
             if retraction_ref:
                 async with st.pg_conn() as conn:
-                    rid = await epistemic.resolve_retraction(conn, retraction_ref, agent)
-            return await epistemic_tools.run_probe(spec, inst=inst, write=epistemic.writer(st), agent_id=agent, now=clock.now(), retraction_id=rid)
+                    rid = await falsifiers.resolve_retraction(conn, retraction_ref, agent)
+            return await epistemic_tools.run_probe(spec, inst=inst, write=falsifiers.writer(st), agent_id=agent, now=clock.now(), retraction_id=rid)
 
     result, record_id = run_async(body)
     if as_json:
@@ -166,8 +164,8 @@ def probes_cmd(ctx: Context, agent_id: str | None, retraction_ref: str | None, l
 
     async def body() -> Any:
         async with ledger_conn(config) as conn:
-                rid = await epistemic.resolve_retraction(conn, retraction_ref, agent_id) if retraction_ref else None
-                return await probes_ledger.recent(conn, agent_id=agent_id, retraction_id=rid, limit=limit)
+                rid = await falsifiers.resolve_retraction(conn, retraction_ref, agent_id) if retraction_ref else None
+                return await probes.recent(conn, agent_id=agent_id, retraction_id=rid, limit=limit)
 
     rows = run_async(body)
     click.echo(render.to_json(rows) if as_json else render.probe_records(rows))

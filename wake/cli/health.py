@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from ledgers import controls as control_rows
+import ledgers.controls
 from wake import clock
 from wake.cli import controls
 from wake.config import Config
@@ -47,11 +47,11 @@ def config_fires(config: Config, now: dt.datetime) -> list[dict[str, Any]]:
     return out
 
 
-def mark_paused(fire: dict[str, Any], pauses: Sequence[control_rows.Pause]) -> dict[str, object]:
+def mark_paused(fire: dict[str, Any], pauses: Sequence[ledgers.controls.Pause]) -> dict[str, object]:
     """A fire a pause in force covers (its agent, its tier or all, until after the fire) is marked
     `skipped: paused`: the slot will be claimed and recorded skipped, not run."""
     at = dt.datetime.fromisoformat(fire["at"]) if fire.get("at") else None
     for p in pauses:
-        if p.agent_id == fire["agent"] and p.tier in (control_rows.ALL_TIERS, fire["tier"]) and (p.until is None or at is None or p.until > at):
+        if p.agent_id == fire["agent"] and p.tier in (ledgers.controls.ALL_TIERS, fire["tier"]) and (p.until is None or at is None or p.until > at):
             return dict(fire, skipped=f"paused by {p.paused_by}")
     return fire

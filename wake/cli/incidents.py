@@ -13,7 +13,7 @@ from wake import clock
 from wake.cli import render
 from wake.cli.app import Context, fail, ledger_conn, pass_ctx, run_async
 from wake.errors import InvalidInput
-from wake.run import incidents as writer
+from wake.run import incident_policy
 
 
 def _shown(text: str, limit: int = 160) -> str:
@@ -67,15 +67,15 @@ def incidents_group(click_ctx: click.Context, include_closed: bool, limit: int, 
 def ack_cmd(ctx: Context, incident_id: str, by: str) -> None:
     """Acknowledge an incident: recorded with who and when; it stays open until a success of its tier closes it."""
     try:
-        number = writer.incident_number(incident_id)
-        who = writer.acker(by)
+        number = incident_policy.incident_number(incident_id)
+        who = incident_policy.acker(by)
     except InvalidInput as exc:
         fail(exc)
     config = ctx.config
 
     async def body() -> None:
         async with ledger_conn(config) as conn:
-            await writer.acknowledge(conn, number, who, clock.now())  # the console's ack button calls it too
+            await incident_policy.acknowledge(conn, number, who, clock.now())  # the console's ack button calls it too
 
     run_async(body)
     click.echo(f"incident {number} acknowledged by {_shown(who, 40)}")

@@ -19,8 +19,7 @@ from ledgers import contact, fact_checks, facts, settled
 from ledgers.vocab import GOOD, Tier
 from wake import clock
 from wake.arrival import code_check
-from wake.cli import app, render
-from wake.cli import workspace as workspace_cli
+from wake.cli import app, render, workspace
 from wake.config import Config
 
 
@@ -94,15 +93,15 @@ async def check_facts(config: Config, agent: str, limit: int, record: bool) -> d
     HEAD now; record each check in fact_checks (a refuted one with its retraction) unless told not
     to. Says how many active facts were not checked, and why. A workspace that cannot be
     fingerprinted is `WorkspaceUnavailable` (its exit status), before anything is read."""
-    ws = workspace_cli.open_workspace(config, agent)
-    await asyncio.to_thread(workspace_cli.fingerprinted, ws)
+    ws = workspace.open_workspace(config, agent)
+    await asyncio.to_thread(workspace.fingerprinted, ws)
     async with app.ledger_stores(config) as st:
         async with st.pg_conn() as conn:
             rows, _ = await facts.listing(conn, agent, include_all=False, limit=limit)
             active = await facts.active_count(conn, agent)
         read = [r for r in rows if r.status == "active"]
         heads = [r for r in read if code_check.has_code_anchors(r.anchors)]
-        checked = await verify.check(ws, [(r.anchors, r.fact_value) for r in heads], budget_ms=workspace_cli.CLI_BUDGET_S * 1000)
+        checked = await verify.check(ws, [(r.anchors, r.fact_value) for r in heads], budget_ms=workspace.CLI_BUDGET_S * 1000)
         now = clock.now()
         if record and heads:
             async with st.pg_conn() as conn, conn.transaction():

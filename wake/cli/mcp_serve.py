@@ -14,9 +14,9 @@ streamable HTTP (`--listen HOST:PORT`, path `/mcp`; port 0 picks a free one, and
 
 Every stored string it answers with (a wake's note, error and final text, a commitment's title, a
 finding's place, rule and excerpt, the settled state, the model's words and a call's arguments) is
-marked data (`untrusted.render`, the operator's marks `⟪data:…⟫`, named in the server's
+marked data (`untrusted.spotlight`, the operator's marks `⟪data:…⟫`, named in the server's
 instructions); an arrival block or a tool's answer, marked when the wake rendered it, keeps its
-marks, its invisible and control characters escaped (`render.terminal`).
+marks, its invisible and control characters escaped (`spotlight.terminal`).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import click
 
 from ledgers import commitments, ids, introspection, memory_ledger, settled, transcripts
 from ledgers.vocab import Status, Tier
-from untrusted import render as marks
+from untrusted import spotlight
 from wake import logs
 from wake.cli import render
 from wake.cli.app import Context, agent_option, default_agent, ledger_stores, pass_ctx, run_async
 from wake.config import Config, parse_listen
-from wake.daemon import listen as listen_socket
+from wake.daemon import listen_socket
 from wake.stores import Stores
 
 if TYPE_CHECKING:  # the SDK is imported by `wake mcp serve` alone (docs/performance.md: commands import what they use)
@@ -54,7 +54,7 @@ def _plain(value: object) -> Any:
     return json.loads(render.to_json(value))
 
 
-DATA = marks.OPERATOR
+DATA = spotlight.OPERATOR
 WAKE_TEXT = frozenset({"note", "error", "final_text", "escalation_cause"})
 COMMITMENT_TEXT = frozenset({"title"})
 FINDING_TEXT = frozenset({"domain", "path", "excerpt", "rule", "note", "acked_by"})
@@ -75,7 +75,7 @@ class ShownBlock(TypedDict):
 
 def shown_arrival(blocks: list[tuple[str, str | None]]) -> list[ShownBlock]:
     """The blocks as stored (marked when the wake rendered them), their invisible and control characters escaped."""
-    return [{"name": marks.neutral(n), "text": marks.terminal(t) if t is not None else None} for n, t in blocks]
+    return [{"name": spotlight.neutral(n), "text": spotlight.terminal(t) if t is not None else None} for n, t in blocks]
 
 
 def shown_transcript(t: Mapping[str, Any]) -> dict[str, object]:
@@ -86,21 +86,21 @@ def shown_transcript(t: Mapping[str, Any]) -> dict[str, object]:
     def text(role: str, content: object) -> object:
         if not isinstance(content, str):
             return content
-        return DATA.span(content) if role == "assistant" else marks.terminal(content)
+        return DATA.span(content) if role == "assistant" else spotlight.terminal(content)
 
     def calls(tool_calls: object) -> object:
         if not isinstance(tool_calls, list):
             return tool_calls
-        return [{**c, "function": {**c["function"], "name": marks.neutral(str(c["function"].get("name"))),
+        return [{**c, "function": {**c["function"], "name": spotlight.neutral(str(c["function"].get("name"))),
                                    "arguments": DATA.span(c["function"]["arguments"]) if isinstance(c["function"].get("arguments"), str)
                                    else c["function"].get("arguments")}}
                 if isinstance(c, dict) and isinstance(c.get("function"), dict) else c for c in tool_calls]
 
     messages = [{**m, "content": text(str(m.get("role")), m.get("content")), **({"tool_calls": calls(m["tool_calls"])} if "tool_calls" in m else {})}
                 for m in t["messages"]]
-    shown_calls = [{**c, "tool": marks.neutral(str(c.get("tool"))),
+    shown_calls = [{**c, "tool": spotlight.neutral(str(c.get("tool"))),
                     "arguments": DATA.span(c["arguments"]) if isinstance(c.get("arguments"), str) else c.get("arguments"),
-                    "answer": marks.terminal(c["answer"]) if isinstance(c.get("answer"), str) else c.get("answer")} for c in t["calls"]]
+                    "answer": spotlight.terminal(c["answer"]) if isinstance(c.get("answer"), str) else c.get("answer")} for c in t["calls"]]
     return {**t, "messages": messages, "calls": shown_calls}
 
 

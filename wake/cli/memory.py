@@ -12,16 +12,16 @@ from typing import Any
 
 import click
 
-from ledgers import memory_ledger as ledger
+from ledgers import memory_ledger
 from memory.repo import MemoryRepo
-from untrusted import render as marks
+from untrusted import spotlight
 from wake import clock
 from wake.cli import app, render
 from wake.daemon.commands import open_repo, refused
 from wake.errors import WakeError
 from wake.stores import lease
 
-STATES = (*ledger.FINDING_STATES, "all")
+STATES = (*memory_ledger.FINDING_STATES, "all")
 
 
 def _echo(as_json: bool, value: object, lines: list[str]) -> None:
@@ -76,7 +76,7 @@ def show_cmd(obj: app.Context, path: str, rev: str | None, agent_id: str | None,
     if as_json:
         click.echo(render.to_json(dataclasses.asdict(view)))
     else:
-        shown = marks.terminal(view.text)  # the operator reads a flagged file whole, to judge it; nothing in it is hidden
+        shown = spotlight.terminal(view.text)  # the operator reads a flagged file whole, to judge it; nothing in it is hidden
         click.echo(shown, nl=not shown.endswith("\n"))
 
 
@@ -92,12 +92,12 @@ def log_cmd(obj: app.Context, path: str | None, limit: int, agent_id: str | None
     config = obj.config
     agent = app.default_agent(config, agent_id)
 
-    async def body() -> tuple[list[Any], dict[str, ledger.MemoryWrite], int]:
+    async def body() -> tuple[list[Any], dict[str, memory_ledger.MemoryWrite], int]:
         repo = open_repo(config, agent, clock.now())
         with refused():
             entries = repo.log(path, limit=limit)
         async with app.ledger_conn(config) as conn:
-            rows, total = await ledger.recent_writes(conn, agent, path=path, limit=max(limit * 4, 200))
+            rows, total = await memory_ledger.recent_writes(conn, agent, path=path, limit=max(limit * 4, 200))
         return entries, {r.commit_id: r for r in rows}, total
 
     entries, writes, total = app.run_async(body)
@@ -141,14 +141,14 @@ def audit_cmd(obj: app.Context, path: str | None, agent_id: str | None, as_json:
     config = obj.config
     agent = app.default_agent(config, agent_id)
 
-    async def body() -> tuple[ledger.CanaryResult, ledger.AuditMark | None, list[ledger.FindingRecord], int]:
+    async def body() -> tuple[memory_ledger.CanaryResult, memory_ledger.AuditMark | None, list[memory_ledger.FindingRecord], int]:
         at = clock.now()
         repo = open_repo(config, agent, at)
         async with app.ledger_stores(config) as st:
-            result = await ledger.run_canary(st.pg_conn, lambda: lease.fenced(st, agent, None), repo, agent_id=agent, wake_id=None, at=at)
+            result = await memory_ledger.run_canary(st.pg_conn, lambda: lease.fenced(st, agent, None), repo, agent_id=agent, wake_id=None, at=at)
             async with st.pg_conn() as conn:
-                last = await ledger.last_audit(conn, agent)
-                rows, total = await ledger.findings(conn, agent, state="open", limit=10_000 if path else 50)
+                last = await memory_ledger.last_audit(conn, agent)
+                rows, total = await memory_ledger.findings(conn, agent, state="open", limit=10_000 if path else 50)
         if path:
             rows = [r for r in rows if r.path == path]
             total = len(rows)
@@ -176,9 +176,9 @@ def findings_cmd(obj: app.Context, state: str, limit: int, agent_id: str | None,
     config = obj.config
     agent = app.default_agent(config, agent_id)
 
-    async def body() -> tuple[list[ledger.FindingRecord], int]:
+    async def body() -> tuple[list[memory_ledger.FindingRecord], int]:
         async with app.ledger_conn(config) as conn:
-            return await ledger.findings(conn, agent, state=None if state == "all" else state, limit=limit)
+            return await memory_ledger.findings(conn, agent, state=None if state == "all" else state, limit=limit)
 
     rows, total = app.run_async(body)
     _echo(as_json, {"agent": agent, "state": state, "total": total, "findings": rows}, render.memory_findings(rows, total, state))
@@ -200,8 +200,8 @@ def ack_cmd(obj: app.Context, finding_ids: tuple[int, ...], by: str, note: str |
     async def body() -> tuple[list[int], bool]:
         async with app.ledger_conn(config) as conn:
             with refused():
-                done = await ledger.ack(conn, agent, list(finding_ids), by=by, note=note, at=clock.now())
-            return done, await ledger.has_open_halt(conn, agent)
+                done = await memory_ledger.ack(conn, agent, list(finding_ids), by=by, note=note, at=clock.now())
+            return done, await memory_ledger.has_open_halt(conn, agent)
 
     done, halted = app.run_async(body)
     skipped = sorted(set(finding_ids) - set(done))
@@ -243,13 +243,13 @@ def revert_cmd(
         async with app.ledger_conn(config) as conn:
             with refused():
                 if finding_id is not None:
-                    done, record = await ledger.revert_finding(conn, repo, agent, finding_id, by=by, note=note, at=at)
+                    done, record = await memory_ledger.revert_finding(conn, repo, agent, finding_id, by=by, note=note, at=at)
                     settled = [finding_id]
                 else:
                     assert commit is not None
-                    record, settled = await ledger.revert_commit(conn, repo, agent, commit, by=by, path=path, note=note, at=at)
+                    record, settled = await memory_ledger.revert_commit(conn, repo, agent, commit, by=by, path=path, note=note, at=at)
                     done = f"{record.result.path}: reverted in {record.result.commit[:12]}"
-            halted = await ledger.has_open_halt(conn, agent)
+            halted = await memory_ledger.has_open_halt(conn, agent)
         return {"agent": agent, "done": done, "commit": record.result.commit if record else None, "write_id": record.write_id if record else None,
                 "findings_reverted": settled, "halted": halted}
 

@@ -11,19 +11,17 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import ledgers.rows
 from ledgers import introspection, queries
-from ledgers import rows as ledger_rows
-from untrusted import render as marks
+from untrusted import spotlight
 from wake.config import plural
 
 if TYPE_CHECKING:  # what is rendered, not imported to render it: a command imports the steps it runs
+    import ledgers.actions
+    import ledgers.outbox
+    import ledgers.retractions
     from codecheck import workspace
-    from ledgers import actions as actions_ledger
-    from ledgers import controls, memory_ledger, transcripts
-    from ledgers import facts as facts_ledger
-    from ledgers import outbox as outbox_ledger
-    from ledgers import probes as probes_ledger
-    from ledgers import retractions as ledger_retractions
+    from ledgers import controls, facts, memory_ledger, probes, transcripts
     from surfaces import capability, probe
     from wake.cli import doctor
     from wake.daemon import remote
@@ -32,8 +30,8 @@ if TYPE_CHECKING:  # what is rendered, not imported to render it: a command impo
 
 
 def _default(value: object) -> object:
-    if isinstance(value, ledger_rows.Row):  # a ledger record: its columns, in its query's order
-        return dict(ledger_rows.fields(value))
+    if isinstance(value, ledgers.rows.Row):  # a ledger record: its columns, in its query's order
+        return dict(ledgers.rows.fields(value))
     if isinstance(value, introspection.WakeRecord | introspection.WakeSummary):  # the wake row: its columns, the diff as stored
         return value.columns()
     if isinstance(value, introspection.WakeDiff):
@@ -148,7 +146,7 @@ def in_arrival_order(blocks: Mapping[str, B], order: Sequence[str] | None) -> li
 def row(record: introspection.WakeRecord) -> str:
     r = record.columns()
     stored = ("note", "error", "final_text", "escalation_cause")  # stored text (the model's, a tool's, an error's): marked data
-    lines = [f"{k}: {marks.OPERATOR.span(v) if k in stored and isinstance(v, str) else marks.neutral(_text(v))}"
+    lines = [f"{k}: {spotlight.OPERATOR.span(v) if k in stored and isinstance(v, str) else spotlight.neutral(_text(v))}"
              for k, v in r.items() if k not in ("blocks", "tool_hashes", "diff", "active_tool_names")]
     lines.append(f"active_tool_names: {', '.join(record.active_tool_names) or '(none)'}")
     lines.append("tool_hashes:")
@@ -294,8 +292,8 @@ def controls_lines(s: Mapping[str, Any]) -> list[str]:
     if s["pauses"]:
         lines += table(
             ("AGENT", "TIER", "BY", "SINCE (UTC)", "UNTIL (UTC)", "REASON"),
-            [(p.agent_id, p.tier, marks.neutral(p.paused_by), _utc(p.paused_at), _utc(p.until) or "resume",
-              marks.neutral(p.reason) if p.reason else None) for p in s["pauses"]],
+            [(p.agent_id, p.tier, spotlight.neutral(p.paused_by), _utc(p.paused_at), _utc(p.until) or "resume",
+              spotlight.neutral(p.reason) if p.reason else None) for p in s["pauses"]],
         )
     lines += ["", "one-shot wakes pending" + ("" if s["oneshots"] else ": none")]
     if s["oneshots"]:
@@ -310,7 +308,7 @@ def findings_lines(counts: Mapping[str, Mapping[str, int]] | None) -> list[str]:
     total = sum(sum(c.values()) for c in counts.values())
     lines = ["", "open memory findings" + (f" ({total}; wake memory findings --agent A lists them)" if total else ": none")]
     if total:
-        lines += table(("AGENT", "HALT", "WARN", "LOG"), [(marks.neutral(a), c.get("HALT", 0), c.get("WARN", 0), c.get("LOG", 0))
+        lines += table(("AGENT", "HALT", "WARN", "LOG"), [(spotlight.neutral(a), c.get("HALT", 0), c.get("WARN", 0), c.get("LOG", 0))
                                                           for a, c in sorted(counts.items())])
     return lines
 
@@ -334,7 +332,7 @@ def oneshots(shots: Sequence[controls.OneShot]) -> list[str]:
     )
 
 
-def outbox(deliveries: Sequence[outbox_ledger.Delivery], targets: Mapping[int, str]) -> list[str]:
+def outbox(deliveries: Sequence[ledgers.outbox.Delivery], targets: Mapping[int, str]) -> list[str]:
     """`wake outbox`: deliveries not sent yet, the newest first, each with its route's target
     (redacted: `wake.daemon.channels.route_target`)."""
     if not deliveries:
@@ -385,13 +383,13 @@ def capability_map(cmap: capability.CapabilityMap) -> str:
     return "\n".join(lines)
 
 
-def retractions(rows: list[ledger_retractions.Retraction], total: int, zone: str = "UTC") -> str:
-    from surfaces import epistemic as epistemic_tools
+def retractions(rows: list[ledgers.retractions.Retraction], total: int, zone: str = "UTC") -> str:
+    from surfaces import epistemic_tools
     from wake.arrival import falsifiers
 
     if not rows:
         return f"no retractions (0 of {total})"
-    data = marks.OPERATOR  # what the agent wrote of its own claims: marked data
+    data = spotlight.OPERATOR  # what the agent wrote of its own claims: marked data
     out = []
     for r in rows:
         spec = epistemic_tools.spec_of(r)
@@ -427,7 +425,7 @@ def probe_self_test(test: probe.SelfTest) -> str:
     return "\n".join(lines)
 
 
-def probe_records(records: list[probes_ledger.ProbeRecord]) -> str:
+def probe_records(records: list[probes.ProbeRecord]) -> str:
     if not records:
         return "no probe records"
     out = []
@@ -453,11 +451,11 @@ def messages(sent: Sequence[Mapping[str, object]]) -> str:
     return "\n\n".join(f"--- {m['role']} ---\n{m.get('content') or ''}" for m in sent)
 
 
-def facts_listing(rows: Sequence[facts_ledger.Fact], total: int) -> list[str]:
+def facts_listing(rows: Sequence[facts.Fact], total: int) -> list[str]:
     """`wake facts`: one line per fact, its passport the harness's mark, its category, key, value and
-    anchors marked data (`untrusted.render`), then how many of how many were listed."""
-    from ledgers import facts as facts_ledger
-    data = marks.OPERATOR
+    anchors marked data (`untrusted.spotlight`), then how many of how many were listed."""
+    from ledgers import facts
+    data = spotlight.OPERATOR
     out = []
     for r in rows:
         refs = ", ".join(
@@ -465,11 +463,11 @@ def facts_listing(rows: Sequence[facts_ledger.Fact], total: int) -> list[str]:
                                                        ("supersedes", "supersedes_id"), ("wake", "wake_id")) if getattr(r, k)
         )
         when = f"recorded {r.recorded_at:%Y-%m-%d %H:%M}" + (f", superseded {r.superseded_at:%Y-%m-%d %H:%M}" if r.superseded_at else "")
-        anchors = "".join(facts_ledger.anchor_text(a, data) for a in r.anchors)
-        passport = marks.mark(f"{r.origin}, {when}")
+        anchors = "".join(facts.anchor_text(a, data) for a in r.anchors)
+        passport = spotlight.mark(f"{r.origin}, {when}")
         said = f"{data.span(r.category)}/{data.span(r.fact_key)}: {data.span(r.fact_value)}{anchors}"
-        out.append(f"{str(r.fact_id)[:8]}  {marks.neutral(r.status):<10} {passport} {said}"
-                   + (f"  <{marks.neutral(refs)}>" if refs else "") + f"  [{marks.neutral(r.agent_id)}]")
+        out.append(f"{str(r.fact_id)[:8]}  {spotlight.neutral(r.status):<10} {passport} {said}"
+                   + (f"  <{spotlight.neutral(refs)}>" if refs else "") + f"  [{spotlight.neutral(r.agent_id)}]")
     out.append(f"{len(rows)} of {total} facts")
     return out
 
@@ -479,7 +477,7 @@ def arrival(blocks: Sequence[tuple[str, str | None]]) -> str:
     if not blocks:
         return "(this wake recorded no blocks)"
     missing = "(its text is not stored: recorded before the content store)"
-    return "\n\n".join(f"## {marks.neutral(name)}\n{marks.terminal(text) if text is not None else missing}" for name, text in blocks)
+    return "\n\n".join(f"## {spotlight.neutral(name)}\n{spotlight.terminal(text) if text is not None else missing}" for name, text in blocks)
 
 
 def verify_lines(r: introspection.WakeRecord, recomputed: str, differences: Sequence[manifest.Difference]) -> list[str]:
@@ -555,10 +553,10 @@ def fact_checks(report: Mapping[str, Any]) -> str:
     out = []
     for c in checks:
         at = f" @{c['head'][:8]}" if c["head"] else ""
-        data = marks.OPERATOR
+        data = spotlight.OPERATOR
         out.append(f"{str(c['fact_id'])[:8]}  {c['status']:<12}{at}  {data.span(c['fact_key'])}: {data.span(c['fact_value'])}")
-        out.append(f"  {marks.mark(c['evidence'])}")
-        out += [f"  - {marks.neutral(f['outcome'])}: {marks.mark(f['evidence'])}" for f in c["findings"]]
+        out.append(f"  {spotlight.mark(c['evidence'])}")
+        out += [f"  - {spotlight.neutral(f['outcome'])}: {spotlight.mark(f['evidence'])}" for f in c["findings"]]
     counts = {s: sum(1 for c in checks if c["status"] == s) for s in ("verified", "partly", "refuted", "inconclusive")}
     recorded = "recorded in fact_checks" if report["recorded"] else "not recorded"
     partly = f"{counts['partly']} partly anchored (not settled), " if counts["partly"] else ""
@@ -595,7 +593,7 @@ def _size(n: int | None) -> str:
 
 def memory_files(files: Sequence[Mapping[str, Any]], head: str | None) -> list[str]:
     """`wake memory ls`: one row per file, the exact total under them."""
-    data = marks.OPERATOR  # a name and a description are stored text: marked data
+    data = spotlight.OPERATOR  # a name and a description are stored text: marked data
     rows = [(data.span(f["path"]), _size(f["bytes"]), "read-only" if f["read_only"] else "",
              data.span(f["description"], 200) if f["description"] else "(no description)") for f in files]
     tip = f" at {head[:12]}" if head else ""
@@ -618,9 +616,9 @@ def memory_log(commits: Sequence[Mapping[str, Any]], writes_recorded: int) -> li
         else:
             made = f"{w.op} by {w.author}, wake {str(w.wake_id)[:8]} ({w.tier}, fence {w.fence})"
         sizes = f", {_size(w.bytes_before)} -> {_size(w.bytes_after)}" if w is not None else ""
-        data = marks.OPERATOR  # a commit's summary, paths, provenance and reason are stored text: marked data
+        data = spotlight.OPERATOR  # a commit's summary, paths, provenance and reason are stored text: marked data
         out.append(f"{c['commit'][:12]}  {c['at']:%Y-%m-%d %H:%M:%S}  {data.span(c['summary'], 200)}")
-        out.append(f"    {marks.neutral(made)}{sizes}; {', '.join(data.span(p) for p in c['paths']) or '(no file)'}")
+        out.append(f"    {spotlight.neutral(made)}{sizes}; {', '.join(data.span(p) for p in c['paths']) or '(no file)'}")
         out.append(f"    text from: {data.span(provenance.describe(provenance.of_trailers(c['trailers'])), 300)}")
         if w is not None and w.reason:
             out.append(f"    reason: {data.span(w.reason, 300)} (recorded {w.at:%Y-%m-%d %H:%M:%S}, write #{w.write_id})")
@@ -633,11 +631,12 @@ def memory_findings(found: Sequence[memory_ledger.FindingRecord], total: int, st
     if not found:
         return [f"no {state if state != 'all' else ''} findings".replace("  ", " ")]
     head = ("ID", "SEVERITY", "STATE", "DOMAIN", "PATH", "RULE", "COMMIT", "AT", "ACTED")
-    data = marks.OPERATOR
+    data = spotlight.OPERATOR
     body = [
         (f"#{r.finding_id}", r.severity, r.state, r.domain or "-", data.span(r.path, 80) if r.path else "(repository)", data.span(r.rule, 80),
          (r.commit_id or "uncommitted")[:12], f"{r.at:%Y-%m-%d %H:%M}",
-         f"{marks.neutral(str(r.acked_by))} {r.acted_at:%Y-%m-%d %H:%M}" + (f": {data.span(r.note, 80)}" if r.note else "") if r.acted_at else None)
+         f"{spotlight.neutral(str(r.acked_by))} {r.acted_at:%Y-%m-%d %H:%M}" + (f": {data.span(r.note, 80)}" if r.note else "")
+         if r.acted_at else None)
         for r in found
     ]
     out = table(head, body, indent="")
@@ -651,12 +650,12 @@ def memory_audit(v: Mapping[str, Any]) -> list[str]:
     """`wake memory audit`: what this audit read and found, then the open findings."""
     head = v["head"][:12] if v["head"] else "(no branch)"
     out = [f"audited {v['commits']} commits up to {head} and the work tree: {v['findings']} findings, {len(v['new'])} new"]
-    data = marks.OPERATOR  # a finding's place: marked data (its rule is the canary's name)
-    out += [f"  new #{n['id']} {n['severity']} {marks.neutral(n['rule'])} {data.span(n['path'], 200) if n['path'] else '(repository)'}"
+    data = spotlight.OPERATOR  # a finding's place: marked data (its rule is the canary's name)
+    out += [f"  new #{n['id']} {n['severity']} {spotlight.neutral(n['rule'])} {data.span(n['path'], 200) if n['path'] else '(repository)'}"
             for n in v["new"]]
     out.append(f"open findings: {v['open_total']}")
     out += [
-        f"  #{r.finding_id} {r.severity} {marks.neutral(r.rule)} {data.span(r.path, 200) if r.path else '(repository)'}"
+        f"  #{r.finding_id} {r.severity} {spotlight.neutral(r.rule)} {data.span(r.path, 200) if r.path else '(repository)'}"
         f" {(r.commit_id or 'uncommitted')[:12]}" for r in v["open"]
     ]
     out.append("HALT open: the agent's wakes make no model call until `wake memory ack` or `wake memory revert`" if v["halted"] else "no HALT open")
@@ -686,7 +685,7 @@ def transcript(t: Mapping[str, Any]) -> str:
             continue
         if m["content"]:  # the model's own words are stored text; what the harness sent it is already marked
             content = str(m["content"])
-            lines += marks.OPERATOR.lines(content) if m["role"] == "assistant" else [marks.terminal(content)]
+            lines += spotlight.OPERATOR.lines(content) if m["role"] == "assistant" else [spotlight.terminal(content)]
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
             c = calls.get((m["turn"], call.get("id")))
@@ -694,17 +693,18 @@ def transcript(t: Mapping[str, Any]) -> str:
             if c is not None and "answered_from" in c:
                 outcome += f", answered from {c['answered_from']}{', mutating' if c['mutates'] else ''}"
             arguments = fn.get("arguments")
-            lines.append(f"call {marks.neutral(str(call.get('id')))}: {marks.neutral(str(fn.get('name')))} "
-                         f"{marks.OPERATOR.span(arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False))}{outcome}")
+            lines.append(f"call {spotlight.neutral(str(call.get('id')))}: {spotlight.neutral(str(fn.get('name')))} "
+                         f"{spotlight.OPERATOR.span(arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False))}"
+                         f"{outcome}")
     return "\n".join(lines)
 
 
-def actions(rows: Sequence[actions_ledger.Action], total: int, since: dt.datetime) -> list[str]:
+def actions(rows: Sequence[ledgers.actions.Action], total: int, since: dt.datetime) -> list[str]:
     """`wake actions`: the confirmed mutating actions, newest first, with the exact total."""
     if not rows:
         return [f"no confirmed actions since {_utc(since)} UTC"]
-    body = [(_utc(r.acted_at), marks.neutral(r.surface), marks.neutral(r.tool), str(r.wake_id)[:8] if r.wake_id else None, r.fence,
-             marks.OPERATOR.span(r.summary, 200)) for r in rows]
+    body = [(_utc(r.acted_at), spotlight.neutral(r.surface), spotlight.neutral(r.tool), str(r.wake_id)[:8] if r.wake_id else None, r.fence,
+             spotlight.OPERATOR.span(r.summary, 200)) for r in rows]
     return [*table(("ACTED (UTC)", "SURFACE", "TOOL", "WAKE", "FENCE", "SUMMARY"), body, indent=""),
             f"{len(rows)} of {queries.count_text(total)} since {_utc(since)} UTC"]
 

@@ -30,7 +30,7 @@ F = TypeVar("F", bound=Callable[..., object])
 def shown(text: str) -> str:
     """Text for the operator's terminal: what the model or a tool wrote may hold control
     characters (an escape sequence would drive the terminal); each is shown as its escape."""
-    from untrusted.text import is_control
+    from untrusted.folding import is_control
 
     return "".join(ch if ch == "\n" or not is_control(ch) else f"\\u{ord(ch):04x}" for ch in text)
 
@@ -87,7 +87,7 @@ def run_cmd(ctx: Context, wake_id: str, route: str | None, instructions: str | N
     config = ctx.config
 
     async def body() -> Outcome:
-        from wake.replay import recording as rec
+        from wake.replay import recording
         from wake.replay.run import replay
         from wake.run.session import build_registry
         from wake.think.client import Client
@@ -96,7 +96,7 @@ def run_cmd(ctx: Context, wake_id: str, route: str | None, instructions: str | N
         async with ledger_stores(config) as st:
             async with st.pg_conn() as conn:
                 found = await resolve_wake(conn, wake_id)
-                recorded = await rec.read(conn, found)
+                recorded = await recording.read(conn, found)
             client = Client()
             try:
                 return await replay(st, config, build_registry(candidate.config or config), recorded, candidate, client)

@@ -9,17 +9,15 @@ from typing import Any
 
 import click
 
-from ledgers import flows as flow_ledger
-from ledgers import rows as ledger_rows
-from ledgers import tool_pins
+import ledgers.rows
+from ledgers import tool_flows, tool_pins
 from surfaces import capability, mcp
 from wake import clock
 from wake.cli import app, render
 from wake.cli.app import Context, ledger_conn, ledger_stores, pass_ctx, run_async
 from wake.config import Config
 from wake.errors import NotFound, WakeError
-from wake.run import mcp as mcp_tools
-from wake.run import session
+from wake.run import mcp_tools, session
 
 FINDINGS_LIMIT = 50
 
@@ -81,14 +79,14 @@ def findings_cmd(ctx: Context, include_closed: bool, limit: int, as_json: bool) 
     """Every open finding (an MCP tool whose declaration differs from its pin), newest first."""
     config = ctx.config
 
-    async def body() -> tuple[list[tool_pins.Finding], list[flow_ledger.Finding]]:
+    async def body() -> tuple[list[tool_pins.Finding], list[tool_flows.Finding]]:
         async with ledger_conn(config) as conn:
             pins = await tool_pins.findings(conn, include_closed=include_closed, limit=limit)
-            return pins, await flow_ledger.findings(conn, include_closed=include_closed, limit=limit)
+            return pins, await tool_flows.findings(conn, include_closed=include_closed, limit=limit)
 
     rows, flow_rows = run_async(body)
     if as_json:
-        click.echo(render.to_json([*rows, *({"kind": "toxic_flow", **dict(ledger_rows.fields(f))} for f in flow_rows)]))
+        click.echo(render.to_json([*rows, *({"kind": "toxic_flow", **dict(ledgers.rows.fields(f))} for f in flow_rows)]))
         return
     if not rows and not flow_rows:
         click.echo("no open findings" if not include_closed else "no findings")
@@ -139,14 +137,14 @@ def accept_cmd(ctx: Context, target: str, by: str, as_json: bool) -> None:
 
     done = run_async(body)
     if as_json:
-        click.echo(render.to_json({"server": server, "tool": tool, "by": by.strip(), "at": at, **dict(ledger_rows.fields(done))}))
+        click.echo(render.to_json({"server": server, "tool": tool, "by": by.strip(), "at": at, **dict(ledgers.rows.fields(done))}))
     else:
         was = done.pinned_hash[:16]
         click.echo(f"accepted finding {done.id}: {server}/{tool} pinned {done.seen_hash[:16]} (was {was}), by {by.strip()}")
     sys.exit(0)
 
 
-def flow_finding_lines(f: flow_ledger.Finding) -> list[str]:
+def flow_finding_lines(f: tool_flows.Finding) -> list[str]:
     """A toxic flow finding as `wake tools findings` shows it."""
     who = f"accepted by {f.accepted_by} at {f.accepted_at:%Y-%m-%d %H:%M:%S %Z}" if f.accepted_at is not None else f.state
     return [
@@ -174,16 +172,16 @@ def accept_flow_cmd(ctx: Context, tier: str, flow_id: str, by: str, as_json: boo
     config = ctx.config
     at: dt.datetime = clock.now()
 
-    async def body() -> flow_ledger.Finding:
+    async def body() -> tool_flows.Finding:
         async with ledger_conn(config) as conn:
-            done = await flow_ledger.accept(conn, agent_id, tier_name, flow_id, by=by.strip(), at=at)
+            done = await tool_flows.accept(conn, agent_id, tier_name, flow_id, by=by.strip(), at=at)
         if done is None:
             raise NotFound(f"no open toxic flow {flow_id[:40]!r} at {tier[:60]} (see `wake tools findings`)")
         return done
 
     done = run_async(body)
     if as_json:
-        click.echo(render.to_json(dict(ledger_rows.fields(done))))
+        click.echo(render.to_json(dict(ledgers.rows.fields(done))))
     else:
         click.echo(f"accepted toxic flow {done.flow_id} at {agent_id}.{tier_name}, by {by.strip()}")
     sys.exit(0)

@@ -12,15 +12,14 @@ import click
 from ledgers import approvals, contact, introspection, tool_pins, transcripts
 from ledgers.vocab import GOOD, Tier
 from surfaces import capability
-from untrusted import render as marks
+from untrusted import spotlight
 from wake import clock
 from wake.arrival import code_check
 from wake.cli import render, tools
 from wake.cli.app import TIER_CHOICE, Context, agent_option, agent_with_tier, clip, fail, ledger_conn, pass_ctx, resolve_wake, run_async
 from wake.context import WakeRequest
 from wake.errors import ConfigError, WakeError
-from wake.run import claim, cycle, session
-from wake.run import mcp as mcp_tools
+from wake.run import claim, cycle, mcp_tools, session
 from wake.think import prompt
 from wake.witness import manifest
 
@@ -60,12 +59,12 @@ def up_cmd(ctx: Context, agent_id: str | None, tier: str, dry_run: bool, as_json
             "blocks": [{"name": b.name, **b.state(o.manifest.blocks[b.name] if o.manifest else "")} for b in o.blocks],
             "diff": o.diff.as_json() if o.diff else None, "recorded": o.recorded,
             "withheld": [{"tool": f.name, "finding": f.id, "accept": accept_command(f)} for f in held],
-            **({"prompt": o.prompt, "messages": prompt.messages(o.blocks, marks.for_agent(o.agent_id))} if dry_run else {}),
+            **({"prompt": o.prompt, "messages": prompt.messages(o.blocks, spotlight.for_agent(o.agent_id))} if dry_run else {}),
             **render.thinking_json(o),
         }))
     elif dry_run:
         click.echo("=== arrival prompt ===")
-        click.echo(render.messages(prompt.messages(o.blocks, marks.for_agent(o.agent_id))))
+        click.echo(render.messages(prompt.messages(o.blocks, spotlight.for_agent(o.agent_id))))
         click.echo("\n=== manifest ===")
         click.echo(render.to_json(o.manifest.as_dict() if o.manifest else None))
         click.echo("\n=== diff ===")

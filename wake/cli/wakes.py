@@ -10,8 +10,7 @@ import click
 
 from ledgers import introspection, transcripts
 from ledgers.vocab import Status, Trigger
-from wake.cli import render
-from wake.cli import replay as replay_cli
+from wake.cli import render, replay
 from wake.cli.app import TIER_CHOICE, Context, agent_option, clip, default_agent, ledger_conn, pass_ctx, resolve_wake, run_async
 from wake.errors import NotFound
 from wake.witness import diff
@@ -71,7 +70,7 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool, show_tran
         async with ledger_conn(config) as conn:
             kind, found = await resolve_shown(conn, wake_id)
             if kind == "replay":
-                return await replay_cli.read_shown(conn, found, transcript=show_transcript, arrival=arrival)
+                return await replay.read_shown(conn, found, transcript=show_transcript, arrival=arrival)
             if show_transcript:
                 row = await introspection.get(conn, found)
                 assert row is not None
@@ -79,8 +78,8 @@ def show_cmd(ctx: Context, wake_id: str, as_json: bool, arrival: bool, show_tran
             return await introspection.arrival(conn, found) if arrival else await introspection.get(conn, found)
 
     got = run_async(body)
-    if isinstance(got, replay_cli.Shown):
-        replay_cli.print_shown(got, as_json)
+    if isinstance(got, replay.Shown):
+        replay.print_shown(got, as_json)
         return
     if show_transcript:
         click.echo(render.to_json(got) if as_json else render.transcript(got))

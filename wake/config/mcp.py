@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FlowLabel = Literal["untrusted_input", "private_data", "egress"]  # surfaces.flows.LABELS
+FlowLabel = Literal["untrusted_input", "private_data", "egress"]  # surfaces.flow_labels.LABELS
 SERVER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")  # as surfaces.mcp.SERVER_NAME
 
 

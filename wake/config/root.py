@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import PrivateAttr, field_validator, model_validator
 
-from memory import config as memory_config
-from surfaces import names as surface_names
+from memory.config import MemoryConfig
 from surfaces.context import ToolSettings
+from surfaces.names import known_surfaces
 from wake.config.anchor import AnchorConfig
 from wake.config.channels import InboxConfig
 from wake.config.environment import Environment
@@ -71,7 +71,7 @@ class Config(ConfigViews, _Model):
     _hash: str | None = PrivateAttr(default=None)
     _environment: Environment = PrivateAttr(default_factory=Environment)
     _tool_settings: ToolSettings | None = PrivateAttr(default=None)
-    _memory_configs: dict[str, memory_config.MemoryConfig] = PrivateAttr(default_factory=dict)
+    _memory_configs: dict[str, MemoryConfig] = PrivateAttr(default_factory=dict)
     _memory_paths: dict[str, Path] = PrivateAttr(default_factory=dict)
 
     @field_validator("agents", mode="before")
@@ -91,7 +91,7 @@ class Config(ConfigViews, _Model):
         for name in self.sql_sources:
             if name in BUILTIN_SOURCES | OPERATOR_SOURCES or not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name):
                 raise KeyProblem(("sql_sources", name), "expected a name of lowercase letters, digits and _ that is not a built-in source")
-        surfaces = surface_names.known_surfaces(set(self.tools.surfaces))
+        surfaces = known_surfaces(set(self.tools.surfaces))
         self._mcp_surfaces(surfaces)
         for agent_id, agent in self.agents.items():
             if agent.settled_state_source is not None and agent.settled_state_source not in self.sql_sources:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ledgers.vocab import Tier
-from memory import config as memory_config
+from memory.config import DEFAULT_DOMAINS
 from surfaces.context import RecallSettings, ToolSettings
 from wake.config import channels, hours
 from wake.config.mcp import SERVER_NAME, FlowLabel, McpServerConfig
@@ -665,7 +665,7 @@ class MemoryAgentConfig(_Model):
     @field_validator("severities")
     @classmethod
     def _domains(cls, value: dict[str, str]) -> dict[str, str]:
-        known = [d.name for d in memory_config.DEFAULT_DOMAINS]
+        known = [d.name for d in DEFAULT_DOMAINS]
         unknown = sorted(set(value) - set(known))
         if unknown:
             raise KeyProblem((unknown[0],), f"unknown memory domain {clip(unknown[0])}; expected one of {', '.join(known)}")

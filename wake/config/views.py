@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memory import config as memory_config
+from memory.config import DEFAULT_DOMAINS, MemoryConfig, Severity
 from surfaces.context import ToolSettings
 from wake.config.environment import Environment
 from wake.config.sections import DEFAULT_SCHEDULES, MEMORY_DIR, PROBES_DIR, TierConfig
@@ -34,7 +34,7 @@ class ConfigViews:
         _path: Path
         _environment: Environment
         _tool_settings: ToolSettings | None
-        _memory_configs: dict[str, memory_config.MemoryConfig]
+        _memory_configs: dict[str, MemoryConfig]
         _memory_paths: dict[str, Path]
 
     @property
@@ -104,18 +104,18 @@ class ConfigViews:
             self._memory_paths[agent_id] = found
         return found
 
-    def memory_config(self, agent_id: str) -> memory_config.MemoryConfig:
+    def memory_config(self, agent_id: str) -> MemoryConfig:
         """The memory layer's settings for the agent, resolved once: its domains (with the
         configured severities), its extra paths, and the persona a new repository starts with
         (the agent's `persona_files`, so the first wake's persona is the operator's, not a HALT)."""
         if agent_id not in self._memory_configs:
             conf = self.agents[agent_id].memory
             domains = tuple(
-                dataclasses.replace(d, severity=memory_config.Severity(conf.severities[d.name])) if d.name in conf.severities else d
-                for d in memory_config.DEFAULT_DOMAINS
+                dataclasses.replace(d, severity=Severity(conf.severities[d.name])) if d.name in conf.severities else d
+                for d in DEFAULT_DOMAINS
             )
             persona = "\n\n".join(p.read_text(encoding="utf-8").strip() for p in self.persona_paths(agent_id) if p.is_file())
-            self._memory_configs[agent_id] = memory_config.MemoryConfig(domains=domains, allowed_paths=conf.allowed_paths, persona_seed=persona)
+            self._memory_configs[agent_id] = MemoryConfig(domains=domains, allowed_paths=conf.allowed_paths, persona_seed=persona)
         return self._memory_configs[agent_id]
 
     def tool_settings(self) -> ToolSettings:

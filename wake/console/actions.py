@@ -24,15 +24,13 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from ledgers import controls, tool_pins
-from ledgers import flows as flow_ledger
-from ledgers import memory_ledger as ledger
+from ledgers import controls, memory_ledger, tool_flows, tool_pins
 from ledgers.vocab import Tier
 from wake import logs
 from wake.config import Config
 from wake.daemon import commands, remote
 from wake.errors import InvalidInput, NotFound
-from wake.run import incidents as incident_writer
+from wake.run import incident_policy
 
 log = logs.get("wake.console")
 
@@ -81,17 +79,17 @@ def _halt_line(halted: bool) -> str:
 
 async def ack(conn: asyncpg.Connection, agent_id: str, finding_id: int, *, by: str, why: str | None, at: dt.datetime) -> Done:
     with commands.refused():
-        done = await ledger.ack(conn, agent_id, [finding_id], by=by, note=why, at=at)
+        done = await memory_ledger.ack(conn, agent_id, [finding_id], by=by, note=why, at=at)
     if not done:
         raise InvalidInput(f"finding #{finding_id} is not open (unknown, or already acted on)")
-    return Done(f"acknowledged #{finding_id} (by {by}); {_halt_line(await ledger.has_open_halt(conn, agent_id))}")
+    return Done(f"acknowledged #{finding_id} (by {by}); {_halt_line(await memory_ledger.has_open_halt(conn, agent_id))}")
 
 
 async def ack_incident(conn: asyncpg.Connection, agent_id: str, incident: str | None, *, by: str, at: dt.datetime) -> Done:
     """`wake incidents ack ID --by WHO` from the agent's page: its writer, with the id checked to be
     this agent's (another agent's incident is NotFound, as an unknown one is, and changes nothing)."""
-    number = incident_writer.incident_number(incident)
-    await incident_writer.acknowledge(conn, number, incident_writer.acker(by), at, agent_id=agent_id)
+    number = incident_policy.incident_number(incident)
+    await incident_policy.acknowledge(conn, number, incident_policy.acker(by), at, agent_id=agent_id)
     return Done(f"acknowledged incident {number} (by {by}); it stays open until a success of its tier closes it")
 
 
@@ -100,8 +98,8 @@ async def revert(
 ) -> Done:
     repo = commands.open_repo(config, agent_id, at)
     with commands.refused():
-        done, _record = await ledger.revert_finding(conn, repo, agent_id, finding_id, by=by, note=why, at=at)
-    return Done(f"{done}; finding #{finding_id} reverted (by {by}); {_halt_line(await ledger.has_open_halt(conn, agent_id))}")
+        done, _record = await memory_ledger.revert_finding(conn, repo, agent_id, finding_id, by=by, note=why, at=at)
+    return Done(f"{done}; finding #{finding_id} reverted (by {by}); {_halt_line(await memory_ledger.has_open_halt(conn, agent_id))}")
 
 
 async def pause(
@@ -174,7 +172,7 @@ async def _accept_toxic_flow(
     tier, _, flow_id = finding.partition("/")
     if not tier or not flow_id:
         raise InvalidInput(f"expected TIER/FLOW_ID, got {finding[:80]!r}")
-    done = await flow_ledger.accept(conn, agent_id, tier, flow_id, by=by, at=at)
+    done = await tool_flows.accept(conn, agent_id, tier, flow_id, by=by, at=at)
     if done is None:
         raise NotFound(f"no open toxic flow {finding[:80]} of {agent_id} (see `wake tools findings`)")
     log.info("console.toxic_flow_accepted", agent=agent_id, tier=tier, flow=flow_id, by=by, finding_id=done.id)

@@ -15,11 +15,11 @@ import contextlib
 import datetime as dt
 import hashlib
 import hmac
-import secrets as random_tokens
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from secrets import token_bytes
 from typing import Any
 
 import jinja2
@@ -106,7 +106,7 @@ class Pages:
     def __init__(self, console: Console) -> None:
         self.c = console
         self.templates = Jinja2Templates(env=environment(), context_processors=[self._context])
-        self._flash_key = random_tokens.token_bytes(32)  # this process's: a banner link from elsewhere shows nothing
+        self._flash_key = token_bytes(32)  # this process's: a banner link from elsewhere shows nothing
 
     # -- what every request needs -------------------------------------------------------------------
 

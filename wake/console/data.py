@@ -16,12 +16,25 @@ from urllib.parse import urlencode
 
 import asyncpg
 
-from ledgers import approvals as approval_ledger
-from ledgers import commitments, console_reads, context_events, controls, fact_checks, facts, ids, introspection, outbox, tool_pins, transcripts
-from ledgers import flows as flow_ledger
+from ledgers import (
+    approvals,
+    commitments,
+    console_reads,
+    context_events,
+    controls,
+    fact_checks,
+    facts,
+    ids,
+    introspection,
+    outbox,
+    replays,
+    tool_flows,
+    tool_pins,
+    transcripts,
+)
 from ledgers import incidents as incidents
 from ledgers import memory_ledger as memory_ledger
-from ledgers import replays as replay_ledger
+from ledgers.replays import EvalRecord, ReplayRecord
 from ledgers.vocab import Status, Tier, Trigger
 from wake.config import Config
 from wake.daemon import commands, remote, schedule
@@ -84,7 +97,7 @@ class Lane:
     wakes: Sequence[object]
 
 
-FAILING = frozenset({Status.failed.value, Status.aborted.value, Status.abandoned.value, Status.missed.value})  # `wake.run.incidents.FAILING`
+FAILING = frozenset({Status.failed.value, Status.aborted.value, Status.abandoned.value, Status.missed.value})  # `wake.run.incident_policy.FAILING`
 
 
 @dataclass(frozen=True)
@@ -102,7 +115,7 @@ class Mark:
 
 async def incident_marks(conn: asyncpg.Connection, rows: Sequence[Any]) -> dict[str, Mark]:
     """Each shown row's incident, by wake id: what the timeline marks. A failing row belongs to the
-    incident of its agent, tier and signature whose rows span its start (`wake.run.incidents` keys
+    incident of its agent, tier and signature whose rows span its start (`wake.run.incident_policy` keys
     an incident's rows by their start), the incident's first and last rows by their ids."""
     if not rows:
         return {}
@@ -397,7 +410,7 @@ async def pins(conn: asyncpg.Connection, agent_id: str) -> list[dict[str, str]]:
         {"id": f"{f.tier}/{f.flow_id}", "tool": f"toxic flow {f.flow_id} ({f.tier})", "kind": "toxic_flow",
          "why": f"{f.policy}: untrusted input {', '.join(f.untrusted)}; private data {', '.join(f.private)}; egress {', '.join(f.egress)}",
          "diff": ""}  # a flow has no declaration to diff (the page rendered none; a missing key was a 500)
-        for f in await flow_ledger.open_of_agent(conn, agent_id)
+        for f in await tool_flows.open_of_agent(conn, agent_id)
     ]
 
 
@@ -422,7 +435,7 @@ class PendingCall:
 async def pending_calls(conn: asyncpg.Connection, config: Config, agent_id: str, now: dt.datetime) -> list[PendingCall]:
     """The agent's pending approvals, oldest first, read as `wake approvals --agent` reads them."""
     ttl = dt.timedelta(seconds=config.tools.approval_ttl)
-    rows = await approval_ledger.listed(conn, agent_id=agent_id, include_closed=False, limit=AGENT_LISTED)
+    rows = await approvals.listed(conn, agent_id=agent_id, include_closed=False, limit=AGENT_LISTED)
     return [
         PendingCall(id=a.id, tool=a.tool, arguments=json.dumps(a.arguments, sort_keys=True, ensure_ascii=False, default=str),
                     reason=a.reason, reason_from=a.reason_from, requested_at=a.requested_at, wake_id=a.wake_id, tier=a.tier,
@@ -470,8 +483,8 @@ def _configured(config: Config, agent_id: str) -> None:
 @dataclass(frozen=True, kw_only=True)
 class ReplaysPage:
     agent_id: str
-    replays: Sequence[replay_ledger.ReplayRecord]  # newest first
-    evals: Sequence[replay_ledger.EvalRecord]  # newest first; the first is the latest scorecard
+    replays: Sequence[ReplayRecord]  # newest first
+    evals: Sequence[EvalRecord]  # newest first; the first is the latest scorecard
     chart: bool  # whether this console can draw a chart (matplotlib, `wake[eval]`)
 
 
@@ -491,8 +504,8 @@ def can_chart() -> bool:
 async def replays_page(conn: asyncpg.Connection, config: Config, agent_id: str) -> ReplaysPage:
     _configured(config, agent_id)
     return ReplaysPage(
-        agent_id=agent_id, replays=await replay_ledger.recent(conn, agent_id=agent_id, limit=AGENT_LISTED),
-        evals=await replay_ledger.evals_of_agent(conn, agent_id, limit=AGENT_LISTED), chart=can_chart(),
+        agent_id=agent_id, replays=await replays.recent(conn, agent_id=agent_id, limit=AGENT_LISTED),
+        evals=await replays.evals_of_agent(conn, agent_id, limit=AGENT_LISTED), chart=can_chart(),
     )
 
 
@@ -500,7 +513,7 @@ async def resolve_replay(conn: asyncpg.Connection, agent_id: str, text: str) -> 
     """One of the agent's replays, by a full id or a unique prefix among its replays: another
     agent's replay is not there to match."""
     try:
-        found = await replay_ledger.resolve_id(conn, text, agent_id)
+        found = await replays.resolve_id(conn, text, agent_id)
     except ids.IdLookupError as exc:
         raise NotFound(str(exc)) from exc
     if found is None:
@@ -510,10 +523,10 @@ async def resolve_replay(conn: asyncpg.Connection, agent_id: str, text: str) -> 
 
 async def replay_page(conn: asyncpg.Connection, config: Config, agent_id: str, replay_id: uuid.UUID) -> ReplayPage:
     _configured(config, agent_id)
-    record = await replay_ledger.get(conn, replay_id)
+    record = await replays.get(conn, replay_id)
     if record is None or record.agent_id != agent_id:
         raise NotFound(f"agent {_clip(agent_id)!r} has no replay {replay_id}")
-    said = replay_ledger.as_dict(record, await replay_ledger.transcript(conn, replay_id))
+    said = replays.as_dict(record, await replays.transcript(conn, replay_id))
     return ReplayPage(row=record.columns(), transcript=turns(said), calls=said["calls"])
 
 
@@ -524,10 +537,10 @@ def eval_id(text: str) -> uuid.UUID:
         raise NotFound(f"no eval {_clip(text)!r}: an eval is named by its full id") from None
 
 
-async def eval_of(conn: asyncpg.Connection, config: Config, agent_id: str, text: str) -> replay_ledger.EvalRecord:
+async def eval_of(conn: asyncpg.Connection, config: Config, agent_id: str, text: str) -> EvalRecord:
     """One stored scorecard of the agent's wakes (`text`: the run's full id)."""
     _configured(config, agent_id)
-    found = await replay_ledger.eval_of_agent(conn, eval_id(text), agent_id)
+    found = await replays.eval_of_agent(conn, eval_id(text), agent_id)
     if found is None:
         raise NotFound(f"agent {_clip(agent_id)!r} has no eval {_clip(text)!r}")
     return found

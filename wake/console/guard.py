@@ -24,10 +24,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import secrets as random_tokens
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from secrets import token_hex
 from urllib.parse import urlsplit
 
 from wake.config import parse_listen
@@ -174,7 +174,7 @@ class Guard:
         return self.token is not None and hmac.compare_digest(given.encode("utf-8", "surrogatepass"), self.token.reveal().encode())
 
     def new_session(self, now_s: float) -> str:
-        sid = random_tokens.token_hex(16)
+        sid = token_hex(16)
         self.sessions.open(sid, now_s)
         return f"{sid}.{self._mac('session|' + sid)}"
 

@@ -1,4 +1,4 @@
-"""How the console shows stored text (`untrusted.render`): the templates' `data` and `rendered` filters.
+"""How the console shows stored text (`untrusted.spotlight`): the templates' `data` and `rendered` filters.
 
 Jinja's autoescape keeps stored text from being HTML; these keep it from posing as the harness on
 the page. `data` shows one stored string (a fact's value, a finding's rule, path or excerpt, a
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import markupsafe
 
-from untrusted import render
+from untrusted import spotlight
 
 CLASS = "data"
 
@@ -22,7 +22,7 @@ def data(value: object, limit: int | None = None) -> markupsafe.Markup:
     """One stored string, marked: a span of the `data` class whose text is neutralised."""
     if value is None:
         return markupsafe.Markup("-")
-    shown = render.neutral(render.clipped(str(value), limit))
+    shown = spotlight.neutral(spotlight.clipped(str(value), limit))
     return markupsafe.Markup('<span class="{}" title="stored text">{}</span>').format(CLASS, shown)
 
 
@@ -32,13 +32,13 @@ def data_lines(value: object, max_lines: int | None = None, limit: int | None = 
     shown = lines if max_lines is None else lines[:max_lines]
     out = markupsafe.Markup("\n").join(data(line, limit) for line in shown)
     if len(lines) > len(shown):
-        out += markupsafe.Markup("\n") + markupsafe.escape(render.mark(f"{len(lines) - len(shown)} more lines not shown"))
+        out += markupsafe.Markup("\n") + markupsafe.escape(spotlight.mark(f"{len(lines) - len(shown)} more lines not shown"))
     return out
 
 
 def rendered(value: object) -> str:
     """A text the harness rendered (its marks kept), for the page: controls and invisible characters escaped."""
-    return render.terminal(str(value)) if value is not None else ""
+    return spotlight.terminal(str(value)) if value is not None else ""
 
 
 FILTERS = {"data": data, "data_lines": data_lines, "rendered": rendered}

@@ -14,8 +14,7 @@ import uvicorn
 from wake import logs
 from wake.config import Config
 from wake.console import app, guard
-from wake.daemon import listen as listen_socket
-from wake.daemon import service
+from wake.daemon import listen_socket, service
 from wake.errors import ListenError
 from wake.stores import Stores
 
@@ -32,7 +31,7 @@ class _Server(uvicorn.Server):
 
 
 def bind(listen: str) -> socket.socket:
-    """The listening socket (`wake.daemon.listen.bind`). Raises ListenError (exit 78)."""
+    """The listening socket (`wake.daemon.listen_socket.bind`). Raises ListenError (exit 78)."""
     return listen_socket.bind(listen, "console")
 
 

@@ -3,7 +3,7 @@ of its slots plus its grace gets an incident, whichever replica notices.
 
 Run by the daemon's incident watch (`wake.daemon.incident_watch`) on every replica, every
 `[daemon] incident_watch_s`, over every configured tier (not only the ones this replica owns: the
-owner may be the one that is stuck). The incident is written by `wake.run.incidents.overdue`, one
+owner may be the one that is stuck). The incident is written by `wake.run.incident_policy.overdue`, one
 per (agent, tier, signature) whoever checks; the tier's next completed or quiet row closes it.
 
 When a tier is overdue, as a pure function of its schedule and the instants given:
@@ -31,7 +31,7 @@ import structlog
 from ledgers import controls, introspection
 from wake.config import Config, hours
 from wake.daemon import schedule
-from wake.run import incidents
+from wake.run import incident_policy
 
 log = structlog.get_logger("wake.daemon.deadman")
 
@@ -102,7 +102,7 @@ async def check(
     paused = {(p.agent_id, p.tier) for p in await controls.active_pauses(conn, now)}
     opened = []
     for late in overdue(config, lasts, paused, now, first_seen):
-        got = await incidents.overdue(conn, config, agent_id=late.agent_id, tier=late.tier, since=late.since, due=late.due, at=now)
+        got = await incident_policy.overdue(conn, config, agent_id=late.agent_id, tier=late.tier, since=late.since, due=late.due, at=now)
         if got is not None:
             opened.append(got)
     return opened

@@ -43,12 +43,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ledgers import inbox as ledger
+import ledgers.inbox
 from wake import clock, logs, secrets
 from wake.config import Config, clip, unstorable
-from wake.daemon import listen as listen_socket
-from wake.errors import InboxRefused as Refused  # short: every check below raises it
-from wake.errors import ListenError
+from wake.daemon import listen_socket
+from wake.errors import (
+    InboxRefused,  # short: every check below raises it
+    ListenError,
+)
 from wake.stores import Stores
 
 log = logs.get("wake.inbox")
@@ -77,11 +79,11 @@ class Message:
 def _string(doc: dict[str, object], key: str, *, limit: int | None, default: str | None = None) -> str:
     value = doc.get(key, default)
     if not isinstance(value, str) or not value.strip():
-        raise Refused(400, f"expected {key!r}: a non-empty string, got {clip(value)}")
+        raise InboxRefused(400, f"expected {key!r}: a non-empty string, got {clip(value)}")
     if limit is not None and len(value) > limit:
-        raise Refused(400, f"expected {key!r} of at most {limit} characters, got {len(value)}")
+        raise InboxRefused(400, f"expected {key!r} of at most {limit} characters, got {len(value)}")
     if (why := unstorable(value, single_line=key != "text")) is not None:
-        raise Refused(400, f"{key!r} {why}")
+        raise InboxRefused(400, f"{key!r} {why}")
     return value
 
 
@@ -90,11 +92,11 @@ def parse_message(body: bytes) -> Message:
     try:
         doc = json.loads(body)
     except (UnicodeDecodeError, ValueError):
-        raise Refused(400, "expected a JSON object as the body") from None
+        raise InboxRefused(400, "expected a JSON object as the body") from None
     except RecursionError:  # `[[[[…` deeper than the parser goes
-        raise Refused(400, "expected a JSON object as the body, got one nested too deeply") from None
+        raise InboxRefused(400, "expected a JSON object as the body, got one nested too deeply") from None
     if not isinstance(doc, dict):
-        raise Refused(400, f"expected a JSON object as the body, got {type(doc).__name__}")
+        raise InboxRefused(400, f"expected a JSON object as the body, got {type(doc).__name__}")
     return Message(
         agent=_string(doc, "agent", limit=64), author=_string(doc, "author", limit=MAX_FIELD_CHARS),
         channel=_string(doc, "channel", limit=MAX_FIELD_CHARS, default="inbox"), text=_string(doc, "text", limit=None),
@@ -118,7 +120,7 @@ class Inbox:
             self._verify(request, body)
             message = parse_message(body)
             return await self._store(message)
-        except Refused as refused:
+        except InboxRefused as refused:
             log.warning("inbox.refused", status=refused.status, reason=refused.reason, peer=request.client.host if request.client else None)
             return JSONResponse({"error": refused.reason}, status_code=refused.status)
 
@@ -126,12 +128,12 @@ class Inbox:
         cap = self.config().inbox.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None and (not (declared.isascii() and declared.isdigit()) or int(declared) > cap):
-            raise Refused(413, f"the body is over {cap} bytes (Content-Length {clip(declared)})")
+            raise InboxRefused(413, f"the body is over {cap} bytes (Content-Length {clip(declared)})")
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > cap:
-                raise Refused(413, f"the body is over {cap} bytes")
+                raise InboxRefused(413, f"the body is over {cap} bytes")
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -139,31 +141,31 @@ class Inbox:
         given = request.headers.get(SIGNATURE_HEADER)
         stamp = request.headers.get(TIMESTAMP_HEADER)
         if not given or not stamp:
-            raise Refused(401, f"unsigned: expected {SIGNATURE_HEADER} and {TIMESTAMP_HEADER} (docs/channels.md)")
+            raise InboxRefused(401, f"unsigned: expected {SIGNATURE_HEADER} and {TIMESTAMP_HEADER} (docs/channels.md)")
         if not stamp.isascii():
-            raise Refused(401, f"expected {TIMESTAMP_HEADER} in Unix seconds (ASCII digits), got {clip(stamp)}")
+            raise InboxRefused(401, f"expected {TIMESTAMP_HEADER} in Unix seconds (ASCII digits), got {clip(stamp)}")
         try:
             sent_at = float(stamp)
         except ValueError:
-            raise Refused(401, f"expected {TIMESTAMP_HEADER} in Unix seconds, got {clip(stamp)}") from None
+            raise InboxRefused(401, f"expected {TIMESTAMP_HEADER} in Unix seconds, got {clip(stamp)}") from None
         if not given.isascii():  # compare_digest takes ASCII strings only
-            raise Refused(401, f"expected {SIGNATURE_HEADER} as sha256=<hex digest>, got non-ASCII {clip(given)}")
+            raise InboxRefused(401, f"expected {SIGNATURE_HEADER} as sha256=<hex digest>, got non-ASCII {clip(given)}")
         if not hmac.compare_digest(signature(self.secret.reveal(), stamp, body), given):
-            raise Refused(401, "the signature does not match the body and timestamp")
+            raise InboxRefused(401, "the signature does not match the body and timestamp")
         skew_s = abs(self.now().timestamp() - sent_at) if math.isfinite(sent_at) else math.inf
         max_skew_s = self.config().inbox.max_skew_s
         if skew_s > max_skew_s:
-            raise Refused(401, f"replayed or delayed: signed {skew_s:.0f} s from now, more than max_skew_s = {max_skew_s:g}")
+            raise InboxRefused(401, f"replayed or delayed: signed {skew_s:.0f} s from now, more than max_skew_s = {max_skew_s:g}")
 
     async def _store(self, message: Message) -> JSONResponse:
         config = self.config()
         agent = config.agents.get(message.agent)
         if agent is None:
-            raise Refused(404, f"no agent {clip(message.agent)} is configured")
+            raise InboxRefused(404, f"no agent {clip(message.agent)} is configured")
         tier = config.inbox.wake_tier
-        wake = ledger.WakeAsk(tier=tier, min_interval_s=config.inbox.wake_min_interval_s) if tier and tier in agent.tiers else None
+        wake = ledgers.inbox.WakeAsk(tier=tier, min_interval_s=config.inbox.wake_min_interval_s) if tier and tier in agent.tiers else None
         async with self.stores.pg_conn() as conn:
-            stored = await ledger.record(
+            stored = await ledgers.inbox.record(
                 conn, agent_id=message.agent, author=message.author, channel=message.channel, body=message.text,
                 received_at=self.now(), idempotency_key=message.idempotency_key, wake=wake,
             )
@@ -191,7 +193,7 @@ class _Server(uvicorn.Server):
 
 
 def bind(listen: str) -> socket.socket:
-    """The listening socket (`wake.daemon.listen.bind`). Raises ListenError (exit 78)."""
+    """The listening socket (`wake.daemon.listen_socket.bind`). Raises ListenError (exit 78)."""
     return listen_socket.bind(listen, "inbox")
 
 

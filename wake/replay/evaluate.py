@@ -341,7 +341,7 @@ async def evaluate(
     """Replay each wake against `candidate` (each replay stored apart), score the pairs and store
     the scorecard (one row per agent, `store`); the returned card carries the run's id."""
     from wake import clock
-    from wake.replay import recording as rec
+    from wake.replay import recording
     from wake.replay.run import replay
 
     started_at = clock.now()
@@ -349,7 +349,7 @@ async def evaluate(
     conf = candidate.config or config
     for wake_id in wake_ids:
         async with stores.pg_conn() as conn:
-            recorded = await rec.read(conn, wake_id)
+            recorded = await recording.read(conn, wake_id)
         out = await replay(stores, config, registry, recorded, candidate, client)
         pairs.append(pair_of(recorded, out.record, conf, out.messages, out.calls, allow_mutations))
     card = score(pairs, threshold, candidate.as_json())

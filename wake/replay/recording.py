@@ -18,11 +18,10 @@ import asyncpg
 from ledgers import introspection, transcripts
 from ledgers.introspection import WakeRecord
 from ledgers.vocab import Result, Retrieval
-from untrusted import render as spotlight
+from untrusted import spotlight
 from wake.arrival.engine import Block, CacheTier, render
 from wake.errors import Unreplayable
-from wake.think import prompt
-from wake.think import transcript as recorder
+from wake.think import prompt, transcript
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +66,7 @@ def canonical_arguments(raw: object) -> str:
             raw = json.loads(raw or "{}")
         except ValueError:
             return str(raw)
-    return recorder.canonical(raw if raw is not None else {})
+    return transcript.canonical(raw if raw is not None else {})
 
 
 def _answer_text(message: dict[str, object] | None, tool: str) -> str | None:
@@ -134,5 +133,5 @@ def message_hash(message: dict[str, Any]) -> str:
     """The hash the transcript gives an arrival message (its body redacted, canonical JSON)."""
     body = dict(message)
     if isinstance(body.get("content"), str):
-        body["content"] = recorder.redacted(body["content"])
-    return transcripts.sha256(recorder.canonical(body))
+        body["content"] = transcript.redacted(body["content"])
+    return transcripts.sha256(transcript.canonical(body))

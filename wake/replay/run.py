@@ -33,7 +33,7 @@ from ledgers import replays
 from ledgers.transcripts import OUTCOMES
 from surfaces.conversation import Cut
 from surfaces.registry import Registry, Tool
-from untrusted import render as spotlight
+from untrusted import spotlight
 from wake import clock, logs, secrets
 from wake.arrival.engine import Block, CacheTier
 from wake.config import HARNESS_BODY_KEYS, Config, ModelRoute
@@ -42,9 +42,9 @@ from wake.errors import ConfigError, ModelError
 from wake.replay import compare
 from wake.replay.recording import Recording, arrival_messages, canonical_arguments, message_hash
 from wake.stores import Stores
-from wake.think import loop as thinking
-from wake.think import transcript as recorder
+from wake.think import transcript
 from wake.think.client import Client, Reply
+from wake.think.loop import Loop, Thought
 from wake.think.pressure import Pressure
 from wake.witness import manifest
 
@@ -168,7 +168,7 @@ class _FirstRequest(Client):
         return await self.inner.count_prompt_tokens(route, body, api_key=api_key)
 
 
-class ReplayLoop(thinking.Loop):
+class ReplayLoop(Loop):
     """wake's model loop with the recording as its tools' executor, and its records kept in memory."""
 
     def __init__(
@@ -200,7 +200,7 @@ class ReplayLoop(thinking.Loop):
         if recorded is not None and recorded.answer is not None and same:
             self.answered[seq] = ("recorded", tool.mutates)
             # the answer as the model was shown it (marked when recorded): sent as it is, not marked again
-            return recorder.ShownAnswer(recorded.answer, recorded.outcome if recorded.outcome in OUTCOMES else "ok")
+            return transcript.ShownAnswer(recorded.answer, recorded.outcome if recorded.outcome in OUTCOMES else "ok")
         live = self.live.get(tool.name)
         if self.live_readonly and not tool.mutates and live is not None and not live.mutates:
             self.live_calls += 1
@@ -209,7 +209,7 @@ class ReplayLoop(thinking.Loop):
         self.out_of_recording += 1
         self.answered[seq] = ("out_of_recording", tool.mutates)
         self.log.info("replay.out_of_recording", tool=tool.name, seq=seq, mutates=tool.mutates)
-        return recorder.ErrorAnswer(json.dumps({"error": NOT_IN_RECORDING}), "not_run")
+        return transcript.ErrorAnswer(json.dumps({"error": NOT_IN_RECORDING}), "not_run")
 
 
 def _with_instructions(blocks: tuple[Block, ...], text: str, cache_tier: str) -> tuple[Block, ...]:
@@ -261,7 +261,7 @@ async def replay(
     try:
         thought = await loop.run()
     except ModelError as exc:  # (the loop turns these into a failed thought; kept for a client that raises)
-        thought = thinking.Thought(status="failed", note=str(exc), error=str(exc), thinking=loop.thinking("error"), final_text=None)  # type: ignore[arg-type]
+        thought = Thought(status="failed", note=str(exc), error=str(exc), thinking=loop.thinking("error"), final_text=None)  # type: ignore[arg-type]
     loop.transcript.observe(loop.budget.turns)
     error = thought.error
     duration_ms = max(0.0, clock.monotonic_ms() - started)

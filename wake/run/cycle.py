@@ -2,7 +2,7 @@
 
 Steps 2-3 (slot claim, lease and fence) are `wake.run.claim`'s; `run_wake` is called
 with them done (or, for a dry run, not needed). The memory is opened and audited first
-(`wake.arrival.memory`), then the binding, the arrival with its diff, the manifest; step 7's
+(`wake.arrival.memory_blocks`), then the binding, the arrival with its diff, the manifest; step 7's
 decisions are `wake.think.decide`'s, and the row and the settle `wake.run.settle`'s. The model loop
 (`wake.think.loop`) runs only for a tier with a model route; without one a wake runs harness-only
 and says so on its row. A whisper the gate escalates settles first, then the promoted wake runs
@@ -25,23 +25,18 @@ from typing import Any
 from ledgers import introspection
 from ledgers.introspection import WakeDiff, WakeRow
 from ledgers.vocab import Status, Tier, Trigger
-from surfaces import memory as memory_tools
+from surfaces import memory_tools
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
-from wake.arrival import approvals, memory, sources
-from wake.arrival import engine as arrival
-from wake.arrival import operator as operator_sources
+from wake.arrival import approvals, engine, memory_blocks, operator_sources, sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
 from wake.errors import StoreUnavailable
 from wake.observe import metrics, tracing
-from wake.run import mcp as mcp_tools
-from wake.run import settle
+from wake.run import mcp_tools, settle
 from wake.run.session import Session
-from wake.think import approval, decide, gate
-from wake.think import client as model
-from wake.think import loop as thinking_loop
+from wake.think import approval, client, decide, gate, loop
 from wake.witness import diff, flows, manifest
 
 
@@ -71,7 +66,7 @@ class WakeOutcome:
     def prompt(self) -> str:
         """The arrival as one text in prompt order (`wake up --dry-run`); the model's own messages
         are built by `wake.prompt`."""
-        return arrival.render_prompt(self.blocks)
+        return engine.render_prompt(self.blocks)
 
 
 def tier_sources(config: Config, agent_id: str, tier: str) -> list[Source]:
@@ -95,21 +90,21 @@ async def arrive(ctx: WakeContext, source_list: Sequence[Source], timeout_s: flo
     """Step 5 with its diff, which is itself an arrival block: the direct blocks, the diff
     over them against both previous wakes, then the blocks derived from it (the binding diff, the
     pre-check), in source order; and the context that carries the diff."""
-    direct = await arrival.assemble(arrival.direct(source_list), ctx, timeout_s)
+    direct = await engine.assemble(engine.direct(source_list), ctx, timeout_s)
     states = {b.name: b.state(manifest.sha256_text(b.text)) for b in direct}
     ctx = dataclasses.replace(ctx, diff=diff.both(ctx.previous, ctx.previous_tier, ctx.tool_hashes, states))
-    derived = await arrival.assemble(arrival.derived(source_list), ctx, timeout_s)
-    return arrival.in_source_order(source_list, direct + derived), ctx
+    derived = await engine.assemble(engine.derived(source_list), ctx, timeout_s)
+    return engine.in_source_order(source_list, direct + derived), ctx
 
 
-async def think(ctx: WakeContext, blocks: list[Block], models: model.Client) -> thinking_loop.Thought:
+async def think(ctx: WakeContext, blocks: list[Block], models: client.Client) -> loop.Thought:
     """Step 9: the model loop over the tier's route; without a route, harness-only (the row says so)."""
     route_name = ctx.tier_config.model
     if route_name is None:
-        return thinking_loop.Thought(
+        return loop.Thought(
             status=Status.completed, note="harness-only: no model route is configured for this tier", error=None, thinking=None, final_text=None,
         )
-    return await thinking_loop.run(ctx, route_name=route_name, route=ctx.config.models[route_name], blocks=blocks, client=models)
+    return await loop.run(ctx, route_name=route_name, route=ctx.config.models[route_name], blocks=blocks, client=models)
 
 
 @dataclass(kw_only=True)
@@ -123,7 +118,7 @@ class _Progress:
     manifest: manifest.Manifest | None = None
     diff: WakeDiff | None = None
     decision: gate.Decision | None = None
-    thought: thinking_loop.Thought | None = None
+    thought: loop.Thought | None = None
     status: Status = Status.failed
     recorded: bool = False
     settled: bool = False  # written settled at once (steps 7, 8 and 10 in one transaction)
@@ -131,7 +126,7 @@ class _Progress:
     chain: str | None = None
     unreachable: str | None = None  # the store a `StoreUnavailable` that ended the wake named
 
-    def ended(self, thought: thinking_loop.Thought) -> None:
+    def ended(self, thought: loop.Thought) -> None:
         self.thought, self.status = thought, thought.status
         self.row = dataclasses.replace(self.row, note=thought.note, error=thought.error)
 
@@ -158,13 +153,13 @@ async def _bind(
     return vetted, flowed
 
 
-async def _steps(session: Session, request: WakeRequest, p: _Progress, models: model.Client, dry_run: bool,
+async def _steps(session: Session, request: WakeRequest, p: _Progress, models: client.Client, dry_run: bool,
                  source_list: Sequence[Source] | None, now: Callable[[], dt.datetime]) -> None:
     """Steps 4-10 of a wake that runs to its end; `run_wake` settles whatever point it reached."""
     config, stores, registry = session.config, session.stores, session.registry
     agent_id, tier, started_at = request.agent_id, request.tier, p.row.started_at
     # 4. the memory, opened and audited before anything reads it, and the binding
-    memory_state = await memory.open_memory(config, stores, request, started_at, dry_run=dry_run)
+    memory_state = await memory_blocks.open_memory(config, stores, request, started_at, dry_run=dry_run)
     vetted, flowed = await _bind(session, request, p, halted=memory_state.halt is not None, dry_run=dry_run)
     tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
     approvals_on = approval.active(registry)
@@ -241,7 +236,7 @@ async def _run_wake(
     p = _Progress(row=settle.first_row(session.config, request, now(), len(session.registry)), log=bound)
     scheduled_for = request.scheduled_for.isoformat() if request.scheduled_for else None
     bound.info("wake.started", trigger=request.trigger, scheduled_for=scheduled_for, dry_run=dry_run)
-    models = session.models or model.Client()
+    models = session.models or client.Client()
     try:
         await _steps(session, request, p, models, dry_run, source_list, now)
     except asyncio.CancelledError as exc:

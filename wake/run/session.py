@@ -14,7 +14,7 @@ from wake import stores
 from wake.config import Config
 from wake.errors import ConfigError, RegistryError
 from wake.stores.prepared import prepare_schema as prepare_schema  # the commands over the ledgers prepare it alone
-from wake.think import client as model
+from wake.think import client
 
 CHECKED_SCHEMAS = "cache/checked-schemas"  # under the state directory: the tool schemas that passed the metaschema check
 EMBEDDED_DIR = "llama"  # under the state directory: the embedded model server's log (llama-server.log)
@@ -99,7 +99,7 @@ class Session:
     registry: Registry
     # The process's one model client (keep-alive pool), closed with the session; None (a test's
     # session) lets each wake open and close its own.
-    models: model.Client | None = None
+    models: client.Client | None = None
 
 
 @contextlib.asynccontextmanager
@@ -110,7 +110,7 @@ async def open_session(config: Config, *, neo4j: bool = True, keep_alive: bool =
     async with stores.connected(config, neo4j=neo4j) as st:
         await prepare_schema(st)
         async with opened_mcp(config, registry, keep_alive=keep_alive):
-            models = model.Client(embedded_dir=config.state_dir_path() / EMBEDDED_DIR)
+            models = client.Client(embedded_dir=config.state_dir_path() / EMBEDDED_DIR)
             try:
                 yield Session(config=config, stores=st, registry=registry, models=models)
             finally:
@@ -121,10 +121,10 @@ async def open_session(config: Config, *, neo4j: bool = True, keep_alive: bool =
 async def opened_mcp(config: Config, registry: Registry, *, keep_alive: bool) -> AsyncIterator[None]:
     """The configured MCP servers, started on the registry (a declaration problem is a
     `RegistryError`, exit 70, with every server closed)."""
-    from wake.run import mcp
+    from wake.run import mcp_tools
 
     try:
-        async with mcp.opened(config, registry, keep_alive=keep_alive):
+        async with mcp_tools.opened(config, registry, keep_alive=keep_alive):
             yield
     except DeclarationError as exc:
         raise RegistryError(f"tool registry: {exc}") from exc

@@ -26,13 +26,12 @@ from ledgers.introspection import Thinking, WakeDiff, WakeRow
 from ledgers.vocab import Status
 from surfaces.registry import Tool
 from wake import __version__, logs
-from wake.arrival import absence
-from wake.arrival import engine as arrival
+from wake.arrival import absence, engine
 from wake.arrival.engine import Block
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
 from wake.observe import tracing
-from wake.run import deliver, incidents
+from wake.run import deliver, incident_policy
 from wake.stores import Stores, lease
 from wake.think.loop import Thought
 from wake.witness import manifest
@@ -60,7 +59,7 @@ def witnessed(row: WakeRow, mani: manifest.Manifest, blocks: Sequence[Block], bi
     return dataclasses.replace(
         row, manifest_root=mani.root, blocks={b.name: b.state(mani.blocks[b.name]) for b in blocks}, tool_hashes=mani.tools,
         contents=manifest.contents_of({b.name: b.text for b in blocks}, list(binding)),
-        arrival_order=[b.name for b in arrival.prompt_order(blocks)], diff=wake_diff,
+        arrival_order=[b.name for b in engine.prompt_order(blocks)], diff=wake_diff,
     )
 
 
@@ -99,7 +98,7 @@ async def record_settled(ctx: WakeContext, row: WakeRow, status: Status, thinkin
         async with ctx.stores.pg_conn() as conn:
             try:
                 chain = await introspection.insert(conn, row, status=status, thinking=thinking or Thinking(model=None))
-                await incidents.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
+                await incident_policy.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
                                         error=row.error, note=row.note, at=row.started_at)
                 return chain
             except StaleFence as exc:
@@ -109,7 +108,7 @@ async def record_settled(ctx: WakeContext, row: WakeRow, status: Status, thinkin
         chain = await introspection.insert(conn, row, status=status, thinking=thinking or Thinking(model=None))
         await with_row(ctx, conn)
         await deliver.enqueue(conn, row.wake_id, row.agent_id, row.tier, list(queued))
-        await incidents.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
+        await incident_policy.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
                                 error=row.error, note=row.note, at=row.started_at)
     return chain
 
@@ -138,7 +137,7 @@ async def _settle(
                 if chain is not None:  # it was this wake that closed the row
                     await deliver.enqueue(conn, row.wake_id, row.agent_id, row.tier, list(queued))
             if chain is not None:
-                await incidents.witness(conn, stores.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
+                await incident_policy.witness(conn, stores.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
                                         error=row.error, note=row.note, at=row.started_at)
             return chain
     except StaleFence as exc:  # a newer lease holder exists: this wake writes nothing more

@@ -29,7 +29,7 @@ from ledgers.vocab import Status, Tier, Trigger
 from wake import logs
 from wake.context import WakeRequest
 from wake.observe import metrics, tracing
-from wake.run import incidents, settle
+from wake.run import incident_policy, settle
 from wake.run.session import Session
 
 log = logs.get("wake.unrun")
@@ -80,8 +80,8 @@ class NotRun:
 
 
 async def _incident(conn: Any, session: Session, n: NotRun) -> None:
-    """The row's part in its tier's incidents (`wake.run.incidents`)."""
-    await incidents.witness(conn, session.config, wake_id=n.wake_id, agent_id=n.agent_id, tier=n.tier, status=n.status,
+    """The row's part in its tier's incidents (`wake.run.incident_policy`)."""
+    await incident_policy.witness(conn, session.config, wake_id=n.wake_id, agent_id=n.agent_id, tier=n.tier, status=n.status,
                             error=n.error, note=n.note, at=n.started_at)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from ledgers import introspection
 from ledgers.vocab import Result, Status, StopReason
 from wake import logs
-from wake.arrival import operator as operator_sources
+from wake.arrival import operator_sources
 from wake.arrival.engine import Block
 from wake.context import MemoryState, WakeContext
 from wake.think import gate

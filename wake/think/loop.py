@@ -56,15 +56,14 @@ from ledgers.errors import StaleFence
 from ledgers.vocab import Status
 from surfaces.conversation import Conversation
 from surfaces.registry import Tool
-from untrusted import render
+from untrusted import spotlight
 from wake import clock, logs, secrets
 from wake.arrival.engine import Block
 from wake.config import ModelRoute, plural
 from wake.context import WakeContext
 from wake.errors import ModelError
 from wake.observe import metrics, tracing
-from wake.think import approval, budget, prompt, structured
-from wake.think import transcript as transcripts
+from wake.think import approval, budget, prompt, structured, transcript
 from wake.think.client import Client, Reply
 from wake.think.pressure import Pressure, summary_body
 
@@ -121,7 +120,7 @@ def _as_text(result: object) -> str:
 
 
 def _error(message: str, outcome: str = "error") -> str:
-    return transcripts.ErrorAnswer(json.dumps({"error": message}, ensure_ascii=False), outcome)
+    return transcript.ErrorAnswer(json.dumps({"error": message}, ensure_ascii=False), outcome)
 
 
 class Loop:
@@ -146,7 +145,7 @@ class Loop:
         self.specs = [prompt.tool_spec(t) for t in ctx.binding]
         self.choice = ctx.config.tier(ctx.agent_id, ctx.tier).tool_choice
         self.structured = route.tool_calls == "json_schema"
-        self.marks = render.for_agent(ctx.agent_id)
+        self.marks = spotlight.for_agent(ctx.agent_id)
         self.messages = arrival if arrival is not None else prompt.messages(blocks, self.marks)
         if self.structured:  # the answer's shape, and how to finish, in the cached system prefix
             self.messages[0] = {**self.messages[0], "content": self.messages[0]["content"] + "\n\n" + structured.system_text(self.specs)}
@@ -155,7 +154,7 @@ class Loop:
             wake_ref=str(ctx.wake_id),
         )
         self.pressure = Pressure(ctx, self.conv, self._summarize)
-        self.transcript = transcripts.Recorder(ctx, self.messages, base=len(self.messages))  # what the model saw, every call
+        self.transcript = transcript.Recorder(ctx, self.messages, base=len(self.messages))  # what the model saw, every call
         self.tool_ctx = dataclasses.replace(ctx, conversation=self.conv)  # what tools see: the wake, and its conversation
         self.refusals = 0
         self.attempts = 0  # HTTP requests to the model, retries included
@@ -359,8 +358,8 @@ class Loop:
             with tracing.tool_span(name=name, call_id=call_id, arguments=fn.get("arguments")) as span:
                 answer, stop = await self._answer(call, name, fn, call_id, stop, started)
                 tracing.tool_result(span, answer)
-            # a tool's answer is stored text: marked data (`untrusted.render`); a replay's recorded one was marked when recorded
-            shown = answer if isinstance(answer, transcripts.ShownAnswer) else self.marks.span(answer)
+            # a tool's answer is stored text: marked data (`untrusted.spotlight`); a replay's recorded one was marked when recorded
+            shown = answer if isinstance(answer, transcript.ShownAnswer) else self.marks.span(answer)
             if self.structured:
                 self.messages.append(structured.tool_result_message(name or "(none)", shown))
             else:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ledgers import context_events
-from surfaces import conversation as conv_ops
+from surfaces import conversation
 from surfaces.conversation import Conversation, Cut, Request
 from wake import clock, logs
 from wake.config import ContextConfig
@@ -105,7 +105,7 @@ class Pressure:
             p = tokens / window
         s = conv.settings
         if s["policy"] == "harness" and p >= float(s["act_at"]):
-            cut = conv_ops.sliding_window(conv.messages, conv.base, self.conf.auto_keep_messages)
+            cut = conversation.sliding_window(conv.messages, conv.base, self.conf.auto_keep_messages)
             if cut.removed:
                 segment = await self._archive(cut, "sliding-window")
                 tokens, counted = await recount()
@@ -161,15 +161,15 @@ class Pressure:
             return await recount()
         ref = conv.archive_ref(conv.next_segment)
         if req.strategy == "sliding-window":
-            cut = conv_ops.sliding_window(conv.messages, conv.base, req.keep_last)
+            cut = conversation.sliding_window(conv.messages, conv.base, req.keep_last)
         elif req.strategy == "summarize":
-            pre = conv_ops.sliding_window(conv.messages, conv.base, req.keep_last)
+            pre = conversation.sliding_window(conv.messages, conv.base, req.keep_last)
             summary = await self.summarize_call(pre.removed) if pre.removed else ""
-            cut = conv_ops.summarized(conv.messages, conv.base, req.keep_last, summary, ref)
+            cut = conversation.summarized(conv.messages, conv.base, req.keep_last, summary, ref)
         elif req.strategy == "prune-low-priority":
-            cut = conv_ops.prune_low_priority(conv.messages, conv.base, ref)
+            cut = conversation.prune_low_priority(conv.messages, conv.base, ref)
         else:
-            cut = conv_ops.archive_segment(conv.messages, conv.base, req.first or 0, req.last if req.last is not None else 0)
+            cut = conversation.archive_segment(conv.messages, conv.base, req.first or 0, req.last if req.last is not None else 0)
         if not cut.removed:
             await self.event("compacted", f"{req.reason or 'asked by the agent'}; nothing to remove", strategy=req.strategy, pressure_before=p,
                              pressure_after=p)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from surfaces.registry import Tool
-from untrusted import render
+from untrusted import spotlight
 from wake.arrival import engine
 from wake.arrival.engine import Block, CacheTier, prompt_order
 
@@ -35,8 +35,8 @@ SUMMARY = (
 )
 
 
-def messages(blocks: Sequence[Block], marks: render.Marks) -> list[dict[str, Any]]:
-    """The system and user messages; the system message names the wake's marks (`untrusted.render`)."""
+def messages(blocks: Sequence[Block], marks: spotlight.Marks) -> list[dict[str, Any]]:
+    """The system and user messages; the system message names the wake's marks (`untrusted.spotlight`)."""
     ordered = prompt_order(blocks)  # the moving part: every-wake blocks after the rest, clock-bound ones last
     settled = [b for b in ordered if b.cache_tier <= CacheTier.stable]
     moving = [b for b in ordered if b.cache_tier > CacheTier.stable]

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import asyncpg
 import structlog
 
-from ledgers import flows as flow_ledger
-from surfaces import flows as flow_labels
+from ledgers import tool_flows
+from surfaces import flow_labels
 
 if TYPE_CHECKING:  # only the binding's type: a ledger read (wake.witness.diff) must not load the registry
     from surfaces.registry import Tool
@@ -29,13 +29,13 @@ log = structlog.get_logger("wake.witness.flows")
 POLICIES = ("refuse", "warn", "off")
 
 
-Change = flow_ledger.Change  # defined beside `Held`, so that a wake's context (below this step) can carry one
+Change = tool_flows.Change  # defined beside `Held`, so that a wake's context (below this step) can carry one
 
 
 @dataclass(frozen=True, kw_only=True)
 class Vetted:
     binding: list[Tool]
-    held: flow_ledger.Held  # the flow the binding as computed holds (before any refusal)
+    held: tool_flows.Held  # the flow the binding as computed holds (before any refusal)
     policy: str
     accepted: bool = False
     refused: tuple[str, ...] = ()  # the egress tools left unbound
@@ -49,14 +49,14 @@ async def vet(
     """The binding after the tier's flow policy, with the flow it holds and how that changed.
     `record=False` (a dry run) writes nothing."""
     held = flow_labels.triangle(binding)
-    previous = await flow_ledger.last_state(conn, agent_id, tier)
+    previous = await tool_flows.last_state(conn, agent_id, tier)
     change = _change(previous, held)
-    if record and (previous or flow_ledger.Held(flow_id=None)) != held:  # written when it changed: a quiet whisper only reads
-        await flow_ledger.save_state(conn, agent_id, tier, held)
+    if record and (previous or tool_flows.Held(flow_id=None)) != held:  # written when it changed: a quiet whisper only reads
+        await tool_flows.save_state(conn, agent_id, tier, held)
     if held.flow_id is None or policy == "off":
         return Vetted(binding=list(binding), held=held, policy=policy, change=change)
-    accepted = held.flow_id in await flow_ledger.accepted(conn, agent_id, tier)
-    finding = await flow_ledger.raise_finding(conn, agent_id, tier, held, policy, at) if record and not accepted else None
+    accepted = held.flow_id in await tool_flows.accepted(conn, agent_id, tier)
+    finding = await tool_flows.raise_finding(conn, agent_id, tier, held, policy, at) if record and not accepted else None
     if finding is not None:
         log.warning("wake.toxic_flow", agent=agent_id, tier=tier, flow=held.flow_id, policy=policy, finding=finding,
                     untrusted=held.untrusted, private=held.private, egress=held.egress)
@@ -65,7 +65,7 @@ async def vet(
                   finding_id=finding, change=change)
 
 
-def _change(previous: flow_ledger.Held | None, held: flow_ledger.Held) -> Change:
+def _change(previous: tool_flows.Held | None, held: tool_flows.Held) -> Change:
     before = previous.flow_id if previous is not None else None
     if before == held.flow_id:
         return Change()

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ledgers import memory_ledger as ledger
+from ledgers import memory_ledger
 from ledgers.errors import StaleFence
 from memory.repo import MemoryRepo
-from untrusted import render as render_mod
+from untrusted import spotlight
 from wake import logs
-from wake.arrival import memory_render as render
+from wake.arrival import memory_render
 from wake.arrival.engine import Found
 from wake.config import Config
 from wake.context import MemoryState, WakeContext, WakeRequest
@@ -48,14 +48,14 @@ async def open_memory(config: Config, stores: Stores, request: WakeRequest, now:
         repo = MemoryRepo.open(path, config.memory_config(agent_id), at=now)
         if dry_run:
             async with stores.pg_conn() as conn:
-                return MemoryState(enabled=True, repo=repo, halt=await ledger.halt_reason(conn, agent_id))
-        result = await ledger.run_canary(
+                return MemoryState(enabled=True, repo=repo, halt=await memory_ledger.halt_reason(conn, agent_id))
+        result = await memory_ledger.run_canary(
             stores.pg_conn, lambda: lease.fenced(stores, agent_id, request.fence), repo, agent_id=agent_id, wake_id=request.wake_id, at=now,
         )
         halt = None
         if result.has_open_halt:
             async with stores.pg_conn() as conn:
-                halt = await ledger.halt_reason(conn, agent_id)
+                halt = await memory_ledger.halt_reason(conn, agent_id)
         return MemoryState(enabled=True, repo=repo, canary=result, halt=halt)
     except StaleFence:
         raise
@@ -80,23 +80,23 @@ async def memory_tree(ctx: WakeContext) -> Found:
         return Found(text="memory: no repository yet; the first wake creates it", rows=0)
     view = await _open_findings(ctx)
     quarantined = {r.path: r.rule for r in view.rows if r.path}  # a file with an open finding shows its finding, not its description
-    shown = render.memory_block(repo.ls(), head=repo.head(), max_chars=ctx.agent.memory.block_max_chars, recent=repo.log(limit=RECENT_CHANGES),
-                                marks=render_mod.for_agent(ctx.agent_id), quarantined=quarantined)
+    shown = memory_render.memory_block(repo.ls(), head=repo.head(), max_chars=ctx.agent.memory.block_max_chars, recent=repo.log(limit=RECENT_CHANGES),
+                                marks=spotlight.for_agent(ctx.agent_id), quarantined=quarantined)
     return Found(text=shown.text, rows=shown.total)
 
 
-async def _open_findings(ctx: WakeContext) -> ledger.OpenFindings:
+async def _open_findings(ctx: WakeContext) -> memory_ledger.OpenFindings:
     """The open findings as the canary read them, or, when it recorded something (or did not run), as they are now."""
     canary = ctx.memory_state.canary
     view = canary.open if canary is not None else None
     if view is None:
         async with ctx.stores.pg_conn() as conn:  # wake's own reads: the light reset (docs/performance.md)
-            view = await ledger.open_view(conn, ctx.agent_id)
+            view = await memory_ledger.open_view(conn, ctx.agent_id)
     return view
 
 
 async def cloister(ctx: WakeContext) -> Found:
     _checked(ctx)
     view = await _open_findings(ctx)
-    shown = render.cloister_block(view.rows, total=view.total, counts=view.counts, marks=render_mod.for_agent(ctx.agent_id))
+    shown = memory_render.cloister_block(view.rows, total=view.total, counts=view.counts, marks=spotlight.for_agent(ctx.agent_id))
     return Found(text=shown.text, rows=view.total)

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ledgers import flows as flow_ledger
+from ledgers import tool_flows
 
 UNTRUSTED_INPUT = "untrusted_input"
 PRIVATE_DATA = "private_data"
@@ -69,18 +69,18 @@ def shown(labels: Iterable[str]) -> str:
     return ", ".join(label for label in LABELS if label in present) or "-"
 
 
-def triangle(tools: Iterable[Any]) -> flow_ledger.Held:
+def triangle(tools: Iterable[Any]) -> tool_flows.Held:
     """The toxic flow a binding holds: the tools of each leg, when every leg has one (else no flow).
     Its id is the first 12 hex digits of the SHA-256 over the three sorted legs, so a tool joining
     or leaving a leg makes a new flow (one an operator has not accepted)."""
     held = list(tools)
     untrusted, private, egress = (tuple(sorted(t.name for t in held if label in t.flows)) for label in LABELS)
     if not (untrusted and private and egress):
-        return flow_ledger.Held(flow_id=None)
+        return tool_flows.Held(flow_id=None)
     digest = hashlib.sha256(json.dumps([untrusted, private, egress]).encode("utf-8")).hexdigest()[:12]
-    return flow_ledger.Held(flow_id=digest, untrusted=untrusted, private=private, egress=egress)
+    return tool_flows.Held(flow_id=digest, untrusted=untrusted, private=private, egress=egress)
 
 
-def legs_text(held: flow_ledger.Held) -> str:
+def legs_text(held: tool_flows.Held) -> str:
     """`untrusted input a; private data b; egress c`."""
-    return "; ".join(f"{leg} {', '.join(names)}" for leg, names in flow_ledger.legs(held))
+    return "; ".join(f"{leg} {', '.join(names)}" for leg, names in tool_flows.legs(held))

@@ -21,7 +21,7 @@ from ledgers.errors import GraphStaleFence, StaleFence
 from surfaces.context import ToolContext, graph_write
 from surfaces.registry import Tool, tool
 
-log = structlog.get_logger("surfaces.graph")
+log = structlog.get_logger("surfaces.graph_tools")
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": graph.MAX_NAME_CHARS}
 _REL = {"type": "string", "pattern": graph.RELATION.pattern, "description": "Relationship type in UPPER_SNAKE_CASE, e.g. WORKS_ON."}

@@ -20,8 +20,7 @@ from typing import Any
 
 import structlog
 
-from ledgers import memory_ledger as ledger
-from ledgers import memory_sources
+from ledgers import memory_ledger, memory_sources
 from ledgers.errors import StaleFence
 from memory import provenance
 from memory.errors import MemoryRefused
@@ -31,9 +30,9 @@ from surfaces.context import ToolContext
 from surfaces.conversation import Conversation
 from surfaces.errors import ContextToolError, ToolInputError
 from surfaces.registry import Tool, tool
-from untrusted import render
+from untrusted import spotlight
 
-log = structlog.get_logger("surfaces.memory")
+log = structlog.get_logger("surfaces.memory_tools")
 
 READS = ("read", "ls", "status", "diff", "audit", "search")
 WRITES = ("write", "append")
@@ -41,7 +40,7 @@ FINDINGS_SHOWN = 20
 QUARANTINE_EXCERPT_CHARS = 160  # of a quarantined file's finding, its invisible characters made visible
 QUARANTINED = "quarantined: an open Cloister finding; its text is withheld until a human acknowledges the finding (wake memory ack)"
 
-def finding_json(row: ledger.FindingRecord) -> dict[str, object]:
+def finding_json(row: memory_ledger.FindingRecord) -> dict[str, object]:
     return {
         "id": row.finding_id, "severity": row.severity, "domain": row.domain, "path": row.path, "commit": row.commit_id,
         "rule": row.rule, "at": row.at.isoformat(), "excerpt": row.excerpt,
@@ -67,7 +66,7 @@ def _need(command: str, **given: str | None) -> None:
 async def _status(ctx: ToolContext, repo: MemoryRepo) -> dict[str, object]:
     status = repo.status()
     async with ctx.read() as conn:
-        counts = await ledger.open_counts(conn, ctx.agent_id)
+        counts = await memory_ledger.open_counts(conn, ctx.agent_id)
     return {
         "head": status.head, "files": status.files, "bytes": status.bytes, "head_attached": status.head_attached,
         "uncommitted": [{"path": c.path, "state": c.state} for c in status.changes],
@@ -79,8 +78,8 @@ async def _status(ctx: ToolContext, repo: MemoryRepo) -> dict[str, object]:
 
 async def _audit(ctx: ToolContext, path: str | None) -> dict[str, object]:
     async with ctx.read() as conn:
-        last = await ledger.last_audit(conn, ctx.agent_id)
-        rows, total = await ledger.findings(conn, ctx.agent_id, state="open", limit=FINDINGS_SHOWN if path is None else 1000)
+        last = await memory_ledger.last_audit(conn, ctx.agent_id)
+        rows, total = await memory_ledger.findings(conn, ctx.agent_id, state="open", limit=FINDINGS_SHOWN if path is None else 1000)
     if path is not None:
         rows = [r for r in rows if r.path == path]
         total = len(rows)
@@ -132,26 +131,26 @@ async def _read(ctx: ToolContext, command: str, path: str | None, query: str | N
     return await _audit(ctx, path)
 
 
-async def _quarantined(ctx: ToolContext, paths: list[str]) -> dict[str, ledger.OpenFinding]:
+async def _quarantined(ctx: ToolContext, paths: list[str]) -> dict[str, memory_ledger.OpenFinding]:
     """The files of `paths` with an open finding (any level): the model gets their quarantine view, never their text."""
     if not paths:
         return {}
     async with ctx.read() as conn:
-        return await ledger.open_by_path(conn, ctx.agent_id, paths)
+        return await memory_ledger.open_by_path(conn, ctx.agent_id, paths)
 
 
-def _finding_kind(row: ledger.OpenFinding) -> str:
-    return f"open {row.severity} finding #{row.finding_id} {render.neutral(row.rule)}"
+def _finding_kind(row: memory_ledger.OpenFinding) -> str:
+    return f"open {row.severity} finding #{row.finding_id} {spotlight.neutral(row.rule)}"
 
 
-def quarantine_view(path: str, row: ledger.OpenFinding) -> dict[str, object]:
+def quarantine_view(path: str, row: memory_ledger.OpenFinding) -> dict[str, object]:
     """What the memory tools answer for a file with an open finding: its name, the finding's kind and
     a short excerpt of what was flagged (one line, its invisible and control characters shown as
     `<U+XXXX>`): never the file's text or description."""
     return {
         "path": path, "quarantined": True, "note": QUARANTINED,
-        "finding": {"id": row.finding_id, "severity": row.severity, "rule": render.neutral(row.rule)},
-        "excerpt": render.neutral(render.clipped(row.excerpt or "", QUARANTINE_EXCERPT_CHARS)),
+        "finding": {"id": row.finding_id, "severity": row.severity, "rule": spotlight.neutral(row.rule)},
+        "excerpt": spotlight.neutral(spotlight.clipped(row.excerpt or "", QUARANTINE_EXCERPT_CHARS)),
     }
 
 
@@ -159,7 +158,7 @@ async def _diff(ctx: ToolContext, repo: MemoryRepo, path: str | None) -> str:
     """The last change (of `path`, or the tip), each quarantined file's part replaced by a line saying so."""
     parts = repo.diff_by_path(path)
     held = await _quarantined(ctx, sorted({p for p, _ in parts}))
-    text = "".join(diff if p not in held else f"{render.neutral(p)}: {_finding_kind(held[p])}; {QUARANTINED}\n" for p, diff in parts)
+    text = "".join(diff if p not in held else f"{spotlight.neutral(p)}: {_finding_kind(held[p])}; {QUARANTINED}\n" for p, diff in parts)
     return text or "(no change)"
 
 
@@ -203,15 +202,15 @@ async def _write(ctx: ToolContext, command: str, path: str | None, content: str 
     _need(command, path=path, **{"content" if command == "write" else "text": body})
     assert path is not None and body is not None
     source = await _provenance(ctx, body)
-    writer = ledger.Writer(agent_id=ctx.agent_id, wake_id=ctx.wake_id, fence=ctx.fence, tier=str(ctx.tier), source=source)
+    writer = memory_ledger.Writer(agent_id=ctx.agent_id, wake_id=ctx.wake_id, fence=ctx.fence, tier=str(ctx.tier), source=source)
     why = (reason or "").strip() or f"{command} by the agent"
     async with ctx.write() as conn:
-        if await ledger.has_open_halt(conn, ctx.agent_id):
+        if await memory_ledger.has_open_halt(conn, ctx.agent_id):
             raise ToolInputError("a HALT finding is open: memory is not written until a human acts (wake memory ack / revert) [cloister.halt]")
         if command == "write":
-            record = await ledger.write(conn, repo, writer, path=path, content=body, reason=why, at=ctx.now)
+            record = await memory_ledger.write(conn, repo, writer, path=path, content=body, reason=why, at=ctx.now)
         else:
-            record = await ledger.append(conn, repo, writer, path=path, text=body, reason=why, at=ctx.now)
+            record = await memory_ledger.append(conn, repo, writer, path=path, text=body, reason=why, at=ctx.now)
     done = record.result
     log.info(
         "memory.written", agent=ctx.agent_id, wake_id=str(ctx.wake_id), op=done.op, path=done.path, commit=done.commit,
@@ -223,7 +222,7 @@ async def _write(ctx: ToolContext, command: str, path: str | None, content: str 
     }
     try:
         # just written: no quiet read; the findings and the audit are the control plane, the harness's to write
-        result = await ledger.run_canary(None, ctx.harness_write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, at=ctx.now)
+        result = await memory_ledger.run_canary(None, ctx.harness_write, repo, agent_id=ctx.agent_id, wake_id=ctx.wake_id, at=ctx.now)
     except StaleFence:
         raise
     except Exception as exc:  # the write is made; the next wake's canary audits it

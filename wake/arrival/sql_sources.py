@@ -13,7 +13,7 @@ import zoneinfo
 import asyncpg
 
 from ledgers import queries
-from untrusted import render as render_mod
+from untrusted import spotlight
 from wake.arrival.engine import CacheTier, Found, Source
 from wake.config import SqlSourceConfig
 from wake.context import WakeContext
@@ -59,9 +59,9 @@ async def fetch(conn: asyncpg.Connection, name: str, conf: SqlSourceConfig, ctx:
     return queries.counted(records, conf.max_rows, total_column="wake_total")
 
 
-def render_row(name: str, conf: SqlSourceConfig, row: dict[str, object], marks: render_mod.Marks) -> str:
+def render_row(name: str, conf: SqlSourceConfig, row: dict[str, object], marks: spotlight.Marks) -> str:
     """The operator's template over one row; each text column is stored text, marked data
-    (`untrusted.render`), and one with a line break or a control character cannot begin a line."""
+    (`untrusted.spotlight`), and one with a line break or a control character cannot begin a line."""
     shown = {k: marks.span(v) if isinstance(v, str) else v for k, v in row.items()}
     try:
         return conf.template.format_map(shown)
@@ -74,7 +74,7 @@ def render_row(name: str, conf: SqlSourceConfig, row: dict[str, object], marks: 
         raise SqlSourceError(f"sql source {name!r}: template cannot format this row: {exc}") from exc
 
 
-def render(name: str, conf: SqlSourceConfig, rows: list[dict[str, object]], total: int, marks: render_mod.Marks) -> str:
+def render(name: str, conf: SqlSourceConfig, rows: list[dict[str, object]], total: int, marks: spotlight.Marks) -> str:
     lines = [conf.header] if conf.header else []
     if not rows:
         return "\n".join([*lines, conf.empty_text])
@@ -88,6 +88,6 @@ def source(name: str, conf: SqlSourceConfig) -> Source:
     async def run(ctx: WakeContext) -> Found:
         async with ctx.stores.pg_conn(trusted=False) as conn:
             rows, total = await fetch(conn, name, conf, ctx)
-        return Found(text=render(name, conf, rows, total, render_mod.for_agent(ctx.agent_id)), rows=total)
+        return Found(text=render(name, conf, rows, total, spotlight.for_agent(ctx.agent_id)), rows=total)
 
     return Source(name=name, cache_tier=CacheTier[conf.cache_tier], fn=run)

@@ -7,7 +7,7 @@ Stored text is rendered so that it cannot pose as the harness:
 
 - it is *neutralised*: a newline, carriage return or tab becomes the visible escape `\\n`, `\\r`,
   `\\t`; every other control character, every invisible, format or bidi character (what
-  `untrusted.text.invisible` names) and every character the harness reserves below becomes
+  `untrusted.folding.invisible` names) and every character the harness reserves below becomes
   `<U+XXXX>`. A rendered span is one line, and nothing in it can begin a line;
 - it is *marked*: each span sits between `⟪<token>:` and `⟫` (spotlighting, Hines et al. 2024:
   delimit untrusted spans with a boundary the data cannot produce). The token is the agent's
@@ -28,7 +28,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from untrusted import text as text_mod
+from untrusted import folding
 
 DATA_OPEN, DATA_CLOSE = "\u27ea", "\u27eb"  # ⟪ ⟫: stored text
 MARK_OPEN, MARK_CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧: the harness's own marks
@@ -43,7 +43,7 @@ ELLIPSIS = "…"
 def _escape(ch: str) -> str:
     if ch in _ESCAPES:
         return _ESCAPES[ch]
-    if ch in RESERVED or text_mod.is_control(ch) or text_mod.is_invisible(ch) or "\ud800" <= ch <= "\udfff":
+    if ch in RESERVED or folding.is_control(ch) or folding.is_invisible(ch) or "\ud800" <= ch <= "\udfff":
         return f"<U+{ord(ch):04X}>"
     return ch
 
