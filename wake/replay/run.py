@@ -234,15 +234,8 @@ async def replay(
     """Run one replay of `recording` against `candidate` and store it apart; the stored row back."""
     row = recording.row
     conf = candidate.config or config
-    if row.agent_id not in conf.agents or row.tier not in conf.agents[row.agent_id].tiers:
-        raise ConfigError(str(conf.path), f"agents.{row.agent_id}.tiers.{row.tier}", "the replayed wake's agent and tier are not in this config")
+    route_name, route = _route(conf, row.agent_id, str(row.tier), candidate.route)
     tier_conf = conf.tier(row.agent_id, row.tier)
-    route_name = candidate.route or tier_conf.model
-    if route_name is None:
-        raise ConfigError(str(conf.path), f"agents.{row.agent_id}.tiers.{row.tier}.model", "no model route: give --route")
-    if route_name not in conf.models:
-        raise ConfigError(str(conf.path), "models", f"no route {route_name[:64]!r} (routes: {', '.join(sorted(conf.models)) or 'none'})")
-    route = conf.models[route_name]
     blocks = recording.blocks
     if candidate.instructions is not None:
         blocks = _with_instructions(blocks, candidate.instructions, tier_conf.instructions_cache_tier)
@@ -257,52 +250,25 @@ async def replay(
     loop = ReplayLoop(ctx, route_name, route, arrival, first, recording, live, candidate.live_readonly)
     arrival_hashes = tuple(message_hash(m) for m in loop.messages[:2])
     started_at, started = clock.now(), clock.monotonic_ms()
-    error: str | None = None
-    try:
-        thought = await loop.run()
-    except ModelError as exc:  # (the loop turns these into a failed thought; kept for a client that raises)
-        thought = Thought(status="failed", note=str(exc), error=str(exc), thinking=loop.thinking("error"), final_text=None)  # type: ignore[arg-type]
-    loop.transcript.observe(loop.budget.turns)
-    error = thought.error
+    thought = await _think(loop)
     duration_ms = max(0.0, clock.monotonic_ms() - started)
     rec = loop.transcript
     calls = [replays.ReplayCall(call=c, answered_from=loop.answered.get(c.seq, ("checked", False))[0],
                                 mutates=loop.tools[c.tool].mutates if c.tool in loop.tools else False) for c in rec.calls]
-    contents: dict[str, tuple[str, str]] = dict(rec._contents)
-    block_hashes = {b.name: manifest.sha256_text(b.text) for b in blocks}
-    contents.update({block_hashes[b.name]: ("block", b.text) for b in blocks})
-    tool_contents = {h: ("tool", manifest.canonical(t.declaration()).decode("utf-8")) for t in tools for h in [manifest.tool_hash(t)]}
-    contents.update(tool_contents)
+    contents, block_hashes = _contents(rec, blocks, tools)
     mani = manifest.of_hashes(row.agent_id, row.tier, block_hashes, dict(ctx.tool_hashes))
     messages = [json.loads(contents[m.sha256][1]) if m.sha256 in contents else {} for m in rec.messages]
     usage = loop.budget.usage
-    replayed = [compare.Decided(turn=c.turn, tool=c.tool, arguments=canonical_arguments(json.loads(contents[c.arguments_sha256][1])
-                                if c.arguments_sha256 in contents else "")) for c in rec.calls]
+    replayed = [compare.Decided(turn=c.turn, tool=c.tool, arguments=_arguments(contents, c.arguments_sha256)) for c in rec.calls]
     divergence = compare.first_divergence(_decided_recorded(recording), replayed, recording.final_text, thought.final_text)
     request_matches = None if not recording.arrival_hashes else arrival_hashes == recording.arrival_hashes
     stop_reason = thought.thinking.stop_reason if thought.thinking else None
     report: dict[str, object] = {
-        "same_decisions": divergence is None,
-        "first_divergence": divergence,
+        "same_decisions": divergence is None, "first_divergence": divergence,
         "transcript_diff": compare.transcript_diff(list(recording.messages), messages),
-        "recorded": {
-            "status": row.status, "stop_reason": row.stop_reason, "model": row.model, "prompt_tokens": row.prompt_tokens,
-            "completion_tokens": row.completion_tokens, "cached_tokens": row.cached_tokens, "cost_usd": float(row.cost_usd),
-            "turns": row.turns, "tool_calls": row.tool_calls, "refusals": row.refusals, "final_text": recording.final_text,
-            "mutating_calls": sum(1 for c in recording.calls if c.outcome == "ok" and recording.declarations.get(c.tool) is not None
-                                  and (live.get(c.tool) is None or live[c.tool].mutates)),
-            "duration_ms": (row.finished_at - row.started_at).total_seconds() * 1000 if row.finished_at else None,
-        },
-        "replay": {
-            "status": str(thought.status), "stop_reason": stop_reason, "model": route.model,
-            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "cached_tokens": usage.cached_tokens,
-            "cost_usd": round(usage.cost_usd, 8), "turns": loop.budget.turns, "tool_calls": loop.budget.tool_calls, "refusals": loop.refusals,
-            "out_of_recording": loop.out_of_recording, "live_calls": loop.live_calls,
-            "mutating_calls": sum(1 for c in calls if c.mutates and c.answered_from != "checked"),
-            "final_text": thought.final_text, "duration_ms": round(duration_ms, 3),
-        },
-        "turn_measures": loop.turn_measures,
-        "context_events": list(loop.conv.events),
+        "recorded": _recorded_summary(recording, live),
+        "replay": _replay_summary(thought, loop, route.model, calls, duration_ms),
+        "turn_measures": loop.turn_measures, "context_events": list(loop.conv.events),
         "request_matches": request_matches,
     }
     record = replays.ReplayRecord(
@@ -311,7 +277,7 @@ async def replay(
         request_sha256=hashlib.sha256(first.first or b"").hexdigest(), request_matches=request_matches,
         manifest={"blocks": block_hashes, "tools": dict(ctx.tool_hashes)}, manifest_root=mani.root, transcript_root=rec.root,
         status="completed" if thought.status == "completed" else "failed", stop_reason=stop_reason, note=thought.note,
-        error=logs.redact_text(error) if error else None, final_text=thought.final_text, prompt_tokens=usage.prompt_tokens,
+        error=logs.redact_text(thought.error) if thought.error else None, final_text=thought.final_text, prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens, cost_usd=Decimal(str(round(usage.cost_usd, 8))),
         turns=loop.budget.turns, tool_calls=loop.budget.tool_calls, refusals=loop.refusals, out_of_recording=loop.out_of_recording,
         live_calls=loop.live_calls, report=report, duration_ms=duration_ms, started_at=started_at,
@@ -320,6 +286,68 @@ async def replay(
     async with stores.pg_conn() as conn:
         await replays.insert(conn, record, contents, rec.messages, calls)
     return Outcome(record=record, messages=messages, calls=[(d.tool, d.arguments) for d in replayed])
+
+
+async def _think(loop: ReplayLoop) -> Thought:
+    """The replay's model loop run, its turns observed by the transcript."""
+    try:
+        thought = await loop.run()
+    except ModelError as exc:  # (the loop turns these into a failed thought; kept for a client that raises)
+        thought = Thought(status="failed", note=str(exc), error=str(exc), thinking=loop.thinking("error"), final_text=None)  # type: ignore[arg-type]
+    loop.transcript.observe(loop.budget.turns)
+    return thought
+
+
+def _arguments(contents: Mapping[str, tuple[str, str]], sha256: str | None) -> str:
+    """A replayed call's arguments as canonical JSON, from the content store ("" when not stored)."""
+    return canonical_arguments(json.loads(contents[sha256][1]) if sha256 is not None and sha256 in contents else "")
+
+
+def _route(conf: Config, agent_id: str, tier: str, asked: str | None) -> tuple[str, ModelRoute]:
+    """The route a replay runs on (`asked`, else the tier's own), or a ConfigError that says why none."""
+    if agent_id not in conf.agents or tier not in conf.agents[agent_id].tiers:
+        raise ConfigError(str(conf.path), f"agents.{agent_id}.tiers.{tier}", "the replayed wake's agent and tier are not in this config")
+    route_name = asked or conf.tier(agent_id, tier).model
+    if route_name is None:
+        raise ConfigError(str(conf.path), f"agents.{agent_id}.tiers.{tier}.model", "no model route: give --route")
+    if route_name not in conf.models:
+        raise ConfigError(str(conf.path), "models", f"no route {route_name[:64]!r} (routes: {', '.join(sorted(conf.models)) or 'none'})")
+    return route_name, conf.models[route_name]
+
+
+def _contents(rec: transcript.Recorder, blocks: tuple[Block, ...], tools: list[Tool]) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """The replay's content store (the transcript's, its blocks' and its tools' texts by hash) and its blocks' hashes."""
+    contents: dict[str, tuple[str, str]] = dict(rec._contents)
+    block_hashes = {b.name: manifest.sha256_text(b.text) for b in blocks}
+    contents.update({block_hashes[b.name]: ("block", b.text) for b in blocks})
+    contents.update({manifest.tool_hash(t): ("tool", manifest.canonical(t.declaration()).decode("utf-8")) for t in tools})
+    return contents, block_hashes
+
+
+def _recorded_summary(recording: Recording, live: Mapping[str, Tool]) -> dict[str, Any]:
+    """The recorded wake's side of the report."""
+    row = recording.row
+    return {
+        "status": row.status, "stop_reason": row.stop_reason, "model": row.model, "prompt_tokens": row.prompt_tokens,
+        "completion_tokens": row.completion_tokens, "cached_tokens": row.cached_tokens, "cost_usd": float(row.cost_usd),
+        "turns": row.turns, "tool_calls": row.tool_calls, "refusals": row.refusals, "final_text": recording.final_text,
+        "mutating_calls": sum(1 for c in recording.calls if c.outcome == "ok" and recording.declarations.get(c.tool) is not None
+                              and (live.get(c.tool) is None or live[c.tool].mutates)),
+        "duration_ms": (row.finished_at - row.started_at).total_seconds() * 1000 if row.finished_at else None,
+    }
+
+
+def _replay_summary(thought: Thought, loop: ReplayLoop, model: str, calls: list[replays.ReplayCall], duration_ms: float) -> dict[str, Any]:
+    """The replay's side of the report."""
+    usage = loop.budget.usage
+    return {
+        "status": str(thought.status), "stop_reason": thought.thinking.stop_reason if thought.thinking else None, "model": model,
+        "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "cached_tokens": usage.cached_tokens,
+        "cost_usd": round(usage.cost_usd, 8), "turns": loop.budget.turns, "tool_calls": loop.budget.tool_calls, "refusals": loop.refusals,
+        "out_of_recording": loop.out_of_recording, "live_calls": loop.live_calls,
+        "mutating_calls": sum(1 for c in calls if c.mutates and c.answered_from != "checked"),
+        "final_text": thought.final_text, "duration_ms": round(duration_ms, 3),
+    }
 
 
 def read_instructions(path: str) -> str:
