@@ -203,6 +203,8 @@ class SentinelCluster:
         return self._after_failover(old.port)
 
     def _after_failover(self, old_port: int) -> int:
+        # After SENTINEL FAILOVER the old primary is demoted only when the sentinels next read its
+        # INFO (every 10 s), and they see the link up only at the read after: about 20 s here.
         new_port = poll("every sentinel naming the new primary", lambda: self._agreed_new_primary(old_port))
         new = next(s for s in self.servers if s.port == new_port)
         poll("the new primary taking writes", lambda: (new.role() == "master") or None)
