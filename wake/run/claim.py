@@ -352,8 +352,22 @@ async def ran(session: Session, wake: Started, *, now: Callable[[], dt.datetime]
                 raise LeaseLost(f"the wake of agent {request.agent_id!r} lost its lease (fence {held.fence}) and was cancelled") from None
         raise
     if wake.by is not None and not outcome.recorded and outcome.unreachable != "postgres":
-        await unrun.stale(session, request, claimed_by=wake.by, fence=held.fence, now=now())
+        await _aborted_row(session, request, claimed_by=wake.by, held=held, at=now())
     return outcome
+
+
+async def _aborted_row(session: Session, request: WakeRequest, *, claimed_by: str, held: lease.Lease, at: dt.datetime) -> None:
+    """The `aborted` row of a claimed wake that wrote none (`unrun.stale`), shielded: the lease's
+    renewal finding the lease gone while the row is written (a Redis failover lost it) cancels the
+    task, but the wake is over and its slot still gets its one row."""
+    writing = asyncio.ensure_future(unrun.stale(session, request, claimed_by=claimed_by, fence=held.fence, now=at))
+    try:
+        await asyncio.shield(writing)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if not held.lost.is_set() or task is None or task.uncancel() > 0:
+            raise  # a shutdown's cancellation: the write goes on, shielded
+        await writing
 
 
 async def run(

@@ -177,6 +177,10 @@ async def resolve_postgres_dsn(config: Config) -> tuple[str, bool]:
 
 
 async def resolve_redis_url(config: Config) -> tuple[str, bool]:
+    """Where Redis is: the configured URL, the sentinels' address (`sentinel_address`) when it is
+    reached through Sentinel, or the embedded server's URL (started here); and whether it is embedded."""
+    if config.redis.sentinels:
+        return sentinel_address(config), False
     if config.redis.url:
         return config.redis.url, False
     url = await asyncio.to_thread(engines.start_redis, config.state_dir_path(), idle_s=config.engines.idle_s)
@@ -213,15 +217,22 @@ async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
     return pool
 
 
+def sentinel_address(config: Config) -> str:
+    """A printable address of Redis through Sentinel: `sentinel://HOST:PORT,.../<master name>`."""
+    return f"sentinel://{','.join(config.redis.sentinels)}/{config.redis.master_name}"
+
+
 async def open_redis(config: Config, url: str) -> aioredis.Redis:
+    """A client of the configured Redis at `url` (from `resolve_redis_url`): through Sentinel when
+    `redis.sentinels` is set, a client of the primary that the sentinels name and name again
+    after a failover (redis-py's `Sentinel.master_for`), else a client of the URL."""
     import redis.asyncio as aioredis
     import redis.exceptions
 
-    client = aioredis.Redis.from_url(
-        url,
-        socket_timeout=config.redis.socket_timeout_s,
-        socket_connect_timeout=config.redis.socket_timeout_s,
-        decode_responses=True,
+    timeout_s = config.redis.socket_timeout_s
+    client = (
+        _sentinel_master(config) if config.redis.sentinels
+        else aioredis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=True)
     )
     try:
         await client.ping()
@@ -229,6 +240,29 @@ async def open_redis(config: Config, url: str) -> aioredis.Redis:
         await client.aclose()
         raise StoreUnavailable("redis", address(url), _reason(exc)) from exc
     return client
+
+
+def _sentinel_master(config: Config) -> aioredis.Redis:
+    import redis.asyncio as aioredis
+    from redis.asyncio.sentinel import Sentinel
+
+    class SentinelMaster(aioredis.Redis):
+        """The primary's client; closing it closes the sentinels' clients too (redis-py leaves them open)."""
+
+        async def aclose(self, close_connection_pool: bool | None = None) -> None:
+            try:
+                await super().aclose(close_connection_pool)
+            finally:
+                await sentinel.aclose()
+
+    assert config.redis.master_name is not None  # the config's check: sentinels come with it
+    timeout_s = config.redis.socket_timeout_s
+    sentinel = Sentinel(
+        config.redis.sentinel_addresses(), socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+        sentinel_kwargs={"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s},
+    )
+    master: aioredis.Redis = sentinel.master_for(config.redis.master_name, redis_class=SentinelMaster, decode_responses=True)
+    return master
 
 
 def neo4j_auth(config: Config) -> tuple[str, str] | None:

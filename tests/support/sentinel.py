@@ -1,0 +1,276 @@
+"""Redis through Sentinel for the tests and the chaos run: a primary, a replica and three sentinels
+from Debian's `redis-server` and `redis-sentinel` packages, on free loopback ports, in a directory
+of the caller's (a test's tmp_path). Nothing here is a service: each server is a child process that
+dies with its parent, and every wait is a bounded poll of what the servers themselves say.
+
+    cluster = SentinelCluster.start(tmp_path)
+    cluster.failover()      # SENTINEL FAILOVER: the replica becomes the primary
+    cluster.kill_primary()  # SIGKILL the primary; the sentinels promote the replica; the old one
+                            # comes back (empty, as without persistence) as the new primary's replica
+    cluster.stop()
+
+`WAKE_REQUIRE_SENTINEL=1` (CI) turns a missing binary into a failure instead of a skip (`available`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import redis
+
+from tests.support.processes import die_with_parent, free_port
+
+MASTER_NAME = "wakeprimary"
+QUORUM = 2
+# How long a primary may stay silent before a sentinel calls it down (and a failover starts).
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 5000
+# The bound on every wait here: a start, an agreement between the sentinels, a failover.
+WAIT_S = 60.0
+_POLL_S = 0.05
+T = TypeVar("T")
+
+
+def binaries() -> tuple[str, str] | None:
+    """Debian's redis-server and redis-sentinel, or None when either is missing."""
+    server, sentinel = shutil.which("redis-server"), shutil.which("redis-sentinel")
+    return (server, sentinel) if server and sentinel else None
+
+
+def available() -> str | None:
+    """None when the cluster can start here; else why not (a skip reason), or AssertionError under
+    WAKE_REQUIRE_SENTINEL=1."""
+    if binaries() is not None:
+        return None
+    why = "Redis Sentinel tests need Debian's redis-server and redis-sentinel (apt-get install redis-server redis-sentinel)"
+    if os.environ.get("WAKE_REQUIRE_SENTINEL") == "1":
+        raise AssertionError(why)
+    return why
+
+
+def poll(what: str, probe: Callable[[], T | None], timeout_s: float = WAIT_S) -> T:
+    """`probe()`'s first value that is not None (a Redis error counts as None), within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    last: BaseException | None = None
+    while True:
+        try:
+            value = probe()
+        except (redis.RedisError, OSError) as exc:
+            value, last = None, exc
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"sentinel cluster: {what} not within {timeout_s:g}s" + (f" (last error: {last!r})" if last else ""))
+        time.sleep(_POLL_S)
+
+
+@dataclass
+class Server:
+    """One redis-server (the primary or the replica) on its own port and directory."""
+
+    port: int
+    dir: Path
+    exe: str
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, replica_of: int | None = None) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        args = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--save", "", "--appendonly", "no",
+                "--daemonize", "no", "--protected-mode", "no", "--logfile", str(self.dir / "redis.log")]
+        if replica_of is not None:
+            args += ["--replicaof", "127.0.0.1", str(replica_of)]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        poll(f"redis-server on port {self.port}", lambda: self.client().ping() or None)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, socket_connect_timeout=2, decode_responses=True)
+
+    def role(self) -> str:
+        with self.client() as c:
+            return str(c.execute_command("ROLE")[0])
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@dataclass
+class SentinelCluster:
+    root: Path
+    servers: list[Server]
+    sentinel_ports: list[int]
+    sentinel_procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    failovers: int = 0  # completed, as seen by `failover` and `kill_primary`
+
+    @classmethod
+    def start(cls, root: Path) -> SentinelCluster:
+        """A primary, its replica and three sentinels, started and agreed (every sentinel sees the
+        replica and the two other sentinels)."""
+        found = binaries()
+        if found is None:
+            raise RuntimeError(available() or "no redis-server")
+        server_exe, sentinel_exe = found
+        root.mkdir(parents=True, exist_ok=True)
+        servers = [Server(free_port(), root / f"redis-{i}", server_exe) for i in range(2)]
+        cluster = cls(root, servers, [free_port() for _ in range(3)])
+        try:
+            servers[0].start()
+            servers[1].start(replica_of=servers[0].port)
+            poll("the replica in sync", lambda: cluster._synced(servers[1]) or None)
+            for i, port in enumerate(cluster.sentinel_ports):
+                conf = root / f"sentinel-{i}.conf"  # the sentinel rewrites it: one of its own
+                conf.write_text(
+                    f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir {root}\nlogfile {root / f'sentinel-{i}.log'}\n"
+                    f"sentinel monitor {MASTER_NAME} 127.0.0.1 {servers[0].port} {QUORUM}\n"
+                    f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
+                    f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n"
+                    f"sentinel parallel-syncs {MASTER_NAME} 1\n"
+                )
+                cluster.sentinel_procs.append(subprocess.Popen([sentinel_exe, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                                               preexec_fn=die_with_parent))
+            cluster.wait_agreed(servers[0].port)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    @property
+    def addresses(self) -> list[str]:
+        """The sentinels as `redis.sentinels` takes them."""
+        return [f"127.0.0.1:{p}" for p in self.sentinel_ports]
+
+    def toml(self) -> str:
+        """A `[redis]` table that reaches this cluster through its sentinels."""
+        listed = ", ".join(f'"{a}"' for a in self.addresses)
+        return f'[redis]\nsentinels = [{listed}]\nmaster_name = "{MASTER_NAME}"\n'
+
+    def sentinel(self, index: int = 0) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.sentinel_ports[index], socket_timeout=2, socket_connect_timeout=2,
+                           decode_responses=True)
+
+    def primary_port(self) -> int:
+        """The primary's port as the first sentinel names it."""
+        with self.sentinel() as s:
+            _, port = s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)
+        return int(port)
+
+    def primary(self) -> Server:
+        port = self.primary_port()
+        return next(s for s in self.servers if s.port == port)
+
+    def replica(self) -> Server:
+        port = self.primary_port()
+        return next(s for s in self.servers if s.port != port)
+
+    def primary_client(self) -> redis.Redis:
+        return self.primary().client()
+
+    def failover(self) -> int:
+        """SENTINEL FAILOVER: the replica becomes the primary, the old primary its replica. Returns
+        the new primary's port once every sentinel names it and it is in sync with its replica."""
+        old = self.primary_port()
+        with self.sentinel() as s:
+            # refused while a previous failover's promotion is still settling: asked again until taken
+            poll("SENTINEL FAILOVER accepted", lambda: _accepted(s))
+        return self._after_failover(old)
+
+    def kill_primary(self) -> int:
+        """SIGKILL the primary; the sentinels see it down and promote the replica. The old primary is
+        started again, empty (no persistence), and the sentinels make it the new primary's replica.
+        Returns the new primary's port."""
+        old = self.primary()
+        old.kill()
+        new_port = poll("a new primary after the kill", lambda: self._agreed_new_primary(old.port))
+        old.start(replica_of=new_port)  # as the sentinels would reconfigure it; they then keep it so
+        return self._after_failover(old.port)
+
+    def _after_failover(self, old_port: int) -> int:
+        # After SENTINEL FAILOVER the old primary is demoted only when the sentinels next read its
+        # INFO (every 10 s), and they see the link up only at the read after: about 20 s here.
+        new_port = poll("every sentinel naming the new primary", lambda: self._agreed_new_primary(old_port))
+        new = next(s for s in self.servers if s.port == new_port)
+        poll("the new primary taking writes", lambda: (new.role() == "master") or None)
+        self.wait_agreed(new_port)
+        self.failovers += 1
+        return new_port
+
+    def _agreed_new_primary(self, old_port: int) -> int | None:
+        ports = set()
+        for i in range(len(self.sentinel_ports)):
+            with self.sentinel(i) as s:
+                ports.add(int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)[1]))
+        if len(ports) == 1 and old_port not in ports:
+            return ports.pop()
+        return None
+
+    def wait_agreed(self, primary_port: int) -> None:
+        """Every sentinel names `primary_port`, sees one replica of it in sync (not down) and two other sentinels."""
+        replica = next(s for s in self.servers if s.port != primary_port)
+        poll("the replica in sync", lambda: self._synced(replica) or None)
+
+        def agreed() -> bool | None:
+            for i in range(len(self.sentinel_ports)):
+                with self.sentinel(i) as s:
+                    if int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)[1]) != primary_port:
+                        return None
+                    replicas = s.execute_command("SENTINEL", "REPLICAS", MASTER_NAME)
+                    up = [r for r in map(_pairs, replicas) if int(r["port"]) == replica.port and "down" not in r["flags"]
+                          and r.get("master-link-status") == "ok"]
+                    if not up or len(s.execute_command("SENTINEL", "SENTINELS", MASTER_NAME)) != len(self.sentinel_ports) - 1:
+                        return None
+            return True
+
+        poll("the sentinels agreeing", agreed)
+
+    @staticmethod
+    def _synced(replica: Server) -> bool:
+        with replica.client() as c:
+            info = c.info("replication")
+        return info.get("role") == "slave" and info.get("master_link_status") == "up" and not info.get("master_sync_in_progress")
+
+    def stop(self) -> None:
+        for proc in self.sentinel_procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.sentinel_procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(30)
+            if proc.poll() is None:
+                proc.kill()
+        for server in self.servers:
+            server.stop()
+
+
+def _accepted(s: redis.Redis) -> bool | None:
+    try:
+        s.execute_command("SENTINEL", "FAILOVER", MASTER_NAME)
+    except redis.ResponseError as exc:  # INPROG, NOGOODSLAVE: not yet
+        if "INPROG" in str(exc) or "NOGOODSLAVE" in str(exc):
+            return None
+        raise
+    return True
+
+
+def _pairs(flat: list[str] | dict[str, str]) -> dict[str, str]:
+    """A sentinel's reply about an instance as a dict (a flat key, value list under RESP2)."""
+    if isinstance(flat, dict):
+        return flat
+    return dict(zip(flat[::2], flat[1::2], strict=True))
