@@ -16,7 +16,7 @@ import datetime as dt
 import hashlib
 import hmac
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from secrets import token_bytes
@@ -30,6 +30,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ledgers import introspection
 from wake import clock, logs
 from wake.config import Config, unstorable
 from wake.console import actions, data, render
@@ -84,10 +85,12 @@ def _when(value: dt.datetime | None) -> str:
     return f"{value.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}" if value else "-"
 
 
-def _duration(row: Any) -> str:
-    if not row["finished_at"]:
+def _duration(row: introspection.WakeSummary | Mapping[str, Any]) -> str:
+    """A listed row's (a record) or the wake page's row's (its columns) time from start to finish."""
+    started, finished = (row.started_at, row.finished_at) if isinstance(row, introspection.WakeSummary) else (row["started_at"], row["finished_at"])
+    if not finished:
         return "running"
-    return f"{(row['finished_at'] - row['started_at']).total_seconds() * 1000:.0f} ms"
+    return f"{(finished - started).total_seconds() * 1000:.0f} ms"
 
 
 def environment() -> jinja2.Environment:

@@ -94,7 +94,7 @@ class Lane:
 
     agent_id: str
     tier: str
-    wakes: Sequence[object]
+    wakes: Sequence[introspection.WakeSummary]
 
 
 FAILING = frozenset({Status.failed.value, Status.aborted.value, Status.abandoned.value, Status.missed.value})  # `wake.run.incident_policy.FAILING`
@@ -113,33 +113,33 @@ class Mark:
         return f"opened incident {self.incident_id}" if self.opened else f"incident {self.incident_id}"
 
 
-async def incident_marks(conn: asyncpg.Connection, rows: Sequence[Any]) -> dict[str, Mark]:
+async def incident_marks(conn: asyncpg.Connection, rows: Sequence[introspection.WakeSummary]) -> dict[str, Mark]:
     """Each shown row's incident, by wake id: what the timeline marks. A failing row belongs to the
     incident of its agent, tier and signature whose rows span its start (`wake.run.incident_policy` keys
     an incident's rows by their start), the incident's first and last rows by their ids."""
     if not rows:
         return {}
-    starts = [r["started_at"] for r in rows]
-    found = await incidents.overlapping(conn, sorted({r["agent_id"] for r in rows}), min(starts), max(starts))
+    starts = [r.started_at for r in rows]
+    found = await incidents.overlapping(conn, sorted({r.agent_id for r in rows}), min(starts), max(starts))
     by_id = {i.first_wake_id: i for i in found} | {i.last_wake_id: i for i in found}
     by_key: dict[tuple[str, str, str], list[incidents.Incident]] = {}
     for i in found:
         by_key.setdefault((i.agent_id, i.tier, i.signature), []).append(i)
     marks: dict[str, Mark] = {}
     for r in rows:
-        inc = by_id.get(r["wake_id"])
-        if inc is None and r["status"] in FAILING:
-            sig = f"{r['status']}: {incidents.signature(r['error'] or r['note'] or r['status'])}"
-            inc = next((i for i in by_key.get((r["agent_id"], r["tier"], sig), []) if i.opened_at <= r["started_at"] <= i.last_seen_at), None)
+        inc = by_id.get(r.wake_id)
+        if inc is None and r.status in FAILING:
+            sig = f"{r.status}: {incidents.signature(r.error or r.note or r.status)}"
+            inc = next((i for i in by_key.get((r.agent_id, r.tier, sig), []) if i.opened_at <= r.started_at <= i.last_seen_at), None)
         if inc is not None:
-            marks[str(r["wake_id"])] = Mark(inc.id, inc.first_wake_id == r["wake_id"])
+            marks[str(r.wake_id)] = Mark(inc.id, inc.first_wake_id == r.wake_id)
     return marks
 
 
 @dataclass(frozen=True, kw_only=True)
 class Timeline:
     filters: Filters
-    rows: Sequence[object]  # newest first, as `wake ledger` lists them
+    rows: Sequence[introspection.WakeSummary]  # newest first, as `wake ledger` lists them
     marks: dict[str, Mark]  # wake id: its incident
     lanes: list[Lane]
     costs: dict[str, list[console_reads.DayCost]]
@@ -148,17 +148,17 @@ class Timeline:
     now: dt.datetime
 
 
-async def recent(conn: asyncpg.Connection, filters: Filters) -> list[dict[str, Any]]:
+async def recent(conn: asyncpg.Connection, filters: Filters) -> list[introspection.WakeSummary]:
     """The wakes the filters select, newest first: `wake ledger`'s query."""
-    return [r.columns() for r in await introspection.recent(
+    return await introspection.recent(
         conn, agent_id=filters.agent, tier=filters.tier, status=filters.status, trigger=filters.trigger, limit=filters.limit,
-    )]
+    )
 
 
-def lanes(rows: Sequence[Any]) -> list[Lane]:
-    by: dict[tuple[str, str], list[object]] = {}
+def lanes(rows: Sequence[introspection.WakeSummary]) -> list[Lane]:
+    by: dict[tuple[str, str], list[introspection.WakeSummary]] = {}
     for r in reversed(rows):
-        by.setdefault((r["agent_id"], r["tier"]), []).append(r)
+        by.setdefault((r.agent_id, r.tier), []).append(r)
     order = {t.value: i for i, t in enumerate(Tier)}
     return [Lane(a, t, w) for (a, t), w in sorted(by.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9)))]
 
@@ -173,10 +173,10 @@ async def timeline(conn: asyncpg.Connection, config: Config, filters: Filters, n
                     agents=list(config.agents), vocab=vocab, now=now)
 
 
-def fingerprint(rows: Sequence[Any], marks: Mapping[str, Mark] | None = None) -> tuple[tuple[str, str, str], ...]:
+def fingerprint(rows: Sequence[introspection.WakeSummary], marks: Mapping[str, Mark] | None = None) -> tuple[tuple[str, str, str], ...]:
     """What the live timeline compares between polls: each wake, its status and its incident."""
     shown = marks or {}
-    return tuple((str(r["wake_id"]), str(r["status"]), m.label if (m := shown.get(str(r["wake_id"]))) else "") for r in rows)
+    return tuple((str(r.wake_id), str(r.status), m.label if (m := shown.get(str(r.wake_id))) else "") for r in rows)
 
 
 # -- a wake -----------------------------------------------------------------------------------------
@@ -344,7 +344,7 @@ class AgentPage:
     commitments_total: int
     writes: Sequence[memory_ledger.MemoryWrite]
     writes_total: int
-    wakes: Sequence[object]
+    wakes: Sequence[introspection.WakeSummary]
     marks: dict[str, Mark]  # the wakes' incidents
     incidents: Sequence[incidents.Incident]  # open, the newest first
     memory: MemoryFiles
@@ -457,7 +457,7 @@ async def agent_page(conn: asyncpg.Connection, config: Config, agent_id: str, no
     checked, _ = await fact_checks.latest(conn, agent_id, AGENT_LISTED * 4)
     open_commitments, commitments_total = await commitments.open_newest(conn, agent_id, limit=AGENT_LISTED)
     writes, writes_total = await memory_ledger.recent_writes(conn, agent_id, limit=AGENT_LISTED)
-    wakes = [r.columns() for r in await introspection.recent(conn, agent_id=agent_id, limit=AGENT_LISTED)]
+    wakes = await introspection.recent(conn, agent_id=agent_id, limit=AGENT_LISTED)
     return AgentPage(
         agent_id=agent_id, timezone=agent.timezone, tiers=tiers,
         pauses=[p for p in await controls.active_pauses(conn, now) if p.agent_id == agent_id],
