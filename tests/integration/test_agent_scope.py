@@ -65,12 +65,12 @@ async def test_an_unscoped_query_in_alices_tool_sees_and_changes_only_alices_row
             messages = {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM human_contact")}
         assert rows == {("bob", "bob's day")}
         assert messages == {"alice", "bob"}  # human messages are the control plane: no tool deletes one
-        # the same pooled connection, handed to bob's wake next, sees bob's rows only
+        # bob's wake next sees bob's rows only: its connections log in as bob's role, which is the scope
         async with wake_ctx(config, st, T0, agent_id="bob", tier="whisper").read() as conn:
             assert {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM daybook")} == {"bob"}
-            pid = conn.get_server_pid()
+            assert await scope.scoped_agent(conn) == "bob"
         async with st.pg_conn() as conn:
-            assert await scope.bound(conn, pid) == "bob"
+            assert await scope.scoped_agent(conn) is None  # the harness's login is no agent's
 
 
 async def test_the_tools_sql_cannot_unbind_its_agent(config: Config) -> None:
@@ -87,8 +87,8 @@ async def test_the_tools_sql_cannot_unbind_its_agent(config: Config) -> None:
                 " FROM pg_roles r WHERE rolname = current_user"
             )
             assert role is not None and dict(role) == {"rolsuper": False, "rolbypassrls": False, "rolcreaterole": False, "owns": 0}
-            for sql in ("UPDATE wake_scope SET agent_id = 'bob'", "SELECT * FROM wake_scope", "DELETE FROM wake_scope",
-                        "INSERT INTO wake_scope VALUES (1, 'alice')", "RESET ROLE; SET ROLE postgres",
+            for sql in ("UPDATE wake_tool_login SET scoped_agent = 'bob'", "DELETE FROM wake_tool_login",
+                        "INSERT INTO wake_tool_login VALUES (session_user, 'x', 'bob')", "RESET ROLE; SET ROLE postgres",
                         "SELECT * FROM wake_tool_login", "SET ROLE postgres",
                         "SET SESSION AUTHORIZATION postgres", "ALTER TABLE daybook DISABLE ROW LEVEL SECURITY"):
                 with pytest.raises(asyncpg.PostgresError):
@@ -109,7 +109,7 @@ async def test_every_agent_table_has_its_policy_and_no_other_table_is_granted(co
             own = await conn.fetchval("SELECT count(*) FROM information_schema.role_table_grants WHERE grantee = $1", role)
             granted = {r["table_name"] for r in await conn.fetch(
                 "SELECT DISTINCT table_name FROM information_schema.role_table_grants WHERE grantee = $1", st.tools and st.tools.role)}
-        assert own == 0 and len(agent_tables) > 20 and granted == agent_tables - {"wake_scope"}
+        assert own == 0 and len(agent_tables) > 20 and granted == agent_tables
 
 
 async def test_a_login_that_may_not_create_roles_is_refused_by_migrate_in_one_line(pg_server_dsn: str) -> None:
