@@ -230,9 +230,16 @@ async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
             **connect_options(config, "wake"),
         )
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
-        raise StoreUnavailable("postgres", where, _reason(exc)) from exc
+        raise StoreUnavailable("postgres", where, _reason(exc) + _pooler_hint(config, exc)) from exc
     assert pool is not None
     return pool
+
+
+def _pooler_hint(config: Config, exc: BaseException) -> str:
+    """What to do when a pooler refused the session settings wake sends to a direct server."""
+    if config.postgres.pooler == "none" and "unsupported startup parameter" in str(exc):
+        return '; a connection pooler in transaction mode answers at this address: set postgres.pooler = "transaction"'
+    return ""
 
 
 async def open_redis(config: Config, url: str) -> aioredis.Redis:
