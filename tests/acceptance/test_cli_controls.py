@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.test_daemon import query
+from tests.support import pooler
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -30,7 +31,7 @@ binds = ["wake.surface"]
 def config(tmp_path: Path, pg_dsn: str, redis_url: str) -> Callable[..., Path]:
     def write(whisper: str = "", extra: str = "") -> Path:
         path = tmp_path / "wake.toml"
-        path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n{extra}\n' + AGENTS.format(whisper=whisper))
+        path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n{extra}\n' + AGENTS.format(whisper=whisper))
         return path
 
     return write

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import pooler
+
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
 AGENTS = """
@@ -30,7 +32,7 @@ every = "1h"
 @pytest.fixture
 def config(tmp_path: Path, pg_dsn: str, redis_url: str) -> Path:
     path = tmp_path / "wake.toml"
-    path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n' + AGENTS)
+    path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n' + AGENTS)
     return path
 
 

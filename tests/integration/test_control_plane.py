@@ -128,14 +128,16 @@ def _attacks(bob_pid: int, tool_role: str) -> list[str]:
     ]
 
 
-async def _bob_session(st: stores.Stores) -> asyncpg.Connection:
-    """Bob's tool connection, as the harness makes one: bob's role (scoped to bob), its last query a literal."""
+async def _bob_session(st: stores.Stores) -> tuple[asyncpg.Connection, int]:
+    """Bob's tool connection, as the harness makes one: bob's role (scoped to bob), its last query a
+    literal; and its backend's pid (asked of the server: through a pooler the connection's own is the pooler's)."""
     assert st.tools is not None
     async with st.pg_conn() as own:
         role, password = await scope.enter(own, "bob")
     conn = await asyncpg.connect(st.tools.dsn, user=role, password=password)
+    pid = int(await conn.fetchval("SELECT pg_backend_pid()"))
     await conn.fetchval(f"SELECT '{BOB_SECRET}' || count(*) FROM daybook")
-    return conn
+    return conn, pid
 
 
 def _tool_answers(server: ScriptedServer) -> list[dict[str, Any]]:
@@ -163,9 +165,8 @@ async def test_a_tool_with_a_sql_shell_changes_nothing_of_the_control_plane_and_
                                " VALUES ('alice', 'human', 'cli', 'hold the deploy', now())")
             async with conn.transaction():  # a fact of alice's own, which a forged check would vouch for
                 await facts.remember(conn, agent_id="alice", key="deploy-target", value="staging", origin="did", recorded_at=clock.now())
-        bob = await _bob_session(st)
+        bob, bob_pid = await _bob_session(st)
         try:
-            bob_pid = bob.get_server_pid()
             async with st.pg_conn() as conn:
                 before = {t: await conn.fetchval(f"SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM {t} x")
                           for t in ("human_contact", "wake_oneshots", "wake_pauses", "cloister_findings",

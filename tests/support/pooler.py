@@ -43,6 +43,11 @@ def active() -> bool:
     return bool(os.environ.get(DSN_ENV))
 
 
+def key() -> str:
+    """The `[postgres]` line a test's own config file needs when the session runs through the pooler."""
+    return 'pooler = "transaction"\n' if active() else ""
+
+
 def route_session() -> None:
     """The whole session through the pooler: every config wake loads from the environment says so
     (`WAKE_POSTGRES__POOLER`, which a child inherits unless its test strips `WAKE_*`), and the
