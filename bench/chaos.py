@@ -149,7 +149,7 @@ class PgBouncer:
             f"unix_socket_dir =\npool_mode = transaction\nauth_type = trust\nauth_file = {self.dir / 'userlist.txt'}\n"
             "auth_user = postgres\nauth_query = SELECT usename, passwd FROM pg_shadow WHERE usename=$1\n"
             f"max_client_conn = 1000\ndefault_pool_size = 20\nidle_transaction_timeout = {LEASE_TTL_S:g}\n"
-            "ignore_startup_parameters = extra_float_digits\n")
+            "ignore_startup_parameters = extra_float_digits\nserver_login_retry = 1\n")
         if self.user is not None:  # PgBouncer refuses to run as root: as the server's user
             import pwd
 

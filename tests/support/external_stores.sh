@@ -178,6 +178,7 @@ idle_transaction_timeout = $POOLER_IDLE_TX_S
 server_idle_timeout = 30
 autodb_idle_timeout = 30
 ignore_startup_parameters = extra_float_digits
+server_login_retry = 1
 INI
     [[ $(id -u) -eq 0 ]] && chown "$RUN_AS" "$dir/userlist.txt" "$dir/pgbouncer.ini"
     as_owner /usr/sbin/pgbouncer -d "$dir/pgbouncer.ini" >&2 || { tail -n 20 "$dir/pgbouncer.log" >&2; die "pgbouncer did not start"; }
