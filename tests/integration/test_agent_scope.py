@@ -134,3 +134,31 @@ async def test_a_login_that_may_not_create_roles_is_refused_by_migrate_in_one_li
         await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         await admin.execute(f"DROP ROLE IF EXISTS {name}")
         await admin.close()
+
+
+async def test_a_database_set_up_with_pid_bindings_is_scoped_by_login_after_the_setup(config: Config) -> None:
+    """Before issue 46 a backend's pid was bound to its agent (`wake_scope`) and `wake_tool_login`
+    did not name the agent. The setup drops the bindings; an existing login sees nothing until
+    `enter` names its agent (fail closed), then its own rows."""
+    async with stores.connected(config, neo4j=False) as st:
+        await _seed(st)
+        async with st.pg_conn() as conn:
+            await scope.setup(conn)  # this database's tool role (its name follows the database's)
+            role, _ = await scope.enter(conn, "alice")
+            await conn.execute("ALTER TABLE wake_tool_login DROP COLUMN scoped_agent")
+            await conn.execute("CREATE UNLOGGED TABLE wake_scope (pid integer PRIMARY KEY, agent_id text NOT NULL)")
+            await conn.execute("CREATE OR REPLACE FUNCTION wake_scoped_agent() RETURNS text LANGUAGE sql STABLE SECURITY DEFINER"
+                               " SET search_path = pg_catalog, pg_temp AS 'SELECT agent_id FROM public.wake_scope WHERE pid = pg_backend_pid()'")
+            await scope.setup(conn)
+            assert await conn.fetchval("SELECT to_regclass('wake_scope')") is None
+            assert await conn.fetchval("SELECT scoped_agent FROM wake_tool_login WHERE role_name = $1", role) is None
+            password = await conn.fetchval("SELECT password FROM wake_tool_login WHERE role_name = $1", role)
+        assert st.tools is not None
+        unnamed = await asyncpg.connect(st.tools.dsn, user=role, password=password)
+        try:
+            assert await unnamed.fetch("SELECT agent_id FROM daybook") == []  # no agent named: no rows
+        finally:
+            await unnamed.close()
+        async with wake_ctx(config, st, T0, agent_id="alice", tier="whisper").read() as conn:  # the pool's first use names it
+            assert {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM daybook")} == {"alice"}
+            assert await conn.fetchval("SELECT current_user") == role
