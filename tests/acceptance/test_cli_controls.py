@@ -13,6 +13,7 @@ import pytest
 
 from tests.acceptance.test_daemon import query
 from tests.support import agents as agent_configs
+from tests.support import pooler
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -26,7 +27,7 @@ def _agents(whisper: str) -> str:
 def config(tmp_path: Path, pg_dsn: str, redis_url: str) -> Callable[..., Path]:
     def write(whisper: str = "", extra: str = "") -> Path:
         path = tmp_path / "wake.toml"
-        path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n{extra}\n' + _agents(whisper))
+        path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n{extra}\n' + _agents(whisper))
         return path
 
     return write

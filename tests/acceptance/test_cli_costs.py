@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import pooler
 from tests.support.daemon_proc import query
 from tests.support.openai_server import ScriptedServer, completion
 
@@ -19,7 +20,7 @@ CLI = Callable[..., subprocess.CompletedProcess[str]]
 CONFIG = """
 [postgres]
 dsn = "{pg}"
-[redis]
+{pooler}[redis]
 url = "{redis}"
 [models.scripted]
 base_url = "{model}"
@@ -58,7 +59,7 @@ def test_costs_agree_with_the_ledger_to_the_cent(wake_cli: CLI, tmp_path: Path, 
     precheck.chmod(0o755)
     with ScriptedServer() as server:
         config = tmp_path / "wake.toml"
-        config.write_text(CONFIG.format(pg=pg_dsn, redis=redis_url, model=server.url, precheck=precheck))
+        config.write_text(CONFIG.format(pooler=pooler.key(), pg=pg_dsn, redis=redis_url, model=server.url, precheck=precheck))
         server.push(
             completion("Checked the queue; two items moved.", cost=0.0123),
             completion("NOTHING_TO_REPORT", cost=0.0021),  # quiet, its tokens spent
@@ -124,7 +125,7 @@ def test_costs_agree_with_the_ledger_to_the_cent(wake_cli: CLI, tmp_path: Path, 
 )
 def test_bad_input_is_one_line_and_exit_65(wake_cli: CLI, tmp_path: Path, pg_dsn: str, redis_url: str, args: tuple[str, ...], words: str) -> None:
     config = tmp_path / "wake.toml"
-    config.write_text(CONFIG.format(pg=pg_dsn, redis=redis_url, model="http://127.0.0.1:9", precheck="/bin/true"))
+    config.write_text(CONFIG.format(pooler=pooler.key(), pg=pg_dsn, redis=redis_url, model="http://127.0.0.1:9", precheck="/bin/true"))
     result = wake_cli("--config", str(config), "costs", *args)
     assert result.returncode == 65, (result.stdout, result.stderr)
     lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]

@@ -20,6 +20,7 @@ import asyncpg
 import pytest
 from click.testing import CliRunner
 
+from tests.support import pooler
 from tests.support.daemon_proc import Replica
 from wake.observe import logread
 
@@ -190,7 +191,7 @@ def replicas(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[[
     started: list[Replica] = []
     config = tmp_path / "wake.toml"
     config.write_text(
-        f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n[daemon]\nheartbeat_s = 1\n'
+        f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n[daemon]\nheartbeat_s = 1\n'
         # both replicas schedule the agent and race for each slot: a lost race is what this tells
         # (under the default ownership a replica loses a slot only around a handover)
         'ownership = "every_replica"\n'

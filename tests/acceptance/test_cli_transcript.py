@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ledgers import transcripts
-from tests.support import marked
+from tests.support import marked, pooler
 from tests.support.daemon_proc import query
 from tests.support.openai_server import ScriptedServer, completion
 
@@ -21,7 +21,7 @@ def _config(tmp_path: Path, server: ScriptedServer, pg_dsn: str, redis_url: str)
     (tmp_path / "persona.md").write_text("You are a careful agent.\n")
     path = tmp_path / "wake.toml"
     path.write_text(
-        f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n'
+        f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n'
         '[tools]\nmodules = ["tests.support.think_tools"]\n'
         f'[models.scripted]\nbase_url = "{server.url}"\nmodel = "scripted-1"\n'
         '[agents.demo]\npersona_files = ["persona.md"]\n'

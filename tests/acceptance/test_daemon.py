@@ -27,7 +27,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.support import daemon_proc
+from tests.support import daemon_proc, pooler
 from tests.support.daemon_proc import REPO, Replica, query
 
 # The replicas test runs this long (a minute is the full check; 20 s keeps CI on two cores reasonable
@@ -60,7 +60,7 @@ def start(tmp_path: Path, pg_dsn: str, redis_url: str) -> Iterator[Callable[...,
         """`extra=SLOW` holds every wake in its think step until `launch.release()`."""
         n = len(replicas)
         config = tmp_path / f"wake-{n}.toml"
-        config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n{extra}\n[daemon]\n{daemon}\n{agents_toml}')
+        config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n{extra}\n[daemon]\n{daemon}\n{agents_toml}')
         replica = Replica(config, tmp_path / f"replica-{n}.log", {**env, "WAKE_TEST_RELEASE": str(barrier), **(environ or {})})
         replicas.append(replica)
         return replica
@@ -279,7 +279,7 @@ def test_wake_up_takes_the_lease_and_refuses_a_busy_agent(start: Callable[..., R
 
     dsn = start.pg_dsn  # type: ignore[attr-defined]
     config = tmp_path / "up.toml"
-    config.write_text(f'[postgres]\ndsn = "{dsn}"\n[redis]\nurl = "{redis_url}"\n{agents()}')
+    config.write_text(f'[postgres]\ndsn = "{dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n{agents()}')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL"))}
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import agents as agent_configs
+from tests.support import pooler
 
 CLI = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -23,7 +24,7 @@ AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("1h"), "surf
 @pytest.fixture
 def config(tmp_path: Path, pg_dsn: str, redis_url: str) -> Path:
     path = tmp_path / "wake.toml"
-    path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n' + AGENTS)
+    path.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n' + AGENTS)
     return path
 
 

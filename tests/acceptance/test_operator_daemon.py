@@ -16,6 +16,7 @@ import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start, wait_rows  # noqa: F401  (start is a fixture)
 from tests.support import agents as agent_configs
+from tests.support import pooler
 from tests.support.openai_server import ScriptedServer, completion
 from tests.support.webhook_receiver import Receiver
 
@@ -100,7 +101,7 @@ def test_a_wake_settled_by_a_process_that_never_sends_is_delivered_by_the_daemon
     with Receiver(secret=SECRET) as receiver:
         extra, agents = _toml(model, receiver)
         config = tmp_path / "up.toml"
-        config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n{extra}\n{agents}')
+        config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n{extra}\n{agents}')
         up = _cli(config, "up", "--tier", "surface", "--json", env=_env(tmp_path))  # settles, queues, exits: no sender here
         assert up.returncode == 0, up.stderr
         queued = query(pg_dsn, "SELECT wake_id, state, attempts FROM wake_outbox")

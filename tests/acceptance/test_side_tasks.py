@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import failing_side_task
+from tests.support import failing_side_task, pooler
 from tests.support.daemon_proc import REPO, Replica, query
 from wake.daemon import supervise
 from wake.observe import metrics
@@ -45,7 +45,8 @@ def test_an_address_that_cannot_be_bound_ends_the_start_with_78_and_no_claim(
 ) -> None:
     env = _env(tmp_path)
     config = tmp_path / "wake.toml"
-    config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n[{section}]\nlisten = "127.0.0.1:{taken_port}"\n{AGENT}')
+    config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n'
+                      f'[{section}]\nlisten = "127.0.0.1:{taken_port}"\n{AGENT}')
     replica = Replica(config, tmp_path / "replica.log", env)
     try:
         status = replica.proc.wait(120)
@@ -67,7 +68,8 @@ def test_a_side_task_that_fails_is_restarted_shown_down_and_the_daemon_exits_0_o
     if task == "anchoring":  # the companion runs only with [anchor] daemon (its authority is never reached: the task fails first)
         (tmp_path / "ca.pem").write_text("")
         listens += '[anchor]\ntsa_url = "http://127.0.0.1:9/tsr"\nca_file = "ca.pem"\ndaemon = true\n'
-    config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n[tools]\nmodules = ["tests.support.failing_side_task"]\n'
+    config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}[redis]\nurl = "{redis_url}"\n'
+                      '[tools]\nmodules = ["tests.support.failing_side_task"]\n'
                       f'{listens}[daemon]\nheartbeat_s = 0.5\n{AGENT}')
     replica = Replica(config, tmp_path / "replica.log", _env(tmp_path, WAKE_TEST_FAILING_TASK=task))
     try:

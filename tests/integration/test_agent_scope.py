@@ -55,12 +55,12 @@ async def test_an_unscoped_query_in_alices_tool_sees_and_changes_only_alices_row
             messages = {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM human_contact")}
         assert rows == {("bob", "bob's day")}
         assert messages == {"alice", "bob"}  # human messages are the control plane: no tool deletes one
-        # the same pooled connection, handed to bob's wake next, sees bob's rows only
+        # bob's wake next sees bob's rows only: its connections log in as bob's role, which is the scope
         async with wake_ctx(config, st, T0, agent_id="bob", tier="whisper").read() as conn:
             assert {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM daybook")} == {"bob"}
-            pid = conn.get_server_pid()
+            assert await scope.scoped_agent(conn) == "bob"
         async with st.pg_conn() as conn:
-            assert await scope.bound(conn, pid) == "bob"
+            assert await scope.scoped_agent(conn) is None  # the harness's login is no agent's
 
 
 async def test_the_tools_sql_cannot_unbind_its_agent(config: Config) -> None:
@@ -77,8 +77,8 @@ async def test_the_tools_sql_cannot_unbind_its_agent(config: Config) -> None:
                 " FROM pg_roles r WHERE rolname = current_user"
             )
             assert role is not None and dict(role) == {"rolsuper": False, "rolbypassrls": False, "rolcreaterole": False, "owns": 0}
-            for sql in ("UPDATE wake_scope SET agent_id = 'bob'", "SELECT * FROM wake_scope", "DELETE FROM wake_scope",
-                        "INSERT INTO wake_scope VALUES (1, 'alice')", "RESET ROLE; SET ROLE postgres",
+            for sql in ("UPDATE wake_tool_login SET scoped_agent = 'bob'", "DELETE FROM wake_tool_login",
+                        "INSERT INTO wake_tool_login VALUES (session_user, 'x', 'bob')", "RESET ROLE; SET ROLE postgres",
                         "SELECT * FROM wake_tool_login", "SET ROLE postgres",
                         "SET SESSION AUTHORIZATION postgres", "ALTER TABLE daybook DISABLE ROW LEVEL SECURITY"):
                 with pytest.raises(asyncpg.PostgresError):
@@ -99,7 +99,7 @@ async def test_every_agent_table_has_its_policy_and_no_other_table_is_granted(co
             own = await conn.fetchval("SELECT count(*) FROM information_schema.role_table_grants WHERE grantee = $1", role)
             granted = {r["table_name"] for r in await conn.fetch(
                 "SELECT DISTINCT table_name FROM information_schema.role_table_grants WHERE grantee = $1", st.tools and st.tools.role)}
-        assert own == 0 and len(agent_tables) > 20 and granted == agent_tables - {"wake_scope"}
+        assert own == 0 and len(agent_tables) > 20 and granted == agent_tables
 
 
 async def test_a_login_that_may_not_create_roles_is_refused_by_migrate_in_one_line(pg_server_dsn: str) -> None:
@@ -124,3 +124,31 @@ async def test_a_login_that_may_not_create_roles_is_refused_by_migrate_in_one_li
         await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         await admin.execute(f"DROP ROLE IF EXISTS {name}")
         await admin.close()
+
+
+async def test_a_database_set_up_with_pid_bindings_is_scoped_by_login_after_the_setup(config: Config) -> None:
+    """Before issue 46 a backend's pid was bound to its agent (`wake_scope`) and `wake_tool_login`
+    did not name the agent. The setup drops the bindings; an existing login sees nothing until
+    `enter` names its agent (fail closed), then its own rows."""
+    async with stores.connected(config, neo4j=False) as st:
+        await _seed(st)
+        async with st.pg_conn() as conn:
+            await scope.setup(conn)  # this database's tool role (its name follows the database's)
+            role, _ = await scope.enter(conn, "alice")
+            await conn.execute("ALTER TABLE wake_tool_login DROP COLUMN scoped_agent")
+            await conn.execute("CREATE UNLOGGED TABLE wake_scope (pid integer PRIMARY KEY, agent_id text NOT NULL)")
+            await conn.execute("CREATE OR REPLACE FUNCTION wake_scoped_agent() RETURNS text LANGUAGE sql STABLE SECURITY DEFINER"
+                               " SET search_path = pg_catalog, pg_temp AS 'SELECT agent_id FROM public.wake_scope WHERE pid = pg_backend_pid()'")
+            await scope.setup(conn)
+            assert await conn.fetchval("SELECT to_regclass('wake_scope')") is None
+            assert await conn.fetchval("SELECT scoped_agent FROM wake_tool_login WHERE role_name = $1", role) is None
+            password = await conn.fetchval("SELECT password FROM wake_tool_login WHERE role_name = $1", role)
+        assert st.tools is not None
+        unnamed = await asyncpg.connect(st.tools.dsn, user=role, password=password)
+        try:
+            assert await unnamed.fetch("SELECT agent_id FROM daybook") == []  # no agent named: no rows
+        finally:
+            await unnamed.close()
+        async with wake_ctx(config, st, T0, agent_id="alice", tier="whisper").read() as conn:  # the pool's first use names it
+            assert {r["agent_id"] for r in await conn.fetch("SELECT agent_id FROM daybook")} == {"alice"}
+            assert await conn.fetchval("SELECT current_user") == role

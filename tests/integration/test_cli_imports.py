@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import pooler
+
 # Writes the modules loaded at exit (after the command, however it exits) to argv[1], then runs
 # the console script's main() with the remaining arguments.
 PROBE = """
@@ -68,7 +70,8 @@ def test_the_help_imports_no_command(tmp_path: Path) -> None:
 
 def test_a_ledger_read_imports_no_graph_mcp_web_or_wake_steps(tmp_path: Path, pg_dsn: str, redis_url: str,
                                                                write_config: Callable[..., Path]) -> None:
-    config = write_config(f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n[redis]\nurl = "{redis_url}"\n'
+    config = write_config(f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}'
+                          f'[redis]\nurl = "{redis_url}"\n'
                           '[agents.demo]\npersona_files = ["persona.md"]\n[agents.demo.tiers.whisper]\nevery = "15m"\nbinds = ["wake.whisper"]\n')
     done, modules = _imported(tmp_path, "--config", str(config), "ledger")
     assert done.returncode == 0, done.stderr

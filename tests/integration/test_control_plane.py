@@ -1,7 +1,7 @@
 """The control plane, red-teamed (docs/isolation.md, "Two planes"): a real daemon runs a real wake
 of alice whose tool holds a SQL shell on its `ToolContext` connection (`tests.support.redteam_tools`)
 and sends what an injected instruction would: approve its own queued call, forge a human message,
-create a one-shot, delete its pause, acknowledge its findings, move its fence, touch `wake_scope`,
+create a one-shot, delete its pause, acknowledge its findings, move its fence, rewrite which agent a login is,
 read another agent's session and signal its backend; and forge the harness's verdicts and records
 (a confirmed action, a `verified` check of a fact, a turn's pressure, a context setting past the
 operator's bounds). Each is refused; nothing changed; the gated call never runs, and the next
@@ -110,10 +110,10 @@ def _attacks(bob_pid: int, tool_role: str) -> list[str]:
         "INSERT INTO context_events (agent_id, kind, reason, detail, at) VALUES ('alice', 'config_set',"
         f" '{FORGED}', '{{\"key\": \"act_at\", \"value\": 0.999}}', now()) RETURNING event_id",
         "DELETE FROM context_events RETURNING event_id",
-        # 5: the binding of backends to agents
-        "SELECT agent_id FROM wake_scope",
-        "INSERT INTO wake_scope (pid, agent_id) VALUES (1, 'alice') RETURNING pid",
-        "DELETE FROM wake_scope WHERE pid = pg_backend_pid() RETURNING pid",
+        # 5: the scope itself: which agent each login is
+        "SELECT scoped_agent FROM wake_tool_login",
+        "UPDATE wake_tool_login SET scoped_agent = 'bob' RETURNING role_name",
+        "INSERT INTO wake_tool_login (role_name, password, scoped_agent) VALUES (session_user, 'x', 'bob') RETURNING role_name",
         # 4: another agent's session: its query text, its backend
         f"SELECT pg_terminate_backend({bob_pid})",
         f"SELECT pg_cancel_backend({bob_pid})",
@@ -121,16 +121,16 @@ def _attacks(bob_pid: int, tool_role: str) -> list[str]:
     ]
 
 
-async def _bob_session(st: stores.Stores) -> asyncpg.Connection:
-    """Bob's tool connection, as the harness makes one: bob's role, bound to bob, its last query a literal."""
+async def _bob_session(st: stores.Stores) -> tuple[asyncpg.Connection, int]:
+    """Bob's tool connection, as the harness makes one: bob's role (scoped to bob), its last query a
+    literal; and its backend's pid (asked of the server: through a pooler the connection's own is the pooler's)."""
     assert st.tools is not None
     async with st.pg_conn() as own:
         role, password = await scope.enter(own, "bob")
     conn = await asyncpg.connect(st.tools.dsn, user=role, password=password)
-    async with st.pg_conn() as own:
-        await scope.bind(own, conn.get_server_pid(), "bob")
+    pid = int(await conn.fetchval("SELECT pg_backend_pid()"))
     await conn.fetchval(f"SELECT '{BOB_SECRET}' || count(*) FROM daybook")
-    return conn
+    return conn, pid
 
 
 def _tool_answers(server: ScriptedServer) -> list[dict[str, Any]]:
@@ -158,14 +158,15 @@ async def test_a_tool_with_a_sql_shell_changes_nothing_of_the_control_plane_and_
                                " VALUES ('alice', 'human', 'cli', 'hold the deploy', now())")
             async with conn.transaction():  # a fact of alice's own, which a forged check would vouch for
                 await facts.remember(conn, agent_id="alice", key="deploy-target", value="staging", origin="did", recorded_at=clock.now())
-        bob = await _bob_session(st)
+        bob, bob_pid = await _bob_session(st)
         try:
-            bob_pid = bob.get_server_pid()
             async with st.pg_conn() as conn:
                 before = {t: await conn.fetchval(f"SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM {t} x")
                           for t in ("human_contact", "wake_oneshots", "wake_pauses", "cloister_findings",
                                     "wake_slots", "wake_outbox", "mcp_tool_pins", "mcp_tool_findings", "last_actions", "fact_checks")}
             attacks = _attacks(bob_pid, f"wake_tool_{await _db_hash(st)}")
+            async with st.pg_conn() as conn:
+                server_version = int(await conn.fetchval("SELECT current_setting('server_version_num')"))
             peek = f"SELECT pid, usename, query FROM pg_stat_activity WHERE pid = {bob_pid} OR query LIKE '%bob' || '-secret%'"
             server.push(
                 completion("Deploying now.", [("deploy", {"target": "prod", "reason": "the release passed"})]),
@@ -186,6 +187,8 @@ async def test_a_tool_with_a_sql_shell_changes_nothing_of_the_control_plane_and_
                 shell = {a["statement"]: a for a in answers if "statement" in a}
                 assert set(shell) == {*attacks, peek}
                 allowed = {s: a for s, a in shell.items() if s != peek and "refused" not in a}
+                if server_version < 160000:  # no membership WITH SET FALSE before 16: the role it inherits already
+                    allowed.pop(attacks[-1], None)
                 assert allowed == {}, allowed  # every control-plane write, every signal: refused
                 assert "permission denied for table tool_approvals" in shell[attacks[0]]["refused"]
                 assert "terminate" in shell[attacks[-3]]["refused"]
@@ -198,7 +201,7 @@ async def test_a_tool_with_a_sql_shell_changes_nothing_of_the_control_plane_and_
                     after = {t: await conn.fetchval(f"SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM {t} x")
                              for t in before}
                     [pending] = await approvals.listed(conn, agent_id="alice", include_closed=True, limit=10)
-                    bound = await conn.fetchval("SELECT count(*) FROM wake_scope WHERE pid = 1")
+                    logins = {r["role_name"]: r["scoped_agent"] for r in await conn.fetch("SELECT role_name, scoped_agent FROM wake_tool_login")}
                     fences = await conn.fetch("SELECT agent_id, fence FROM agent_fences ORDER BY agent_id")
                     notes = await conn.fetchval("SELECT count(*) FROM wake_introspection_ledger WHERE note = 'tampered'")
                     # the wake's own turns and context events are the harness's: only the forged ones are looked for
@@ -208,7 +211,7 @@ async def test_a_tool_with_a_sql_shell_changes_nothing_of_the_control_plane_and_
                 assert after == before  # the wake's own writes (its queued call, fence, chain) are the harness's
                 assert [(r["agent_id"], r["fence"] < 1000) for r in fences] == [("alice", True)] and notes == 0
                 assert (pending.tool, pending.state, pending.decided_by) == ("deploy", "pending", None)
-                assert bound == 0
+                assert sorted(logins.values()) == ["alice", "bob"]  # each login still names its own agent
                 assert (forged_turns, forged_events, own_settings) == (0, 0, {})
                 harness_records = [a for a in attacks if any(t in a for t in ("last_actions", "fact_checks", "wake_turns", "context_events"))]
                 assert len(harness_records) == 9 and all("permission denied for table" in shell[a]["refused"] for a in harness_records)

@@ -69,9 +69,7 @@ async def _counts(dsn: str) -> dict[str, int]:
     try:
         tables = [r["table_name"] for r in await conn.fetch(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'")]
-        # wake_scope binds pooled tool connections to their agent: the harness's bookkeeping of
-        # connections, not ledger state
-        return {t: int(await conn.fetchval(f'SELECT count(*) FROM "{t}"')) for t in tables if t != "wake_scope"}
+        return {t: int(await conn.fetchval(f'SELECT count(*) FROM "{t}"')) for t in tables}
     finally:
         await conn.close()
 

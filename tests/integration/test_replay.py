@@ -25,11 +25,10 @@ from wake.replay.run import Candidate, Outcome, replay
 from wake.run import cycle, session
 from wake.think.client import Client
 
-# Rows a replay must never touch: every table of the schema but its own, and `wake_scope` (which
-# backend of the pool is bound to which agent: a read through the tool role binds one).
+# Rows a replay must never touch: every table of the schema but its own.
 COUNT_ALL = """
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE c.relkind = 'r' AND n.nspname = 'public' AND c.relname NOT LIKE 'wake_replay%' AND c.relname <> 'wake_scope' ORDER BY c.relname
+ WHERE c.relkind = 'r' AND n.nspname = 'public' AND c.relname NOT LIKE 'wake_replay%' ORDER BY c.relname
 """
 
 

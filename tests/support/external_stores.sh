@@ -10,6 +10,13 @@
 #   tests/support/external_stores.sh stop      # stop both (idempotent); the data stays
 #   tests/support/external_stores.sh destroy   # stop both and remove the directory
 #
+# With WAKE_EXT_POOLER=pgbouncer (install, start, env, status, stop), Debian's PgBouncer runs in
+# transaction mode in front of that PostgreSQL too, and `start`/`env` export WAKE_TEST_PG_POOLER_DSN
+# (the same login through PgBouncer): the suite then points wake's DSN through it
+# (docs/testing.md). It authenticates wake's per-agent tool roles with an auth_query as the
+# servers' login, and ends a transaction idle longer than $WAKE_EXT_POOLER_IDLE_TX_S (default 1 s)
+# as PostgreSQL's idle_in_transaction_session_timeout would (docs/configuration.md).
+#
 # Both listen on 127.0.0.1 and on a unix socket under $WAKE_EXT_STORES_DIR (default
 # /tmp/ext-stores), with a password generated on the first start. Started as root, they run as
 # $WAKE_EXT_STORES_USER (default postgres), since PostgreSQL refuses to run as root. These are test
@@ -22,6 +29,9 @@ PG_PORT=${WAKE_EXT_PG_PORT:-55432}
 REDIS_PORT=${WAKE_EXT_REDIS_PORT:-56379}
 RUN_AS=${WAKE_EXT_STORES_USER:-postgres}
 PG_USER=wake
+POOLER=${WAKE_EXT_POOLER:-}
+POOLER_PORT=${WAKE_EXT_POOLER_PORT:-56432}
+POOLER_IDLE_TX_S=${WAKE_EXT_POOLER_IDLE_TX_S:-1}
 
 say() { echo "external_stores: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -55,6 +65,18 @@ pg_running() { [[ -d "$BASE/pg/data" ]] && as_owner "$(pg_bin)/pg_ctl" status -D
 redis_running() {
     [[ -S "$BASE/redis/redis.sock" ]] || return 1
     REDISCLI_AUTH=$(password) "$(redis_bin)/redis-cli" -s "$BASE/redis/redis.sock" ping 2>/dev/null | grep -q PONG
+}
+
+pooler_running() {
+    [[ -s "$BASE/pgbouncer/pgbouncer.pid" ]] && kill -0 "$(cat "$BASE/pgbouncer/pgbouncer.pid")" 2>/dev/null
+}
+
+check_pooler() {
+    case "$POOLER" in
+        "") return 1 ;;
+        pgbouncer) [[ -x /usr/sbin/pgbouncer ]] || die "no /usr/sbin/pgbouncer (run: WAKE_EXT_POOLER=pgbouncer $0 install)" ;;
+        *) die "WAKE_EXT_POOLER=$POOLER: the only pooler known is pgbouncer" ;;
+    esac
 }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -118,14 +140,79 @@ start_redis() {
     die "redis did not answer within 20 s"
 }
 
+# PgBouncer in transaction mode before the PostgreSQL above. Every database name is passed through
+# (`*`), so the suite's per-test databases need no entry. The servers' login comes from the
+# auth_file; every other login (wake's per-agent tool roles, made at run time) through the
+# auth_query, whose SCRAM secret PgBouncer also logs in to the server with.
+start_pooler() {
+    local dir=$BASE/pgbouncer
+    if pooler_running; then
+        say "pgbouncer already running ($dir)"
+        return
+    fi
+    port_free "$POOLER_PORT" || die "127.0.0.1:$POOLER_PORT is taken by something else (set WAKE_EXT_POOLER_PORT)"
+    mkdir -p "$dir"
+    [[ $(id -u) -eq 0 ]] && chown "$RUN_AS" "$dir"
+    chmod 700 "$dir"
+    (umask 077 && printf '"%s" "%s"\n' "$PG_USER" "$(password)" >"$dir/userlist.txt")
+    cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$PG_PORT
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $POOLER_PORT
+unix_socket_dir = $dir
+pidfile = $dir/pgbouncer.pid
+logfile = $dir/pgbouncer.log
+pool_mode = transaction
+auth_type = scram-sha-256
+auth_file = $dir/userlist.txt
+auth_user = $PG_USER
+auth_query = SELECT usename, passwd FROM pg_shadow WHERE usename=\$1
+admin_users = $PG_USER
+max_client_conn = 1000
+default_pool_size = 40
+max_db_connections = 0
+idle_transaction_timeout = $POOLER_IDLE_TX_S
+server_idle_timeout = 30
+autodb_idle_timeout = 30
+ignore_startup_parameters = extra_float_digits
+server_login_retry = 1
+INI
+    [[ $(id -u) -eq 0 ]] && chown "$RUN_AS" "$dir/userlist.txt" "$dir/pgbouncer.ini"
+    as_owner /usr/sbin/pgbouncer -d "$dir/pgbouncer.ini" >&2 || { tail -n 20 "$dir/pgbouncer.log" >&2; die "pgbouncer did not start"; }
+    for _ in $(seq 1 100); do
+        pooler_running && ! port_free "$POOLER_PORT" && { say "pgbouncer (transaction mode) started on 127.0.0.1:$POOLER_PORT"; return; }
+        sleep 0.1
+    done
+    tail -n 20 "$dir/pgbouncer.log" >&2
+    die "pgbouncer did not listen within 10 s"
+}
+
+stop_pooler() {
+    if pooler_running; then
+        kill -INT "$(cat "$BASE/pgbouncer/pgbouncer.pid")"  # SIGINT: a fast shutdown
+        for _ in $(seq 1 100); do
+            pooler_running || break
+            sleep 0.1
+        done
+        say "pgbouncer stopped"
+    fi
+}
+
 print_env() {
     local pw
     pw=$(password)
     echo "export WAKE_TEST_PG_DSN='postgresql://$PG_USER:$pw@127.0.0.1:$PG_PORT/postgres'"
     echo "export WAKE_TEST_REDIS_URL='redis://:$pw@127.0.0.1:$REDIS_PORT/0'"
+    if check_pooler; then
+        echo "export WAKE_TEST_PG_POOLER_DSN='postgresql://$PG_USER:$pw@127.0.0.1:$POOLER_PORT/postgres'"
+    fi
 }
 
 stop_all() {
+    stop_pooler
     if pg_running; then
         as_owner "$(pg_bin)/pg_ctl" stop -D "$BASE/pg/data" -m fast -w >/dev/null
         say "postgres stopped"
@@ -145,13 +232,20 @@ case "${1:-}" in
         [[ $(id -u) -eq 0 ]] || die "install needs root (apt-get)"
         apt-get update -q >&2
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql redis-server >&2
+        if [[ -n "$POOLER" ]]; then
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$POOLER" >&2
+        fi
         ;;
     start)
         pg_bin >/dev/null
         redis_bin >/dev/null
         prepare_dirs
+        check_pooler || true
         start_pg
         start_redis
+        if check_pooler; then
+            start_pooler
+        fi
         print_env
         ;;
     env)
@@ -161,6 +255,9 @@ case "${1:-}" in
     status)
         pg_running && say "postgres running" || { say "postgres not running"; exit 1; }
         redis_running && say "redis running" || { say "redis not running"; exit 1; }
+        if check_pooler; then
+            pooler_running && say "pgbouncer running" || { say "pgbouncer not running"; exit 1; }
+        fi
         ;;
     stop)
         [[ -d "$BASE" ]] && stop_all
@@ -173,7 +270,7 @@ case "${1:-}" in
         fi
         ;;
     *)
-        sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

@@ -71,8 +71,12 @@ class PostgresConfig(_Model):
     connect_timeout_s: float = Field(10.0, gt=0)
     pool_min_size: int = Field(1, ge=0, le=MAX_POOL_SIZE)
     pool_max_size: int = Field(10, ge=1, le=MAX_POOL_SIZE)
-    # Apply pending migrations when `wake up` or `wake daemon` starts (under the advisory lock).
+    # Apply pending migrations when `wake up` or `wake daemon` starts (each file under the advisory lock).
     auto_migrate: bool = True
+    # "transaction" when `dsn` reaches PostgreSQL through a pooler in transaction mode (PgBouncer's
+    # pool_mode = transaction): no prepared statement outlives its transaction and no setting is
+    # sent at login (docs/configuration.md, "Through a connection pooler"). "none": a direct server.
+    pooler: Literal["none", "transaction"] = "none"
 
     @field_validator("dsn")
     @classmethod

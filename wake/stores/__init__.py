@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # imported when a graph is configured: a command without one 
 
 log = logs.get("wake.stores")
 
+# asyncpg's own default: the prepared statements a direct connection keeps (none through a pooler).
+STATEMENT_CACHE_SIZE = 100
+
 # What asyncpg raises when PostgreSQL is away: it cannot connect (a unix socket that is gone
 # raises FileNotFoundError), or a connection dropped under the caller, or the server is stopping.
 PG_UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError)
@@ -152,8 +155,8 @@ _CLEAN: weakref.WeakSet[asyncpg.Connection] = weakref.WeakSet()
 async def release_reset(conn: asyncpg.Connection) -> None:
     """The pool's reset on release. asyncpg has already rolled back an open transaction (it sees
     that without asking the server). A connection whose user ended normally through `pg_conn`
-    holds nothing else: wake's code takes session-level state (the migrations' advisory lock) only
-    with its release in a `finally`, and opens no cursor, LISTEN or SET outside a transaction. So
+    holds nothing else: wake's code takes no session-level state (the migrations' advisory lock is a
+    transaction's), and opens no cursor, LISTEN or SET outside a transaction. So
     it goes back as it is, with no round trip. Every other connection gets asyncpg's full reset
     (advisory locks, cursors, LISTEN, settings), one round trip."""
     if conn in _CLEAN:
@@ -191,10 +194,32 @@ def server_settings(config: Config, application_name: str) -> dict[str, str]:
     """The session settings of every pooled connection. `idle_in_transaction_session_timeout` is
     the lease TTL: a process frozen inside a transaction (SIGSTOP, a VM paused, a debugger) has lost
     its lease by then, and PostgreSQL ends its session, so the fence row it locked FOR SHARE is
-    free for the next holder (a frozen holder cannot block an agent past the TTL)."""
+    free for the next holder (a frozen holder cannot block an agent past the TTL).
+
+    Through a pooler in transaction mode only `application_name` goes at login (PgBouncer refuses
+    any other startup parameter, and a session setting would stay on a server connection other
+    clients share): the pooler's own `idle_transaction_timeout` does the timeout's work there
+    (docs/configuration.md, "Through a connection pooler")."""
+    if config.postgres.pooler == "transaction":
+        return {"application_name": application_name}
     return {
         "application_name": application_name,
         "idle_in_transaction_session_timeout": str(max(1, round(config.daemon.lease_ttl_s * 1000))),
+    }
+
+
+def connect_options(config: Config, application_name: str) -> dict[str, Any]:
+    """What every pool of wake's passes to asyncpg besides its DSN and sizes. Through a pooler in
+    transaction mode asyncpg's statement cache is off (`statement_cache_size=0`): a named prepared
+    statement lives on one server connection, and the next transaction may run on another. asyncpg
+    then sends each query as an unnamed statement, parsed and executed before the server goes back
+    to the pooler (Parse/Describe end with a Flush, not a Sync)."""
+    return {
+        "command_timeout": config.postgres.command_timeout_s,
+        "timeout": config.postgres.connect_timeout_s,
+        "server_settings": server_settings(config, application_name),
+        "statement_cache_size": 0 if config.postgres.pooler == "transaction" else STATEMENT_CACHE_SIZE,
+        "reset": release_reset,
     }
 
 
@@ -206,13 +231,10 @@ async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
             dsn,
             min_size=min(conf.pool_min_size, conf.pool_max_size),
             max_size=conf.pool_max_size,
-            command_timeout=conf.command_timeout_s,
-            timeout=conf.connect_timeout_s,
-            server_settings=server_settings(config, "wake"),
-            reset=release_reset,
+            **connect_options(config, "wake"),
         )
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
-        raise StoreUnavailable("postgres", where, _reason(exc)) from exc
+        raise StoreUnavailable("postgres", where, _reason(exc) + _pooler_hint(config, exc)) from exc
     assert pool is not None
     return pool
 
@@ -220,6 +242,13 @@ async def open_postgres(config: Config, dsn: str) -> asyncpg.Pool:
 def sentinel_address(config: Config) -> str:
     """A printable address of Redis through Sentinel: `sentinel://HOST:PORT,.../<master name>`."""
     return f"sentinel://{','.join(config.redis.sentinels)}/{config.redis.master_name}"
+
+
+def _pooler_hint(config: Config, exc: BaseException) -> str:
+    """What to do when a pooler refused the session settings wake sends to a direct server."""
+    if config.postgres.pooler == "none" and "unsupported startup parameter" in str(exc):
+        return '; a connection pooler in transaction mode answers at this address: set postgres.pooler = "transaction"'
+    return ""
 
 
 async def open_redis(config: Config, url: str) -> aioredis.Redis:

@@ -5,18 +5,17 @@ The harness's own connections (`Stores.pg_conn`) keep the configured login, whic
 and so sees every agent: status, the ledger commands, the scheduler. Only what a tool or an arrival
 source reaches through `ToolContext.read()`/`.write()` comes from here.
 
-The pool is opened on first use, after `ledgers.scope.setup` (once per process). A backend's
-binding is written by the harness's own connection and remembered per connection object, so a
-connection that serves the same agent again costs no round trip.
+The pool is opened on first use, after `ledgers.scope.setup` (once per process). The login role
+is the scope: a connection of the pool sees its agent's rows from its first statement, with no
+binding written per backend (so it holds through a pooler in transaction mode as well).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import weakref
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import asyncpg
 
@@ -38,8 +37,6 @@ class ToolPool:
         self.pools: dict[str, asyncpg.Pool] = {}
         self.role: str | None = None  # the tool role every agent's role inherits from, once set up
         self._opening = asyncio.Lock()
-        # which agent each live connection's backend is bound to (weak: a dropped connection goes)
-        self._bound: weakref.WeakKeyDictionary[asyncpg.Connection, tuple[int, str]] = weakref.WeakKeyDictionary()
 
     async def _open(self, stores: Stores, agent_id: str) -> asyncpg.Pool:
         async with self._opening:
@@ -52,14 +49,12 @@ class ToolPool:
                 except asyncpg.InsufficientPrivilegeError as exc:
                     raise StoreUnavailable("postgres (tool role)", stores.pg_address,
                                            f"cannot set up the tool role: {exc}; the configured login needs CREATEROLE") from exc
-            conf = stores.config.postgres
-            from wake.stores import PG_UNREACHABLE, _reason, release_reset, server_settings
+            from wake.stores import PG_UNREACHABLE, _reason, connect_options
 
             try:
                 pool = await asyncpg.create_pool(
-                    self.dsn, user=role, password=password, min_size=0, max_size=conf.pool_max_size,
-                    command_timeout=conf.command_timeout_s, timeout=conf.connect_timeout_s,
-                    server_settings=server_settings(stores.config, "wake-tool"), reset=release_reset,
+                    self.dsn, user=role, password=password, min_size=0, max_size=stores.config.postgres.pool_max_size,
+                    **connect_options(stores.config, "wake-tool"),
                 )
             except (*PG_UNREACHABLE, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 raise StoreUnavailable("postgres (tool role)", stores.pg_address, _reason(exc)) from exc
@@ -82,12 +77,6 @@ class ToolPool:
         except PG_UNREACHABLE as exc:
             raise StoreUnavailable("postgres", stores.pg_address, _reason(exc)) from exc
         try:
-            raw = cast(Any, conn)._con
-            pid = conn.get_server_pid()
-            if self._bound.get(raw) != (pid, agent_id):
-                async with stores.pg_conn() as own:
-                    await scope.bind(own, pid, agent_id)
-                self._bound[raw] = (pid, agent_id)
             yield cast(asyncpg.Connection, conn)
         except (asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError) as exc:
             raise StoreUnavailable("postgres", stores.pg_address, _reason(exc)) from exc
