@@ -36,6 +36,7 @@ from tests.support import workers
 from tests.support.jaeger_fixtures import jaeger  # noqa: F401  (fixtures)
 from tests.support.llama_fixtures import llama_server_info, llama_url  # noqa: F401  (fixtures)
 from tests.support.neo4j_fixtures import neo4j_dedicated, neo4j_server_uri, neo4j_uri  # noqa: F401  (fixtures)
+from tests.support.sentinel import cluster  # noqa: F401  (fixtures)
 from wake import config as wake_config
 from wake.stores import engines
 

@@ -5,27 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.acceptance.test_daemon import agents, wait_rows
 from tests.support import sentinel
 from tests.support.daemon_proc import REPO, Replica, query
 
 COMPLETED_AFTER = "SELECT 1 FROM wake_introspection_ledger WHERE status = 'completed' AND scheduled_for > $1"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[sentinel.SentinelCluster]:
-    if (why := sentinel.available()) is not None:
-        pytest.skip(why)
-    started = sentinel.SentinelCluster.start(tmp_path / "sentinel")
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 def test_the_daemon_follows_the_primary_across_failovers(tmp_path: Path, pg_dsn: str, cluster: sentinel.SentinelCluster) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +34,6 @@ from wake.think import budget
 
 SLOT = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC)
 EVENT_WAIT_S = 60  # a bound on waiting for a wake to reach its think step (reached in well under a second)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[sentinel.SentinelCluster]:
-    if (why := sentinel.available()) is not None:
-        pytest.skip(why)
-    started = sentinel.SentinelCluster.start(tmp_path / "sentinel")
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

@@ -20,11 +20,12 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
 import redis
 
 from tests.support.processes import die_with_parent, free_port
@@ -274,3 +275,15 @@ def _pairs(flat: list[str] | dict[str, str]) -> dict[str, str]:
     if isinstance(flat, dict):
         return flat
     return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[SentinelCluster]:
+    """A primary, a replica and three sentinels in the test's directory (skipped, saying why, without the binaries)."""
+    if (why := available()) is not None:
+        pytest.skip(why)
+    started = SentinelCluster.start(tmp_path / "sentinel")
+    try:
+        yield started
+    finally:
+        started.stop()
