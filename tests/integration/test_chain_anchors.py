@@ -18,6 +18,7 @@ from wake.config import Config
 from wake.config.anchor import AnchorConfig
 from wake.daemon import anchoring
 from wake.run import session
+from wake.stores import prepared
 from wake.witness import anchor
 
 AGENTS = """
@@ -34,7 +35,7 @@ async def anchored_stores(store_config: Callable[..., Config], tmp_path: Path) -
     with tsa.serving(authority) as served:
         config = store_config(f'[anchor]\ntsa_url = "{served.url}"\nca_file = "{authority.ca}"\ndaemon = true\n', agents=AGENTS)
         async with stores.connected(config) as st:
-            await session.prepare_schema(st)
+            await prepared.prepare_schema(st)
             for _ in range(2):
                 await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="whisper")
             yield st, served

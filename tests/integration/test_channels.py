@@ -24,7 +24,7 @@ from wake import logs, stores
 from wake.config import Config
 from wake.daemon import channels
 from wake.errors import ConfigError
-from wake.run import session
+from wake.stores import prepared
 
 TOKEN = "hook-token-7f3a9c21e5"  # the secret part of the json:// URL, from the environment
 
@@ -147,7 +147,7 @@ async def test_wake_outbox_lists_an_apprise_delivery_with_its_target_redacted(st
     config = _config(store_config, server, _route("tg", "tgram://{tg_token}/12345") + _route(
         "ntfy", "ntfys://wake:s3cr3t-passw0rd@ntfy.example.org/alerts"), ["tg", "ntfy"])
     async with stores.connected(config) as st, st.pg_conn() as conn:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         for route in ("tg", "ntfy"):
             await outbox.enqueue(conn, wake_id=uuid.uuid4(), route=route, agent_id="demo", tier="surface", payload={"text": "x"},
                                  at=dt.datetime.now(dt.UTC))

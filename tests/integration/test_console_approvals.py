@@ -28,7 +28,7 @@ from tests.support import console_pages
 from wake import stores
 from wake.config import Config
 from wake.console import app, serve
-from wake.run import session
+from wake.stores import prepared
 
 TOKEN = "console-approvals-token-0123456789"
 AGENTS = "".join(agent_configs.toml(a, tiers={"whisper": agent_configs.whisper("1d")}, timezone="UTC") for a in ("demo", "ops"))
@@ -44,7 +44,7 @@ def _config(store_config: Callable[..., Config], tmp_path: Path, monkeypatch: py
 @asynccontextmanager
 async def _console(config: Config) -> AsyncIterator[tuple[httpx.AsyncClient, stores.Stores]]:
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         console = app.Console(config=lambda: config, stores=st, guard=serve.guard_for(config, "127.0.0.1:0", read_only=False), now=lambda: NOW)
         transport = httpx.ASGITransport(app=app.build(console), client=("127.0.0.1", 40000))
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8087", timeout=30) as http:

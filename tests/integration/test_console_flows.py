@@ -16,7 +16,7 @@ from wake import stores
 from wake.config import Config
 from wake.console import actions, data
 from wake.errors import InvalidInput, NotFound
-from wake.run import session
+from wake.stores import prepared
 from wake.witness import flows
 
 T0 = dt.datetime(2026, 12, 6, 10, 0, tzinfo=dt.UTC)
@@ -25,7 +25,7 @@ async def test_a_toxic_flow_is_listed_and_accepted_from_the_agent_page(store_con
     binding = [console_pages.labelled("inbox", flow_labels.UNTRUSTED_INPUT), console_pages.labelled("vault", flow_labels.PRIVATE_DATA),
                console_pages.labelled("webhook", flow_labels.EGRESS)]
     async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with st.pg_conn() as conn:
             refused = await flows.vet(conn, "demo", "full", binding, "refuse", T0)
             assert refused.refused == ("webhook",)

@@ -28,7 +28,7 @@ from tests.support import console_pages
 from wake import stores
 from wake.config import Config
 from wake.console import app, guard, serve
-from wake.run import session
+from wake.stores import prepared
 
 TOKEN = "console-guard-token-0123456789"
 AGENTS = agent_configs.toml(tiers={"whisper": agent_configs.whisper("1d")}, timezone="UTC")
@@ -51,7 +51,7 @@ def _setup(store_config: Callable[..., Config], tmp_path: Path, monkeypatch: pyt
 async def _serving(config: Config) -> AsyncIterator[Served]:
     runner = serve.Runner(lambda: config, listen="127.0.0.1:0", guard=serve.guard_for(config, "127.0.0.1:0", read_only=False))
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         stop = asyncio.Event()
         task = asyncio.create_task(runner.run(st, stop))
         try:
@@ -114,7 +114,7 @@ async def test_a_session_expires_and_failed_logins_lock_the_client_out(
     config = _setup(store_config, tmp_path, monkeypatch, extra="session_ttl_s = 600\n")
     clock = [dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)]
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         console = app.Console(config=lambda: config, stores=st, guard=serve.guard_for(config, "127.0.0.1:0", read_only=False), now=lambda: clock[0])
         transport = httpx.ASGITransport(app=app.build(console), client=("127.0.0.1", 40000))
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8087", timeout=30) as http:

@@ -26,7 +26,7 @@ from tests.support.openai_server import ScriptedServer, completion, error
 from wake import stores
 from wake.config import Config
 from wake.console import app, serve
-from wake.run import session
+from wake.stores import prepared
 
 TOKEN = "console-incidents-token-0123456789"
 HOSTILE = "<script>alert(1)</script>"  # markup in the model's error text
@@ -72,7 +72,7 @@ async def _seed(config: Config, server: ScriptedServer) -> Seeded:
 @asynccontextmanager
 async def _client(config: Config) -> AsyncIterator[tuple[httpx.AsyncClient, stores.Stores]]:
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         console = app.Console(config=lambda: config, stores=st, guard=serve.guard_for(config, "127.0.0.1:0", read_only=False))
         transport = httpx.ASGITransport(app=app.build(console), client=("127.0.0.1", 40000))
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8087", timeout=30) as http:

@@ -22,7 +22,7 @@ from ledgers import introspection, queries
 from wake import stores
 from wake.config import Config
 from wake.console import app, data, guard
-from wake.run import session
+from wake.stores import prepared
 
 T0 = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)
 AGENTS = "".join(
@@ -87,7 +87,7 @@ def _shown(html: str) -> list[str]:
 async def seeded(store_config: Callable[..., Config]) -> AsyncIterator[tuple[Config, stores.Stores]]:
     config = store_config(agents=AGENTS)
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with st.pg_conn() as conn:
             await _seed(conn, SEEDED)
         yield config, st

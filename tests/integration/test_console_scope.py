@@ -24,7 +24,7 @@ from tests.support import console_pages
 from wake import stores
 from wake.config import Config
 from wake.console import app, serve
-from wake.run import session
+from wake.stores import prepared
 from wake.witness import flows
 
 TOKEN = "console-scope-token-0123456789"
@@ -57,7 +57,7 @@ async def test_an_action_under_one_agents_url_with_another_agents_row_is_4xx_and
     binding = [console_pages.labelled("inbox", flow_labels.UNTRUSTED_INPUT), console_pages.labelled("vault", flow_labels.PRIVATE_DATA),
                console_pages.labelled("webhook", flow_labels.EGRESS)]
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with st.pg_conn() as conn:
             bob_finding = await conn.fetchval(
                 "INSERT INTO cloister_findings (agent_id, severity, domain, path, excerpt, rule, fingerprint, state, at)"

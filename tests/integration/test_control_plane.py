@@ -30,6 +30,7 @@ from wake.config import Config
 from wake.daemon import control, notify, remote
 from wake.daemon import service as daemon
 from wake.run import session
+from wake.stores import prepared
 from wake.think import approval
 
 AGENTS = """
@@ -148,7 +149,7 @@ async def test_a_tool_with_a_sql_shell_changes_nothing_of_the_control_plane_and_
 ) -> None:
     config = _config(store_config, server)
     async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with st.pg_conn() as conn:
             await conn.execute("INSERT INTO wake_pauses (agent_id, tier, paused_by, paused_at) VALUES ('alice', 'full', 'operator', now())")
             await conn.execute(
@@ -244,7 +245,7 @@ async def test_every_table_of_the_schema_has_the_tool_privileges_its_plane_decid
     scopes it to the agent, as it did before the planes."""
     config = store_config()
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with st.pg_conn() as conn:
             await scope.setup(conn)
             have = await scope.privileges(conn)
@@ -275,7 +276,7 @@ async def test_approvals_approve_honours_agent_and_another_agents_id_is_exit_65_
     config = _config(store_config, server)
     ids = {}
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with st.pg_conn() as conn:
             for agent in ("alice", "bob"):
                 queued = await approvals.queue(conn, agent_id=agent, wake_id=uuid.uuid4(), tier="surface", turn=1, call_id="c", tool="deploy",
@@ -301,7 +302,7 @@ async def test_a_decision_or_message_written_outside_the_harness_is_unsealed_ref
     attests nothing, and `wake verify --chain` names both (exit 1)."""
     config = _config(store_config, server)
     async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with st.pg_conn() as conn:
             await fences.advance(conn, "alice", 1)
             queued = await approvals.queue(conn, agent_id="alice", wake_id=uuid.uuid4(), tier="surface", turn=1, call_id="c", tool="deploy",

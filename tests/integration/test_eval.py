@@ -21,6 +21,7 @@ from wake import stores
 from wake.cli.main import cli
 from wake.config import Config
 from wake.run import session
+from wake.stores import prepared
 
 WAKES = 20
 WORSE = (3, 7, 11, 15, 19)  # the wakes the regressing candidate makes write a file
@@ -37,7 +38,7 @@ def config(store_config: Callable[..., Config], server: ScriptedServer) -> Confi
 async def _record_week(config: Config, server: ScriptedServer) -> list[str]:
     ids = []
     async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         registry = session.build_registry(config)
         for n in range(WAKES):
             at = T0 + dt.timedelta(hours=8 * n)

@@ -22,6 +22,7 @@ from wake import stores
 from wake.cli import render
 from wake.config import Config
 from wake.run import mcp_tools, session
+from wake.stores import prepared
 from wake.witness import diff, flows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ async def _opened(config: Config) -> AsyncIterator[tuple[stores.Stores, Registry
     await hub.start()
     try:
         async with stores.connected(config) as st:
-            await session.prepare_schema(st)
+            await prepared.prepare_schema(st)
             yield st, registry
     finally:
         await hub.close()

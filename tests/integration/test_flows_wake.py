@@ -13,12 +13,13 @@ from tests.support import gitrepo, wakes
 from wake import stores
 from wake.config import Config
 from wake.run import cycle, session
+from wake.stores import prepared
 
 
 async def _wake(config: Config) -> cycle.WakeOutcome:
     registry = session.build_registry(config)
     async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with session.opened_mcp(config, registry, keep_alive=False):
             return await wakes.run(config, st, registry, agent_id="demo", tier="full")
 

@@ -20,7 +20,7 @@ import asyncpg
 from tests.support import pooler
 from wake import stores
 from wake.config import Config
-from wake.run import session
+from wake.stores import prepared
 
 HOLDER = textwrap.dedent("""
     import asyncio, sys
@@ -44,7 +44,7 @@ HOLDER = textwrap.dedent("""
 async def test_a_frozen_fence_holder_does_not_block_the_next_holder(store_config: Callable[..., Config]) -> None:
     config = store_config("[daemon]\nlease_ttl_s = 1\n")
     async with stores.connected(config, neo4j=False) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with st.pg_conn() as conn:
             await conn.execute("INSERT INTO agent_fences (agent_id, fence) VALUES ('demo', 7) ON CONFLICT (agent_id) DO UPDATE SET fence = 7")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "REDIS_URL"))}

@@ -24,7 +24,7 @@ from wake import stores
 from wake.arrival import sources
 from wake.config import Config
 from wake.run import session
-from wake.stores import lease
+from wake.stores import lease, prepared
 
 NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
 PATIENT = {"WAKE_AGENTS__DEMO__TIERS__FULL__SOURCE_TIMEOUT_MS": "10000"}
@@ -60,7 +60,7 @@ async def _count(st: stores.Stores, table: str) -> int:
 
 async def _wake(config: Config, st: stores.Stores) -> uuid.UUID:
     """A recorded wake for the tools' rows to point at (facts.wake_id is a foreign key)."""
-    await session.prepare_schema(st)
+    await prepared.prepare_schema(st)
     recorded = await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="full",
                                     now=lambda: NOW, source_list=[])
     assert recorded.recorded, recorded.error

@@ -22,8 +22,8 @@ from tests.support import ledger_ctx, wakes
 from wake import stores
 from wake.arrival import sources
 from wake.config import Config
-from wake.run import cycle, session
-from wake.stores import lease
+from wake.run import cycle
+from wake.stores import lease, prepared
 
 NOW = dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC)
 PROBES = '[probes]\nroots = ["probe-root"]\n'
@@ -52,7 +52,7 @@ def ctx_for(config: Config, st: stores.Stores, *, now: dt.datetime = NOW, fence:
 
 async def _open(config: Config) -> stores.Stores:
     st = await stores.open_stores(config, neo4j=False)
-    await session.prepare_schema(st)
+    await prepared.prepare_schema(st)
     return st
 
 

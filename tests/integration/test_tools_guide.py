@@ -19,6 +19,7 @@ from wake import stores
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
 from wake.run import session
+from wake.stores import prepared
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
 
@@ -44,7 +45,7 @@ async def test_the_guide_example_module_loads_binds_and_writes(store_config: Cal
     async with stores.connected(config) as st:
         async with st.pg_conn() as conn:  # the operator's table, as the guide says: created by the owner before wake starts
             await conn.execute(importlib.import_module(guide_module).SCHEMA)
-        await session.prepare_schema(st)  # which gives it its policy and the tool role its grant
+        await prepared.prepare_schema(st)  # which gives it its policy and the tool role its grant
         whisper = await wakes.run(config, st, registry, agent_id="demo", tier="whisper")
         full = await wakes.run(config, st, registry, agent_id="demo", tier="full")
         assert "note_for_operator" not in [t.name for t in whisper.binding]  # wake.surface and wake.full only

@@ -25,7 +25,8 @@ from wake.arrival import code_check
 from wake.config import Config
 from wake.daemon import notify
 from wake.daemon import service as daemon
-from wake.run import cycle, session
+from wake.run import cycle
+from wake.stores import prepared
 
 NOW = dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.UTC)
 CODE: dict[str, str | bytes] = {
@@ -82,7 +83,7 @@ async def opened(store_config: Callable[..., Config], tmp_path: Path) -> AsyncIt
     head = gitrepo.commit(tmp_path / "repo", CODE)
     config = store_config(agents=AGENT)
     st = await stores.open_stores(config, neo4j=False)
-    await session.prepare_schema(st)
+    await prepared.prepare_schema(st)
     try:
         yield config, st, head
     finally:

@@ -22,7 +22,7 @@ from tests.support.recording_proxy import RecordingProxy
 from untrusted import spotlight
 from wake import stores
 from wake.config import Config
-from wake.run import session
+from wake.stores import prepared
 from wake.think import structured
 
 pytestmark = pytest.mark.live
@@ -35,7 +35,7 @@ async def test_a_spotlighted_arrival_still_lets_the_wake_call_a_tool_and_finish(
 ) -> None:
     config = make_config(sources='sources = ["identity", "provenance_facts", "clock"]')  # the facts block: not a default source
     async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         async with st.pg_conn() as conn, conn.transaction():
             await facts.remember(conn, agent_id="demo", key="spare_key", value=VALUE, origin="did", recorded_at=T0)
     o = await _wake(config)

@@ -17,6 +17,7 @@ from wake.config import Config
 from wake.replay import recording
 from wake.replay.run import Candidate, Outcome, replay
 from wake.run import cycle, session
+from wake.stores import prepared
 from wake.think.client import Client
 
 pytestmark = pytest.mark.live
@@ -41,7 +42,7 @@ budget = { max_turns = 2, max_tool_calls = 2, max_output_tokens = 120, max_cost_
 
 async def _record(config: Config) -> cycle.WakeOutcome:
     async with stores.connected(config) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         return await wakes.run(config, st, session.build_registry(config), agent_id="demo", tier="surface")
 
 

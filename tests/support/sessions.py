@@ -10,13 +10,14 @@ from typing import Any
 from wake import stores
 from wake.config import Config
 from wake.run import session
+from wake.stores import prepared
 
 
 @contextlib.asynccontextmanager
 async def ready_stores(config: Config, **kw: Any) -> AsyncIterator[stores.Stores]:
     """`stores.connected(config, **kw)` with the schema prepared."""
     async with stores.connected(config, **kw) as st:
-        await session.prepare_schema(st)
+        await prepared.prepare_schema(st)
         yield st
 
 

@@ -13,7 +13,7 @@ from surfaces.registry import Registry
 from wake import stores
 from wake.config import Config
 from wake.errors import ConfigError, RegistryError
-from wake.stores.prepared import prepare_schema as prepare_schema  # the commands over the ledgers prepare it alone
+from wake.stores.prepared import prepare_schema
 from wake.think import client
 
 CHECKED_SCHEMAS = "cache/checked-schemas"  # under the state directory: the tool schemas that passed the metaschema check
