@@ -14,7 +14,7 @@ from surfaces import flow_labels
 from tests.support import console_pages
 from wake import stores
 from wake.config import Config
-from wake.console import actions, data
+from wake.console import data, form_actions
 from wake.errors import InvalidInput, NotFound
 from wake.stores import prepared
 from wake.witness import flows
@@ -34,10 +34,10 @@ async def test_a_toxic_flow_is_listed_and_accepted_from_the_agent_page(store_con
             assert [p["id"] for p in listed] == [f"full/{flow_id}"] and "egress webhook" in listed[0]["why"]
             assert await data.pins(conn, "other") == []  # an agent's flows are its own
             with pytest.raises(InvalidInput):
-                await actions.accept(conn, config, "demo", "toxic_flow", "no-slash", by="ops-anna", why=None, at=T0)
+                await form_actions.accept(conn, config, "demo", "toxic_flow", "no-slash", by="ops-anna", why=None, at=T0)
             with pytest.raises(NotFound):
-                await actions.accept(conn, config, "demo", "toxic_flow", "surface/" + str(flow_id), by="ops-anna", why=None, at=T0)
-            done = await actions.accept(conn, config, "demo", "toxic_flow", f"full/{flow_id}", by="ops-anna", why=None, at=T0)
+                await form_actions.accept(conn, config, "demo", "toxic_flow", "surface/" + str(flow_id), by="ops-anna", why=None, at=T0)
+            done = await form_actions.accept(conn, config, "demo", "toxic_flow", f"full/{flow_id}", by="ops-anna", why=None, at=T0)
             assert "accepted toxic flow" in done.message and "by ops-anna" in done.message
             assert await data.pins(conn, "demo") == []
             again = await flows.vet(conn, "demo", "full", binding, "refuse", T0 + dt.timedelta(hours=1))

@@ -23,7 +23,7 @@ from ledgers.approvals import Approval
 from ledgers.graph import Anchor, Edge, View
 from memory.repo import Entry, LogEntry
 from untrusted import spotlight
-from wake.arrival import approvals, code_check, memory_render, posture, records, sql_sources
+from wake.arrival import approval_results, code_check, memory_render, posture, records, sql_sources
 from wake.arrival import graph as graph_block
 from wake.arrival import settled as settled_block
 from wake.cli import mcp_serve
@@ -235,8 +235,8 @@ class _Ctx:
 @hypothesis.given(stored)
 def test_the_approvals_block_reads_the_same_whatever_a_call_carries(s: str) -> None:
     states = ("ran", "not_run", "rejected", "interrupted", "approved", "running", "requested")
-    text = approvals.render([_approval(st_, s) for st_ in states], _Ctx()).text  # type: ignore[arg-type]
-    plain = approvals.render([_approval(st_, "x" if s else "") for st_ in states], _Ctx()).text  # type: ignore[arg-type]
+    text = approval_results.render([_approval(st_, s) for st_ in states], _Ctx()).text  # type: ignore[arg-type]
+    plain = approval_results.render([_approval(st_, "x" if s else "") for st_ in states], _Ctx()).text  # type: ignore[arg-type]
     assert harness(text) == harness(plain)
     no_loose_reserved(text)
 

@@ -1,5 +1,5 @@
 """The console's routes (docs/console.md): pages rendered on the server from `wake.console.data`
-through Starlette's `Jinja2Templates`, one `Route` per action through `wake.console.actions`, every
+through Starlette's `Jinja2Templates`, one `Route` per action through `wake.console.form_actions`, every
 `WakeError` a route raises answered by one exception handler, each request checked by
 `wake.console.guard`.
 
@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ledgers import introspection
 from wake import clock, logs
 from wake.config import Config, unstorable
-from wake.console import actions, data, render
+from wake.console import data, form_actions, render
 from wake.console.guard import CSRF_FIELD, SESSION_COOKIE, Guard, Refusal
 from wake.errors import InvalidInput, NotFound, WakeError
 from wake.stores import Stores
@@ -73,8 +73,8 @@ class Act:
     at: dt.datetime
 
     def note(self) -> str | None:
-        """The form's note, checked (at most `actions.NOTE_MAX` characters), or None."""
-        return actions.note(self.form.get("note"))
+        """The form's note, checked (at most `form_actions.NOTE_MAX` characters), or None."""
+        return form_actions.note(self.form.get("note"))
 
 
 def _money(value: Any) -> str:
@@ -282,7 +282,7 @@ class Pages:
 
     # -- actions: one route each, behind `action` --------------------------------------------------
 
-    def action(self, do: Callable[[Act], Awaitable[actions.Done]], name: str | None = None) -> Handler:
+    def action(self, do: Callable[[Act], Awaitable[form_actions.Done]], name: str | None = None) -> Handler:
         """An action's route: the guard (session or bearer, CSRF, Origin, read-only), the form's text,
         who acts and a configured agent, then `do`; answered with a redirect carrying its one line.
         `name` is the action's (None: the path's `{action}`, which no route serves)."""
@@ -302,7 +302,7 @@ class Pages:
                     raise InvalidInput(f"the form's {key[:40]!r} {why}")
             agent_id, action = request.path_params["agent_id"], name or request.path_params["action"]
             request.state.action = action  # from here a refusal is the action's (`failed`)
-            by = actions.who(fields.get("by"))
+            by = form_actions.who(fields.get("by"))
             config = self.c.config()
             if agent_id not in config.agents:
                 raise NotFound(f"no agent {agent_id[:60]!r} is configured")
@@ -316,56 +316,56 @@ class Pages:
 
         return act
 
-    async def trigger(self, a: Act) -> actions.Done:
-        return await actions.trigger(a.config, a.agent_id, a.form.get("tier"))
+    async def trigger(self, a: Act) -> form_actions.Done:
+        return await form_actions.trigger(a.config, a.agent_id, a.form.get("tier"))
 
-    async def ack(self, a: Act) -> actions.Done:
+    async def ack(self, a: Act) -> form_actions.Done:
         why = a.note()
         async with self.c.stores.pg_conn() as conn:
-            return await actions.ack(conn, a.agent_id, _number("a finding", a.form.get("finding")), by=a.by, why=why, at=a.at)
+            return await form_actions.ack(conn, a.agent_id, _number("a finding", a.form.get("finding")), by=a.by, why=why, at=a.at)
 
-    async def revert(self, a: Act) -> actions.Done:
+    async def revert(self, a: Act) -> form_actions.Done:
         why = a.note()
         async with self.c.stores.pg_conn() as conn:
             finding = _number("a finding", a.form.get("finding"))
-            return await actions.revert(conn, a.config, a.agent_id, finding, by=a.by, why=why, at=a.at)
+            return await form_actions.revert(conn, a.config, a.agent_id, finding, by=a.by, why=why, at=a.at)
 
-    async def ack_incident(self, a: Act) -> actions.Done:
+    async def ack_incident(self, a: Act) -> form_actions.Done:
         """`wake incidents ack ID --by`'s writer, scoped to this agent (the note is checked, as every
         action's is, though the writer records none)."""
         a.note()
         async with self.c.stores.pg_conn() as conn:
-            return await actions.ack_incident(conn, a.agent_id, a.form.get("incident"), by=a.by, at=a.at)
+            return await form_actions.ack_incident(conn, a.agent_id, a.form.get("incident"), by=a.by, at=a.at)
 
-    async def pause(self, a: Act) -> actions.Done:
+    async def pause(self, a: Act) -> form_actions.Done:
         why = a.note()
         async with self.c.stores.pg_conn() as conn:
-            return await actions.pause(conn, a.config, a.agent_id, tier=a.form.get("tier"), until_text=a.form.get("until"), reason=why,
+            return await form_actions.pause(conn, a.config, a.agent_id, tier=a.form.get("tier"), until_text=a.form.get("until"), reason=why,
                                        by=a.by, at=a.at)
 
-    async def resume(self, a: Act) -> actions.Done:
+    async def resume(self, a: Act) -> form_actions.Done:
         a.note()  # checked, as every action's but trigger's is, though resume records none
         async with self.c.stores.pg_conn() as conn:
-            return await actions.resume(conn, a.config, a.agent_id, tier=a.form.get("tier"))
+            return await form_actions.resume(conn, a.config, a.agent_id, tier=a.form.get("tier"))
 
-    async def accept(self, a: Act) -> actions.Done:
+    async def accept(self, a: Act) -> form_actions.Done:
         why = a.note()
         async with self.c.stores.pg_conn() as conn:
-            return await actions.accept(conn, a.config, a.agent_id, a.form.get("kind", ""), a.form.get("finding", ""), by=a.by, why=why,
+            return await form_actions.accept(conn, a.config, a.agent_id, a.form.get("kind", ""), a.form.get("finding", ""), by=a.by, why=why,
                                         at=a.at)
 
-    def decide(self, decision: str) -> Callable[[Act], Awaitable[actions.Done]]:
+    def decide(self, decision: str) -> Callable[[Act], Awaitable[form_actions.Done]]:
         """approve (`approved`) or reject (`rejected`) one of the agent's approvals."""
 
-        async def decided(a: Act) -> actions.Done:
+        async def decided(a: Act) -> form_actions.Done:
             why = a.note()
             async with self.c.stores.pg_conn() as conn:
                 approval = _number("an approval", a.form.get("approval"))
-                return await actions.decide(conn, a.config, a.agent_id, approval, decision, by=a.by, why=why, at=a.at)
+                return await form_actions.decide(conn, a.config, a.agent_id, approval, decision, by=a.by, why=why, at=a.at)
 
         return decided
 
-    async def unknown(self, a: Act) -> actions.Done:
+    async def unknown(self, a: Act) -> form_actions.Done:
         raise NotFound(f"no action {a.action[:40]!r}")
 
     async def health(self, request: Request) -> Response:
@@ -429,7 +429,7 @@ def build(console: Console) -> ASGIApp:
 
 
 def _routes(p: Pages) -> Starlette:
-    def acting(name: str, do: Callable[[Act], Awaitable[actions.Done]]) -> Route:
+    def acting(name: str, do: Callable[[Act], Awaitable[form_actions.Done]]) -> Route:
         return Route(f"/agents/{{agent_id}}/{name}", p.action(do, name), methods=["POST"])
 
     return Starlette(

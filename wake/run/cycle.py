@@ -28,7 +28,7 @@ from ledgers.vocab import Status, Tier, Trigger
 from surfaces import memory_tools
 from surfaces.registry import Registry, Tool
 from wake import clock, logs
-from wake.arrival import approvals, engine, memory_blocks, operator_sources, sources
+from wake.arrival import approval_results, engine, memory_blocks, operator_sources, sources
 from wake.arrival.engine import Block, Source
 from wake.config import Config
 from wake.context import WakeContext, WakeRequest
@@ -164,7 +164,7 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: c
     tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
     approvals_on = approval.active(registry)
     chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted),
-              *([approvals.SOURCE] if approvals_on else [])]
+              *([approval_results.SOURCE] if approvals_on else [])]
     recent = sources.RECENT_WAKES if any(src.fn is sources.recent_wakes for src in chosen) else None  # read with the previous wakes
     async with stores.pg_conn() as conn:
         previous = await introspection.previous_both(conn, agent_id, tier, started_at, recent=recent)

@@ -15,7 +15,7 @@ that this wake can run (one conditional UPDATE in the wake's fenced transaction,
 once however many replicas race), checks each against this wake's binding (a tool no longer bound,
 or whose declaration changed since it was asked, is not run, and the row says why), runs the
 others under `think.tool_timeout_s` with this wake's context, and records each answer. The
-`approvals` arrival block (`wake.arrival.approvals`) then shows what ran.
+`approvals` arrival block (`wake.arrival.approval_results`) then shows what ran.
 """
 
 from __future__ import annotations
