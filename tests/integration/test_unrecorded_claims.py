@@ -18,12 +18,15 @@ import pytest
 import structlog
 
 from ledgers import controls, introspection
-from tests.support import agents, daemons
+from ledgers.vocab import Tier, Trigger
+from tests.support import agents, daemons, sessions
 from tests.support.daemon_proc import REPO
 from wake import clock
 from wake.config import Config
+from wake.context import WakeRequest
 from wake.daemon import control
 from wake.daemon import service as daemon
+from wake.run import unrun
 
 AGENTS = agents.toml(tiers={"whisper": 'every = "15m"\nbinds = ["wake.whisper"]'})
 DAEMON = "[daemon]\nlease_ttl_s = 30\nheartbeat_s = 0.5\n"
@@ -232,3 +235,24 @@ async def test_a_trigger_taken_by_a_replica_that_still_beats_is_left_to_it(opene
     row = await _row(d, request.wake_id)
     assert row is not None and row.status == "failed" and "elsewhere:21:dddd stopped beating" in (row.error or "")
     assert await control.taken_lists(redis) == []
+
+
+async def test_a_rowless_claim_whose_claimer_writes_its_row_after_the_check_keeps_that_one_row(
+    store_config: Callable[..., Config], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a takeover's look back found the claim without a row; its claimer, only slow, wrote the row
+    # between that check and this insert: the primary key keeps one row, and `lost` says it wrote none
+    async with sessions.ready_session(store_config(DAEMON, AGENTS)) as s:
+        slot = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC)
+        request = WakeRequest(agent_id="demo", tier=Tier.whisper, trigger=Trigger.schedule, scheduled_for=slot, wake_id=uuid.uuid4())
+        assert await unrun.lost(s, request, now=clock.now()) is True  # the claimer's own row, as far as the table is concerned
+
+        async def not_there_yet(conn: object, wake_id: uuid.UUID) -> None:
+            return None
+
+        monkeypatch.setattr(introspection, "get", not_there_yet)
+        assert await unrun.lost(s, request, now=clock.now()) is False
+        monkeypatch.undo()
+        async with s.stores.pg_conn() as conn:
+            rows = await conn.fetch("SELECT status FROM wake_introspection_ledger WHERE wake_id = $1", request.wake_id)
+    assert [r["status"] for r in rows] == ["failed"]

@@ -24,6 +24,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
+
 from ledgers import dead_processes, introspection, slots, unrecorded
 from ledgers.vocab import Status, Tier, Trigger
 from wake import logs
@@ -118,7 +120,10 @@ async def lost(session: Session, request: WakeRequest, *, now: dt.datetime, reas
     async with session.stores.pg_conn() as conn:
         if await introspection.get(conn, request.wake_id) is not None:
             return False
-    await write(session, NotRun.of(request, Status.failed, reason, at=now))
+    try:
+        await write(session, NotRun.of(request, Status.failed, reason, at=now))
+    except asyncpg.UniqueViolationError:  # its claimer, only slow, wrote it since: the slot has its one row
+        return False
     return True
 
 
