@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import agents as agent_configs
-from tests.support import wakes
+from tests.support import console_pages, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import stores
 from wake.cli.main import cli
@@ -158,12 +158,17 @@ def test_the_console_shows_an_agents_replay_and_its_latest_scorecard_and_chart(c
     assert "no check regressed" in got["eval"].text and 'class="chart"' in got["eval"].text
 
 
+def _quote(text: str) -> str:
+    """A path segment percent-encoded, lone surrogates and all (as bytes no UTF-8 decoder accepts)."""
+    return urllib.parse.quote(text.encode("utf-8", "surrogatepass"), safe="")
+
+
 _ANY = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=40)
 _SEGMENT = st.one_of(_ANY, st.sampled_from(["demo", "other", "nobody", "", "ffffffff", "0000", "%", "..", "chart.png"]))
 _PATH = st.tuples(
     _SEGMENT, st.sampled_from(["/replays", "/replays/", "/evals/", "/evals/{}/chart.png"]), _SEGMENT,
-).map(lambda t: f"/agents/{urllib.parse.quote(t[0], safe='')}" + (
-    t[1].format(urllib.parse.quote(t[2], safe="")) if "{}" in t[1] else t[1] + (urllib.parse.quote(t[2], safe="") if t[1].endswith("/") else "")
+).map(lambda t: f"/agents/{_quote(t[0])}" + (
+    t[1].format(_quote(t[2])) if "{}" in t[1] else t[1] + (_quote(t[2]) if t[1].endswith("/") else "")
 ))
 _QUERY = st.dictionaries(st.sampled_from(["limit", "done", "done_mac", "agent", "x"]), _ANY, max_size=3)
 
@@ -181,7 +186,7 @@ def test_generated_paths_and_queries_on_the_replay_routes_never_get_a_5xx(config
         @settings(max_examples=120, deadline=None)
         @given(path=st.one_of(_PATH, known), query=_QUERY)
         def check(path: str, query: dict[str, str]) -> None:
-            answer = loop.run_until_complete(http.get(path, params=query))
+            answer = loop.run_until_complete(http.get(console_pages.with_query(path, query)))
             statuses.append(answer.status_code)
             assert answer.status_code < 500, (path, answer.text[:300])
 

@@ -38,6 +38,11 @@ def form_body(data: dict[str, str]) -> bytes:
     return urllib.parse.urlencode({k: v.encode("utf-8", "surrogatepass") for k, v in data.items()}).encode()
 
 
+def with_query(path: str, query: dict[str, str]) -> str:
+    """`path` with `query` form-encoded after it, lone surrogates and all (httpx's `params` cannot carry them)."""
+    return f"{path}?{form_body(query).decode()}" if query else path
+
+
 def judge(statuses: list[int], status: int, text: str, before: object, after: object) -> None:
     """A generated request's answer: never a 5xx, and nothing written unless it was answered 303."""
     statuses.append(status)

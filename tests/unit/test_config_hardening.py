@@ -172,5 +172,7 @@ def test_redis_keys_are_a_config_error_or_a_config(tmp_path: Path, sentinels: li
         assert all(line.startswith(f"bad config in {path}: redis") and "\n" not in line and len(line) < 400 for line in lines), lines
         return
     assert bool(loaded.sentinels) == (loaded.master_name is not None) and not (loaded.sentinels and loaded.url)
-    assert [f"{h}:{p}" if ":" not in h else f"[{h}]:{p}" for h, p in loaded.sentinel_addresses()] == [s.strip() for s in sentinels]
+    # each listed address as parsed (a port's leading zeros are the same port: "0:01" is ("0", 1))
+    listed = [s.strip().rsplit(":", 1) for s in sentinels]
+    assert loaded.sentinel_addresses() == [(h[1:-1] if h.startswith("[") else h, int(p)) for h, p in listed]
     assert all(0 < p <= 65535 for _, p in loaded.sentinel_addresses()) and len(set(sentinels)) == len(sentinels)
