@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import ids, queries, rows
+from ledgers import ids, queries, rows, transcripts
 from ledgers.transcripts import Call, Message
 
 _sql = queries.named("replays")
@@ -166,16 +166,7 @@ def as_dict(record: ReplayRecord, stored: StoredReplay) -> dict[str, Any]:
     """A replay's transcript as data, in the shape of a wake's (`ledgers.transcripts.as_dict`), each
     call with what answered it (`answered_from`) and whether its tool mutates: `wake show REPLAY
     --transcript [--json]`, `wake replay show --transcript` and the console read this."""
-    messages: list[dict[str, object]] = []
-    texts: dict[int, str | None] = {}
-    for m, body in stored.messages:
-        decoded: dict[str, Any] = json.loads(body) if body is not None else {}
-        texts[m.seq] = decoded.get("content") if body is not None else None
-        messages.append({
-            "seq": m.seq, "turn": m.turn, "role": m.role, "content": decoded.get("content"),
-            **{k: decoded[k] for k in ("tool_calls", "tool_call_id") if k in decoded},
-            "chars": m.chars, "cut": m.cut, "sha256": m.sha256, "stored": body is not None,
-        })
+    messages, texts = transcripts.shown_messages(stored.messages)
     calls = [
         {"seq": c.call.seq, "turn": c.call.turn, "call_id": c.call.call_id, "tool": c.call.tool, "arguments": body,
          "answer_seq": c.call.answer_seq, "answer": texts.get(c.call.answer_seq), "outcome": c.call.outcome, "ok": c.call.outcome == "ok",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,13 +169,12 @@ def audit(stored: Stored, row: Mapping[str, object]) -> list[tuple[str, str]]:
     return problems
 
 
-def as_dict(stored: Stored, row: Mapping[str, object]) -> dict[str, object]:
-    """The transcript as data (`wake show --transcript --json`, the MCP server): each message with
-    its stored body decoded, each call with its arguments and its answer's text. A serialiser of
-    JSON whose message keys vary with the role (tool calls, a call id), so a dict, not a record."""
+def shown_messages(stored: Iterable[tuple[Message, str | None]]) -> tuple[list[dict[str, object]], dict[int, str | None]]:
+    """Messages with their stored bodies as the transcript views show them, and each one's text by
+    seq (what a call's answer reads); a wake's and a replay's transcripts alike."""
     messages: list[dict[str, object]] = []
     texts: dict[int, str | None] = {}
-    for m, _, body in stored.messages:
+    for m, body in stored:
         decoded: dict[str, Any] = json.loads(body) if body is not None else {}
         texts[m.seq] = decoded.get("content") if body is not None else None
         messages.append({
@@ -183,6 +182,14 @@ def as_dict(stored: Stored, row: Mapping[str, object]) -> dict[str, object]:
             **{k: decoded[k] for k in ("tool_calls", "tool_call_id") if k in decoded},
             "chars": m.chars, "cut": m.cut, "sha256": m.sha256, "stored": body is not None,
         })
+    return messages, texts
+
+
+def as_dict(stored: Stored, row: Mapping[str, object]) -> dict[str, object]:
+    """The transcript as data (`wake show --transcript --json`, the MCP server): each message with
+    its stored body decoded, each call with its arguments and its answer's text. A serialiser of
+    JSON whose message keys vary with the role (tool calls, a call id), so a dict, not a record."""
+    messages, texts = shown_messages((m, body) for m, _, body in stored.messages)
     calls = [
         {"seq": c.seq, "turn": c.turn, "call_id": c.call_id, "tool": c.tool, "arguments": body, "answer_seq": c.answer_seq,
          "answer": texts.get(c.answer_seq), "outcome": c.outcome, "ok": c.outcome == "ok", "latency_ms": c.latency_ms}
