@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ledgers import approvals
@@ -152,6 +152,8 @@ def test_generated_approval_forms_never_get_a_5xx_and_decide_only_when_answered_
         @given(action=st.sampled_from(["approve", "reject"]), approval=st.one_of(st.sampled_from([str(i) for i in ids]), _NUMBERISH),
                by=st.one_of(st.just("ada"), _NUMBERISH), note=st.one_of(st.none(), _ANY), with_csrf=st.booleans(),
                extra=st.dictionaries(st.sampled_from(["kind", "finding", "tier", "x"]), _NUMBERISH, max_size=2))
+        @example(action="approve", approval=str(ids[0]), by="ada", note=None, with_csrf=False, extra={})  # 403: no token
+        @example(action="approve", approval="#1", by="ada", note=None, with_csrf=True, extra={})  # 400: not a number
         def check(action: str, approval: str, by: str, note: str | None, with_csrf: bool, extra: dict[str, str]) -> None:
             async def go() -> tuple[int, str, dict[int, str], dict[int, str]]:
                 before = await _states(st_)

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ledgers import incidents
@@ -175,6 +175,9 @@ def test_generated_ack_forms_never_get_a_5xx_and_write_only_when_answered_303(
         @settings(max_examples=100)
         @given(form=_FORM, agent=st.sampled_from(["alice", "bob", "nobody"]), with_csrf=st.booleans(),
                incident=st.sampled_from([None, seeded.alice.id, seeded.bob.id]))
+        @example(form={}, agent="alice", with_csrf=False, incident=seeded.alice.id)  # 403: no token
+        @example(form={"incident": "#1"}, agent="alice", with_csrf=True, incident=None)  # 400: not a number
+        @example(form={}, agent="alice", with_csrf=True, incident=seeded.bob.id)  # 404: another agent's incident
         def check(form: dict[str, str], agent: str, with_csrf: bool, incident: int | None) -> None:
             async def go() -> tuple[int, str, str, str]:
                 before = await _incidents(st_)
