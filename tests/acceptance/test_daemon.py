@@ -307,7 +307,9 @@ def test_wake_up_takes_the_lease_and_refuses_a_busy_agent(start: Callable[..., R
 
 def test_trigger_and_status_against_a_running_daemon(start: Callable[..., Replica], tmp_path: Path, redis_url: str) -> None:
     dsn = start.pg_dsn  # type: ignore[attr-defined]
-    replica = start("heartbeat_s = 0.5", agents('every = "15m"', surface='every = "1h"'), extra=SLOW)
+    # Slots a week and a fortnight apart: a scheduled whisper firing during the test would hold the
+    # lease in SLOW's think step, and the trigger below would find the agent busy (CI hit a 15m slot once).
+    replica = start("heartbeat_s = 0.5", agents('every = "7d"', surface='every = "14d"'), extra=SLOW)
     replica.wait_event("daemon.ready")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL"))}
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
