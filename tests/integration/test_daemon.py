@@ -460,3 +460,36 @@ async def test_a_slot_whose_claim_fails_in_an_unforeseen_way_still_gets_its_one_
     assert await d.spool.flush(d.session) == 0
     [row] = await _rows(d)
     assert (row.status, row.scheduled_for) == ("missed", slot)
+
+
+async def test_many_agents_gained_at_once_get_their_jobs_a_chunk_at_a_time_and_a_lost_one_gets_none(
+    store_config: Callable[..., Config], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A membership change that hands a replica thousands of agents adds their APScheduler jobs a
+    chunk at a time with the loop free between chunks (at 20,000 agents one synchronous pass held
+    the loop, heartbeats included, for seconds); an agent lost again before its chunk gets no job."""
+    monkeypatch.setattr(jobs, "ADD_CHUNK", 3)
+    names = [f"a{n:02d}" for n in range(10)]
+    many = "".join(f'[agents.{a}]\ntimezone = "UTC"\n[agents.{a}.tiers.whisper]\nevery = "15m"\nbinds = ["wake.whisper"]\n' for a in names)
+    async with daemons.factory(store_config(DAEMON, agents=many)) as make:
+        d = make()
+        d.shared = True
+        d.live.scheduler.start(paused=True)
+        try:
+            d.ownership.owned = frozenset(names) - {"a08"}  # a08 is lost again before its chunk
+            d.ownership.members = (d.replica_id,)
+            seen: list[int] = []
+            d._apply(ownership.Change(gained=[ownership.Handover(agents=tuple(names), from_replica=None, to_replica=d.replica_id, why="joined")]))
+            assert d.triggers == {}  # nothing added in the change's own turn of the loop
+            for _ in range(1000):
+                if not any(t.get_name().startswith("add-jobs:") for t in d.tasks):
+                    break
+                seen.append(len(d.triggers))
+                await asyncio.sleep(0)
+            while d.tasks:
+                await asyncio.wait_for(asyncio.gather(*list(d.tasks)), timeout=120)
+            assert {0, 3} <= set(seen) and len(set(seen)) >= 3, seen  # other tasks ran between the chunks
+            assert set(d.triggers) == {(a, "whisper") for a in names if a != "a08"}
+            assert {j.id for j in d.live.scheduler.get_jobs()} == {f"{a}/whisper" for a in names if a != "a08"}
+        finally:
+            d.live.scheduler.shutdown(wait=False)

@@ -193,6 +193,19 @@ def test_slot_trigger_fires_at_slot_plus_jitter_and_hands_the_job_its_slot() -> 
     assert fresh.take() == (far, S.jitter_delay_s(s, far))
 
 
+def test_a_slot_trigger_added_after_its_gain_starts_from_the_gain() -> None:
+    """A job added seconds after its agent was gained (`wake.daemon.jobs.add_gradually`) still
+    fires the slot that fell due in between, at once; without `since` that slot would be skipped."""
+    s = every(60, jitter_s=20)
+    slot = at(2026, 11, 29, 12, 1)
+    gained = slot - dt.timedelta(seconds=2)
+    added = slot + dt.timedelta(seconds=25)  # past the slot's fire (its jitter is under 20 s)
+    fire = slot + dt.timedelta(seconds=S.jitter_delay_s(s, slot))
+    assert S.SlotTrigger(s, since=gained).get_next_fire_time(None, added) == fire < added
+    assert S.SlotTrigger(s).get_next_fire_time(None, added) > added  # the old start: the next slot only
+    assert S.SlotTrigger(s, since=added + dt.timedelta(hours=1)).get_next_fire_time(None, added) == S.SlotTrigger(s).get_next_fire_time(None, added)
+
+
 def test_agents_on_one_cron_share_its_slots() -> None:
     a = S.Schedule(agent_id="a", tier="full", timezone="Europe/Berlin", cron="*/2 * * * *")
     b = dataclasses.replace(a, agent_id="b")

@@ -274,10 +274,11 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler 3 ships no 
     gives the job its slot and delay. With `coalesce`, only the newest of several due fires runs,
     and it is the one remembered."""
 
-    __slots__ = ("schedule", "_slots", "_fired")
+    __slots__ = ("schedule", "since", "_slots", "_fired")
 
-    def __init__(self, schedule: Schedule) -> None:
+    def __init__(self, schedule: Schedule, *, since: dt.datetime | None = None) -> None:
         self.schedule = schedule
+        self.since = since  # a job added later than its agent was gained starts from the gain (`wake.daemon.jobs`)
         self._slots: dict[dt.datetime, tuple[dt.datetime, float]] = {}
         self._fired: tuple[dt.datetime, float] | None = None
 
@@ -289,10 +290,11 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler 3 ships no 
     def get_next_fire_time(self, previous_fire_time: dt.datetime | None, now: dt.datetime) -> dt.datetime | None:
         # APScheduler's contract: after a fire, the next one strictly after it (even if already
         # past: the scheduler collects those as missed and coalesces them); first, the first slot
-        # at or after `now`.
+        # at or after `now` (or `since`, if earlier: that fire may be past, and runs at once).
         s = self.schedule
         if previous_fire_time is None:
-            slot = next_fire(s, now - dt.timedelta(microseconds=1))
+            start = now if self.since is None else min(now, self.since)
+            slot = next_fire(s, start - dt.timedelta(microseconds=1))
         else:
             known = self._slots.get(previous_fire_time) or self._recover(previous_fire_time)
             if previous_fire_time <= now:
