@@ -198,3 +198,41 @@ async def test_sentinels_that_do_not_answer_are_one_store_unavailable(write_conf
         await stores.open_redis(config, url)
     assert str(caught.value).startswith(f"redis unreachable at sentinel://127.0.0.1:{port}/wake: MasterNotFoundError")
     assert "\n" not in str(caught.value)
+
+
+async def test_a_wake_runs_through_sentinels_and_a_primary_that_require_passwords_named_as_credentials(
+    write_config: Callable[..., Path], pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`[redis] password_credential` and `sentinel_password_credential`: the primary's requirepass
+    and the sentinels' own, read from $CREDENTIALS_DIRECTORY; without them the same cluster is one
+    clear StoreUnavailable, and a named credential that is not there says which."""
+    if (why := sentinel.available()) is not None:
+        pytest.skip(why)
+    guarded = sentinel.SentinelCluster.start(tmp_path / "guarded", password="primary-secret-1", sentinel_password="sentinel-secret-2")
+    try:
+        creds = tmp_path / "credentials"
+        creds.mkdir()
+        (creds / "redis_password").write_text("primary-secret-1\n")
+        (creds / "sentinel_password").write_text("sentinel-secret-2\n")
+        monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+
+        def config(keys: str) -> wake_config.Config:
+            body = f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n{guarded.toml()}{keys}\n{DEMO_TIERS}'
+            return wake_config.load_config_file(write_config(body), environ={})
+
+        named = config('password_credential = "redis_password"\nsentinel_password_credential = "sentinel_password"\n')
+        async with sessions.ready_session(named) as s:
+            done = await claim.run(s, _slot_request(SLOT), owner="t", claim=claim.Claim(by="r1"))
+            assert done is not None and done.recorded and done.status in ("completed", "quiet")
+            assert await _primary_port(s.stores) == guarded.primary_port()
+
+        for keys, reason in (
+            ("", "auth"),  # neither password: the sentinels refuse
+            ('sentinel_password_credential = "sentinel_password"\n', "auth"),  # the primary refuses
+            ('password_credential = "missing_one"\nsentinel_password_credential = "sentinel_password"\n', "credential missing_one is not set"),
+        ):
+            with pytest.raises(StoreUnavailable) as refused:
+                await stores.open_redis(config(keys), stores.sentinel_address(config(keys)))
+            assert refused.value.store == "redis" and reason in refused.value.reason.lower() + refused.value.reason, refused.value.reason
+    finally:
+        guarded.stop()

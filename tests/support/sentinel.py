@@ -81,6 +81,7 @@ class Server:
     port: int
     dir: Path
     exe: str
+    password: str | None = None  # its requirepass, and the masterauth it replicates with
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self, replica_of: int | None = None) -> None:
@@ -89,11 +90,14 @@ class Server:
                 "--daemonize", "no", "--protected-mode", "no", "--logfile", str(self.dir / "redis.log")]
         if replica_of is not None:
             args += ["--replicaof", "127.0.0.1", str(replica_of)]
+        if self.password is not None:
+            args += ["--requirepass", self.password, "--masterauth", self.password]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
         poll(f"redis-server on port {self.port}", lambda: self.client().ping() or None)
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, socket_connect_timeout=2, decode_responses=True)
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, socket_connect_timeout=2, decode_responses=True,
+                           password=self.password)
 
     def role(self) -> str:
         with self.client() as c:
@@ -120,18 +124,22 @@ class SentinelCluster:
     sentinel_ports: list[int]
     sentinel_procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     failovers: int = 0  # completed, as seen by `failover` and `kill_primary`
+    sentinel_password: str | None = None  # the sentinels' own requirepass
 
     @classmethod
-    def start(cls, root: Path) -> SentinelCluster:
+    def start(cls, root: Path, *, password: str | None = None, sentinel_password: str | None = None) -> SentinelCluster:
         """A primary, its replica and three sentinels, started and agreed (every sentinel sees the
-        replica and the two other sentinels)."""
+        replica and the two other sentinels); `password` the servers' requirepass (the sentinels
+        are told it), `sentinel_password` the sentinels' own (they use it with each other too)."""
         found = binaries()
         if found is None:
             raise RuntimeError(available() or "no redis-server")
         server_exe, sentinel_exe = found
         root.mkdir(parents=True, exist_ok=True)
-        servers = [Server(free_port(), root / f"redis-{i}", server_exe) for i in range(2)]
-        cluster = cls(root, servers, [free_port() for _ in range(3)])
+        servers = [Server(free_port(), root / f"redis-{i}", server_exe, password) for i in range(2)]
+        cluster = cls(root, servers, [free_port() for _ in range(3)], sentinel_password=sentinel_password)
+        auth = (f"sentinel auth-pass {MASTER_NAME} {password}\n" if password else "") + (
+            f"requirepass {sentinel_password}\nsentinel sentinel-pass {sentinel_password}\n" if sentinel_password else "")
         try:
             servers[0].start()
             servers[1].start(replica_of=servers[0].port)
@@ -143,7 +151,7 @@ class SentinelCluster:
                     f"sentinel monitor {MASTER_NAME} 127.0.0.1 {servers[0].port} {QUORUM}\n"
                     f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
                     f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n"
-                    f"sentinel parallel-syncs {MASTER_NAME} 1\n"
+                    f"sentinel parallel-syncs {MASTER_NAME} 1\n{auth}"
                 )
                 cluster.sentinel_procs.append(subprocess.Popen([sentinel_exe, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                                                preexec_fn=die_with_parent))
@@ -165,7 +173,7 @@ class SentinelCluster:
 
     def sentinel(self, index: int = 0) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.sentinel_ports[index], socket_timeout=2, socket_connect_timeout=2,
-                           decode_responses=True)
+                           decode_responses=True, password=self.sentinel_password)
 
     def primary_port(self) -> int:
         """The primary's port as the first sentinel names it."""

@@ -53,6 +53,9 @@ REFUSED: list[tuple[str, str, str, str]] = [
      "either url or sentinels"),
     ("master_name_space", '[redis]\nsentinels = ["s1:26379"]\nmaster_name = "my primary"\n' + TIER, "redis.master_name", "(no spaces)"),
     ("sentinels_not_a_list", '[redis]\nsentinels = "s1:26379"\nmaster_name = "m"\n' + TIER, "redis.sentinels", "expected an array"),
+    ("password_with_url", '[redis]\nurl = "redis://r:6379/0"\npassword_credential = "p"\n' + TIER, "redis", "only with sentinels"),
+    ("credential_a_path", '[redis]\nsentinels = ["s1:26379"]\nmaster_name = "m"\nsentinel_password_credential = "../etc/passwd"\n' + TIER,
+     "redis.sentinel_password_credential", "expected a credential's name"),
 ]
 
 
@@ -159,10 +162,14 @@ def _toml(text: str) -> str:
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sentinels=st.lists(st.one_of(st.text(max_size=30), st.from_regex(r"\A[a-z0-9.]{1,12}:[0-9]{1,6}\Z")), max_size=4),
-       name=st.one_of(st.none(), st.text(max_size=20)), url=st.booleans())
-def test_redis_keys_are_a_config_error_or_a_config(tmp_path: Path, sentinels: list[str], name: str | None, url: bool) -> None:
+       name=st.one_of(st.none(), st.text(max_size=20)), url=st.booleans(),
+       credential=st.one_of(st.none(), st.text(max_size=20), st.sampled_from(["redis_password", "a.b-c_1"])))
+def test_redis_keys_are_a_config_error_or_a_config(
+    tmp_path: Path, sentinels: list[str], name: str | None, url: bool, credential: str | None,
+) -> None:
     body = "[redis]\n" + (f"sentinels = [{', '.join(map(_toml, sentinels))}]\n" if sentinels else "")
     body += (f"master_name = {_toml(name)}\n" if name is not None else "") + ('url = "redis://r:6379/0"\n' if url else "")
+    body += f"password_credential = {_toml(credential)}\n" if credential is not None else ""
     path = tmp_path / "wake.toml"
     path.write_text(body + TIER)
     try:
@@ -172,6 +179,8 @@ def test_redis_keys_are_a_config_error_or_a_config(tmp_path: Path, sentinels: li
         assert all(line.startswith(f"bad config in {path}: redis") and "\n" not in line and len(line) < 400 for line in lines), lines
         return
     assert bool(loaded.sentinels) == (loaded.master_name is not None) and not (loaded.sentinels and loaded.url)
+    if loaded.password_credential is not None:  # a bare name: no path, no separator, only with sentinels
+        assert loaded.sentinels and "/" not in loaded.password_credential and loaded.password_credential not in (".", "..")
     # each listed address as parsed (a port's leading zeros are the same port: "0:01" is ("0", 1))
     listed = [s.strip().rsplit(":", 1) for s in sentinels]
     assert loaded.sentinel_addresses() == [(h[1:-1] if h.startswith("[") else h, int(p)) for h, p in listed]

@@ -57,6 +57,8 @@ DEFAULT_SCHEDULES: dict[str, dict[str, str]] = {
     "surface": {"every": "1h"},
     "full": {"cron": "30 3 * * *"},
 }
+# A credential's name: a file name in $CREDENTIALS_DIRECTORY (no path) and an environment variable's.
+CREDENTIAL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _QUIET_HOURS = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
 
@@ -91,6 +93,11 @@ class RedisConfig(_Model):
     # after a failover. Either these two or `url`, never both.
     sentinels: tuple[str, ...] = ()
     master_name: str | None = None
+    # With sentinels, the names of two credentials (a file in $CREDENTIALS_DIRECTORY, else the
+    # upper-cased environment variable): the primary's password (its `requirepass`, which its
+    # replicas share) and the sentinels' own (`requirepass` in sentinel.conf). A URL carries its own.
+    password_credential: str | None = None
+    sentinel_password_credential: str | None = None
     socket_timeout_s: float = Field(5.0, gt=0)
 
     @field_validator("url")
@@ -122,7 +129,16 @@ class RedisConfig(_Model):
             raise ValueError("expected either url or sentinels (with master_name), not both")
         if bool(self.sentinels) != (self.master_name is not None):
             raise ValueError("expected sentinels and master_name together (the sentinels' HOST:PORT and the name they monitor)")
+        if not self.sentinels and (self.password_credential or self.sentinel_password_credential):
+            raise ValueError("expected password_credential and sentinel_password_credential only with sentinels (a url carries its password)")
         return self
+
+    @field_validator("password_credential", "sentinel_password_credential")
+    @classmethod
+    def _credential(cls, value: str | None) -> str | None:
+        if value is not None and not CREDENTIAL_NAME.fullmatch(value):
+            raise ValueError(f"expected a credential's name (letters, digits, '_', '-' or '.'), got {clip(value)}")
+        return value
 
     def sentinel_addresses(self) -> list[tuple[str, int]]:
         """The sentinels as (host, port) pairs, as redis-py's `Sentinel` takes them."""

@@ -286,12 +286,25 @@ def _sentinel_master(config: Config) -> aioredis.Redis:
 
     assert config.redis.master_name is not None  # the config's check: sentinels come with it
     timeout_s = config.redis.socket_timeout_s
+    password, sentinel_password = (_redis_credential(config, name) for name in
+                                   (config.redis.password_credential, config.redis.sentinel_password_credential))
     sentinel = Sentinel(
-        config.redis.sentinel_addresses(), socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-        sentinel_kwargs={"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s},
+        config.redis.sentinel_addresses(), socket_timeout=timeout_s, socket_connect_timeout=timeout_s, password=password,
+        sentinel_kwargs={"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s, "password": sentinel_password},
     )
     master: aioredis.Redis = sentinel.master_for(config.redis.master_name, redis_class=SentinelMaster, decode_responses=True)
     return master
+
+
+def _redis_credential(config: Config, name: str | None) -> str | None:
+    """A password `[redis]` names, read now; a name with nothing behind it is Redis unavailable, said plainly."""
+    if name is None:
+        return None
+    secret = secrets.read_secret(name)
+    if secret is None:
+        raise StoreUnavailable("redis", sentinel_address(config),
+                               f"credential {name} is not set (a file in $CREDENTIALS_DIRECTORY, or ${secrets.env_name(name)})")
+    return secret.reveal()
 
 
 def neo4j_auth(config: Config) -> tuple[str, str] | None:
