@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from tests.acceptance.test_daemon import agents, wait_rows
-from tests.support import sentinel
+from tests.support import pooler, sentinel
 from tests.support.daemon_proc import REPO, Replica, query
 
 COMPLETED_AFTER = "SELECT 1 FROM wake_introspection_ledger WHERE status = 'completed' AND scheduled_for > $1"
@@ -19,7 +19,7 @@ def test_the_daemon_follows_the_primary_across_failovers(tmp_path: Path, pg_dsn:
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"))
     config = tmp_path / "wake.toml"
     every_second = agents(whisper='every = "1s"')
-    config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{cluster.toml()}[daemon]\nheartbeat_s = 1\nlease_ttl_s = 3\n{every_second}')
+    config.write_text(f'[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}{cluster.toml()}[daemon]\nheartbeat_s = 1\nlease_ttl_s = 3\n{every_second}')
     replica = Replica(config, tmp_path / "replica.log", env)
     try:
         replica.wait_event("daemon.ready", timeout_s=120)

@@ -22,7 +22,7 @@ import structlog
 
 from ledgers.vocab import Trigger
 from tests.conftest import DEMO_TIERS
-from tests.support import processes, sentinel, sessions
+from tests.support import pooler, processes, sentinel, sessions
 from tests.support.openai_server import ScriptedServer, completion
 from wake import config as wake_config
 from wake import stores
@@ -43,7 +43,7 @@ def sentinel_config(
     """A Config over this test's database and the cluster's sentinels (no Redis URL)."""
 
     def make(extra: str = "", agents: str = DEMO_TIERS) -> wake_config.Config:
-        body = f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n{cluster.toml()}{extra}\n{agents}'
+        body = f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}{cluster.toml()}{extra}\n{agents}'
         return wake_config.load_config_file(write_config(body), environ={})
 
     return make
@@ -217,7 +217,7 @@ async def test_a_wake_runs_through_sentinels_and_a_primary_that_require_password
         monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
 
         def config(keys: str) -> wake_config.Config:
-            body = f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n{guarded.toml()}{keys}\n{DEMO_TIERS}'
+            body = f'state_dir = "{tmp_path / "state"}"\n[postgres]\ndsn = "{pg_dsn}"\n{pooler.key()}{guarded.toml()}{keys}\n{DEMO_TIERS}'
             return wake_config.load_config_file(write_config(body), environ={})
 
         named = config('password_credential = "redis_password"\nsentinel_password_credential = "sentinel_password"\n')
