@@ -87,11 +87,15 @@ async def test_lost_lease_cancels_the_guarded_task(store_config: Callable[..., C
         assert await lease.holder(st.redis, "demo") == "someone-else"  # not ours to release
 
 
-async def _waiting_on_a_lock(st: stores.Stores, pid: int) -> None:
-    """Return once backend `pid` is blocked on a lock (an event PostgreSQL reports, polled)."""
+async def _waiting_on_a_lock(st: stores.Stores) -> None:
+    """Return once a backend of this test's database is blocked on a lock (an event PostgreSQL
+    reports, polled). Any backend, not the second connection's pid: through a transaction pooler
+    a client's statements need not run on the backend its earlier one did."""
     while True:
         async with st.pg_conn() as conn:
-            if await conn.fetchval("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid):
+            if await conn.fetchval(
+                "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            ):
                 return
         await asyncio.sleep(0.02)
 
@@ -114,12 +118,11 @@ async def test_a_slot_claimed_in_an_open_transaction_decides_for_the_second_clai
 
     async with sessions.ready_stores(config) as st:
         async with st.pg_conn() as first, st.pg_conn() as second:
-            pid = await second.fetchval("SELECT pg_backend_pid()")
             tx = first.transaction()
             await tx.start()
             assert (await claim(first, "r1")).won
             racing = asyncio.create_task(claim(second, "r2"))
-            await asyncio.wait_for(_waiting_on_a_lock(st, pid), 60)
+            await asyncio.wait_for(_waiting_on_a_lock(st), 60)
             assert not racing.done()
             await (tx.commit() if first_commits else tx.rollback())
             got = await asyncio.wait_for(racing, 60)
