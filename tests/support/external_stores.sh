@@ -14,7 +14,7 @@
 # transaction mode in front of that PostgreSQL too, and `start`/`env` export WAKE_TEST_PG_POOLER_DSN
 # (the same login through PgBouncer): the suite then points wake's DSN through it
 # (docs/testing.md). It authenticates wake's per-agent tool roles with an auth_query as the
-# servers' login, and ends a transaction idle longer than $WAKE_EXT_POOLER_IDLE_TX_S (default 1 s)
+# servers' login, and ends a transaction idle longer than $WAKE_EXT_POOLER_IDLE_TX_S (default 5 s)
 # as PostgreSQL's idle_in_transaction_session_timeout would (docs/configuration.md).
 #
 # Both listen on 127.0.0.1 and on a unix socket under $WAKE_EXT_STORES_DIR (default
@@ -31,7 +31,7 @@ RUN_AS=${WAKE_EXT_STORES_USER:-postgres}
 PG_USER=wake
 POOLER=${WAKE_EXT_POOLER:-}
 POOLER_PORT=${WAKE_EXT_POOLER_PORT:-56432}
-POOLER_IDLE_TX_S=${WAKE_EXT_POOLER_IDLE_TX_S:-1}
+POOLER_IDLE_TX_S=${WAKE_EXT_POOLER_IDLE_TX_S:-5}
 
 say() { echo "external_stores: $*" >&2; }
 die() { say "$*"; exit 1; }
