@@ -136,8 +136,9 @@ class SentinelCluster:
             raise RuntimeError(available() or "no redis-server")
         server_exe, sentinel_exe = found
         root.mkdir(parents=True, exist_ok=True)
-        servers = [Server(free_port(), root / f"redis-{i}", server_exe, password) for i in range(2)]
-        cluster = cls(root, servers, [free_port() for _ in range(3)], sentinel_password=sentinel_password)
+        ports = _distinct_free_ports(5)  # two servers, three sentinels: none bound yet, so free_port alone may repeat one
+        servers = [Server(ports[i], root / f"redis-{i}", server_exe, password) for i in range(2)]
+        cluster = cls(root, servers, ports[2:], sentinel_password=sentinel_password)
         auth = (f"sentinel auth-pass {MASTER_NAME} {password}\n" if password else "") + (
             f"requirepass {sentinel_password}\nsentinel sentinel-pass {sentinel_password}\n" if sentinel_password else "")
         try:
@@ -266,6 +267,16 @@ class SentinelCluster:
                 proc.kill()
         for server in self.servers:
             server.stop()
+
+
+def _distinct_free_ports(n: int) -> list[int]:
+    """`n` ports free now and different from each other (a port free_port gave and nobody bound yet
+    is free again: a sentinel once got the replica's port, and the cluster never agreed)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        if (port := free_port()) not in ports:
+            ports.append(port)
+    return ports
 
 
 def _accepted(s: redis.Redis) -> bool | None:
