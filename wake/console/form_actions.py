@@ -151,13 +151,19 @@ async def decide(
 Acceptor = Callable[[asyncpg.Connection, Config, str, str, str, str | None, dt.datetime], Awaitable[str]]
 
 
+def _pair(finding: str, shape: str) -> tuple[str, str]:
+    """A finding's two parts, `A/B` as `shape` names them; a part missing is refused, naming the shape."""
+    first, _, second = finding.partition("/")
+    if not first or not second:
+        raise InvalidInput(f"expected {shape}, got {finding[:80]!r}")
+    return first, second
+
+
 async def _accept_tool_pin(
     conn: asyncpg.Connection, config: Config, agent_id: str, finding: str, by: str, why: str | None, at: dt.datetime,
 ) -> str:
     """`wake tools accept SERVER/TOOL --by NAME`, from the console: the same ledger call."""
-    server, _, tool = finding.partition("/")
-    if not server or not tool:
-        raise InvalidInput(f"expected SERVER/TOOL, got {finding[:80]!r}")
+    server, tool = _pair(finding, "SERVER/TOOL")
     done = await tool_pins.accept(conn, server, tool, by=by, at=at)
     if done is None:
         raise NotFound(f"no open finding for {finding[:80]} (see `wake tools findings`)")
@@ -169,9 +175,7 @@ async def _accept_toxic_flow(
     conn: asyncpg.Connection, config: Config, agent_id: str, finding: str, by: str, why: str | None, at: dt.datetime,
 ) -> str:
     """`wake tools accept-flow AGENT.TIER FLOW_ID --by NAME`, from the agent's page: the same ledger call."""
-    tier, _, flow_id = finding.partition("/")
-    if not tier or not flow_id:
-        raise InvalidInput(f"expected TIER/FLOW_ID, got {finding[:80]!r}")
+    tier, flow_id = _pair(finding, "TIER/FLOW_ID")
     done = await tool_flows.accept(conn, agent_id, tier, flow_id, by=by, at=at)
     if done is None:
         raise NotFound(f"no open toxic flow {finding[:80]} of {agent_id} (see `wake tools findings`)")
