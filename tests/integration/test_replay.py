@@ -102,6 +102,33 @@ async def test_a_replay_with_the_same_route_sends_the_recorded_first_request_and
     assert [(r["tool"], r["answered_from"], r["mutates"]) for r in calls] == [("peek", "recorded", False), ("file_write", "recorded", True)]
 
 
+async def test_a_call_whose_arguments_the_transcript_redacted_is_still_answered_from_the_recording(
+    config: Config, server: ScriptedServer, tmp_path: Path,
+) -> None:
+    # The transcript keeps a call's arguments redacted under the log rules (an `sk-` key here), so
+    # the replay must compare the model's new call in that stored form, not its raw text, or the
+    # same call reads as out of the recording (CI saw it once on llama.cpp).
+    target = tmp_path / "note.txt"
+    script = [completion(None, [("peek", {"what": "key sk-abcdefgh12345678 then Bearer tok.en"})]), completion("Peeked.")]
+    server.push(*script)
+    o = await _record(config)
+    assert o.status == "completed", o.error
+    async with stores.connected(config) as st, st.pg_conn() as conn:
+        recorded = await recording.read(conn, o.wake_id)
+    assert "sk-abcdefgh" not in recorded.calls[0].arguments and "***" in recorded.calls[0].arguments  # stored redacted
+    replay_tools.RAN.clear()
+    server.push(*script)
+    out = await _replay(config, o.wake_id)
+    assert out.record.out_of_recording == 0 and replay_tools.RAN == [] and not target.exists()
+    assert out.record.report["same_decisions"] is True, out.record.report["first_divergence"]
+    server.push(completion(None, [("peek", {"what": "key sk-zzzzzzzz99999999 then Bearer tok.en"})]), completion("Peeked."))
+    out = await _replay(config, o.wake_id)  # another key redacts the same: equal as stored, so answered as recorded
+    assert out.record.out_of_recording == 0 and replay_tools.RAN == []
+    server.push(completion(None, [("peek", {"what": "key sk-abcdefgh12345678 then Bearer tok.en, twice"})]), completion("Peeked."))
+    out = await _replay(config, o.wake_id)  # different outside the redaction: out of the recording
+    assert out.record.out_of_recording == 1
+
+
 async def test_a_call_not_in_the_recording_never_runs_and_is_counted_and_a_mutating_one_not_even_live(
     config: Config, server: ScriptedServer, tmp_path: Path,
 ) -> None:

@@ -196,7 +196,10 @@ class ReplayLoop(Loop):
     async def _execute(self, tool: Tool, arguments: dict[str, object], call_id: str, *, started: float) -> str:
         seq = len(self.transcript.calls)
         recorded = self.recording.call_at(seq)
-        same = recorded is not None and recorded.tool == tool.name and recorded.arguments == canonical_arguments(arguments)
+        # compared as the transcript stores them: a recorded argument holding a secret is kept
+        # redacted, so the raw one could never equal it
+        stored = canonical_arguments(self.transcript.stored_arguments(arguments))
+        same = recorded is not None and recorded.tool == tool.name and recorded.arguments == stored
         if recorded is not None and recorded.answer is not None and same:
             self.answered[seq] = ("recorded", tool.mutates)
             # the answer as the model was shown it (marked when recorded): sent as it is, not marked again

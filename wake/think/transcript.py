@@ -133,6 +133,13 @@ class Recorder:
                 seq=seq, turn=turn, role=str(message.get("role")), sha256=sha, chars=chars, cut=cut,
             ))
 
+    def stored_arguments(self, arguments: object) -> str:
+        """A call's arguments as this transcript stores them: redacted under the log rules and cut
+        at its cap (a replay compares a call with the recorded one in this form, since the raw text
+        of a redacted or cut argument is not kept)."""
+        text = arguments if isinstance(arguments, str) else canonical(arguments if arguments is not None else {})
+        return self._text(text, whole=False)[0]
+
     def call(
         self, *, turn: int, call_id: str, tool: str, arguments: object, answer: str, latency_ms: float, answered_by: dict[str, object] | None = None,
     ) -> None:
@@ -147,8 +154,7 @@ class Recorder:
         if answered is None:
             self.log.warning("transcript.unanswered", tool=tool, call_id=call_id)
             return
-        text = arguments if isinstance(arguments, str) else canonical(arguments if arguments is not None else {})
-        stored, _, _ = self._text(text, whole=False)
+        stored = self.stored_arguments(arguments)
         sha = transcripts.sha256(stored)
         self._contents[sha] = ("arguments", stored)
         self.calls.append(transcripts.Call(
