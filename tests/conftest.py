@@ -56,6 +56,20 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("wake")
 
 
+@pytest.fixture(autouse=True)
+def _secrets_registered_by_this_test() -> Iterator[None]:
+    """Every secret a test registers with the log redaction (`wake.logs.register_secret`, which
+    reading a credential does) is forgotten when it ends: the registry is one per process, and a
+    secret left from an earlier test on the same worker once redacted a later test's model text."""
+    from wake import logs
+
+    with logs._secrets_lock:
+        before = set(logs._secrets)
+    yield
+    with logs._secrets_lock:
+        logs._secrets.intersection_update(before)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--console-screenshots", metavar="DIR", default=None,
