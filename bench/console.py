@@ -18,7 +18,13 @@ confirmed tool calls (`last_actions`), then `--rows` more rows of the agent copi
    the baseline (`introspection.recent` as it was: one statement whose optional filters read
    `($1::text IS NULL OR agent_id = $1)`, without the `started_at` index), that statement with the
    index, and `introspection.recent` as it is (only the filters given, `queries.filtered`);
-5. `introspection.recent` alone for each of its 16 filter combinations, the baseline's and now.
+5. `introspection.recent` alone for each of its 16 filter combinations, the baseline's and now;
+6. the cost per local day the timeline shows (`console_reads.daily_costs`, 7 days) as it was
+   before migration 0030 (every row grouped by its local day, read from the heap) and now (day by
+   day through the covering index). The baselines of 4 read the cost per day as it was, too.
+
+The ledger is vacuumed after seeding, as autovacuum would have done for a table this size, so an
+index-only read finds its pages all-visible.
 
 Each measurement first runs its statement more than five times, so PostgreSQL has settled on the
 plan a long-lived console keeps (a prepared statement may switch to its generic plan after five).
@@ -50,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
-from ledgers import actions, introspection  # noqa: E402
+from ledgers import actions, console_reads, introspection  # noqa: E402
 from ledgers.vocab import Tier  # noqa: E402
 from wake import clock, logs  # noqa: E402
 from wake import config as wake_config  # noqa: E402
@@ -70,6 +76,8 @@ CHUNK = 5000
 SKIPPED = {"wake_id", "started_at", "finished_at", "scheduled_for", "chain_seq", "chain", "status", "tier", "trigger"}
 INDEX = "wake_introspection_recent"  # migration 0029
 MIGRATION = ROOT / "ledgers" / "migrations" / "0029_recent_wakes.sql"
+COST_INDEX = "wake_introspection_agent_costs"  # migration 0030
+COST_MIGRATION = ROOT / "ledgers" / "migrations" / "0030_daily_costs.sql"
 # The baseline: `introspection.recent`'s statement before migration 0029 (main 9c456dd), every
 # filter in one WHERE whether given or not.
 OLD_RECENT = """
@@ -85,6 +93,20 @@ SELECT wake_id, agent_id, tier, trigger, scheduled_for, status, started_at, fini
  ORDER BY started_at DESC
  LIMIT $4
 """
+# The baseline of the cost per day: `console_reads.daily_costs` before migration 0030 (main ed1887c),
+# every row of the days converted to its local day and grouped, read from the heap.
+OLD_DAILY_COSTS = """
+SELECT to_char(started_at AT TIME ZONE $2, 'YYYY-MM-DD') AS day,
+       count(*) AS wakes,
+       count(*) FILTER (WHERE model IS NOT NULL) AS thought,
+       coalesce(sum(cost_usd), 0) AS cost_usd,
+       coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
+       coalesce(sum(completion_tokens), 0) AS completion_tokens
+  FROM wake_introspection_ledger
+ WHERE agent_id = $1 AND started_at >= $3
+ GROUP BY 1
+ ORDER BY 1 DESC
+"""
 # a value of each filter that some rows hold (the seeded mix below)
 PRESENT = {"agent_id": "demo", "tier": "full", "status": "failed", "trigger": "manual"}
 
@@ -94,6 +116,12 @@ async def _old_recent(
     limit: int = 20,
 ) -> list[introspection.WakeSummary]:
     return [introspection.WakeSummary.from_row(r) for r in await conn.fetch(OLD_RECENT, agent_id, tier, status, limit, trigger)]
+
+
+async def _old_daily_costs(conn: Any, agent_id: str, zone: str, since: dt.datetime) -> list[console_reads.DayCost]:
+    return [console_reads.DayCost(agent_id=agent_id, day=r["day"], wakes=r["wakes"], thought=r["thought"], cost_usd=r["cost_usd"],
+                                  prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"])
+            for r in await conn.fetch(OLD_DAILY_COSTS, agent_id, zone, since)]
 
 
 def _config(state_dir: Path) -> wake_config.Config:
@@ -146,7 +174,7 @@ async def _seed(s: session.Session, rows: int) -> uuid.UUID:
                 f"FROM wake_introspection_ledger, generate_series($3::int, $4::int) g WHERE wake_id = $1",
                 row.wake_id, now, first, min(rows, first + CHUNK - 1),
             )
-        await conn.execute("ANALYZE")
+        await conn.execute("VACUUM ANALYZE")  # as autovacuum would have, for a ledger this size: pages all-visible
         total = await conn.fetchval("SELECT count(*) FROM wake_introspection_ledger")
     print(f"ledger: {total} rows; the measured wake {row.wake_id}: {BLOCKS} blocks, {TOOLS} tools, {CALLS} tool calls")
     return row.wake_id
@@ -197,18 +225,21 @@ def _load() -> str:
 
 @contextlib.asynccontextmanager
 async def _baseline(s: session.Session, *, index: bool) -> AsyncIterator[None]:
-    """`introspection.recent` as it was, with or without the `started_at` index; both put back after."""
+    """The timeline's reads as they were (`introspection.recent`'s one statement, the cost per day
+    grouped from the heap), with or without the `started_at` index; what was dropped put back after."""
     async with s.stores.pg_conn() as conn:
+        await conn.execute(f"DROP INDEX {COST_INDEX}")
         if not index:
             await conn.execute(f"DROP INDEX {INDEX}")
     try:
-        with mock.patch.object(introspection, "recent", _old_recent):
+        with mock.patch.object(introspection, "recent", _old_recent), mock.patch.object(console_reads, "daily_costs", _old_daily_costs):
             yield
     finally:
         async with s.stores.pg_conn() as conn:
             if not index:
                 await conn.execute(MIGRATION.read_text())
-                await conn.execute("ANALYZE wake_introspection_ledger")
+            await conn.execute(COST_MIGRATION.read_text())
+            await conn.execute("VACUUM ANALYZE wake_introspection_ledger")
 
 
 async def _lists(s: session.Session, page: Callable[[str], Awaitable[None]], runs: int) -> dict[str, tuple[list[float], float]]:
@@ -248,6 +279,22 @@ async def _compare(s: session.Session, page: Callable[[str], Awaitable[None]], r
         if key not in ("timeline", "agent"):
             (b, b_cpu), (n, n_cpu) = before[key], now[key]
             print(f"  {key:<40} {statistics.median(b):16.1f} {b_cpu:7.1f} {statistics.median(n):11.1f} {n_cpu:7.1f}")
+    since = clock.now() - dt.timedelta(days=data.COST_DAYS)
+
+    async def costs(read: Callable[..., Awaitable[list[console_reads.DayCost]]]) -> None:
+        async with s.stores.pg_conn() as conn:
+            await read(conn, "demo", "Europe/Stockholm", since)
+
+    async with _baseline(s, index=True):
+        old_costs = await _measured(s, lambda: costs(console_reads.daily_costs), runs)
+    new_costs = await _measured(s, lambda: costs(console_reads.daily_costs), runs)
+    async with s.stores.pg_conn() as conn:
+        days = await console_reads.daily_costs(conn, "demo", "Europe/Stockholm", since)
+        assert await _old_daily_costs(conn, "demo", "Europe/Stockholm", since) == days
+        summed = sum(d.wakes for d in days)
+    print(f"console_reads.daily_costs ({data.COST_DAYS} days, {summed} wakes; the same days both ways)")
+    print(_row("  baseline: grouped by local day, from the heap", old_costs[0]) + f"   CPU {old_costs[1]:6.1f} ms")
+    print(_row("  now: day by day, index-only (migration 0030)", new_costs[0]) + f"   CPU {new_costs[1]:6.1f} ms")
     for key, label in (("timeline", "the timeline"), ("agent", "the agent page")):
         median, cpu = statistics.median(now[key][0]), now[key][1]
         verdict = "within" if median <= LIST_GOAL_MS else "OVER"
