@@ -17,8 +17,9 @@ ran beside them, and their metrics stopped answering: printed as None). Per mode
 
 - start: from each replica's spawn to its `daemon.ready`, and to its first row (its first fire);
 - fire lag: from B plus the agent's jitter delay to its wake's row starting, p50/p99;
-- claim attempts per slot: every replica's `wake_slot_claims_total` (won + taken) over the window,
-  against the slots claimed in it;
+- claim attempts per slot: every replica's `wake_slot_claims_total` (won + taken), read from all
+  replicas at once before the slot and after its window (asked again until they answer: a
+  replica behind the rate answers late), against the slots claimed between the two reads;
 - fired of due: agents with a row for slot B against A (and rows beyond one per agent, which
   would be a double fire);
 - resident memory per replica (VmRSS), at ready and at the end of the window;
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import datetime as dt
 import json
 import signal
@@ -79,14 +81,27 @@ def rss_mib(pid: int) -> float:
     return int(fields["VmRSS"].split()[0]) / 1024
 
 
-def claims(port: int) -> float | None:
-    """A replica's claim attempts so far, or None when its metrics do not answer within 30 s (its loop is saturated)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
-            text = resp.read().decode()
-    except OSError:
-        return None
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("wake_slot_claims_total{"))
+def claims(port: int, deadline: float) -> float | None:
+    """A replica's claim attempts so far, asked again until `deadline` (a loop saturated by a backlog
+    answers late), or None if it never answered."""
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=max(1.0, min(30.0, deadline - time.time()))) as resp:
+                text = resp.read().decode()
+            return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("wake_slot_claims_total{"))
+        except OSError:
+            if time.time() >= deadline:
+                return None
+            time.sleep(1)
+
+
+def read_claims(ports: list[int], within_s: float) -> tuple[float | None, float, float]:
+    """Every replica's claim attempts, asked at once (so the reads are as near one instant as the
+    loops allow): their sum (None if one never answered) and when the reads began and ended."""
+    began = time.time()
+    with concurrent.futures.ThreadPoolExecutor(len(ports)) as pool:
+        values = list(pool.map(lambda p: claims(p, began + within_s), ports))
+    return total(values), began, time.time()
 
 
 def total(values: list[float | None]) -> float | None:
@@ -183,13 +198,16 @@ def run_mode(mode: str, args: argparse.Namespace, root: Path, pg: Postgres, rds:
         slot = (int(time.time() + args.settle_s) // args.every + 1) * args.every
         margin = (args.every - jitter) / 2  # the quiet gap between one slot's last fire and the next slot
         sleep_until(slot - margin)
-        before = total([claims(p) for p in ports])
+        before, b0, b1 = read_claims(ports, 120)
         sleep_until(slot + jitter + margin)
-        after = total([claims(p) for p in ports])
         rss_end = [round(rss_mib(p.pid), 1) for p in procs]
+        # A backlog may still be firing (the replicas behind the rate) and may even reach the next
+        # slot: the attempts are divided by the slots claimed between the same two reads, whatever
+        # slot they were, so a late read changes nothing but the span (printed).
+        after, a0, a1 = read_claims(ports, 600)
         slot_at = dt.datetime.fromtimestamp(slot, dt.UTC)
         won = asyncio.run(fetch(pg.dsn(db=db), "SELECT count(*) AS n FROM wake_slots WHERE claimed_at BETWEEN $1 AND $2",
-                                slot_at - dt.timedelta(seconds=margin), slot_at + dt.timedelta(seconds=jitter + margin)))[0]["n"]
+                                dt.datetime.fromtimestamp((b0 + b1) / 2, dt.UTC), dt.datetime.fromtimestamp((a0 + a1) / 2, dt.UTC)))[0]["n"]
         rows = asyncio.run(fetch(pg.dsn(db=db), "SELECT agent_id, started_at FROM wake_introspection_ledger WHERE scheduled_for = $1", slot_at))
         firsts = asyncio.run(fetch(pg.dsn(db=db), "SELECT pid, min(started_at) AS first FROM wake_introspection_ledger GROUP BY pid"))
         first_row = {r["pid"]: r["first"].timestamp() for r in firsts}
@@ -201,6 +219,8 @@ def run_mode(mode: str, args: argparse.Namespace, root: Path, pg: Postgres, rds:
             "first_fire_s": [round(first_row[p.pid] - s, 1) if p.pid in first_row else None for p, s in zip(procs, spawned, strict=True)],
             "fire_lag_p50_s": round(pct(lags, 0.5), 3), "fire_lag_p99_s": round(pct(lags, 0.99), 3),
             "claims_per_slot": round((after - before) / won, 3) if won and before is not None and after is not None else None,
+            "claims_read": {"slots": won, "before_read_s": round(b1 - b0, 1), "after_read_s": round(a1 - a0, 1),
+                            "after_read_at_s": round(a0 - slot, 1)},
             "fired": len({r["agent_id"] for r in rows}), "extra_rows": len(rows) - len({r["agent_id"] for r in rows}), "due": args.agents,
             "rss_ready_mib": rss_ready, "rss_end_mib": rss_end,
         }
@@ -263,6 +283,9 @@ def main() -> int:
             r = run_mode(mode, args, root, pg, rds)
             print(f"{mode}: fired {r['fired']}/{r['due']} (extra rows {r['extra_rows']}), claims/slot {r['claims_per_slot']}, "
                   f"lag p50 {r['fire_lag_p50_s']}s p99 {r['fire_lag_p99_s']}s", flush=True)
+            c = r["claims_read"]
+            print(f"  claims counted over {c['slots']} slots claimed between the reads (the reads took {c['before_read_s']}s "
+                  f"and {c['after_read_s']}s; the second began {c['after_read_at_s']}s after the slot)", flush=True)
             print(f"  start to ready s {r['ready_s']}, to first fire s {r['first_fire_s']}", flush=True)
             print(f"  rss MiB at ready {r['rss_ready_mib']}, at the window's end {r['rss_end_mib']}", flush=True)
             if mode == "rendezvous":
