@@ -9,6 +9,7 @@ import subprocess
 import sys
 import unicodedata
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -168,6 +169,42 @@ async def test_each_failure_is_typed_and_rendered_could_not_check() -> None:
     assert 190 <= blocks["hang"].latency_ms < 400
     for name in ("malformed", "refused", "hang"):
         assert blocks[name].text.startswith("could not check: ") and blocks[name].text != ""
+
+
+async def test_sources_with_their_own_timeouts_each_get_theirs_and_one_wait_serves_each_timeout() -> None:
+    async def slow(ctx: Any) -> arrival.Found:
+        await asyncio.sleep(0.4)
+        return arrival.Found(text="late but in time", rows=1)
+
+    cases = (("hang_short", _hang, None), ("slow_long", slow, 0.8), ("hang_long", _hang, 0.8), ("found", _found, None))
+    sources = [arrival.Source(name=n, cache_tier=arrival.CacheTier.session, fn=f, timeout_s=t) for n, f, t in cases]
+    blocks = {b.name: b for b in await arrival.assemble(sources, _Ctx(), 0.2)}
+    assert (blocks["hang_short"].reason, blocks["hang_long"].reason) == ("timeout", "timeout")
+    assert 190 <= blocks["hang_short"].latency_ms < 600 and 790 <= blocks["hang_long"].latency_ms < 1500
+    assert blocks["slow_long"].retrieval == "ok" and 390 <= blocks["slow_long"].latency_ms < 790
+    assert blocks["found"].retrieval == "ok" and [b.name for b in await arrival.assemble(sources[3:], _Ctx(), 0.2)] == ["found"]
+
+    # twelve sources under one timeout: one task each and one timer for them all (a timer per
+    # source stayed in the loop's heap until it fell due, long after its source had answered)
+    loop = asyncio.get_running_loop()
+    timers, tasks = 0, 0
+    real_call_at, real_create_task = loop.call_at, loop.create_task
+
+    def call_at(*args: Any, **kwargs: Any) -> Any:
+        nonlocal timers
+        timers += 1
+        return real_call_at(*args, **kwargs)
+
+    def create_task(*args: Any, **kwargs: Any) -> Any:
+        nonlocal tasks
+        tasks += 1
+        return real_create_task(*args, **kwargs)
+
+    twelve = [arrival.Source(name=f"s{i}", cache_tier=arrival.CacheTier.session, fn=_found) for i in range(12)]
+    with mock.patch.object(loop, "call_at", call_at), mock.patch.object(loop, "create_task", create_task):
+        blocks_12 = await arrival.assemble(twelve, _Ctx(), 5.0)
+    assert [b.retrieval for b in blocks_12] == ["ok"] * 12
+    assert (tasks, timers) == (12, 1)
 
 
 def test_prompt_order_is_static_to_volatile_keeping_configured_order() -> None:

@@ -121,24 +121,6 @@ def _forget(task: asyncio.Task[object]) -> None:
         task.exception()  # retrieved: a late failure of an abandoned source is not an error
 
 
-async def _within(coro: Awaitable[Found], timeout_s: float) -> Found:
-    """Await `coro` for at most `timeout_s`. Unlike `asyncio.wait_for`, a timed-out source is
-    cancelled and left to unwind in the background (an asyncpg query cancel can take a round
-    trip), so it costs the wake its timeout and not a millisecond more."""
-    task = asyncio.ensure_future(coro)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout_s)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        _abandoned.add(task)
-        task.add_done_callback(_forget)
-        raise TimeoutError
-    return task.result()
-
-
 def _failed(source: Source, reason: str, latency_ms: float) -> Block:
     return Block(
         name=source.name, cache_tier=source.cache_tier, text=f"could not check: {reason}", retrieval=Retrieval.failed,
@@ -162,36 +144,39 @@ def _found(source: Source, found: Found, latency_ms: float) -> Block:
     )
 
 
-async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Block:
+def _span_state(span: Any, block: Block) -> None:
+    span.set_attributes({"wake.source.retrieval": str(block.retrieval), "wake.source.result": str(block.result), "wake.source.rows": block.rows})
+
+
+async def _attempt(source: Source, ctx: WakeContext, started: float) -> Block:
+    """Run one source to its block (any failure of its own typed); a timeout is the caller's:
+    it cancels this task, and the block says `timeout`."""
     with tracing.span(f"wake.source {source.name}", {"wake.source": source.name}) as span:
-        block = await _run_source(source, ctx, timeout_s)
-        span.set_attributes({"wake.source.retrieval": str(block.retrieval), "wake.source.result": str(block.result), "wake.source.rows": block.rows})
+        try:
+            found = await source.fn(ctx)
+        except asyncio.CancelledError:
+            _span_state(span, _failed(source, "timeout", 0.0))
+            raise
+        except Disabled as exc:
+            block = Block(
+                name=source.name, cache_tier=source.cache_tier, text=f"disabled: {exc}", retrieval=Retrieval.disabled,
+                result=Result.unknown, reason=str(exc), latency_ms=(time.perf_counter() - started) * 1000, rows=0,
+            )
+        except Exception as exc:  # a source may fail in any way; each becomes a typed failure
+            block = _failed(source, logs.redact_text(f"{type(exc).__name__}: {exc}".rstrip(": ")), (time.perf_counter() - started) * 1000)
+        else:
+            latency_ms = (time.perf_counter() - started) * 1000
+            if not isinstance(found, Found) or not isinstance(found.text, str) or not isinstance(found.rows, int) or found.rows < 0 \
+                    or not all(isinstance(p, Part) for p in found.parts):
+                block = _failed(source, f"malformed result: {type(found).__name__}", latency_ms)
+            else:
+                block = _found(source, found, latency_ms)
+        _span_state(span, block)
         return block
 
 
-async def _run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Block:
-    started = time.perf_counter()
-
-    def elapsed() -> float:
-        return (time.perf_counter() - started) * 1000
-
-    try:
-        found = await _within(source.fn(ctx), timeout_s)
-    except TimeoutError:
-        block = _failed(source, "timeout", elapsed())
-    except Disabled as exc:
-        block = Block(
-            name=source.name, cache_tier=source.cache_tier, text=f"disabled: {exc}", retrieval=Retrieval.disabled,
-            result=Result.unknown, reason=str(exc), latency_ms=elapsed(), rows=0,
-        )
-    except Exception as exc:  # a source may fail in any way; each becomes a typed failure
-        block = _failed(source, logs.redact_text(f"{type(exc).__name__}: {exc}".rstrip(": ")), elapsed())
-    else:
-        if not isinstance(found, Found) or not isinstance(found.text, str) or not isinstance(found.rows, int) or found.rows < 0 \
-                or not all(isinstance(p, Part) for p in found.parts):
-            block = _failed(source, f"malformed result: {type(found).__name__}", elapsed())
-        else:
-            block = _found(source, found, elapsed())
+def _settled(source: Source, block: Block) -> Block:
+    """The block as the wake keeps it: its flags from the source, logged and counted."""
     if source.changes_every_wake or source.moves_with_clock:
         block = dataclasses.replace(block, changes_every_wake=source.changes_every_wake, moves_with_clock=source.moves_with_clock)
     log.info(
@@ -207,10 +192,45 @@ async def _run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Blo
     return block
 
 
+async def _run(bounded: Sequence[tuple[Source, float]], ctx: WakeContext) -> list[Block]:
+    """Run every source at once, each in one task, and wait for them by deadline: one wait for all
+    the sources that share a timeout (not a task and a timer each: a whisper runs a dozen sources,
+    and a timer cancelled early stays in the loop's heap until it falls due). A source past its
+    deadline is cancelled and left to unwind in the background (an asyncpg query cancel can take
+    a round trip), so it costs the wake its timeout and not a millisecond more."""
+    started = time.perf_counter()
+    tasks = [asyncio.ensure_future(_attempt(source, ctx, started)) for source, _ in bounded]
+    late: dict[int, float] = {}
+    try:
+        for timeout_s in sorted({t for _, t in bounded}):
+            waiting = [task for task, (_, t) in zip(tasks, bounded, strict=True) if t == timeout_s and not task.done()]
+            if waiting:
+                await asyncio.wait(waiting, timeout=max(0.0, started + timeout_s - time.perf_counter()))
+            for n, (task, (_, t)) in enumerate(zip(tasks, bounded, strict=True)):
+                if t == timeout_s and not task.done():
+                    late[n] = (time.perf_counter() - started) * 1000
+                    task.cancel()
+                    _abandoned.add(task)
+                    task.add_done_callback(_forget)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        raise
+    return [
+        _settled(source, _failed(source, "timeout", late[n]) if n in late else task.result())
+        for n, (task, (source, _)) in enumerate(zip(tasks, bounded, strict=True))
+    ]
+
+
+async def run_source(source: Source, ctx: WakeContext, timeout_s: float) -> Block:
+    """One source under `timeout_s`."""
+    return (await _run([(source, timeout_s)], ctx))[0]
+
+
 async def assemble(sources: Sequence[Source], ctx: WakeContext, timeout_s: float) -> list[Block]:
     """Run the sources concurrently, each under its own timeout (the tier's `timeout_s` unless it
     declares one); the blocks come back in source order."""
-    return list(await asyncio.gather(*(run_source(s, ctx, s.timeout_s or timeout_s) for s in sources)))
+    return await _run([(s, s.timeout_s or timeout_s) for s in sources], ctx)
 
 
 def direct(sources: Sequence[Source]) -> list[Source]:
