@@ -667,23 +667,6 @@ def redis_link(rds: Redis | SentinelRedis, toxi: Toxiproxy) -> tuple[str, str, r
     return daemons, f'[redis]\nurl = "redis://127.0.0.1:{rds.port}/0"\n', redis.Redis(host="127.0.0.1", port=rds.port, socket_timeout=2)
 
 
-def stop_stores(pg: Postgres, rds: Redis | SentinelRedis, bouncer: PgBouncer | None) -> None:
-    if bouncer is not None:
-        bouncer.stop()
-    rds.stop()
-    pg.stop()
-
-
-def start_postgres(root: Path, *, pooler: bool) -> tuple[Postgres, PgBouncer | None]:
-    """PostgreSQL started, and PgBouncer in front of it when `pooler`."""
-    pg = Postgres(root)
-    pg.start()
-    bouncer = PgBouncer(root, pg) if pooler else None
-    if bouncer is not None:
-        bouncer.start()
-    return pg, bouncer
-
-
 def run(args: argparse.Namespace, root: Path) -> int:
     exe = Path(args.toxiproxy) if args.toxiproxy else TOXIPROXY_CACHE
     over_sentinel = args.redis == "sentinel"
@@ -697,9 +680,23 @@ def run(args: argparse.Namespace, root: Path) -> int:
           f"faults over {span:.0f}s:")
     for f in faults:
         print(f"  +{f.at_s:6.1f}s  {f.kind:<13} {f.target:<8} hold {f.hold_s}s")
-    pg, bouncer = start_postgres(root, pooler=bool(args.pooler))
+    with contextlib.ExitStack() as started:  # each store stopped however far the start got (a Sentinel cluster may not agree)
+        return _run(args, root, exe, faults, started)
+
+
+def _run(args: argparse.Namespace, root: Path, exe: Path, faults: list[Fault], started: contextlib.ExitStack) -> int:
+    over_sentinel = args.redis == "sentinel"
+    pg = Postgres(root)
+    started.callback(pg.stop)
+    pg.start()
+    bouncer = PgBouncer(root, pg) if args.pooler else None  # in front of PostgreSQL, as transaction mode
+    if bouncer is not None:
+        started.callback(bouncer.stop)
+        bouncer.start()
     rds: Redis | SentinelRedis = SentinelRedis(root) if over_sentinel else Redis(root)
+    started.callback(rds.stop)
     toxi = Toxiproxy(exe, root)
+    started.callback(toxi.stop)
     pg_proxy = toxi.proxy("postgres", bouncer.port if bouncer is not None else pg.port)
     redis_toml, check_redis_toml, direct = redis_link(rds, toxi)
 
@@ -757,8 +754,6 @@ def run(args: argparse.Namespace, root: Path) -> int:
         return 1 if violations else 0
     finally:
         replicas.kill_all()
-        toxi.stop()
-        stop_stores(pg, rds, bouncer)
 
 
 def missing(toxiproxy: Path, over_sentinel: bool, pooler: str | None) -> str | None:
