@@ -144,7 +144,7 @@ class SentinelCluster:
         try:
             servers[0].start()
             servers[1].start(replica_of=servers[0].port)
-            poll("the replica in sync", lambda: cluster._synced(servers[1]) or None)
+            poll("the replica in sync", lambda: cluster._synced(servers[1], servers[0].port) or None)
             for i, port in enumerate(cluster.sentinel_ports):
                 conf = root / f"sentinel-{i}.conf"  # the sentinel rewrites it: one of its own
                 conf.write_text(
@@ -215,10 +215,12 @@ class SentinelCluster:
     def _after_failover(self, old_port: int) -> int:
         # After SENTINEL FAILOVER the old primary is demoted only when the sentinels next read its
         # INFO (every 10 s), and they see the link up only at the read after: about 20 s here.
-        new_port = poll("every sentinel naming the new primary", lambda: self._agreed_new_primary(old_port))
-        new = next(s for s in self.servers if s.port == new_port)
-        poll("the new primary taking writes", lambda: (new.role() == "master") or None)
-        self.wait_agreed(new_port)
+        poll("every sentinel naming a new primary", lambda: self._agreed_new_primary(old_port))
+        # A loaded machine can make the new primary miss its down-after while it is promoted, and the
+        # sentinels then fail over again, back to the old one (seen in a chaos run: the primary
+        # killed, its replica promoted, then the restarted and still empty old primary promoted in
+        # turn). Whatever the cluster settles on is the primary: waited for whole, not assumed.
+        new_port = poll("the cluster settling on a primary", self._settled)
         self.failovers += 1
         return new_port
 
@@ -232,29 +234,40 @@ class SentinelCluster:
         return None
 
     def wait_agreed(self, primary_port: int) -> None:
-        """Every sentinel names `primary_port`, sees one replica of it in sync (not down) and two other sentinels."""
-        replica = next(s for s in self.servers if s.port != primary_port)
-        poll("the replica in sync", lambda: self._synced(replica) or None)
+        """Every sentinel names `primary_port`, which takes writes, sees one replica of it in sync
+        (not down) and two other sentinels."""
+        poll(f"the cluster settling on :{primary_port}", lambda: True if self._settled() == primary_port else None)
 
-        def agreed() -> bool | None:
-            for i in range(len(self.sentinel_ports)):
-                with self.sentinel(i) as s:
-                    if int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)[1]) != primary_port:
-                        return None
-                    replicas = s.execute_command("SENTINEL", "REPLICAS", MASTER_NAME)
-                    up = [r for r in map(_pairs, replicas) if int(r["port"]) == replica.port and "down" not in r["flags"]
-                          and r.get("master-link-status") == "ok"]
-                    if not up or len(s.execute_command("SENTINEL", "SENTINELS", MASTER_NAME)) != len(self.sentinel_ports) - 1:
-                        return None
-            return True
-
-        poll("the sentinels agreeing", agreed)
+    def _settled(self) -> int | None:
+        """The primary's port once every sentinel names the same one, it takes writes, the other
+        server is its replica in sync, and every sentinel sees that replica up and two other
+        sentinels; else None."""
+        named = set()
+        for i in range(len(self.sentinel_ports)):
+            with self.sentinel(i) as s:
+                named.add(int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)[1]))
+        if len(named) != 1:
+            return None
+        port = named.pop()
+        primary = next((s for s in self.servers if s.port == port), None)
+        replica = next((s for s in self.servers if s.port != port), None)
+        if primary is None or replica is None or primary.role() != "master" or not self._synced(replica, port):
+            return None
+        for i in range(len(self.sentinel_ports)):
+            with self.sentinel(i) as s:
+                replicas = s.execute_command("SENTINEL", "REPLICAS", MASTER_NAME)
+                up = [r for r in map(_pairs, replicas) if int(r["port"]) == replica.port and "down" not in r["flags"]
+                      and r.get("master-link-status") == "ok"]
+                if not up or len(s.execute_command("SENTINEL", "SENTINELS", MASTER_NAME)) != len(self.sentinel_ports) - 1:
+                    return None
+        return port
 
     @staticmethod
-    def _synced(replica: Server) -> bool:
+    def _synced(replica: Server, primary_port: int) -> bool:
         with replica.client() as c:
             info = c.info("replication")
-        return info.get("role") == "slave" and info.get("master_link_status") == "up" and not info.get("master_sync_in_progress")
+        return info.get("role") == "slave" and int(info.get("master_port") or 0) == primary_port \
+            and info.get("master_link_status") == "up" and not info.get("master_sync_in_progress")
 
     def stop(self) -> None:
         for proc in self.sentinel_procs:
