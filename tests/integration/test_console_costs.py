@@ -91,8 +91,8 @@ async def test_each_local_day_holds_the_wakes_zoneinfo_puts_on_it_across_dst_cha
     assert all(d.agent_id == "alice" for d in got)
 
 
-async def test_the_read_is_an_index_only_scan_of_the_cost_index(conn: asyncpg.Connection) -> None:
-    now = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)
+async def _seed_month(conn: asyncpg.Connection, now: dt.datetime) -> None:
+    """20,001 wakes of alice and bob, one every 37 s back from `now`, two in three thought."""
     await conn.execute(
         """
         INSERT INTO wake_introspection_ledger (wake_id, agent_id, tier, trigger, status, started_at, finished_at,
@@ -104,6 +104,16 @@ async def test_the_read_is_an_index_only_scan_of_the_cost_index(conn: asyncpg.Co
         """,
         now,
     )
+
+
+async def test_the_read_is_an_index_only_scan_of_the_cost_index(conn: asyncpg.Connection) -> None:
+    now = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)
+    # Committed synchronously: a page whose rows' commit is not flushed yet is never marked
+    # all-visible, and the external test server runs with synchronous_commit off (a production
+    # server's default is on, and autovacuum comes back to the pages later either way).
+    async with conn.transaction():
+        await conn.execute("SET LOCAL synchronous_commit = on")
+        await _seed_month(conn, now)
     await conn.execute("VACUUM ANALYZE wake_introspection_ledger")
     sql = console_reads._sql("daily_costs")
     plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", "alice", "Europe/Stockholm", now - dt.timedelta(days=7)))

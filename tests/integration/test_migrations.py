@@ -12,6 +12,7 @@ import pytest
 
 from ledgers import queries, schema
 from ledgers.errors import SchemaMismatch
+from tests.support import pooler as test_pooler
 
 # The columns the code reads and writes, per table. A migration that drifts from these fails here.
 EXPECTED_COLUMNS = {
@@ -37,7 +38,7 @@ async def test_two_processes_migrating_at_once_apply_each_file_once(empty_pg_dsn
         import asyncio, asyncpg, json
         from ledgers import schema
         async def main():
-            conn = await asyncpg.connect({empty_pg_dsn!r})
+            conn = await asyncpg.connect({empty_pg_dsn!r}, statement_cache_size={0 if test_pooler.active() else 100})
             done = await schema.migrate(conn)
             print(json.dumps([m.version for m in done]))
             await conn.close()
