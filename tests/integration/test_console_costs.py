@@ -11,11 +11,9 @@ import json
 import uuid
 import zoneinfo
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from decimal import Decimal
 
 import asyncpg
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -40,15 +38,6 @@ wakes = st.lists(
     ),
     max_size=40,
 )
-
-
-@pytest.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    c = await asyncpg.connect(pg_dsn)
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 async def _insert(conn: asyncpg.Connection, around: dt.datetime, drawn: list[tuple[int, str, str | None, Decimal, int, int]]) -> None:
