@@ -21,7 +21,9 @@ ran beside them, and their metrics stopped answering: printed as None). Per mode
   replicas at once before the slot and after its window (asked again until they answer: a
   replica behind the rate answers late), against the slots claimed between the two reads;
 - fired of due: agents with a row for slot B against A (and rows beyond one per agent, which
-  would be a double fire);
+  would be a double fire), counted once every agent has one or none came in `--settle-s` (at most
+  another interval after the window: replicas behind the rate are still working the slot off),
+  with when that was;
 - resident memory per replica (VmRSS), at ready and at the end of the window;
 - rendezvous only: the takeover after kill -9 of one replica (from the kill to the survivors'
   `wake.handover` with `why=expired`; the stated bound is 3 heartbeats plus one), then a SIGTERM
@@ -208,7 +210,18 @@ def run_mode(mode: str, args: argparse.Namespace, root: Path, pg: Postgres, rds:
         slot_at = dt.datetime.fromtimestamp(slot, dt.UTC)
         won = asyncio.run(fetch(pg.dsn(db=db), "SELECT count(*) AS n FROM wake_slots WHERE claimed_at BETWEEN $1 AND $2",
                                 dt.datetime.fromtimestamp((b0 + b1) / 2, dt.UTC), dt.datetime.fromtimestamp((a0 + a1) / 2, dt.UTC)))[0]["n"]
-        rows = asyncio.run(fetch(pg.dsn(db=db), "SELECT agent_id, started_at FROM wake_introspection_ledger WHERE scheduled_for = $1", slot_at))
+        # Replicas behind the rate are still working off the slot: its rows are counted once every
+        # due agent has one, or once none came in a whole settle (bounded by another interval).
+        rows_sql = "SELECT agent_id, started_at FROM wake_introspection_ledger WHERE scheduled_for = $1"
+        rows = asyncio.run(fetch(pg.dsn(db=db), rows_sql, slot_at))
+        stalled_at, give_up = time.time(), time.time() + args.every
+        while len({r["agent_id"] for r in rows}) < args.agents and time.time() < min(give_up, stalled_at + args.settle_s):
+            time.sleep(2)
+            more = asyncio.run(fetch(pg.dsn(db=db), rows_sql, slot_at))
+            if len(more) > len(rows):
+                stalled_at = time.time()
+            rows = more
+        counted_at = time.time() - slot
         firsts = asyncio.run(fetch(pg.dsn(db=db), "SELECT pid, min(started_at) AS first FROM wake_introspection_ledger GROUP BY pid"))
         first_row = {r["pid"]: r["first"].timestamp() for r in firsts}
         lags = [(r["started_at"] - slot_at).total_seconds()
@@ -221,7 +234,8 @@ def run_mode(mode: str, args: argparse.Namespace, root: Path, pg: Postgres, rds:
             "claims_per_slot": round((after - before) / won, 3) if won and before is not None and after is not None else None,
             "claims_read": {"slots": won, "before_read_s": round(b1 - b0, 1), "after_read_s": round(a1 - a0, 1),
                             "after_read_at_s": round(a0 - slot, 1)},
-            "fired": len({r["agent_id"] for r in rows}), "extra_rows": len(rows) - len({r["agent_id"] for r in rows}), "due": args.agents,
+            "fired": len({r["agent_id"] for r in rows}), "fired_counted_at_s": round(counted_at, 1),
+            "extra_rows": len(rows) - len({r["agent_id"] for r in rows}), "due": args.agents,
             "rss_ready_mib": rss_ready, "rss_end_mib": rss_end,
         }
         if mode == "rendezvous":
@@ -281,7 +295,8 @@ def main() -> int:
               f"heartbeat {args.heartbeat_s:g}s, stated takeover bound {4 * args.heartbeat_s:g}s", flush=True)
         for mode in args.modes.split(","):
             r = run_mode(mode, args, root, pg, rds)
-            print(f"{mode}: fired {r['fired']}/{r['due']} (extra rows {r['extra_rows']}), claims/slot {r['claims_per_slot']}, "
+            print(f"{mode}: fired {r['fired']}/{r['due']} by {r['fired_counted_at_s']}s after the slot (extra rows {r['extra_rows']}), "
+                  f"claims/slot {r['claims_per_slot']}, "
                   f"lag p50 {r['fire_lag_p50_s']}s p99 {r['fire_lag_p99_s']}s", flush=True)
             c = r["claims_read"]
             print(f"  claims counted over {c['slots']} slots claimed between the reads (the reads took {c['before_read_s']}s "
