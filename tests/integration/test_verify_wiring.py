@@ -52,11 +52,13 @@ head_ttl_s = 30
 every = "15m"
 binds = ["wake.whisper"]
 sources = ["provenance_facts", "settled_facts"]
+source_timeout_ms = 60000  # likewise: the default 1.5 s cut a cold first retrieval at load 6
 
 [agents.demo.tiers.surface]
 every = "1h"
 binds = ["wake.whisper", "wake.surface"]
 sources = ["provenance_facts", "settled_facts"]
+source_timeout_ms = 60000
 """
 
 
