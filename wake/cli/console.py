@@ -11,6 +11,7 @@ import click
 from wake.cli import app
 from wake.config import Config
 from wake.console import serve
+from wake.daemon import signals
 from wake.errors import WakeError
 
 
@@ -50,9 +51,17 @@ def console_cmd(ctx: app.Context, listen: str | None, read_only: bool) -> None:
 
     async def body() -> None:
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+
+        def on_stop(_sig: int) -> None:
+            stop.set()
+
+        installed = signals.install(asyncio.get_running_loop(), {signal.SIGTERM: on_stop, signal.SIGINT: on_stop})
+        try:
+            await serve_until(stop)
+        finally:
+            installed.remove()
+
+    async def serve_until(stop: asyncio.Event) -> None:
         async with app.ledger_stores(config) as st:
             serving = asyncio.create_task(runner.run(st, stop))
             started = asyncio.create_task(runner.started.wait())

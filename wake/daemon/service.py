@@ -55,6 +55,7 @@ from wake.daemon import (
     outbox,
     ownership,
     schedule,
+    signals,
     spool,
     startup,
     supervise,
@@ -113,6 +114,7 @@ class Daemon:
         self.oneshots_running: set[object] = set()  # one-shot wake ids handed to a task here
         self.spool = spool.Spool(by=self.replica_id, now=lambda: self.now())
         self.stop_signal: str | None = None
+        self.signals: signals.Installed | None = None
         self.shared = self.config.daemon.ownership == "rendezvous"
         self.ownership = ownership.Ownership(replica_id=self.replica_id, ttl_s=ownership.TTL_BEATS * self.config.daemon.heartbeat_s)
         self.supervisor = supervise.Supervisor(stop=self.stop, now=lambda: self.now())
@@ -201,36 +203,38 @@ class Daemon:
         st, sender = live.session.stores, live.sender
         if self.handle_signals:
             self._install_signals()
-        live.scheduler.start()
-        self._schedule_all()
-        if self.shared:
-            await beat.beat(self)  # the first membership read gives this replica its share, and its catch-up
-        else:
-            jobs.catch_up(self)
-        self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
-        startup.settle_heap()
-        start, session_ = self.supervisor.start, live.session
-        side += [
-            start("watchdog", lambda: notify.watchdog_loop(self.notifier)),
-            start("heartbeat", self._heartbeat_loop),
-            start("triggers", self._trigger_loop),
-            start("outbox", sender.loop),
-            start("oneshots", self._oneshot_loop),
-            start("spool", lambda: self.spool.loop(session_)),
-        ]
-        if endpoint is not None:
-            side.append(start("inbox", lambda: endpoint.serve(self.stop)))
-        if self.metrics is not None:
-            m = self.metrics
-            side.append(start("loop-lag", lambda: metrics.measure_loop_lag(m)))
-        if st.embedded:
-            side.append(start("engines", lambda: startup.engine_loop(lambda: self.config, st.embedded)))
-        log.info("daemon.ready", replica=self.replica_id, jobs=len(self.triggers), embedded=list(st.embedded), status=self.status_text())
-        await self.stop.wait()
-        await drain.shutdown(self, side)
-        if self.handle_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                asyncio.get_running_loop().remove_signal_handler(sig)
+        try:
+            live.scheduler.start()
+            self._schedule_all()
+            if self.shared:
+                await beat.beat(self)  # the first membership read gives this replica its share, and its catch-up
+            else:
+                jobs.catch_up(self)
+            self.notifier.ready(self.status_text())  # stores reachable, schema checked, jobs scheduled
+            startup.settle_heap()
+            start, session_ = self.supervisor.start, live.session
+            side += [
+                start("watchdog", lambda: notify.watchdog_loop(self.notifier)),
+                start("heartbeat", self._heartbeat_loop),
+                start("triggers", self._trigger_loop),
+                start("outbox", sender.loop),
+                start("oneshots", self._oneshot_loop),
+                start("spool", lambda: self.spool.loop(session_)),
+            ]
+            if endpoint is not None:
+                side.append(start("inbox", lambda: endpoint.serve(self.stop)))
+            if self.metrics is not None:
+                m = self.metrics
+                side.append(start("loop-lag", lambda: metrics.measure_loop_lag(m)))
+            if st.embedded:
+                side.append(start("engines", lambda: startup.engine_loop(lambda: self.config, st.embedded)))
+            log.info("daemon.ready", replica=self.replica_id, jobs=len(self.triggers), embedded=list(st.embedded), status=self.status_text())
+            await self.stop.wait()
+            await drain.shutdown(self, side)
+        finally:
+            if self.signals is not None:
+                self.signals.remove()
+                self.signals = None
 
     def _warm_workspaces(self) -> None:
         startup.warm_workspaces(self.config)
@@ -263,10 +267,16 @@ class Daemon:
             self.stop.set()
 
     def _install_signals(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop, sig)
-        loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload(), name="reload"))
+        """SIGTERM and SIGINT stop, SIGHUP reloads (`wake.daemon.signals`: delivered even while a
+        thread floods the loop's self-pipe, as APScheduler does when a replica adds many jobs)."""
+
+        def reload(_sig: int) -> None:
+            self._spawn(self.reload(), name="reload")
+
+        self.signals = signals.install(
+            asyncio.get_running_loop(),
+            {signal.SIGTERM: self.request_stop, signal.SIGINT: self.request_stop, signal.SIGHUP: reload},
+        )
 
     # -- schedules (wake.daemon.jobs) -------------------------------------------------------------
 
