@@ -38,14 +38,12 @@ class Installed:
         self._writer.setblocking(False)
         self._previous: dict[int, Any] = {}
         self._previous_fd: int | None = None  # None until this wakeup fd is set
-        self._reading = False
         self._removed = False
 
     def _install(self) -> None:
         # set_wakeup_fd raises ValueError off the main thread, before anything is changed
         self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
         self._loop.add_reader(self._reader.fileno(), self._drain)
-        self._reading = True
         for sig in self._handlers:
             self._previous[sig] = signal.signal(sig, self._on_signal)
             signal.siginterrupt(sig, False)  # SA_RESTART, as asyncio sets it
@@ -71,7 +69,7 @@ class Installed:
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         if self._previous_fd is not None:
             signal.set_wakeup_fd(self._previous_fd)
-        if self._reading and not self._loop.is_closed():
+        if not self._loop.is_closed():
             self._loop.remove_reader(self._reader.fileno())
         self._reader.close()
         self._writer.close()
