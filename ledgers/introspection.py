@@ -461,7 +461,11 @@ async def previous_both(
     """The agent's newest settled wake with a manifest started before `before`, and its tier's, in one round trip; with `recent`, also that
     many of the agent's newest wakes (`recent(agent_id=...)`) in the same round trip."""
     rows = await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before, recent or 0)  # LIMIT 0: no recent rows
-    previous = {r["previous_of"]: WakeRecord.from_row(r) for r in rows if r["previous_of"] != "recent"}
+    previous: dict[str, WakeRecord] = {}
+    for r in rows:  # an agent with one tier (or whose newest wake is this tier's): one wake, read once
+        if r["previous_of"] != "recent":
+            same = next((w for w in previous.values() if w.wake_id == r["wake_id"]), None)
+            previous[r["previous_of"]] = same or WakeRecord.from_row(r)
     if recent is None:
         return Previous(agent=previous.get("agent"), tier=previous.get("tier"))
     newest = sorted((WakeSummary.from_row(r) for r in rows if r["previous_of"] == "recent"), key=lambda w: w.started_at, reverse=True)

@@ -15,7 +15,7 @@ import re
 import sys
 import threading
 from collections.abc import MutableMapping
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import structlog
 
@@ -136,6 +136,35 @@ def configure(fmt: str = "auto", level: str = "info", stream: TextIO | None = No
     )
 
 
+class _Logger:
+    """A module's logger (`get`), assembled once per configuration.
+
+    structlog's lazy proxy assembles a new bound logger at every call (a logger from the factory,
+    a context, the wrapper) unless it caches on first use, and a cached one would outlive a later
+    `configure` (the CLI configures again once it knows the format; a test captures). This one
+    keeps the logger it assembled with what it was assembled from, and assembles again when any
+    of those is no longer the configured one. `structlog.testing.capture_logs` keeps the
+    processors' list and changes what it holds, which a kept logger sees."""
+
+    __slots__ = ("_name", "_bound", "_built_from")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._bound: Any = None
+        self._built_from: tuple[object, ...] = ()
+
+    def _logger(self) -> Any:
+        config = structlog.get_config()
+        key = (config["processors"], config["wrapper_class"], config["logger_factory"], config["context_class"])
+        if len(key) != len(self._built_from) or any(a is not b for a, b in zip(key, self._built_from, strict=True)):
+            self._bound, self._built_from = structlog.get_logger(self._name).bind(), key
+        return self._bound
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._logger(), attr)
+
+
 def get(name: str = "wake") -> structlog.typing.FilteringBoundLogger:
-    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
-    return logger
+    """The logger of `name`: every call of its methods goes to the logger the configuration in
+    force gives (`_Logger`)."""
+    return cast(structlog.typing.FilteringBoundLogger, _Logger(name))

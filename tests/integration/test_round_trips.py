@@ -41,6 +41,9 @@ def _whisper_only(url: str) -> str:
 # `wake.run.incident_policy`). The claim's transaction, the row and the close commit.
 WHISPER_TRIPS = 9
 WHISPER_COMMITS = 3
+# Three pooled connections: the slot claim's; the wake's reads in a line (the canary's, the
+# binding's flow, the previous wakes: `wake.run.cycle`), on one; the settled row's.
+WHISPER_ACQUIRES = 3
 # Two Redis round trips: the lease taken and released, one script each (Redis also counts the
 # commands the scripts run: SET NX and INCR, then GET and DEL).
 WHISPER_REDIS = {"eval": 2, "set": 1, "incr": 1, "get": 1, "del": 1}
@@ -76,7 +79,9 @@ async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config:
                 assert (await _whisper(s, n)).status == "quiet"
             trips, commits = CountingConnection.totals()
             redis_before = await _redis_calls(st)
+            acquired = _counting_acquisitions(st)
             outcome = await _whisper(s, 3)
+            acquires = len(acquired)
             redis_after = await _redis_calls(st)
             after = CountingConnection.totals()
             async with st.pg_conn() as conn:  # the quiet rows' links were computed in SQL: Python's walk agrees
@@ -85,9 +90,23 @@ async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config:
     assert outcome.status == "quiet" and outcome.recorded and len(server.requests) == 1
     assert {b.name for b in outcome.blocks if b.retrieval == "ok"} == {"identity", "memory", "cloister", "clock", "recent_wakes", "binding_diff"}
     assert (after[0] - trips, after[1] - commits) == (WHISPER_TRIPS, WHISPER_COMMITS)
+    assert acquires == WHISPER_ACQUIRES
     spent = {k: redis_after[k] - redis_before.get(k, 0) for k in redis_after if redis_after[k] != redis_before.get(k, 0)}
     spent.pop("info", None)
     assert spent == WHISPER_REDIS
+
+
+def _counting_acquisitions(st: stores.Stores) -> list[float]:
+    """From now on, one entry for each connection taken from the harness's pool (`pg_conn`)."""
+    taken: list[float] = []
+    pg_conn = st.pg_conn
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        taken.append(asyncio.get_running_loop().time())
+        return pg_conn(*args, **kwargs)
+
+    st.pg_conn = counted  # type: ignore[method-assign]
+    return taken
 
 
 AT_ONCE = 16

@@ -8,6 +8,8 @@ import logging
 from pathlib import Path
 
 import pytest
+import structlog
+import structlog.testing
 
 from wake import logs, secrets
 
@@ -32,6 +34,34 @@ def test_json_lines_with_stable_event_names_and_bound_context() -> None:
     assert line["event"] == "wake.started"
     assert (line["agent"], line["tier"], line["wake_id"], line["trigger"]) == ("demo", "whisper", "w1", "manual")
     assert line["level"] == "info" and line["timestamp"].endswith("Z")
+
+
+def test_a_module_logger_is_assembled_once_per_configuration_and_follows_every_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A module's logger is made at import, before `configure`; it logs under whatever is
+    # configured at each call (a level, a stream, a capture), assembling a logger only when that changed.
+    log = logs.get("tests.module")
+    assembled: list[str] = []
+    get_logger = structlog.get_logger
+
+    def counted(*args: object, **kwargs: object) -> object:
+        assembled.append(str(args[0]) if args else "")
+        return get_logger(*args, **kwargs)
+
+    monkeypatch.setattr(structlog, "get_logger", counted)
+    first, second = io.StringIO(), io.StringIO()
+    logs.configure("json", "info", stream=first)
+    for n in range(5):
+        log.info("one", n=n)
+    assert [line["n"] for line in _lines(first)] == [0, 1, 2, 3, 4] and assembled == ["tests.module"]
+    logs.configure("json", "warning", stream=second)
+    log.info("below the level")
+    log.warning("two")
+    assert [line["event"] for line in _lines(second)] == ["two"] and len(assembled) == 2
+    with structlog.testing.capture_logs() as captured:
+        log.warning("three", k=1)
+    assert captured == [{"event": "three", "k": 1, "log_level": "warning"}] and len(assembled) == 2
+    log.warning("four")
+    assert [line["event"] for line in _lines(second)] == ["two", "four"] and first.getvalue().count("\n") == 5
 
 
 def test_stdlib_loggers_come_out_through_the_same_renderer() -> None:

@@ -14,7 +14,10 @@ check: ..."), so an unaudited memory never reads as an empty one.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+
+import asyncpg
 
 from ledgers import memory_ledger
 from ledgers.errors import StaleFence
@@ -33,29 +36,40 @@ log = logs.get("wake.cycle")
 RECENT_CHANGES = 5  # the newest commits the memory block names, each with where its text came from
 
 
-async def open_memory(config: Config, stores: Stores, request: WakeRequest, now: dt.datetime, *, dry_run: bool) -> MemoryState:
+async def open_memory(
+    config: Config, stores: Stores, request: WakeRequest, now: dt.datetime, *, dry_run: bool, conn: asyncpg.Connection | None = None,
+) -> MemoryState:
     """Before the arrival: open the agent's memory (created on first use) and run the Cloister
     canary over what changed since its last audit. An open HALT, or a canary that cannot run,
     halts the wake: it still arrives and records, but binds no writing tool and calls no model.
-    A dry run audits nothing (it records nothing) and creates no repository."""
+    A dry run audits nothing (it records nothing) and creates no repository. `conn`: the
+    connection it reads and records on (the wake's, which goes on using it: no second connection
+    is taken while it is held); None: a pooled one each time."""
     agent_id = request.agent_id
     if not config.agents[agent_id].memory.enabled:
         return MemoryState()
     path = config.memory_path(agent_id)
+
+    def reading() -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        return contextlib.nullcontext(conn) if conn is not None else stores.pg_conn()
+
+    def writing() -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        return lease.fenced_on(conn, agent_id, request.fence) if conn is not None else lease.fenced(stores, agent_id, request.fence)
+
     try:
         if dry_run and not (path / ".git").exists():
             return MemoryState(enabled=True)
         repo = MemoryRepo.open(path, config.memory_config(agent_id), at=now)
         if dry_run:
-            async with stores.pg_conn() as conn:
-                return MemoryState(enabled=True, repo=repo, halt=await memory_ledger.halt_reason(conn, agent_id))
+            async with reading() as c:
+                return MemoryState(enabled=True, repo=repo, halt=await memory_ledger.halt_reason(c, agent_id))
         result = await memory_ledger.run_canary(
-            stores.pg_conn, lambda: lease.fenced(stores, agent_id, request.fence), repo, agent_id=agent_id, wake_id=request.wake_id, at=now,
+            reading, writing, repo, agent_id=agent_id, wake_id=request.wake_id, at=now,
         )
         halt = None
         if result.has_open_halt:
-            async with stores.pg_conn() as conn:
-                halt = await memory_ledger.halt_reason(conn, agent_id)
+            async with reading() as c:
+                halt = await memory_ledger.halt_reason(c, agent_id)
         return MemoryState(enabled=True, repo=repo, canary=result, halt=halt)
     except StaleFence:
         raise

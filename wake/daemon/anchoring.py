@@ -22,14 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from ledgers import chain_anchors
-from wake import clock
+from wake import clock, logs
 from wake.config import Config
 from wake.witness import anchor
 
-log = structlog.get_logger("wake.daemon.anchoring")
+log = logs.get("wake.daemon.anchoring")
 
 RETRY_S = 300.0  # after a failed attempt: the authority or PostgreSQL may be back in five minutes
 

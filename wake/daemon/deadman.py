@@ -26,14 +26,14 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
 import asyncpg
-import structlog
 
 from ledgers import controls, introspection
+from wake import logs
 from wake.config import Config, hours
 from wake.daemon import schedule
 from wake.run import incident_policy
 
-log = structlog.get_logger("wake.daemon.deadman")
+log = logs.get("wake.daemon.deadman")
 
 DUE = 2  # slots that should have run since the tier's sign of life: "two of its intervals"
 # How many slots one tier's walk may step over (quiet or inactive ones) before it stops looking.

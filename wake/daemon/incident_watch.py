@@ -19,15 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from ledgers import incidents, introspection
-from wake import clock
+from wake import clock, logs
 from wake.config import Config
 from wake.daemon import deadman
 from wake.observe import metrics
 
-log = structlog.get_logger("wake.daemon.incident_watch")
+log = logs.get("wake.daemon.incident_watch")
 
 INTERVAL_S = 30.0  # `[daemon] incident_watch_s`'s default
 

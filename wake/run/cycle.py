@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
+
 from ledgers import introspection
 from ledgers.introspection import WakeDiff, WakeRow
 from ledgers.vocab import Status, Tier, Trigger
@@ -135,17 +137,17 @@ class _Progress:
 
 
 async def _bind(
-    session: Session, request: WakeRequest, p: _Progress, *, halted: bool, dry_run: bool,
+    session: Session, request: WakeRequest, p: _Progress, conn: asyncpg.Connection, *, halted: bool, dry_run: bool,
 ) -> tuple[mcp_tools.Vetted, flows.Vetted]:
     """Step 4's binding: the tier's declared tools, its MCP tools held to their pins, then the
-    tier's toxic-flow policy (docs/tools.md); `p.binding` is what the wake binds."""
-    config, stores, registry = session.config, session.stores, session.registry
+    tier's toxic-flow policy (docs/tools.md), read and recorded on `conn`; `p.binding` is what the
+    wake binds."""
+    config, registry = session.config, session.registry
     agent_id, tier, started_at = request.agent_id, request.tier, p.row.started_at
     with tracing.span("wake.bind") as span:
         p.binding = bind(registry, config, agent_id, tier, halted=halted)
-        vetted = await mcp_tools.vet(stores, registry, p.binding, config.tier(agent_id, tier).binds, started_at, record=not dry_run)  # MCP pins
-        async with stores.pg_conn() as conn:
-            flowed = await flows.vet(conn, agent_id, tier, vetted.binding, config.tools.toxic_flows, started_at, record=not dry_run)
+        vetted = await mcp_tools.vet(conn, registry, p.binding, config.tier(agent_id, tier).binds, started_at, record=not dry_run)  # MCP pins
+        flowed = await flows.vet(conn, agent_id, tier, vetted.binding, config.tools.toxic_flows, started_at, record=not dry_run)
         vetted = dataclasses.replace(vetted, binding=flowed.binding, flow_lines=tuple(flows.block_lines(flowed)))
         p.binding = vetted.binding
         span.set_attributes({"wake.bind.tools": [t.name for t in p.binding], "wake.bind.registry": len(registry)})
@@ -158,15 +160,16 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: c
     """Steps 4-10 of a wake that runs to its end; `run_wake` settles whatever point it reached."""
     config, stores, registry = session.config, session.stores, session.registry
     agent_id, tier, started_at = request.agent_id, request.tier, p.row.started_at
-    # 4. the memory, opened and audited before anything reads it, and the binding
-    memory_state = await memory_blocks.open_memory(config, stores, request, started_at, dry_run=dry_run)
-    vetted, flowed = await _bind(session, request, p, halted=memory_state.halt is not None, dry_run=dry_run)
-    tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
-    approvals_on = approval.active(registry)
-    chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted),
-              *([approval_results.SOURCE] if approvals_on else [])]
-    recent = sources.RECENT_WAKES if any(src.fn is sources.recent_wakes for src in chosen) else None  # read with the previous wakes
+    # 4. the memory, opened and audited before anything reads it, the binding, and the previous
+    # wakes: the harness's reads in a line, on one connection (a quiet whisper makes no write here)
     async with stores.pg_conn() as conn:
+        memory_state = await memory_blocks.open_memory(config, stores, request, started_at, dry_run=dry_run, conn=conn)
+        vetted, flowed = await _bind(session, request, p, conn, halted=memory_state.halt is not None, dry_run=dry_run)
+        tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
+        approvals_on = approval.active(registry)
+        chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted),
+                  *([approval_results.SOURCE] if approvals_on else [])]
+        recent = sources.RECENT_WAKES if any(src.fn is sources.recent_wakes for src in chosen) else None  # read with the previous wakes
         previous = await introspection.previous_both(conn, agent_id, tier, started_at, recent=recent)
     ctx = WakeContext(
         config=config, stores=stores, request=request, now=started_at, binding=tuple(p.binding), previous=previous.agent,

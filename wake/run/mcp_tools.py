@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
+
 from ledgers import tool_pins
 from surfaces import mcp
 from surfaces.registry import Registry, Tool
@@ -109,12 +111,12 @@ class Vetted:
 
 
 async def vet(
-    stores: Stores, registry: Registry, binding: Sequence[Tool], binds: Sequence[str], at: dt.datetime, *, record: bool = True,
+    conn: asyncpg.Connection, registry: Registry, binding: Sequence[Tool], binds: Sequence[str], at: dt.datetime, *, record: bool = True,
 ) -> Vetted:
     """Hold back every MCP tool whose declaration differs from its pin under `strict` (a finding
     is raised, once per declaration, under `strict` and `warn`), and name the tools of servers
     that are not ready. With the pins unreadable no MCP tool is bound (its pin is unknown).
-    `record=False` (a dry run) pins nothing and raises nothing."""
+    `record=False` (a dry run) pins nothing and raises nothing. `conn`: the wake's connection."""
     hub = hub_of(registry)
     if hub is None:
         return Vetted(binding=list(binding))
@@ -128,8 +130,7 @@ async def vet(
     error = None
     if seen:
         try:
-            async with stores.pg_conn() as conn:
-                verdicts = await tool_pins.vet(conn, seen, at, record=record)
+            verdicts = await tool_pins.vet(conn, seen, at, record=record)
         except Exception as exc:  # PostgreSQL: without the pins nothing of MCP is trusted
             error = logs.redact_text(f"{type(exc).__name__}: {exc}")
             log.error("mcp.pins_unreadable", error=error)
@@ -141,9 +142,8 @@ async def vet(
     pinned: dict[str, list[str]] = {}
     if down and error is None:
         with contextlib.suppress(Exception):  # the names are a courtesy; the block fails the server either way
-            async with stores.pg_conn() as conn:
-                for (server, _), pin in sorted((await tool_pins.pins_of(conn, [s["server"] for s in down])).items()):
-                    pinned.setdefault(server, []).append(pin.name)
+            for (server, _), pin in sorted((await tool_pins.pins_of(conn, [s["server"] for s in down])).items()):
+                pinned.setdefault(server, []).append(pin.name)
     unbound = {s["server"]: _would_hold(s, hub, binds, pinned.get(s["server"], [])) for s in down}
     return Vetted(
         binding=[t for t in binding if t.name not in held_back], verdicts=verdicts, servers=servers,

@@ -243,7 +243,15 @@ async def fenced(stores: Stores, agent_id: str, fence: int | None, *, trusted: b
     `scoped` (tool code) takes it from the tool role's pool, bound to `agent_id`.
     """
     conn_cm = stores.scoped_conn(agent_id) if scoped else stores.pg_conn(trusted=trusted)
-    async with conn_cm as conn, conn.transaction():
+    async with conn_cm as conn, fenced_on(conn, agent_id, fence) as c:
+        yield c
+
+
+@contextlib.asynccontextmanager
+async def fenced_on(conn: Any, agent_id: str, fence: int | None) -> AsyncIterator[Any]:
+    """`fenced` on a connection the caller holds: a transaction on it (a savepoint, in one) that
+    has checked `fence` is the agent's newest."""
+    async with conn.transaction():
         if fence is not None:
             try:
                 await fences.check(conn, agent_id, fence)

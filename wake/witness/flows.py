@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import asyncpg
-import structlog
 
 from ledgers import tool_flows
 from surfaces import flow_labels
+from wake import logs
 
 if TYPE_CHECKING:  # only the binding's type: a ledger read (wake.witness.diff) must not load the registry
     from surfaces.registry import Tool
 
-log = structlog.get_logger("wake.witness.flows")
+log = logs.get("wake.witness.flows")
 
 POLICIES = ("refuse", "warn", "off")
 
