@@ -176,8 +176,30 @@ async def insert(
     """Write the row and the contents behind its hashes; a row written settled (with `thinking`,
     its totals, when a wake ended before any model call) is linked into the agent's chain at once.
     Returns its chain link (None while `started`)."""
-    if thinking is not None and (linked := await _insert_settled_linked(conn, row, status, thinking)) is not None:
+    if thinking is not None:
+        return (await insert_settled(conn, row, status=status, thinking=thinking)).chain
+    return await _insert_slow(conn, row, status, None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settled:
+    """A row written settled: its chain link, and whether its tier had an open incident as it was
+    written (None: not read, the row went the slow way)."""
+
+    chain: str | None
+    incidents_open: bool | None
+
+
+async def insert_settled(conn: asyncpg.Connection, row: WakeRow, *, status: str, thinking: Thinking) -> Settled:
+    """`insert` of a row written settled: one statement (`insert_settled_linked`) once the agent
+    has a chain head, which also reads whether the tier has an open incident."""
+    linked = await _insert_settled_linked(conn, row, status, thinking)
+    if linked is not None:
         return linked
+    return Settled(chain=await _insert_slow(conn, row, status, thinking), incidents_open=None)
+
+
+async def _insert_slow(conn: asyncpg.Connection, row: WakeRow, status: str, thinking: Thinking | None) -> str | None:
     async with _transaction(conn):
         if thinking is None:
             await conn.execute(_sql("insert"), *_insert_args(row, status))
@@ -500,9 +522,9 @@ async def _insert_settled(conn: asyncpg.Connection, row: WakeRow, status: str, t
     ) is not None
 
 
-async def _insert_settled_linked(conn: asyncpg.Connection, row: WakeRow, status: str, thinking: Thinking) -> str | None:
+async def _insert_settled_linked(conn: asyncpg.Connection, row: WakeRow, status: str, thinking: Thinking) -> Settled | None:
     """`insert_settled_linked`: the settled row, its contents and its link in one statement.
-    Returns the link; None when the agent has no chain head yet (nothing was written: link it the
+    Returns the link and whether the tier had an open incident; None when the agent has no chain head yet (nothing was written: link it the
     slow way, which creates the head). Raises `StaleFence` when the fence is stale."""
     if status not in SETTLED:
         raise ValueError(f"unknown status {status!r}")
@@ -520,7 +542,7 @@ async def _insert_settled_linked(conn: asyncpg.Connection, row: WakeRow, status:
         raise StaleFence(row.agent_id, row.fence or 0, None)
     if got["chain"] is None or got["moved"] != 1:
         raise RuntimeError(f"wake {row.wake_id}: the settled row was not linked into agent {row.agent_id!r}'s chain")
-    return str(got["chain"])
+    return Settled(chain=str(got["chain"]), incidents_open=bool(got["incidents_open"]))
 
 
 async def _settle_row(

@@ -73,7 +73,9 @@ RETURNING wake_id
 -- agent's chain head is locked FOR UPDATE (links of one agent stay one at a time) and the link is
 -- `introspection.chain_of` in SQL: sha256(previous link || root) as hex. Nothing is written when
 -- the fence is stale (`fenced` 0) or the agent has no head yet (`heads` 0: the caller links
--- the slow way, which creates it).
+-- the slow way, which creates it). `incidents_open`: whether the tier had an open incident as the
+-- row was written (read, not changed: `wake.run.incident_policy` closes them, a round trip it
+-- spares a quiet whisper when there are none).
 WITH head AS (
     SELECT seq, chain FROM agent_chain_heads WHERE agent_id = $2 FOR UPDATE
 ), fenced AS (
@@ -108,7 +110,8 @@ WITH head AS (
     ON CONFLICT (sha256) DO NOTHING
 )
 SELECT (SELECT count(*) FROM head) AS heads, (SELECT count(*) FROM fenced) AS fenced,
-       (SELECT chain FROM inserted) AS chain, (SELECT count(*) FROM moved) AS moved
+       (SELECT chain FROM inserted) AS chain, (SELECT count(*) FROM moved) AS moved,
+       EXISTS (SELECT 1 FROM wake_incidents WHERE agent_id = $2 AND tier = $3 AND closed_at IS NULL) AS incidents_open
 
 -- name: settle_fenced
 -- Step 10 in one statement: close a started row, with the loop's totals when $4 is true, only

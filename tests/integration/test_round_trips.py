@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ledgers import introspection
+from ledgers import incidents, introspection
 from tests.support import agents as agent_configs
 from tests.support import sessions
 from tests.support.openai_server import ScriptedServer
@@ -19,7 +19,7 @@ from tests.support.pg_count import CountingConnection, counted_pools
 from wake import stores
 from wake.config import Config
 from wake.context import WakeRequest
-from wake.run import claim, session
+from wake.run import claim, incident_policy, session
 
 
 # A whisper with a model route: the first one calls the model; the gate settles every later one
@@ -37,10 +37,10 @@ def _whisper_only(url: str) -> str:
 # cloister block then shows (1), both previous wakes with the recent wakes the recent-wakes block
 # shows (1), the tier's last toxic flow, which the binding's is compared with (1: written only when it
 # changed), and the row written settled, with its contents and its chain link, in one statement
-# that checks the fence (1), then the tier's open incidents closed, none here (1, its own commit:
-# `wake.run.incident_policy`). The claim's transaction, the row and the close commit.
-WHISPER_TRIPS = 9
-WHISPER_COMMITS = 3
+# that checks the fence and reads whether the tier has an open incident (1); with none open, no
+# statement closes any (`wake.run.incident_policy`). The claim's transaction and the row commit.
+WHISPER_TRIPS = 8
+WHISPER_COMMITS = 2
 # Three pooled connections: the slot claim's; the wake's reads in a line (the canary's, the
 # binding's flow, the previous wakes: `wake.run.cycle`), on one; the settled row's.
 WHISPER_ACQUIRES = 3
@@ -107,6 +107,28 @@ def _counting_acquisitions(st: stores.Stores) -> list[float]:
 
     st.pg_conn = counted  # type: ignore[method-assign]
     return taken
+
+
+async def test_a_quiet_whisper_closes_the_incident_open_when_its_row_is_written(store_config: Callable[..., Config]) -> None:
+    # The round trip a quiet whisper spares is the close of incidents that are not there: with one
+    # open (a dead-man incident another replica opened), the quiet row closes it: the close (its
+    # own commit), then the recovery's transaction (its notices, one per route: none here).
+    with ScriptedServer() as server, counted_pools():
+        config = store_config(agents=_whisper_only(server.url))
+        async with sessions.ready_stores(config) as st:
+            s = session.Session(config=config, stores=st, registry=session.build_registry(config))
+            for n in (0, 1, 2):
+                await _whisper(s, n)
+            async with st.pg_conn() as conn:
+                opened = await incident_policy.overdue(conn, config, agent_id="demo", tier="whisper", since=_SLOT, due=2, at=_SLOT)
+            assert opened is not None
+            trips, commits = CountingConnection.totals()
+            outcome = await _whisper(s, 3)
+            after = CountingConnection.totals()
+            async with st.pg_conn() as conn:
+                [closed] = await incidents.listing(conn, include_closed=True)
+    assert outcome.status == "quiet" and closed.id == opened and closed.closed_by_wake == outcome.wake_id
+    assert (after[0] - trips, after[1] - commits) == (WHISPER_TRIPS + 3, WHISPER_COMMITS + 2)
 
 
 AT_ONCE = 16

@@ -64,12 +64,17 @@ async def _notify(
 
 async def witness(
     conn: asyncpg.Connection, config: Config, *, wake_id: uuid.UUID, agent_id: str, tier: str, status: str, error: str | None,
-    note: str | None, at: dt.datetime,
+    note: str | None, at: dt.datetime, incidents_open: bool | None = None,
 ) -> None:
-    """What the terminal row `status` of (agent, tier) does to the tier's incidents; in the caller's transaction."""
+    """What the terminal row `status` of (agent, tier) does to the tier's incidents; in the caller's
+    transaction. `incidents_open`: whether the tier had an open incident when the row was written,
+    read in the row's own statement (`introspection.insert_settled`); False spares a closing row
+    the statement that would close none. None: not known, the statement runs."""
     if agent_id not in config.agents or tier not in config.agents[agent_id].tiers:
         return
-    if status in CLOSING:  # one statement: a quiet whisper with nothing open pays one round trip
+    if status in CLOSING:  # one statement, none when the row's own statement saw nothing open
+        if incidents_open is False:
+            return
         closed = await incidents.close_open(conn, agent_id=agent_id, tier=tier, at=at, wake_id=wake_id)
         if closed:
             async with conn.transaction():

@@ -93,14 +93,15 @@ async def record_settled(ctx: WakeContext, row: WakeRow, status: Status, thinkin
     """The row of a wake that calls no model, written settled with its totals, the arrival's
     writes (`with_row`) and its deliveries, linked into the chain: one fenced transaction. With
     no writes and no deliveries (a quiet whisper) that is a single statement, which checks the
-    fence itself: one round trip. Returns the chain link."""
+    fence itself and reads whether the tier has an open incident to close: one round trip when it
+    has none. Returns the chain link."""
     if not ctx.with_row and not queued:
         async with ctx.stores.pg_conn() as conn:
             try:
-                chain = await introspection.insert(conn, row, status=status, thinking=thinking or Thinking(model=None))
+                written = await introspection.insert_settled(conn, row, status=status, thinking=thinking or Thinking(model=None))
                 await incident_policy.witness(conn, ctx.config, wake_id=row.wake_id, agent_id=row.agent_id, tier=row.tier, status=status,
-                                        error=row.error, note=row.note, at=row.started_at)
-                return chain
+                                        error=row.error, note=row.note, at=row.started_at, incidents_open=written.incidents_open)
+                return written.chain
             except StaleFence as exc:
                 lease.refused(row.agent_id, exc)
                 raise
