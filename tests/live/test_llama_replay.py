@@ -34,6 +34,9 @@ persona_files = ["persona.md"]
 
 [agents.demo.tiers.surface]
 binds = ["live"]
+# What is replayed is the model loop: an arrival of two blocks keeps each prompt short (prompt
+# evaluation on a CPU is most of this test's time, and the prompt cache is off here)
+sources = ["identity", "clock"]
 model = "llama_json"
 tool_choice = { first = "required", later = "auto" }
 budget = { max_turns = 2, max_tool_calls = 2, max_output_tokens = 120, max_cost_usd = 1.0 }

@@ -39,13 +39,18 @@ T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
 LIVE = '["live"]'
 
 
+# What these tests hold is the tool loop, not the arrival: two blocks keep each prompt short (prompt
+# evaluation on a CPU is most of a live test's time). `sources=""` gives the tier its default sources.
+SHORT_ARRIVAL = 'sources = ["identity", "clock"]'
+
+
 @pytest.fixture
 def make_config(store_config: Callable[..., Config], proxy: RecordingProxy, llama_server_info: LiveLlama) -> Callable[..., Config]:
     live = llama_server_info
 
     def make(*, binds: str = LIVE, choice: str = 'tool_choice = { first = "required", later = "auto" }',
              budget: str = "budget = { max_turns = 3, max_tool_calls = 2, max_output_tokens = 160, max_cost_usd = 1.0 }",
-             sources: str = "") -> Config:
+             sources: str = SHORT_ARRIVAL) -> Config:
         extra = llama_fixtures.tools_and_route(live, proxy.url, name="llama_json")
         agents = f"""[agents.demo]
 timezone = "Europe/Stockholm"
@@ -206,7 +211,7 @@ async def test_the_live_tiers_fit_the_models_window(
 ) -> None:
     """The first prompt of each live tier, in the model's own tokens, leaves room to answer; the
     whole wake binding's schema alone would take most of the window (why the tiers bind `live`)."""
-    config = make_config(budget="budget = { max_turns = 1, max_tool_calls = 1, max_output_tokens = 64, max_cost_usd = 1.0 }")
+    config = make_config(budget="budget = { max_turns = 1, max_tool_calls = 1, max_output_tokens = 64, max_cost_usd = 1.0 }", sources="")
     o = await _wake(config)
     assert o.status == "completed", o.error
     first = proxy.completions()[0]
