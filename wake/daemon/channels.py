@@ -29,8 +29,6 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-import apprise
-
 from wake import logs, secrets
 from wake.config import DEDUPLICATING_SCHEMES, Config, DeliveryRoute
 from wake.config.channels import PLACEHOLDER, quiet_apprise, scheme_of
@@ -135,6 +133,8 @@ def route_target(config: Config, name: str) -> str:
 
 
 def _instantiate(url: str) -> Any:
+    import apprise  # here, not at the top: a command that sends nothing never pays for Apprise's plugins
+
     quiet_apprise()
     return apprise.Apprise.instantiate(url)
 
@@ -206,6 +206,8 @@ def failure_of(entries: list[tuple[str, str]]) -> DeliveryFailed:
 
 
 def _notify(plugin: Any, message: Message, timeout_s: float) -> tuple[bool, list[tuple[str, str]]]:
+    import apprise
+
     quiet_apprise()
     result = apprise.Apprise(plugin).notify(
         body=message.body, title=message.title, body_format=apprise.NotifyFormat.TEXT, timeout=timeout_s, log_level=logging.DEBUG,
