@@ -33,8 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 SKIPPED = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
 
-def _run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT_S * 3, stdin=subprocess.DEVNULL, **kw)  # type: ignore[call-overload]
+def _run(argv: list[str], *, env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
+    """`argv` without PYTHONPATH, whoever ran the suite with one (bench/suite.py puts its checkout
+    there): the installed wheel must be what the venv imports, as on a user's machine."""
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONPATH"}
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT_S * 3, stdin=subprocess.DEVNULL, env=env, **kw)  # type: ignore[call-overload]
     assert isinstance(r, subprocess.CompletedProcess)
     return r
 
@@ -62,7 +65,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_", "PYTHONPATH"))}
     env.update(WAKE_STATE_DIR=str(tmp_path / "state"), WAKE_ENGINES__IDLE_S="60", WAKE_LOG_FORMAT="json", XDG_CONFIG_HOME=str(tmp_path / "xdg"))
     return env
 
