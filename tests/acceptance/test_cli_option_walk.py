@@ -8,6 +8,7 @@ and `wake outbox --retry 99999999999999999999999` were int64 DataErrors). A URL 
 
 from __future__ import annotations
 
+import concurrent.futures
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,19 +84,22 @@ def test_every_numeric_option_refuses_0_minus_1_and_2_to_the_63_in_one_line(wake
     # a config that fails to load: a value the option accepts reaches it (78) and nothing else
     bad = tmp_path / "bad.toml"
     bad.write_text(f'[redis]\nurl = "mongodb://x"\n{AGENTS}')
-    walked = 0
-    for path, cmd, param in _numeric_params():
-        floats = isinstance(param.type, click.types.FloatParamType)
-        for value in ("0", "-1", str(2**63), *(("inf", "nan") if floats else ())):
-            argv = _argv(path, cmd, param, value)
-            done = wake_cli("--config", str(bad), *argv)
-            what = f"wake {' '.join(argv)}"
-            if value == str(2**63) or value in ("inf", "nan"):
-                _one_line(done, (2,), what)  # past every bound: usage, before the config is read
-            else:
-                _one_line(done, (2, 78), what)
-            walked += 1
-    assert walked >= 3 * 10
+    cases = [
+        (_argv(path, cmd, param, value), value)
+        for path, cmd, param in _numeric_params()
+        for value in ("0", "-1", str(2**63), *(("inf", "nan") if isinstance(param.type, click.types.FloatParamType) else ()))
+    ]
+    # each in its own process, three at a time (none opens a store: the config fails to load first),
+    # so the interpreters fill the cores a second worker leaves idle
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        runs = list(pool.map(lambda case: wake_cli("--config", str(bad), *case[0]), cases))
+    for (argv, value), done in zip(cases, runs, strict=True):
+        what = f"wake {' '.join(argv)}"
+        if value == str(2**63) or value in ("inf", "nan"):
+            _one_line(done, (2,), what)  # past every bound: usage, before the config is read
+        else:
+            _one_line(done, (2, 78), what)
+    assert len(runs) >= 3 * 10
 
 
 def test_the_cases_of_the_issue_are_one_line_before_any_store(wake_cli: CLI, store_config: Callable[..., Config]) -> None:

@@ -1,6 +1,7 @@
 """A tools module for the side-task tests (loaded through `tools.modules`): with
-`WAKE_TEST_FAILING_TASK=<name>` the daemon's side task of that name raises every time it starts,
-so the supervisor's restarts and the `down` it shows can be watched in a real daemon process."""
+`WAKE_TEST_FAILING_TASK=<name>[,<name>...]` the daemon's side tasks of those names raise every
+time they start, so the supervisor's restarts and the `down` it shows can be watched in a real
+daemon process."""
 
 from __future__ import annotations
 
@@ -23,13 +24,17 @@ BODIES: dict[str, tuple[Any, str]] = {
 }
 
 
-async def _fails(*args: Any, **kw: Any) -> None:
-    raise RuntimeError(f"test: the {os.environ['WAKE_TEST_FAILING_TASK']} side task fails")
+def _failing(name: str) -> Any:
+    async def fails(*args: Any, **kw: Any) -> None:
+        raise RuntimeError(f"test: the {name} side task fails")
+
+    return fails
 
 
-if (name := os.environ.get("WAKE_TEST_FAILING_TASK")) in BODIES:
-    owner, attribute = BODIES[name]
-    setattr(owner, attribute, _fails)
+for name in os.environ.get("WAKE_TEST_FAILING_TASK", "").split(","):
+    if name in BODIES:
+        owner, attribute = BODIES[name]
+        setattr(owner, attribute, _failing(name))
 
 
 # A marker tool (a module must declare one); importing this module is the point.
