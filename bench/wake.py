@@ -45,9 +45,9 @@ import asyncpg
 # `--code DIR`: time another checkout's wake (bench/before_after.py runs the base commit's)
 sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(Path(__file__).resolve().parents[1]))
 
+from memory.stamp import RACY_NS  # noqa: E402
 from tests.support.openai_server import ScriptedServer  # noqa: E402
 from tests.support.pg_count import CountingConnection, counted_pools  # noqa: E402
-from memory.stamp import RACY_NS  # noqa: E402
 from wake import clock, logs  # noqa: E402
 from wake import config as wake_config  # noqa: E402
 from wake.context import WakeRequest  # noqa: E402
