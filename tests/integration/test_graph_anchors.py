@@ -204,6 +204,12 @@ async def test_a_stale_fence_writes_neither_postgres_nor_the_graph(store_config:
         await new.release()
 
 
+# Neo4j's async driver (6.4.1) can drop a pooled connection to the stopped server without closing
+# its socket: a ResourceWarning when the socket is collected, at a moment of the collector's
+# choosing (a CI run failed on it once). This test is about what wake records and reports while the
+# server is away, not about the driver's clean-up, so that one warning is not an error here.
+@pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
+@pytest.mark.filterwarnings("ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning")
 async def test_neo4j_down_keeps_the_rows_and_reports_the_anchor_failure(
     store_config: Callable[..., Config], neo4j_dedicated: Callable[[], Any]
 ) -> None:
