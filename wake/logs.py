@@ -156,7 +156,7 @@ class _Logger:
     def _logger(self) -> Any:
         config = structlog.get_config()
         key = (config["processors"], config["wrapper_class"], config["logger_factory"], config["context_class"])
-        if len(key) != len(self._built_from) or any(a is not b for a, b in zip(key, self._built_from, strict=True)):
+        if not self._built_from or any(a is not b for a, b in zip(key, self._built_from, strict=True)):
             self._bound, self._built_from = structlog.get_logger(self._name).bind(), key
         return self._bound
 
