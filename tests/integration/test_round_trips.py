@@ -4,9 +4,10 @@ daemon-path whisper, and the pool's reset, which skips its round trip only when 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -47,6 +48,9 @@ WHISPER_ACQUIRES = 3
 # Two Redis round trips: the lease taken and released, one script each (Redis also counts the
 # commands the scripts run: SET NX and INCR, then GET and DEL).
 WHISPER_REDIS = {"eval": 2, "set": 1, "incr": 1, "get": 1, "del": 1}
+# No task of the arrival engine's: each of its sources reads only what the wake holds already
+# (the canary's read, the previous wakes) and answers at once (`wake.arrival.engine.SourceFn`).
+WHISPER_ARRIVAL_TASKS = 0
 
 _SLOT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -80,7 +84,8 @@ async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config:
             trips, commits = CountingConnection.totals()
             redis_before = await _redis_calls(st)
             acquired = _counting_acquisitions(st)
-            outcome = await _whisper(s, 3)
+            with _counting_tasks() as tasks:
+                outcome = await _whisper(s, 3)
             acquires = len(acquired)
             redis_after = await _redis_calls(st)
             after = CountingConnection.totals()
@@ -91,9 +96,29 @@ async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config:
     assert {b.name for b in outcome.blocks if b.retrieval == "ok"} == {"identity", "memory", "cloister", "clock", "recent_wakes", "binding_diff"}
     assert (after[0] - trips, after[1] - commits) == (WHISPER_TRIPS, WHISPER_COMMITS)
     assert acquires == WHISPER_ACQUIRES
+    assert len([t for t in tasks if t.endswith("wake/arrival/engine.py")]) == WHISPER_ARRIVAL_TASKS, tasks
     spent = {k: redis_after[k] - redis_before.get(k, 0) for k in redis_after if redis_after[k] != redis_before.get(k, 0)}
     spent.pop("info", None)
     assert spent == WHISPER_REDIS
+
+
+@contextlib.contextmanager
+def _counting_tasks() -> Iterator[list[str]]:
+    """Within the block, `name file` of the coroutine of each task the running loop makes."""
+    made: list[str] = []
+    loop = asyncio.get_running_loop()
+    factory = loop.get_task_factory()
+
+    def counted(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> Any:
+        code = getattr(coro, "cr_code", None)
+        made.append(f"{code.co_name} {code.co_filename}" if code is not None else type(coro).__name__)
+        return factory(loop, coro, **kwargs) if factory is not None else asyncio.Task(coro, loop=loop, **kwargs)
+
+    loop.set_task_factory(counted)
+    try:
+        yield made
+    finally:
+        loop.set_task_factory(factory)
 
 
 def _counting_acquisitions(st: stores.Stores) -> list[float]:

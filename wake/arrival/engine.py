@@ -1,7 +1,10 @@
 """The arrival engine: every source of a tier runs concurrently, each under its own timeout.
 
-A source is an async function of the wake context returning `Found(text, rows)`. The engine
-turns it into a `Block` with a typed state (docs/design.md, "Typed retrieval state"):
+A source is a function of the wake context that returns `Found(text, rows)`, or what to await for
+it: an `async def` source always waits; one that can answer from what the wake has already read
+(the clock, the identity, the recent wakes read with the previous ones) answers at once and costs
+no task. The engine turns it into a `Block` with a typed state (docs/design.md, "Typed retrieval
+state"):
 
 - `retrieval`: `ok`, `failed` (timeout, connection error, malformed result, any exception; the
   reason is kept) or `disabled` (the source raised `Disabled`: its store is not configured);
@@ -23,8 +26,10 @@ that carries what the others found (the cycle assembles the two in turn).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import enum
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -92,7 +97,9 @@ class Block:
         return state
 
 
-SourceFn = Callable[[Any], Awaitable[Found]]
+# A source answers at once (`Found`) or returns what to await for its answer (an `async def` source
+# returns its coroutine); raising is a typed failure either way.
+SourceFn = Callable[[Any], Found | Awaitable[Found]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,10 +119,10 @@ class Source:
     timeout_s: float | None = None
 
 
-_abandoned: set[asyncio.Task[object]] = set()
+_abandoned: set[asyncio.Future[Block]] = set()
 
 
-def _forget(task: asyncio.Task[object]) -> None:
+def _forget(task: asyncio.Future[Block]) -> None:
     _abandoned.discard(task)
     if not task.cancelled():
         task.exception()  # retrieved: a late failure of an abandoned source is not an error
@@ -148,31 +155,68 @@ def _span_state(span: Any, block: Block) -> None:
     span.set_attributes({"wake.source.retrieval": str(block.retrieval), "wake.source.result": str(block.result), "wake.source.rows": block.rows})
 
 
-async def _attempt(source: Source, ctx: WakeContext, started: float) -> Block:
-    """Run one source to its block (any failure of its own typed); a timeout is the caller's:
-    it cancels this task, and the block says `timeout`."""
-    with tracing.span(f"wake.source {source.name}", {"wake.source": source.name}) as span:
+def _raised(source: Source, exc: Exception, latency_ms: float) -> Block:
+    if isinstance(exc, Disabled):
+        return Block(
+            name=source.name, cache_tier=source.cache_tier, text=f"disabled: {exc}", retrieval=Retrieval.disabled,
+            result=Result.unknown, reason=str(exc), latency_ms=latency_ms, rows=0,
+        )
+    # a source may fail in any way; each becomes a typed failure
+    return _failed(source, logs.redact_text(f"{type(exc).__name__}: {exc}".rstrip(": ")), latency_ms)
+
+
+def _answer(source: Source, found: object, latency_ms: float) -> Block:
+    if not isinstance(found, Found) or not isinstance(found.text, str) or not isinstance(found.rows, int) or found.rows < 0 \
+            or not all(isinstance(p, Part) for p in found.parts):
+        return _failed(source, f"malformed result: {type(found).__name__}", latency_ms)
+    return _found(source, found, latency_ms)
+
+
+def _span_name(source: Source) -> tuple[str, dict[str, Any]]:
+    return f"wake.source {source.name}", {"wake.source": source.name}
+
+
+async def _awaited(source: Source, pending: Awaitable[object], started: float) -> Block:
+    """The block of a source that returned what to await; a timeout is the caller's: it cancels
+    this task, and the block says `timeout`."""
+    with tracing.span(*_span_name(source)) as span:
         try:
-            found = await source.fn(ctx)
+            found = await pending
         except asyncio.CancelledError:
             _span_state(span, _failed(source, "timeout", 0.0))
             raise
-        except Disabled as exc:
-            block = Block(
-                name=source.name, cache_tier=source.cache_tier, text=f"disabled: {exc}", retrieval=Retrieval.disabled,
-                result=Result.unknown, reason=str(exc), latency_ms=(time.perf_counter() - started) * 1000, rows=0,
-            )
-        except Exception as exc:  # a source may fail in any way; each becomes a typed failure
-            block = _failed(source, logs.redact_text(f"{type(exc).__name__}: {exc}".rstrip(": ")), (time.perf_counter() - started) * 1000)
+        except Exception as exc:
+            block = _raised(source, exc, (time.perf_counter() - started) * 1000)
         else:
-            latency_ms = (time.perf_counter() - started) * 1000
-            if not isinstance(found, Found) or not isinstance(found.text, str) or not isinstance(found.rows, int) or found.rows < 0 \
-                    or not all(isinstance(p, Part) for p in found.parts):
-                block = _failed(source, f"malformed result: {type(found).__name__}", latency_ms)
-            else:
-                block = _found(source, found, latency_ms)
+            block = _answer(source, found, (time.perf_counter() - started) * 1000)
         _span_state(span, block)
         return block
+
+
+def _at_once(source: Source, outcome: object, started: float) -> Block:
+    """The block of a source that answered (or raised) without waiting."""
+    with tracing.span(*_span_name(source)) as span:
+        latency_ms = (time.perf_counter() - started) * 1000
+        block = _raised(source, outcome, latency_ms) if isinstance(outcome, Exception) else _answer(source, outcome, latency_ms)
+        _span_state(span, block)
+        return block
+
+
+def _started(source: Source, ctx: WakeContext, started: float, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Block]:
+    """Call the source in its own copy of the context, as a task would run it: its block, done,
+    when it answered at once (no task, no turn of the loop), else a task awaiting its answer in
+    that same context."""
+    context = contextvars.copy_context()
+    outcome: object
+    try:
+        outcome = context.run(source.fn, ctx)
+    except Exception as exc:
+        outcome = exc
+    if not isinstance(outcome, Found) and inspect.isawaitable(outcome):
+        return loop.create_task(_awaited(source, outcome, started), context=context)
+    done: asyncio.Future[Block] = loop.create_future()
+    done.set_result(context.run(_at_once, source, outcome, started))
+    return done
 
 
 def _settled(source: Source, block: Block) -> Block:
@@ -193,15 +237,17 @@ def _settled(source: Source, block: Block) -> Block:
 
 
 async def _run(bounded: Sequence[tuple[Source, float]], ctx: WakeContext) -> list[Block]:
-    """Run every source at once, each in one task, and wait for them by deadline: one wait for all
+    """Run every source at once, each that waits in one task, and wait for them by deadline: one wait for all
     the sources that share a timeout (not a task and a timer each: a whisper runs a dozen sources,
     and a timer cancelled early stays in the loop's heap until it falls due). A source past its
     deadline is cancelled and left to unwind in the background (an asyncpg query cancel can take
     a round trip), so it costs the wake its timeout and not a millisecond more."""
-    started = time.perf_counter()
-    tasks = [asyncio.ensure_future(_attempt(source, ctx, started)) for source, _ in bounded]
+    started, loop = time.perf_counter(), asyncio.get_running_loop()
+    tasks: list[asyncio.Future[Block]] = []
     late: dict[int, float] = {}
     try:
+        for source, _ in bounded:
+            tasks.append(_started(source, ctx, started, loop))
         for timeout_s in sorted({t for _, t in bounded}):
             waiting = [task for task, (_, t) in zip(tasks, bounded, strict=True) if t == timeout_s and not task.done()]
             if waiting:
@@ -212,7 +258,7 @@ async def _run(bounded: Sequence[tuple[Source, float]], ctx: WakeContext) -> lis
                     task.cancel()
                     _abandoned.add(task)
                     task.add_done_callback(_forget)
-    except asyncio.CancelledError:
+    except BaseException:  # the wake cancelled: no source's task outlives it
         for task in tasks:
             task.cancel()
         raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
+from collections.abc import Awaitable
 
 from ledgers import graph
 from untrusted import spotlight
@@ -103,11 +104,15 @@ def render(v: graph.View, *, max_nodes: int, max_chars: int, timezone: str, mark
     return "\n".join([header, *lines]), len(shown)
 
 
-async def block(ctx: WakeContext) -> Found:
-    """The `graph` arrival source."""
+def block(ctx: WakeContext) -> Awaitable[Found]:
+    """The `graph` arrival source: disabled at once without Neo4j, else its read."""
     g = ctx.graph
     if g is None:
         raise Disabled("neo4j is not configured (set NEO4J_URI or neo4j.uri)")
+    return _read(ctx, g)
+
+
+async def _read(ctx: WakeContext, g: graph.Graph) -> Found:
     conf = ctx.config.neo4j
     since = ctx.now - dt.timedelta(hours=conf.block_recent_h)
     v = await graph.view(g, ctx.agent_id, since=since, max_anchors=conf.block_max_nodes, max_edges=conf.block_max_nodes * EDGES_PER_NODE)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 
@@ -87,30 +88,41 @@ def _checked(ctx: WakeContext) -> None:
         raise CanaryFailed(state.error)
 
 
-async def memory_tree(ctx: WakeContext) -> Found:
+def memory_tree(ctx: WakeContext) -> Found | Awaitable[Found]:
     _checked(ctx)
     repo = ctx.memory_state.repo
     if repo is None:  # a dry run before the first wake: nothing has created the repository
         return Found(text="memory: no repository yet; the first wake creates it", rows=0)
-    view = await _open_findings(ctx)
-    quarantined = {r.path: r.rule for r in view.rows if r.path}  # a file with an open finding shows its finding, not its description
-    shown = memory_render.memory_block(repo.ls(), head=repo.head(), max_chars=ctx.agent.memory.block_max_chars, recent=repo.log(limit=RECENT_CHANGES),
-                                marks=spotlight.for_agent(ctx.agent_id), quarantined=quarantined)
-    return Found(text=shown.text, rows=shown.total)
+
+    def shown(view: memory_ledger.OpenFindings) -> Found:
+        quarantined = {r.path: r.rule for r in view.rows if r.path}  # a file with an open finding shows its finding, not its description
+        block = memory_render.memory_block(repo.ls(), head=repo.head(), max_chars=ctx.agent.memory.block_max_chars,
+                                           recent=repo.log(limit=RECENT_CHANGES), marks=spotlight.for_agent(ctx.agent_id),
+                                           quarantined=quarantined)
+        return Found(text=block.text, rows=block.total)
+
+    return _with_findings(ctx, shown)
 
 
-async def _open_findings(ctx: WakeContext) -> memory_ledger.OpenFindings:
-    """The open findings as the canary read them, or, when it recorded something (or did not run), as they are now."""
+def _with_findings(ctx: WakeContext, render: Callable[[memory_ledger.OpenFindings], Found]) -> Found | Awaitable[Found]:
+    """`render` over the open findings: at once over those the canary read, or, when it recorded
+    something (or did not run), after reading them as they are now."""
     canary = ctx.memory_state.canary
     view = canary.open if canary is not None else None
-    if view is None:
-        async with ctx.stores.pg_conn() as conn:  # wake's own reads: the light reset (docs/performance.md)
-            view = await memory_ledger.open_view(conn, ctx.agent_id)
-    return view
+    return render(view) if view is not None else _read_findings(ctx, render)
 
 
-async def cloister(ctx: WakeContext) -> Found:
+async def _read_findings(ctx: WakeContext, render: Callable[[memory_ledger.OpenFindings], Found]) -> Found:
+    async with ctx.stores.pg_conn() as conn:  # wake's own reads: the light reset (docs/performance.md)
+        view = await memory_ledger.open_view(conn, ctx.agent_id)
+    return render(view)
+
+
+def cloister(ctx: WakeContext) -> Found | Awaitable[Found]:
     _checked(ctx)
-    view = await _open_findings(ctx)
-    shown = memory_render.cloister_block(view.rows, total=view.total, counts=view.counts, marks=spotlight.for_agent(ctx.agent_id))
-    return Found(text=shown.text, rows=view.total)
+
+    def shown(view: memory_ledger.OpenFindings) -> Found:
+        block = memory_render.cloister_block(view.rows, total=view.total, counts=view.counts, marks=spotlight.for_agent(ctx.agent_id))
+        return Found(text=block.text, rows=view.total)
+
+    return _with_findings(ctx, shown)

@@ -1,4 +1,6 @@
-"""The built-in arrival sources. Each is an async function of the wake context.
+"""The built-in arrival sources. Each is a function of the wake context that answers at once or
+returns what to await (`wake.arrival.engine.SourceFn`): those that read only what the wake holds
+already answer at once.
 
 Later ledgers add their sources here through the same interface (`arrival.Source`).
 """
@@ -7,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
+from collections.abc import Awaitable
 
 from ledgers import introspection
 from ledgers.vocab import Status
@@ -23,7 +26,7 @@ RECENT_WAKES = 5
 RECENT_WAKES_HEAD = "Your last wakes, newest first (today unless dated; {held} tools, as now, unless stated):"
 
 
-async def identity(ctx: WakeContext) -> Found:
+def identity(ctx: WakeContext) -> Found:
     paths = ctx.config.persona_paths(ctx.agent_id)
     if not paths:
         return Found(text="No persona files are configured for this agent.", rows=0)
@@ -38,7 +41,7 @@ def _local_time(at: dt.datetime, zone: zoneinfo.ZoneInfo, today: dt.date) -> str
     return f"{local:%H:%M}" if local.date() == today else stamp(at, zone)
 
 
-async def clock(ctx: WakeContext) -> Found:
+def clock(ctx: WakeContext) -> Found:
     zone = zoneinfo.ZoneInfo(ctx.timezone)
     local = ctx.now.astimezone(zone)
     slot = f"; slot {_local_time(ctx.scheduled_for, zone, local.date())}" if ctx.scheduled_for else ""
@@ -50,12 +53,21 @@ async def clock(ctx: WakeContext) -> Found:
     return Found(text=text, rows=1)
 
 
-async def recent_wakes(ctx: WakeContext) -> Found:
-    if ctx.recent is not None:  # the wake read them with its previous wakes: the same rows, no round trip
-        rows = list(ctx.recent[:RECENT_WAKES])
-    else:
-        async with ctx.stores.pg_conn() as conn:
-            rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=RECENT_WAKES)
+def recent_wakes(ctx: WakeContext) -> Found | Awaitable[Found]:
+    """The agent's newest wakes: at once from the rows the wake read with its previous wakes (no
+    round trip), else after reading them."""
+    if ctx.recent is not None:
+        return _recent_block(ctx, list(ctx.recent[:RECENT_WAKES]))
+    return _recent_read(ctx)
+
+
+async def _recent_read(ctx: WakeContext) -> Found:
+    async with ctx.stores.pg_conn() as conn:
+        rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=RECENT_WAKES)
+    return _recent_block(ctx, rows)
+
+
+def _recent_block(ctx: WakeContext, rows: list[introspection.WakeSummary]) -> Found:
     if not rows:
         return Found(text="No earlier wakes are recorded.", rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
@@ -83,7 +95,7 @@ def _why(row: introspection.WakeSummary) -> str:
     return f" ({note.removeprefix(prefix).split(':', 1)[0].strip()})" if note.startswith(prefix) else ""
 
 
-async def binding_diff(ctx: WakeContext) -> Found:
+def binding_diff(ctx: WakeContext) -> Found:
     if ctx.diff is None:
         raise RuntimeError("the binding diff runs after the diff is computed (a derived source)")
     return Found(text=diff.render(ctx.diff, ctx.tier, ctx.timezone, ctx.now, flow=ctx.flow_change), rows=0 if ctx.diff.agent.first else 1)
