@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
 import uuid
@@ -592,12 +593,19 @@ class WakeSummary:
 
     @classmethod
     def from_row(cls, r: asyncpg.Record) -> Self:
-        values = {f.name: r[f.name] for f in dataclasses.fields(cls)}
-        return cls(**{**values, "tier": Tier(r["tier"]), "trigger": Trigger(r["trigger"]), "status": Status(r["status"])})
+        values = {name: r[name] for name in _summary_columns()}
+        values["tier"], values["trigger"], values["status"] = Tier(r["tier"]), Trigger(r["trigger"]), Status(r["status"])
+        return cls(**values)
 
     def columns(self) -> dict[str, object]:
         """The columns as `wake ledger --json` and `wake status` print them: JSON, so a dict."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@functools.cache
+def _summary_columns() -> tuple[str, ...]:
+    """`WakeSummary`'s columns, read once (every whisper decodes its recent wakes with them)."""
+    return tuple(f.name for f in dataclasses.fields(WakeSummary))
 
 
 async def recent(

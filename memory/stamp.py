@@ -44,8 +44,10 @@ def take(workdir: Path, git_dir: Path, head: str | None) -> Stamp | None:
     entries: list[Entry] = []
     try:
         for name in ("index", "HEAD"):
-            target = git_dir / name
-            entries.append(_entry(f".git/{name}", target.stat()) if target.exists() else (f".git/{name}", 0, 0, 0, 0, 0))
+            try:
+                entries.append(_entry(f".git/{name}", os.stat(os.path.join(git_dir, name))))
+            except FileNotFoundError:
+                entries.append((f".git/{name}", 0, 0, 0, 0, 0))
         root = str(workdir)
         entries.append(_entry("", os.stat(root, follow_symlinks=False)))
         stack = [(root, "")]
