@@ -32,6 +32,7 @@ pytestmark = pytest.mark.live
 
 T0 = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
 SMALL = "budget = { max_turns = 2, max_tool_calls = 4, max_output_tokens = 48, max_cost_usd = 1.0 }"
+TWO_BLOCKS = 'sources = ["identity", "clock"]'
 
 
 @pytest.fixture
@@ -193,11 +194,12 @@ async def test_a_full_wake_past_085_is_reminded_and_every_request_stays_inside_t
     # The first wake measures the arrival prompt on the server; the second gets a route window the
     # prompt fills to about 0.87, so the reminder is due before its first call.
     # A few tools keep the prompt well inside the small model's own context; pressure is of the route's window.
-    probe = make_config(tiers=_tier("full", '["wake.whisper"]'), counted=True)
+    # Two blocks arrive: the pressure is of the route's window, whatever fills it.
+    probe = make_config(tiers=_tier("full", '["wake.whisper"]', extra=TWO_BLOCKS), counted=True)
     await _wake(probe, "full")
     first = proxy.completions()[0].usage["prompt_tokens"]
     window = int(first / 0.87)
-    config = make_config(tiers=_tier("full", '["wake.whisper"]'), counted=True, window=window)
+    config = make_config(tiers=_tier("full", '["wake.whisper"]', extra=TWO_BLOCKS), counted=True, window=window)
     seen = len(proxy.completions())
     o = await _wake(config, "full", now=lambda: T0 + dt.timedelta(days=1))
     mine = proxy.completions()[seen:]
