@@ -90,10 +90,16 @@ async def test_a_source_answering_at_once_with_a_failure_or_a_wrong_type_is_type
     def wrong(ctx: object) -> Found:
         return "text"  # type: ignore[return-value]
 
-    blocks = await engine.assemble([_source("raises", raises), _source("wrong", wrong)], None, 5.0)  # type: ignore[arg-type]
+    def returns_an_exception(ctx: object) -> Found:
+        return ValueError("returned, not raised")  # type: ignore[return-value]
+
+    blocks = await engine.assemble(
+        [_source("raises", raises), _source("wrong", wrong), _source("returned", returns_an_exception)], None, 5.0,  # type: ignore[arg-type]
+    )
     assert [(b.retrieval, b.result, b.reason) for b in blocks] == [
         (Retrieval.failed, Result.unknown, "KeyError: 'persona'"),
         (Retrieval.failed, Result.unknown, "malformed result: str"),
+        (Retrieval.failed, Result.unknown, "malformed result: ValueError"),
     ]
 
 

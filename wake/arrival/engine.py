@@ -193,11 +193,11 @@ async def _awaited(source: Source, pending: Awaitable[object], started: float) -
         return block
 
 
-def _at_once(source: Source, outcome: object, started: float) -> Block:
+def _at_once(source: Source, answer: object, raised: Exception | None, started: float) -> Block:
     """The block of a source that answered (or raised) without waiting."""
     with tracing.span(*_span_name(source)) as span:
         latency_ms = (time.perf_counter() - started) * 1000
-        block = _raised(source, outcome, latency_ms) if isinstance(outcome, Exception) else _answer(source, outcome, latency_ms)
+        block = _raised(source, raised, latency_ms) if raised is not None else _answer(source, answer, latency_ms)
         _span_state(span, block)
         return block
 
@@ -207,15 +207,16 @@ def _started(source: Source, ctx: WakeContext, started: float, loop: asyncio.Abs
     when it answered at once (no task, no turn of the loop), else a task awaiting its answer in
     that same context."""
     context = contextvars.copy_context()
-    outcome: object
+    answer: object = None
+    raised: Exception | None = None
     try:
-        outcome = context.run(source.fn, ctx)
+        answer = context.run(source.fn, ctx)
     except Exception as exc:
-        outcome = exc
-    if not isinstance(outcome, Found) and inspect.isawaitable(outcome):
-        return loop.create_task(_awaited(source, outcome, started), context=context)
+        raised = exc
+    if raised is None and not isinstance(answer, Found) and inspect.isawaitable(answer):
+        return loop.create_task(_awaited(source, answer, started), context=context)
     done: asyncio.Future[Block] = loop.create_future()
-    done.set_result(context.run(_at_once, source, outcome, started))
+    done.set_result(context.run(_at_once, source, answer, raised, started))
     return done
 
 
@@ -237,9 +238,10 @@ def _settled(source: Source, block: Block) -> Block:
 
 
 async def _run(bounded: Sequence[tuple[Source, float]], ctx: WakeContext) -> list[Block]:
-    """Run every source at once, each that waits in one task, and wait for them by deadline: one wait for all
-    the sources that share a timeout (not a task and a timer each: a whisper runs a dozen sources,
-    and a timer cancelled early stays in the loop's heap until it falls due). A source past its
+    """Run every source at once (each that awaits in a task of its own) and wait for them by
+    deadline: one wait for all the sources that share a timeout (not a task and a timer each: a
+    whisper runs a dozen sources, and a timer cancelled early stays in the loop's heap until it
+    falls due). A source past its
     deadline is cancelled and left to unwind in the background (an asyncpg query cancel can take
     a round trip), so it costs the wake its timeout and not a millisecond more."""
     started, loop = time.perf_counter(), asyncio.get_running_loop()
