@@ -5,11 +5,13 @@ Started (detached) by the first wake process that uses the embedded engines with
 a second one exits at once). Every poll it counts the live processes registered with either
 engine, so a process killed with SIGKILL stops counting as soon as it is dead. When none has been
 live for IDLE_S it stops both engines and exits; it exits too when the engines are gone (`wake
-engines stop`), and when the state directory itself was deleted it stops the engines it saw there.
+engines stop`), and when the state directory itself was deleted, or deleted and made again (its
+path now names another directory), it stops the engines it saw there.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,11 +30,12 @@ def reap(state_dir: Path, idle_s: float, *, poll_s: float = POLL_S) -> str:
     if not lock.acquire(blocking=False):
         return "another reaper runs"
     poll_s = max(0.05, min(poll_s, idle_s / 4))
+    watched = _identity(state_dir)
     seen = engines.engine_pids(state_dir)
     last_used = time.monotonic()
     try:
         while True:
-            if not state_dir.exists():
+            if _identity(state_dir) != watched:  # deleted, or another directory at its path: its engines' files went with it
                 engines.kill_engines(seen, gone=True)
                 return "state directory deleted"
             now = engines.engine_pids(state_dir)
@@ -50,6 +53,15 @@ def reap(state_dir: Path, idle_s: float, *, poll_s: float = POLL_S) -> str:
             time.sleep(poll_s)
     finally:
         lock.release()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The directory at `path` (device and inode), or None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def main(argv: list[str]) -> int:
