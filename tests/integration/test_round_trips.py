@@ -4,10 +4,9 @@ daemon-path whisper, and the pool's reset, which skips its round trip only when 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from tests.support import agents as agent_configs
 from tests.support import sessions
 from tests.support.openai_server import ScriptedServer
 from tests.support.pg_count import CountingConnection, counted_pools
+from tests.support.tasks import counting_tasks
 from wake import stores
 from wake.config import Config
 from wake.context import WakeRequest
@@ -84,7 +84,7 @@ async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config:
             trips, commits = CountingConnection.totals()
             redis_before = await _redis_calls(st)
             acquired = _counting_acquisitions(st)
-            with _counting_tasks() as tasks:
+            with counting_tasks() as tasks:
                 outcome = await _whisper(s, 3)
             acquires = len(acquired)
             redis_after = await _redis_calls(st)
@@ -100,25 +100,6 @@ async def test_a_daemon_path_whisper_costs_its_counted_round_trips(store_config:
     spent = {k: redis_after[k] - redis_before.get(k, 0) for k in redis_after if redis_after[k] != redis_before.get(k, 0)}
     spent.pop("info", None)
     assert spent == WHISPER_REDIS
-
-
-@contextlib.contextmanager
-def _counting_tasks() -> Iterator[list[str]]:
-    """Within the block, `name file` of the coroutine of each task the running loop makes."""
-    made: list[str] = []
-    loop = asyncio.get_running_loop()
-    factory = loop.get_task_factory()
-
-    def counted(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> Any:
-        code = getattr(coro, "cr_code", None)
-        made.append(f"{code.co_name} {code.co_filename}" if code is not None else type(coro).__name__)
-        return factory(loop, coro, **kwargs) if factory is not None else asyncio.Task(coro, loop=loop, **kwargs)
-
-    loop.set_task_factory(counted)
-    try:
-        yield made
-    finally:
-        loop.set_task_factory(factory)
 
 
 def _counting_acquisitions(st: stores.Stores) -> list[float]:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ledgers.vocab import Result, Retrieval
+from tests.support.tasks import counting_tasks
 from wake.arrival import engine
 from wake.arrival.engine import CacheTier, Found, Source
 from wake.errors import Disabled
@@ -47,14 +48,6 @@ async def test_a_source_that_answers_at_once_runs_in_the_callers_task_and_one_th
 
 
 async def test_sources_that_answer_at_once_make_no_task_and_each_awaitable_one() -> None:
-    made: list[object] = []
-    loop = asyncio.get_running_loop()
-    factory = loop.get_task_factory()
-
-    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
-        made.append(coro)
-        return asyncio.Task(coro, loop=loop, **kw)
-
     def at_once(ctx: object) -> Found:
         return Found(text="x", rows=1)
 
@@ -68,8 +61,7 @@ async def test_sources_that_answer_at_once_make_no_task_and_each_awaitable_one()
     def at_once_or_later(ctx: object) -> Found | Awaitable[Found]:
         return awaits(ctx)
 
-    loop.set_task_factory(counting)  # type: ignore[arg-type]
-    try:
+    with counting_tasks() as made:
         blocks = await engine.assemble([*(_source(f"s{n}", at_once) for n in range(5)), _source("off", disabled)], None, 5.0)  # type: ignore[arg-type]
         assert made == []
         assert [b.retrieval for b in blocks] == [Retrieval.ok] * 5 + [Retrieval.disabled]
@@ -79,8 +71,6 @@ async def test_sources_that_answer_at_once_make_no_task_and_each_awaitable_one()
         )
         assert len(made) == 2  # one task for each source that returned what to await
         assert [(b.text, b.retrieval) for b in blocks] == [("x", Retrieval.ok), ("y", Retrieval.ok), ("y", Retrieval.ok)]
-    finally:
-        loop.set_task_factory(factory)
 
 
 async def test_a_source_answering_at_once_with_a_failure_or_a_wrong_type_is_typed() -> None:

@@ -241,9 +241,9 @@ async def _run(bounded: Sequence[tuple[Source, float]], ctx: WakeContext) -> lis
     """Run every source at once (each that awaits in a task of its own) and wait for them by
     deadline: one wait for all the sources that share a timeout (not a task and a timer each: a
     whisper runs a dozen sources, and a timer cancelled early stays in the loop's heap until it
-    falls due). A source past its
-    deadline is cancelled and left to unwind in the background (an asyncpg query cancel can take
-    a round trip), so it costs the wake its timeout and not a millisecond more."""
+    falls due). A source past its deadline is cancelled and left to unwind in the background (an
+    asyncpg query cancel can take a round trip), so it costs the wake its timeout and not a
+    millisecond more."""
     started, loop = time.perf_counter(), asyncio.get_running_loop()
     tasks: list[asyncio.Future[Block]] = []
     late: dict[int, float] = {}
