@@ -35,3 +35,25 @@ def test_each_worker_has_its_own_template_database(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("PYTEST_XDIST_WORKER")
     assert (workers.worker_id(), workers.worker_index()) == ("main", 0)
     assert workers.template_database("wake_test_template") == "wake_test_template"
+
+
+def test_the_longest_layers_go_to_the_workers_first_each_module_whole_and_in_its_order() -> None:
+    collected = [
+        "tests/unit/test_a.py::test_1", "tests/integration/test_b.py::test_1", "tests/live/test_c.py::test_1",
+        "tests/unit/test_a.py::test_2", "tests/acceptance/test_d.py::test_1", "tests/live/test_c.py::test_2",
+        "tests/integration/test_b.py::test_2", "tests/unit/test_e.py::test_1", "tests/test_top.py::test_1", "other/test_f.py::test_1",
+    ]
+    ordered = [collected[i] for i in workers.dispatch_order(collected)]
+    assert ordered == [
+        "tests/live/test_c.py::test_1", "tests/live/test_c.py::test_2", "tests/acceptance/test_d.py::test_1",
+        "tests/integration/test_b.py::test_1", "tests/integration/test_b.py::test_2",
+        "tests/unit/test_a.py::test_1", "tests/unit/test_a.py::test_2", "tests/unit/test_e.py::test_1",
+        "tests/test_top.py::test_1", "other/test_f.py::test_1",
+    ]
+    assert sorted(workers.dispatch_order(collected)) == list(range(len(collected)))  # each test once
+
+
+def test_xdist_keeps_the_order_the_suite_gives(pytestconfig: pytest.Config) -> None:
+    # xdist's own reorder (the modules with the most tests first) would send the one-test live and
+    # daemon modules last, where one of them ends the suite on one worker alone
+    assert pytestconfig.getoption("loadscopereorder") is False
