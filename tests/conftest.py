@@ -91,8 +91,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest layers of tests first (tests/support/workers.py: `dispatch_order`), so the
-    workers end together."""
+    """The modules in the order they go to the workers (tests/support/workers.py: `dispatch_order`),
+    so the workers end together."""
     items[:] = [items[i] for i in workers.dispatch_order([item.nodeid for item in items])]
 
 

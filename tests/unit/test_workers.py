@@ -37,20 +37,30 @@ def test_each_worker_has_its_own_template_database(monkeypatch: pytest.MonkeyPat
     assert workers.template_database("wake_test_template") == "wake_test_template"
 
 
-def test_the_longest_layers_go_to_the_workers_first_each_module_whole_and_in_its_order() -> None:
+def test_modules_go_out_by_layer_whole_and_in_order_with_the_live_ones_spread() -> None:
     collected = [
         "tests/unit/test_a.py::test_1", "tests/integration/test_b.py::test_1", "tests/live/test_c.py::test_1",
         "tests/unit/test_a.py::test_2", "tests/acceptance/test_d.py::test_1", "tests/live/test_c.py::test_2",
-        "tests/integration/test_b.py::test_2", "tests/unit/test_e.py::test_1", "tests/test_top.py::test_1", "other/test_f.py::test_1",
+        "tests/integration/test_b.py::test_2", "tests/unit/test_e.py::test_1", "tests/test_top.py::test_1",
+        "tests/acceptance/test_g.py::test_1", "tests/integration/test_h.py::test_1", "tests/live/test_i.py::test_1",
+        "tests/acceptance/test_j.py::test_1",
     ]
-    ordered = [collected[i] for i in workers.dispatch_order(collected)]
+    order = workers.dispatch_order(collected)
+    assert sorted(order) == list(range(len(collected)))  # each test once
+    ordered = [collected[i] for i in order]
     assert ordered == [
-        "tests/live/test_c.py::test_1", "tests/live/test_c.py::test_2", "tests/acceptance/test_d.py::test_1",
+        "tests/acceptance/test_d.py::test_1",
+        "tests/live/test_c.py::test_1", "tests/live/test_c.py::test_2",  # a quarter of the way through the 5 modules
+        "tests/acceptance/test_g.py::test_1", "tests/acceptance/test_j.py::test_1",
         "tests/integration/test_b.py::test_1", "tests/integration/test_b.py::test_2",
+        "tests/live/test_i.py::test_1",  # three quarters of the way
+        "tests/integration/test_h.py::test_1",
         "tests/unit/test_a.py::test_1", "tests/unit/test_a.py::test_2", "tests/unit/test_e.py::test_1",
-        "tests/test_top.py::test_1", "other/test_f.py::test_1",
+        "tests/test_top.py::test_1",
     ]
-    assert sorted(workers.dispatch_order(collected)) == list(range(len(collected)))  # each test once
+    assert workers.dispatch_order([]) == []
+    no_live = ["tests/unit/test_a.py::test_1", "tests/acceptance/test_d.py::test_1"]
+    assert workers.dispatch_order(no_live) == [1, 0]
 
 
 def test_xdist_keeps_the_order_the_suite_gives(pytestconfig: pytest.Config) -> None:
