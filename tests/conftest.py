@@ -90,12 +90,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return workers.auto_workers(len(os.sched_getaffinity(0)))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The modules in the order they go to the workers (tests/support/workers.py: `dispatch_order`),
-    so the workers end together."""
-    items[:] = [items[i] for i in workers.dispatch_order([item.nodeid for item in items])]
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Before any test module is collected: the user's WAKE_*, PG*, REDIS_URL, DATABASE_URL,
     NEO4J_* and XDG_* are gone, the XDG homes point under the base temporary directory

@@ -9,15 +9,6 @@ own: the embedded PostgreSQL and Redis, their sockets and state, the Neo4j and l
 (`WAKE_TEST_PG_DSN`, `WAKE_TEST_REDIS_URL`): there each worker takes its own template database
 and its own Redis database number.
 
-The modules go to the workers in the order `dispatch_order` gives (tests/conftest.py), with
-xdist's own reordering off (`--no-loadscope-reorder` in addopts): the acceptance modules, then
-integration, then unit, with the live model's modules spread among the first two. xdist's default
-sends the modules with the most tests first, so a module of one or two long tests (a live model,
-daemons) came last, and a worker that took it (a worker takes another module while its own has
-two tests or fewer left) ended the suite alone. The short unit modules, last, even the workers
-out. The live modules are spread rather than first: run first, the two workers each ran a
-llama.cpp server at once, both wanting every core, and the suite took longer than before.
-
 No test relies on an `xdist_group`: with pytest 9.2 and pytest-xdist 3.8 `--dist loadgroup`
 drops the groups without a word (xdist writes the group into a node id field pytest no longer
 reads). Every server a test uses is its own worker's, so none needs one.
@@ -45,40 +36,6 @@ def auto_workers(cpus: int | None, environ: dict[str, str] | os._Environ[str] = 
             raise pytest.UsageError(f"{WORKERS_ENV} must be a whole number of workers (0 runs the tests in this process), not {explicit[:40]!r}")
         return int(explicit)
     return max(1, min(cpus or 1, MAX_AUTO_WORKERS))
-
-
-# The layers of tests/ in the order their modules go out; the live model's modules are spread
-# among the first two (`dispatch_order`).
-DISPATCH_LAYERS = ("acceptance", "integration", "unit")
-SPREAD_LAYER = "live"
-
-
-def _module(nodeid: str) -> str:
-    return nodeid.split("::", 1)[0]
-
-
-def _layer(module: str) -> str:
-    parts = module.split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
-
-
-def dispatch_order(nodeids: list[str]) -> list[int]:
-    """The order to run `nodeids` in (indices into it), module by module, each module's tests
-    together and in their order: the acceptance modules, then integration, then unit (a path
-    outside them last), as collected within each; and the live model's modules spread evenly
-    among the acceptance and integration ones, so that a worker running one is more likely to meet
-    a test waiting on its daemons than the other live model (a llama.cpp server each, both wanting
-    every core)."""
-    modules: dict[str, list[int]] = {}
-    for i, nodeid in enumerate(nodeids):
-        modules.setdefault(_module(nodeid), []).append(i)
-    rank = {layer: n for n, layer in enumerate(DISPATCH_LAYERS)}
-    spread = [m for m in modules if _layer(m) == SPREAD_LAYER]
-    order = sorted((m for m in modules if _layer(m) != SPREAD_LAYER), key=lambda m: rank.get(_layer(m), len(DISPATCH_LAYERS)))
-    span = sum(1 for m in order if rank.get(_layer(m), len(DISPATCH_LAYERS)) < 2)
-    for n, module in reversed(list(enumerate(spread))):
-        order.insert(round((n + 0.5) * span / len(spread)), module)
-    return [i for module in order for i in modules[module]]
 
 
 def worker_id() -> str:

@@ -35,35 +35,3 @@ def test_each_worker_has_its_own_template_database(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("PYTEST_XDIST_WORKER")
     assert (workers.worker_id(), workers.worker_index()) == ("main", 0)
     assert workers.template_database("wake_test_template") == "wake_test_template"
-
-
-def test_modules_go_out_by_layer_whole_and_in_order_with_the_live_ones_spread() -> None:
-    collected = [
-        "tests/unit/test_a.py::test_1", "tests/integration/test_b.py::test_1", "tests/live/test_c.py::test_1",
-        "tests/unit/test_a.py::test_2", "tests/acceptance/test_d.py::test_1", "tests/live/test_c.py::test_2",
-        "tests/integration/test_b.py::test_2", "tests/unit/test_e.py::test_1", "tests/test_top.py::test_1",
-        "tests/acceptance/test_g.py::test_1", "tests/integration/test_h.py::test_1", "tests/live/test_i.py::test_1",
-        "tests/acceptance/test_j.py::test_1",
-    ]
-    order = workers.dispatch_order(collected)
-    assert sorted(order) == list(range(len(collected)))  # each test once
-    ordered = [collected[i] for i in order]
-    assert ordered == [
-        "tests/acceptance/test_d.py::test_1",
-        "tests/live/test_c.py::test_1", "tests/live/test_c.py::test_2",  # a quarter of the way through the 5 modules
-        "tests/acceptance/test_g.py::test_1", "tests/acceptance/test_j.py::test_1",
-        "tests/integration/test_b.py::test_1", "tests/integration/test_b.py::test_2",
-        "tests/live/test_i.py::test_1",  # three quarters of the way
-        "tests/integration/test_h.py::test_1",
-        "tests/unit/test_a.py::test_1", "tests/unit/test_a.py::test_2", "tests/unit/test_e.py::test_1",
-        "tests/test_top.py::test_1",
-    ]
-    assert workers.dispatch_order([]) == []
-    no_live = ["tests/unit/test_a.py::test_1", "tests/acceptance/test_d.py::test_1"]
-    assert workers.dispatch_order(no_live) == [1, 0]
-
-
-def test_xdist_keeps_the_order_the_suite_gives(pytestconfig: pytest.Config) -> None:
-    # xdist's own reorder (the modules with the most tests first) would send the one-test live and
-    # daemon modules last, where one of them ends the suite on one worker alone
-    assert pytestconfig.getoption("loadscopereorder") is False
