@@ -1,6 +1,6 @@
 """Daemon-path wake benchmark on the embedded stores, no model. Prints figures; it is not a timed test.
 
-    python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR] [--profile N]
+    python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR] [--profile N] [--steps N]
 
 Each wake goes the way a scheduled slot goes (`wake.run.claim.run` with a claim): slot claim,
 lease and fence, close-abandoned, the default sources of a whisper, manifest, row, settle,
@@ -16,6 +16,12 @@ nothing new does in production. Figures:
 
 `--profile N` then runs 200 more whispers one at a time under cProfile (scoped) and prints the N
 functions with the most cumulative time and the N with the most time of their own.
+
+`--steps N` then runs N more whispers one at a time (scoped) and prints this process's CPU inside
+each of a whisper's steps (`time.process_time` around the step's function: the claim, the memory
+and its canary, the binding, the previous wakes, the arrival, the settled row) and in the rest of
+the wake, per whisper. No sampling and no tracing hook: the figures add up to the whisper's CPU,
+and a step that awaits counts the loop's work for its own round trips (nothing else runs).
 
 Figures 1 and 2 are printed twice, in the same run: with the tool connections scoped to their agent
 (the tool role's pool, row-level security: docs/isolation.md), and with `ctx.read()`/`ctx.write()`
@@ -200,6 +206,56 @@ async def _profile(agents: list[str], s: session.Session, top: int) -> None:
         stats.sort_stats(key).print_stats(top)
 
 
+# (label, module, function): the steps `--steps` times, each a module attribute the wake calls
+# through its module, so wrapping the attribute times every call
+STEPS = (
+    ("claim (slot, lease, fence)", "wake.run.claim", "claimed"),
+    ("memory (open, canary)", "wake.arrival.memory_blocks", "open_memory"),
+    ("binding (and its flow)", "wake.run.cycle", "_bind"),
+    ("previous wakes", "ledgers.introspection", "previous_both"),
+    ("arrival (sources, diff)", "wake.run.cycle", "arrive"),
+    ("settled row", "wake.run.settle", "record_settled"),
+)
+
+
+async def _steps(agents: list[str], s: session.Session, runs: int) -> None:
+    """`runs` quiet whispers one at a time, with this process's CPU summed inside each step."""
+    import importlib
+
+    spent: dict[str, float] = {}
+    originals: list[tuple[Any, str, Any]] = []
+
+    def timed(label: str, fn: Any) -> Any:
+        async def step(*a: Any, **kw: Any) -> Any:
+            t0 = time.process_time()
+            try:
+                return await fn(*a, **kw)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - t0
+        return step
+
+    for label, module_name, name in STEPS:
+        module = importlib.import_module(module_name)
+        fn = getattr(module, name, None)
+        if fn is None:  # a base checkout without this step (--code)
+            continue
+        originals.append((module, name, fn))
+        setattr(module, name, timed(label, fn))
+    try:
+        cpu_started = time.process_time()
+        for i in range(runs):
+            await _one(s, agents[i % len(agents)])
+        total = (time.process_time() - cpu_started) * 1000 / runs
+    finally:
+        for module, name, fn in originals:
+            setattr(module, name, fn)
+    print(f"\nthis process's CPU per quiet whisper by step, {runs} whispers one at a time: {total:.2f} ms in all")
+    for label, _, _ in STEPS:
+        if label in spent:
+            print(f"  {label:<28} {spent[label] * 1000 / runs:6.3f} ms")
+    print(f"  {'the rest of the wake':<28} {total - sum(spent.values()) * 1000 / runs:6.3f} ms")
+
+
 async def main(args: argparse.Namespace, state_dir: Path) -> None:
     logs.configure("json", "error", stream=sys.stderr)
     with ScriptedServer() as server, counted_pools():
@@ -260,6 +316,8 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
             print(f"  the same wakes: {_claims(_TIMINGS)}; this process's CPU {cpu_ms:.2f} ms per wake")
             if args.profile:
                 await _profile(agents, s, args.profile)
+            if args.steps:
+                await _steps(agents, s, args.steps)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
@@ -269,6 +327,7 @@ if __name__ == "__main__":
     parser.add_argument("--wakes", type=int, default=200)
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="profile 200 more whispers; print the top N functions")
+    parser.add_argument("--steps", type=int, default=0, metavar="N", help="time N more whispers' CPU step by step")
     parser.add_argument("--code", help="the checkout whose wake runs (default: this one)")
     args = parser.parse_args()
     if args.state_dir:
