@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import cProfile
 import datetime as dt
+import importlib
 import os
 import pstats
 import statistics
@@ -220,8 +221,6 @@ STEPS = (
 
 async def _steps(agents: list[str], s: session.Session, runs: int) -> None:
     """`runs` quiet whispers one at a time, with this process's CPU summed inside each step."""
-    import importlib
-
     spent: dict[str, float] = {}
     originals: list[tuple[Any, str, Any]] = []
 
