@@ -66,6 +66,13 @@ try:
 except ImportError:  # code from before the work tree's stamp (--code): no window to wait out
     RACY_NS = 0
 
+try:
+    from wake.cli import app
+    DAEMON_LOOP: str = wake_config.DaemonConfig().event_loop
+    app.loop_factory  # noqa: B018  (a base checkout without it: asyncio only)
+except AttributeError:  # code from before the daemon's choice of loop (--code)
+    app, DAEMON_LOOP = None, "asyncio"  # type: ignore[assignment]
+
 _SCOPED = getattr(Stores, "scoped_conn", None)  # None: code from before the tool role (--code), unscoped already
 
 
@@ -155,12 +162,20 @@ async def _redis_calls(s: session.Session) -> int:
     return sum(int(v["calls"]) for k, v in stats.items() if k not in inside)
 
 
+_COUNTING = {name: CountingConnection.__dict__[name] for name in ("execute", "_execute", "_executemany")}
+
+
 def _stop_counting() -> None:
     """From here on the pools' connections are plain asyncpg ones: the figures time the wake, not
     the counter (which parses every statement it counts). Done on the class, so it holds for a
-    base checkout's counter too (`--code`)."""
-    for name in ("execute", "_execute", "_executemany"):
+    base checkout's counter too (`--code`); `_count_again` undoes it for the next loop's run."""
+    for name in _COUNTING:
         setattr(CountingConnection, name, getattr(asyncpg.Connection, name))
+
+
+def _count_again() -> None:
+    for name, fn in _COUNTING.items():
+        setattr(CountingConnection, name, fn)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -320,6 +335,16 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
+def _run(args: argparse.Namespace, state_dir: Path) -> None:
+    """`main` on each event loop of `--loop` in turn, the same stores and agents."""
+    for event_loop in args.loop.split(","):
+        print(f"\n== the event loop: {event_loop}" + (" (the daemon's default)" if event_loop == DAEMON_LOOP else ""))
+        factory = app.loop_factory(event_loop) if app is not None else None
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(main(args, state_dir))
+        _count_again()
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, default=16)
@@ -328,14 +353,16 @@ if __name__ == "__main__":
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="profile 200 more whispers; print the top N functions")
     parser.add_argument("--steps", type=int, default=0, metavar="N", help="time N more whispers' CPU step by step")
     parser.add_argument("--code", help="the checkout whose wake runs (default: this one)")
+    parser.add_argument("--loop", default=f"{DAEMON_LOOP},asyncio" if DAEMON_LOOP != "asyncio" else "asyncio",
+                        help="event loops to run the whole bench on, in turn, comma-separated (default: the daemon's, then asyncio's)")
     args = parser.parse_args()
     if args.state_dir:
         args.state_dir.mkdir(parents=True, exist_ok=True)
-        asyncio.run(main(args, args.state_dir.resolve()))
+        _run(args, args.state_dir.resolve())
     else:
         with tempfile.TemporaryDirectory(prefix="wake-bench-") as tmp:
             try:
-                asyncio.run(main(args, Path(tmp)))
+                _run(args, Path(tmp))
             finally:
                 with contextlib.suppress(Exception):  # before the directory goes: nothing outlives the run
                     engines.stop(Path(tmp), force=True)

@@ -215,9 +215,14 @@ def test_restart_after_a_three_hour_gap_catches_up_once(start: Callable[..., Rep
     assert second.events("wake.catch_up") == []
 
 
-def test_sigterm_drains_a_running_wake_and_cancels_past_drain_s(start: Callable[..., Replica]) -> None:
+# The daemon's own loop (uvloop, the default) and asyncio's (`daemon.event_loop`, the way back):
+# the signals, the reload, the drain and the cancellation on each.
+@pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
+def test_sigterm_drains_a_running_wake_and_cancels_past_drain_s(start: Callable[..., Replica], event_loop: str) -> None:
     dsn = start.pg_dsn  # type: ignore[attr-defined]
-    patient = start("drain_s = 120", agents('every = "1s"'), extra=SLOW)
+    chosen = "" if event_loop == "uvloop" else f'\nevent_loop = "{event_loop}"'
+    patient = start(f"drain_s = 120{chosen}", agents('every = "1s"'), extra=SLOW)
+    assert patient.wait_event("daemon.ready")["event_loop"] == event_loop
     [running] = wait_rows(dsn, "SELECT wake_id FROM wake_introspection_ledger WHERE status = 'started'")
     patient.signal(signal.SIGHUP)  # a reload on the way: harmless
     patient.wait_event("daemon.reloaded")
@@ -231,7 +236,7 @@ def test_sigterm_drains_a_running_wake_and_cancels_past_drain_s(start: Callable[
     patient.stop()
 
     start.hold()  # type: ignore[attr-defined]  # this wake is never released: the drain times out
-    hasty = start("drain_s = 2", agents('every = "1s"'), extra=SLOW)
+    hasty = start(f"drain_s = 2{chosen}", agents('every = "1s"'), extra=SLOW)
     [running] = wait_rows(dsn, "SELECT wake_id FROM wake_introspection_ledger WHERE status = 'started'")
     hasty.signal(signal.SIGTERM)
     assert hasty.proc.wait(120) == 0

@@ -22,6 +22,8 @@ from wake.cli.commands import SERVERS, TRACED, LazyGroup
 from wake.errors import InvalidInput, NotFound, SchemaError, WakeError
 
 if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop
+
     import asyncpg
 
     from wake import stores
@@ -38,15 +40,26 @@ def fail(exc: WakeError) -> NoReturn:
     sys.exit(exc.exit_code)
 
 
-def run_async(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    """Run an async command body; expected errors become one line and their exit status."""
+def run_async(coro_fn: Callable[[], Awaitable[T]], *, event_loop: str = "asyncio") -> T:
+    """Run an async command body; expected errors become one line and their exit status.
+    `event_loop`: "asyncio" or "uvloop" (`daemon.event_loop`: the daemon's)."""
     import asyncio
 
     try:
-        return asyncio.run(_translate(coro_fn))
+        with asyncio.Runner(loop_factory=loop_factory(event_loop)) as runner:
+            return runner.run(_translate(coro_fn))
     except WakeError as exc:
         fail(exc)
         raise  # unreachable
+
+
+def loop_factory(event_loop: str) -> Callable[[], AbstractEventLoop] | None:
+    """The factory of `event_loop`'s loops for `asyncio.Runner` (None: asyncio's own)."""
+    if event_loop == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    return None
 
 
 async def _translate(coro_fn: Callable[[], Awaitable[T]]) -> T:

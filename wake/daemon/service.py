@@ -228,7 +228,8 @@ class Daemon:
                 side.append(start("loop-lag", lambda: metrics.measure_loop_lag(m)))
             if st.embedded:
                 side.append(start("engines", lambda: startup.engine_loop(lambda: self.config, st.embedded)))
-            log.info("daemon.ready", replica=self.replica_id, jobs=len(self.triggers), embedded=list(st.embedded), status=self.status_text())
+            log.info("daemon.ready", replica=self.replica_id, jobs=len(self.triggers), embedded=list(st.embedded), status=self.status_text(),
+                     event_loop=type(asyncio.get_running_loop()).__module__.partition(".")[0])  # the loop running: uvloop or asyncio
             await self.stop.wait()
             await drain.shutdown(self, side)
         finally:
