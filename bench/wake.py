@@ -1,6 +1,6 @@
 """Daemon-path wake benchmark on the embedded stores, no model. Prints figures; it is not a timed test.
 
-    python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR] [--profile N] [--steps N]
+    python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR] [--profile N] [--steps N] [--loop uvloop,asyncio]
 
 Each wake goes the way a scheduled slot goes (`wake.run.claim.run` with a claim): slot claim,
 lease and fence, close-abandoned, the default sources of a whisper, manifest, row, settle,
@@ -22,6 +22,9 @@ each of a whisper's steps (`time.process_time` around the step's function: the c
 and its canary, the binding, the previous wakes, the arrival, the settled row) and in the rest of
 the wake, per whisper. No sampling and no tracing hook: the figures add up to the whisper's CPU,
 and a step that awaits counts the loop's work for its own round trips (nothing else runs).
+
+`--loop` names the event loops to run the whole bench on, one after the other, on the same stores
+and agents: by default the daemon's (`daemon.event_loop`, uvloop) and then asyncio's, the baseline.
 
 Figures 1 and 2 are printed twice, in the same run: with the tool connections scoped to their agent
 (the tool role's pool, row-level security: docs/isolation.md), and with `ctx.read()`/`ctx.write()`
