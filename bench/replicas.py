@@ -5,6 +5,7 @@ in the same run on the same stores. Prints figures; it is not a timed test.
 
     python bench/replicas.py [--replicas 4] [--agents 20000] [--every 180] [--jitter-share 0.9]
                              [--settle-s 15] [--heartbeat-s 10] [--modes rendezvous,every_replica] [--dir DIR]
+                             [--event-loop uvloop|asyncio]
 
 Every agent has one whisper every `--every` seconds, its slots aligned to the epoch, its fires
 spread over the first `--jitter-share` of the interval (`jitter_s`). The measured slot is the first
@@ -61,10 +62,12 @@ from wake.daemon import schedule  # noqa: E402
 START_BOUND_S = 600.0  # a replica not ready by then is reported, not waited for
 
 
-def config_text(dsn: str, redis_url: str, agents: int, every_s: int, jitter_s: int, mode: str, listen: int, beat_s: float) -> str:
+def config_text(dsn: str, redis_url: str, agents: int, every_s: int, jitter_s: int, mode: str, listen: int, beat_s: float,
+                event_loop: str | None = None) -> str:
+    loop = f'event_loop = "{event_loop}"\n' if event_loop else ""
     lines = [
         f'[postgres]\ndsn = "{dsn}"\npool_max_size = 16\n[redis]\nurl = "{redis_url}"\n[metrics]\nlisten = "127.0.0.1:{listen}"\n',
-        f'[daemon]\nheartbeat_s = {beat_s:g}\nlease_ttl_s = 10\nbusy_wait_s = 0\ndrain_s = 30\nownership = "{mode}"\n',
+        f'[daemon]\nheartbeat_s = {beat_s:g}\nlease_ttl_s = 10\nbusy_wait_s = 0\ndrain_s = 30\nownership = "{mode}"\n{loop}',
     ]
     for i in range(agents):
         a = f"agents.s{i:06d}"
@@ -183,7 +186,8 @@ def run_mode(mode: str, args: argparse.Namespace, root: Path, pg: Postgres, rds:
     procs, spawned = [], []
     for i, port in enumerate(ports):
         cfg = here / f"wake-{i}.toml"
-        cfg.write_text(config_text(pg.dsn(db=db), f"redis://127.0.0.1:{rds.port}/0", args.agents, args.every, jitter, mode, port, args.heartbeat_s))
+        cfg.write_text(config_text(pg.dsn(db=db), f"redis://127.0.0.1:{rds.port}/0", args.agents, args.every, jitter, mode, port, args.heartbeat_s,
+                                     args.event_loop))
         replicas.config = cfg
         spawned.append(time.time())
         procs.append(replicas.start())
@@ -280,6 +284,8 @@ def main() -> int:
     p.add_argument("--heartbeat-s", type=float, default=10.0,
                    help="[daemon] heartbeat_s (its default, 10: at 2 s and 20,000 agents the replicas' heartbeats expired , their loops busy)")
     p.add_argument("--modes", default="rendezvous,every_replica")
+    p.add_argument("--event-loop", choices=("uvloop", "asyncio"), default=None,
+                   help="[daemon] event_loop of every replica (default: the daemon's own, uvloop)")
     p.add_argument("--dir")
     args = p.parse_args()
     if not 0 < args.jitter_share < 1:
@@ -292,7 +298,8 @@ def main() -> int:
     try:
         print(f"replicas bench: {args.replicas} replicas x {args.agents} agents, one whisper every {args.every}s "
               f"(jitter {int(args.every * args.jitter_share)}s: {args.agents / args.every:.0f} fires a second), "
-              f"heartbeat {args.heartbeat_s:g}s, stated takeover bound {4 * args.heartbeat_s:g}s", flush=True)
+              f"heartbeat {args.heartbeat_s:g}s, stated takeover bound {4 * args.heartbeat_s:g}s, "
+              f"event loop {args.event_loop or 'the daemon default'}", flush=True)
         for mode in args.modes.split(","):
             r = run_mode(mode, args, root, pg, rds)
             print(f"{mode}: fired {r['fired']}/{r['due']} by {r['fired_counted_at_s']}s after the slot (extra rows {r['extra_rows']}), "
