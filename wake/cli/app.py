@@ -19,7 +19,7 @@ import click
 from ledgers.vocab import Tier
 from wake import __version__
 from wake.cli.commands import SERVERS, TRACED, LazyGroup
-from wake.errors import InvalidInput, NotFound, SchemaError, WakeError
+from wake.errors import ConfigError, InvalidInput, NotFound, SchemaError, WakeError
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop
@@ -40,24 +40,27 @@ def fail(exc: WakeError) -> NoReturn:
     sys.exit(exc.exit_code)
 
 
-def run_async(coro_fn: Callable[[], Awaitable[T]], *, event_loop: str = "asyncio") -> T:
+def run_async(coro_fn: Callable[[], Awaitable[T]], *, event_loop: str = "asyncio", source: str = "the config") -> T:
     """Run an async command body; expected errors become one line and their exit status.
-    `event_loop`: "asyncio" or "uvloop" (`daemon.event_loop`: the daemon's)."""
+    `event_loop`: "asyncio" or "uvloop" (`daemon.event_loop`: the daemon's, from the file `source`)."""
     import asyncio
 
     try:
-        with asyncio.Runner(loop_factory=loop_factory(event_loop)) as runner:
+        with asyncio.Runner(loop_factory=loop_factory(event_loop, source)) as runner:
             return runner.run(_translate(coro_fn))
     except WakeError as exc:
         fail(exc)
         raise  # unreachable
 
 
-def loop_factory(event_loop: str) -> Callable[[], AbstractEventLoop] | None:
+def loop_factory(event_loop: str, source: str = "the config") -> Callable[[], AbstractEventLoop] | None:
     """The factory of `event_loop`'s loops for `asyncio.Runner` (None: asyncio's own)."""
     if event_loop == "uvloop":
-        import uvloop
-
+        try:
+            import uvloop
+        except ImportError as exc:  # a dependency missing from this install: say which key chose it
+            raise ConfigError(source, "daemon.event_loop", f'"uvloop", but uvloop cannot be imported ({exc}); '
+                              'install it, or set "asyncio"') from exc
         return uvloop.new_event_loop
     return None
 

@@ -109,4 +109,5 @@ def daemon_cmd(ctx: Context) -> None:
     anchored = anchoring.companion(config)  # the daily chain anchor, when [anchor] daemon is on
     watched = incident_watch.companion()  # the open incidents into wake_open_incidents
     companions = [c for c in (served, anchored, watched) if c is not None]
-    sys.exit(run_async(lambda: service.Daemon(config=config, companions=companions).run(), event_loop=config.daemon.event_loop))
+    sys.exit(run_async(lambda: service.Daemon(config=config, companions=companions).run(), event_loop=config.daemon.event_loop,
+                       source=str(config.path)))
