@@ -444,7 +444,7 @@ class DaemonConfig(_Model):
     # wake_last_settled_timestamp_seconds gauge), runs the dead-man check and counts the open
     # incidents (docs/incidents.md).
     incident_watch_s: float = Field(30.0, gt=0, le=3600)
-    # The daemon's event loop: `uvloop` (libuv's loop, in C: a quiet whisper costs the process
+    # The daemon's event loop: `uvloop` (libuv's loop, in C: a wake at 16 at once costs the process
     # about a tenth less CPU, docs/performance.md) or `asyncio` (the standard library's, the way
     # back should uvloop misbehave on a platform). The CLI's other commands run on asyncio's.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
