@@ -404,6 +404,8 @@ def test_slots_while_postgres_is_stopped_are_recorded_missed_when_it_is_back(tmp
     finally:
         if replica.proc.poll() is None:
             replica.proc.kill()
+            replica.proc.wait(30)  # reaped here, not left to the next test's garbage collection
+        replica.out.close()
         with contextlib.suppress(Exception):
             server.cleanup()
     assert all(e["error"].startswith(f"postgres unreachable at {dsn}") for e in spooled), spooled[0]

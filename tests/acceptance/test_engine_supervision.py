@@ -57,6 +57,7 @@ def test_a_killed_embedded_redis_is_restarted_by_the_daemon_and_wakes_go_on(tmp_
     finally:
         if replica.proc.poll() is None:
             replica.proc.kill()
+            replica.proc.wait(30)  # reaped here, not left to the next test's garbage collection
 
 
 def test_wake_status_reports_each_store_and_exits_69_while_postgres_is_down(tmp_path: Path, redis_url: str) -> None:

@@ -31,8 +31,11 @@ class Replica:
         self.pid = self.proc.pid
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The log's JSON events so far. Only whole lines: the daemon may be part way through
+        writing a long one (a traceback's), and its tail until the newline is not an event yet."""
         found = []
-        for line in self.log.read_text().splitlines():
+        text = self.log.read_text()
+        for line in text[: text.rfind("\n") + 1].splitlines():
             if line.startswith("{"):
                 event = json.loads(line)
                 if name is None or event.get("event") == name:
