@@ -380,7 +380,7 @@ def _json(value: object) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class WakeRecord:
-    """One row of `wake_introspection_ledger` as read (`get`, `previous_both`): every column."""
+    """One row of `wake_introspection_ledger` as read (`get`): every column."""
 
     wake_id: uuid.UUID
     agent_id: str
@@ -470,28 +470,84 @@ async def resolve_id(conn: asyncpg.Connection, text: str, agent_id: str | None =
 
 
 @dataclass(frozen=True, kw_only=True)
+class Compared:
+    """An earlier settled wake as a new one compares with it (its diff, the whisper gate, the
+    approvals' window): the columns those read, not the whole row. A whisper reads two of these
+    every wake, so it does not read what no comparison uses (the final text, the stored diff)."""
+
+    wake_id: uuid.UUID
+    tier: Tier
+    status: Status
+    started_at: dt.datetime
+    manifest_root: str | None
+    blocks: BlockStates
+    tool_hashes: Mapping[str, str]
+
+    @classmethod
+    def from_row(cls, r: asyncpg.Record | Mapping[str, Any]) -> Self:
+        return cls(wake_id=r["wake_id"], tier=Tier(r["tier"]), status=Status(r["status"]), started_at=r["started_at"],
+                   manifest_root=r["manifest_root"], blocks=_json(r["blocks"]) or {}, tool_hashes=_json(r["tool_hashes"]) or {})
+
+    @classmethod
+    def of(cls, row: WakeRecord) -> Self:
+        """The comparison's columns of a whole row."""
+        return cls(wake_id=row.wake_id, tier=row.tier, status=row.status, started_at=row.started_at, manifest_root=row.manifest_root,
+                   blocks=row.blocks, tool_hashes=row.tool_hashes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecentLine:
+    """A wake as the recent-wakes block lists it: when, which tier and trigger, how it ended and
+    why, with how many tools. Read with the previous wakes on every whisper, so only these columns
+    (not the final text a full wake wrote, which the block does not show)."""
+
+    wake_id: uuid.UUID
+    tier: Tier
+    trigger: Trigger
+    status: Status
+    started_at: dt.datetime
+    active_tools_count: int
+    stop_reason: str | None
+    note: str | None
+    error: str | None
+
+    @classmethod
+    def from_row(cls, r: asyncpg.Record | Mapping[str, Any]) -> Self:
+        return cls(wake_id=r["wake_id"], tier=Tier(r["tier"]), trigger=Trigger(r["trigger"]), status=Status(r["status"]),
+                   started_at=r["started_at"], active_tools_count=r["active_tools_count"], stop_reason=r["stop_reason"], note=r["note"],
+                   error=r["error"])
+
+    @classmethod
+    def of(cls, row: WakeSummary) -> Self:
+        """The block's columns of a listed row (`recent`)."""
+        return cls(wake_id=row.wake_id, tier=row.tier, trigger=row.trigger, status=row.status, started_at=row.started_at,
+                   active_tools_count=row.active_tools_count, stop_reason=row.stop_reason, note=row.note, error=row.error)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Previous:
     """The wakes a new one is compared with: the agent's newest settled one, and its tier's."""
 
-    agent: WakeRecord | None = None
-    tier: WakeRecord | None = None
-    recent: tuple[WakeSummary, ...] | None = None  # the agent's newest wakes, newest first, when read with them
+    agent: Compared | None = None
+    tier: Compared | None = None
+    recent: tuple[RecentLine, ...] | None = None  # the agent's newest wakes, newest first, when read with them
 
 
 async def previous_both(
     conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime, *, recent: int | None = None,
 ) -> Previous:
     """The agent's newest settled wake with a manifest started before `before`, and its tier's, in one round trip; with `recent`, also that
-    many of the agent's newest wakes (`recent(agent_id=...)`) in the same round trip."""
+    many of the agent's newest wakes (`recent(agent_id=...)`) in the same round trip. Each row carries the columns its use reads
+    (`Compared`, `RecentLine`), no more."""
     rows = await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before, recent or 0)  # LIMIT 0: no recent rows
-    previous: dict[str, WakeRecord] = {}
+    previous: dict[str, Compared] = {}
     for r in rows:  # an agent with one tier (or whose newest wake is this tier's): one wake, read once
         if r["previous_of"] != "recent":
             same = next((w for w in previous.values() if w.wake_id == r["wake_id"]), None)
-            previous[r["previous_of"]] = same or WakeRecord.from_row(r)
+            previous[r["previous_of"]] = same or Compared.from_row(r)
     if recent is None:
         return Previous(agent=previous.get("agent"), tier=previous.get("tier"))
-    newest = sorted((WakeSummary.from_row(r) for r in rows if r["previous_of"] == "recent"), key=lambda w: w.started_at, reverse=True)
+    newest = sorted((RecentLine.from_row(r) for r in rows if r["previous_of"] == "recent"), key=lambda w: w.started_at, reverse=True)
     return Previous(agent=previous.get("agent"), tier=previous.get("tier"), recent=tuple(newest))
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from ledgers import graph, tool_flows
-from ledgers.introspection import WakeDiff, WakeRecord, WakeSummary
+from ledgers.introspection import Compared, RecentLine, WakeDiff
 from ledgers.memory_ledger import CanaryResult
 from ledgers.vocab import Tier, Trigger
 from memory.repo import MemoryRepo
@@ -74,11 +74,11 @@ class WakeContext:
     now: dt.datetime
     binding: tuple[Tool, ...] = ()
     tool_hashes: Mapping[str, str] = field(default_factory=dict)
-    previous: WakeRecord | None = None  # the agent's previous settled wake (step 7 compares with it)
-    previous_tier: WakeRecord | None = None  # the tier's
+    previous: Compared | None = None  # the agent's previous settled wake (step 7 compares with it)
+    previous_tier: Compared | None = None  # the tier's
     # the agent's newest wakes, newest first, read with the previous ones when the tier shows them
     # (the recent-wakes block); None: not read, the block reads them itself
-    recent: tuple[WakeSummary, ...] | None = None
+    recent: tuple[RecentLine, ...] | None = None
     # the diff against both (step 7), set once the direct blocks are in: the derived sources (the
     # binding diff) and the gate see it; None before
     diff: WakeDiff | None = None

@@ -37,16 +37,24 @@ SELECT wake_id, count(*) OVER () AS total
 
 -- name: previous_settled_both
 -- In one round trip: the agent's newest settled wake (`agent`), the tier's (`tier`) and, for the
--- recent-wakes block, the agent's $4 newest of any status (`recent`; $4 = 0 reads none).
-(SELECT 'agent' AS previous_of, * FROM wake_introspection_ledger
+-- recent-wakes block, the agent's $4 newest of any status (`recent`; $4 = 0 reads none). Every
+-- whisper runs it, so it reads the columns the comparison (`Compared`) and the block
+-- (`RecentLine`) use, and no more: not a full wake's final text, nor a stored diff.
+(SELECT 'agent' AS previous_of, wake_id, tier, trigger, status, started_at, manifest_root, blocks, tool_hashes,
+        active_tools_count, stop_reason, note, error
+   FROM wake_introspection_ledger
   WHERE agent_id = $1 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
   ORDER BY started_at DESC LIMIT 1)
 UNION ALL
-(SELECT 'tier' AS previous_of, * FROM wake_introspection_ledger
+(SELECT 'tier' AS previous_of, wake_id, tier, trigger, status, started_at, manifest_root, blocks, tool_hashes,
+        active_tools_count, stop_reason, note, error
+   FROM wake_introspection_ledger
   WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
   ORDER BY started_at DESC LIMIT 1)
 UNION ALL
-(SELECT 'recent' AS previous_of, * FROM wake_introspection_ledger
+(SELECT 'recent' AS previous_of, wake_id, tier, trigger, status, started_at, manifest_root, NULL, NULL,
+        active_tools_count, stop_reason, note, error
+   FROM wake_introspection_ledger
   WHERE agent_id = $1
   ORDER BY started_at DESC LIMIT $4)
 

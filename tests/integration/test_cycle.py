@@ -19,6 +19,7 @@ from ledgers import introspection
 from surfaces import loader
 from surfaces.registry import Registry, Tool
 from tests.support import sessions, wakes
+from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import engine as arrival
 from wake.arrival import sources
@@ -230,6 +231,34 @@ async def test_exactly_one_row_per_attempt_and_dry_run_records_nothing(store_con
     lines = recent.text.splitlines()[1:]
     assert len(set(lines)) == 3 and all(f" {str(r.wake_id)[:8]}: completed" in recent.text for r in rows)  # lines told apart
 
+
+
+async def test_the_whisper_reads_of_its_previous_wakes_only_what_it_compares_and_lists(store_config: Callable[..., Config]) -> None:
+    """Every whisper reads both previous wakes and the recent ones: the columns the diff, the gate and
+    the recent-wakes block use, not a full wake's final text or stored diff; and the block reads
+    the same from them as from `wake ledger`'s listing of the same rows."""
+    config = store_config()
+    registry = loader.build()
+    for tier in ("whisper", "surface", "whisper"):
+        await _wake(config, registry, tier)
+    newest = await _rows(config)
+    async with sessions.ready_stores(config) as st:
+        async with st.pg_conn() as conn:
+            for row in newest:  # what a full wake writes, which no later whisper shows or compares
+                assert await introspection.record_final_text(conn, row.wake_id, "x" * 65_536)
+            columns = {a.name for a in (await conn.prepare(introspection._sql("previous_settled_both"))).get_attributes()}
+            before = newest[0].started_at + dt.timedelta(seconds=1)
+            read = await introspection.previous_both(conn, "demo", "whisper", before, recent=sources.RECENT_WAKES)
+            listed = await introspection.recent(conn, agent_id="demo", limit=sources.RECENT_WAKES)
+        ctx = wake_ctx(config, st, before)
+    assert not columns & {"final_text", "diff", "arrival_order", "active_tool_names", "host", "config_hash"}, columns
+    assert read.agent is not None and read.tier is not None and read.recent is not None
+    assert (read.agent.wake_id, read.agent.tier, read.tier.wake_id) == (newest[0].wake_id, "whisper", newest[0].wake_id)
+    assert read.agent.blocks and read.agent.tool_hashes is not None
+    assert [r.wake_id for r in read.recent] == [r.wake_id for r in listed] and len(listed) == 3
+    fused = sources._recent_block(ctx, list(read.recent))
+    fallback = sources._recent_block(ctx, [introspection.RecentLine.of(r) for r in listed])
+    assert fused == fallback and fused.rows == 3
 
 def _agents(source_timeout_ms: int) -> str:
     from tests.conftest import DEMO_TIERS

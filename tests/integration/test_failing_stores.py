@@ -139,7 +139,7 @@ async def test_one_failed_part_fails_the_settled_block_and_the_row_names_it(stor
             await conn.execute("DROP TABLE commitments CASCADE")
         block = await _run(sources.BUILTIN["settled_facts"], wake_ctx(config, st, NOW))
     # what a `newly_failing` gate rule reads: the diff of the row's block states
-    previous = records.wake_record(wake_id="0", tier="whisper", started_at=NOW, tool_hashes={}, blocks={"settled_facts": before.state("a")})
+    previous = records.compared(wake_id="0", tier="whisper", started_at=NOW, tool_hashes={}, blocks={"settled_facts": before.state("a")})
     assert diff.compare(previous, {}, {"settled_facts": block.state("b")}).blocks.newly_failing == ("settled_facts",)
     assert (block.retrieval, block.result) == (Retrieval.failed, Result.unknown)
     assert block.reason is not None and block.reason.startswith("Open commitments: UndefinedTableError")

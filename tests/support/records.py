@@ -7,7 +7,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from ledgers.introspection import WakeRecord
+from ledgers.introspection import Compared, WakeRecord
 
 
 def wake_record(**columns: Any) -> WakeRecord:
@@ -22,3 +22,8 @@ def wake_record(**columns: Any) -> WakeRecord:
         "chain": None, "arrival_order": [], "peak_pressure": None, "transcript_root": None,
     }
     return WakeRecord.from_row({**row, **columns})
+
+
+def compared(**columns: Any) -> Compared:
+    """The columns a new wake compares with (`introspection.Compared`) of `wake_record(**columns)`."""
+    return Compared.of(wake_record(**columns))

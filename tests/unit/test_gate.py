@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ledgers.introspection import WakeRecord
+from ledgers.introspection import Compared
 from tests.support import records
 from wake.arrival.engine import Block, CacheTier
 from wake.config import EscalationRule, GateConfig
@@ -37,17 +37,17 @@ TOOLS = {"local_time": "lt1"}
 DEFAULT_GATE = GateConfig()
 
 
-def _previous(hashes: dict[str, str], blocks: list[Block] = BLOCKS, status: str = "completed") -> WakeRecord:
+def _previous(hashes: dict[str, str], blocks: list[Block] = BLOCKS, status: str = "completed") -> Compared:
     import datetime as dt
 
-    return records.wake_record(
+    return records.compared(
         wake_id=PREVIOUS_ID, tier="whisper", status=status, started_at=dt.datetime(2026, 11, 29, tzinfo=dt.UTC),
         tool_hashes=TOOLS, blocks={b.name: _state(b, hashes[b.name]) for b in blocks},
     )
 
 
 def _decide(
-    blocks: list[Block], hashes: dict[str, str], previous: WakeRecord | None, config: GateConfig = DEFAULT_GATE, tier: str = "whisper",
+    blocks: list[Block], hashes: dict[str, str], previous: Compared | None, config: GateConfig = DEFAULT_GATE, tier: str = "whisper",
     tools: dict[str, str] = TOOLS,
 ) -> gate.Decision:
     states = {b.name: _state(b, hashes[b.name]) for b in blocks}

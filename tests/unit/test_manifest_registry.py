@@ -222,7 +222,7 @@ def test_prompt_order_is_static_to_volatile_keeping_configured_order() -> None:
 def test_diff_compare_tools_and_blocks() -> None:
     import datetime as dt
 
-    prev = records.wake_record(
+    prev = records.compared(
         wake_id="w1", tier="whisper", started_at=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
         tool_hashes={"a": "1", "b": "2", "c": "3"},
         blocks={

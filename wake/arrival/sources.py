@@ -64,10 +64,10 @@ def recent_wakes(ctx: WakeContext) -> Found | Awaitable[Found]:
 async def _recent_read(ctx: WakeContext) -> Found:
     async with ctx.stores.pg_conn() as conn:
         rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=RECENT_WAKES)
-    return _recent_block(ctx, rows)
+    return _recent_block(ctx, [introspection.RecentLine.of(r) for r in rows])
 
 
-def _recent_block(ctx: WakeContext, rows: list[introspection.WakeSummary]) -> Found:
+def _recent_block(ctx: WakeContext, rows: list[introspection.RecentLine]) -> Found:
     if not rows:
         return Found(text="No earlier wakes are recorded.", rows=0)
     zone = zoneinfo.ZoneInfo(ctx.timezone)
@@ -82,7 +82,7 @@ def _recent_block(ctx: WakeContext, rows: list[introspection.WakeSummary]) -> Fo
     return Found(text=RECENT_WAKES_HEAD.format(held=held) + "\n" + "\n".join(lines), rows=len(rows))
 
 
-def _why(row: introspection.WakeSummary) -> str:
+def _why(row: introspection.RecentLine) -> str:
     """Why a wake that did not complete ended so, in a word: its stop reason (`gate`,
     `nothing_to_report`, `precheck`, ...), else the first word of its note's reason (`paused`,
     `busy`, `inactive_hours`); nothing for a completed one. Two quiet whispers then read apart."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ledgers.introspection import BlockStates, Diff, WakeRecord
+from ledgers.introspection import BlockStates, Compared, Diff
 from ledgers.vocab import GOOD
 from wake.arrival.engine import Block, CacheTier
 from wake.config import EscalationRule, GateConfig
@@ -43,7 +43,7 @@ def _hash_of(blocks: BlockStates, name: str) -> str | None:
 
 
 def _rule_cause(
-    rule: EscalationRule, blocks: Mapping[str, Block], hashes: Mapping[str, str], previous: WakeRecord | None, tier_diff: Diff | None
+    rule: EscalationRule, blocks: Mapping[str, Block], hashes: Mapping[str, str], previous: Compared | None, tier_diff: Diff | None
 ) -> str | None:
     if rule.when == "newly_failing":
         failing = () if tier_diff is None or tier_diff.first else tier_diff.blocks.newly_failing
@@ -59,7 +59,7 @@ def _rule_cause(
 
 
 def decide(
-    *, tier: str, blocks: Sequence[Block], hashes: Mapping[str, str], previous_tier: WakeRecord | None,
+    *, tier: str, blocks: Sequence[Block], hashes: Mapping[str, str], previous_tier: Compared | None,
     tier_diff: Diff | None, config: GateConfig,
 ) -> Decision:
     """The gate's verdict for one wake. `hashes` are the manifest's block hashes; `previous_tier` is

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 
-from ledgers.introspection import Against, BlockDiff, BlockStates, Diff, ToolDiff, WakeDiff, WakeRecord
+from ledgers.introspection import Against, BlockDiff, BlockStates, Compared, Diff, ToolDiff, WakeDiff
 from ledgers.vocab import Retrieval
 from wake import clock
 from wake.witness import flows
@@ -18,7 +18,7 @@ from wake.witness import flows
 DIFF_BLOCK = "binding_diff"
 
 
-def compare(previous: WakeRecord | None, tool_hashes: Mapping[str, str], blocks: BlockStates) -> Diff:
+def compare(previous: Compared | None, tool_hashes: Mapping[str, str], blocks: BlockStates) -> Diff:
     """Diff of tools (by declaration hash) and blocks (by text hash and state) against one earlier row."""
     if previous is None:
         return Diff()
@@ -50,7 +50,7 @@ def compare(previous: WakeRecord | None, tool_hashes: Mapping[str, str], blocks:
     )
 
 
-def both(previous_agent: WakeRecord | None, previous_tier: WakeRecord | None, tool_hashes: Mapping[str, str], blocks: BlockStates) -> WakeDiff:
+def both(previous_agent: Compared | None, previous_tier: Compared | None, tool_hashes: Mapping[str, str], blocks: BlockStates) -> WakeDiff:
     """Step 5's diff: against the agent's previous wake and against the tier's."""
     return WakeDiff(agent=compare(previous_agent, tool_hashes, blocks), tier=compare(previous_tier, tool_hashes, blocks))
 
