@@ -13,6 +13,11 @@ nothing new does in production. Figures:
    `INFO commandstats`. Counts, not times: stable on a noisy machine.
 2. One whisper at a time: p50 and p99.
 3. Wakes per second on one event loop: `--agents` whispers at once, over and over.
+4. The machine's cost of sleeping: a fixed piece of Python in 10 parts, its CPU (this thread's,
+   around the parts only) back to back and then with a PostgreSQL round trip between the parts,
+   as a whisper one at a time has. The second costs more on the same code: what the process
+   finds gone cold after each sleep. It is why a whisper one at a time costs more CPU than one
+   among 16 at once, and it differs from machine to machine.
 
 `--profile N` then runs 200 more whispers one at a time under cProfile (scoped) and prints the N
 functions with the most cumulative time and the N with the most time of their own.
@@ -38,8 +43,11 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import dataclasses
 import datetime as dt
+import hashlib
 import importlib
+import json
 import os
 import pstats
 import statistics
@@ -166,6 +174,46 @@ async def _redis_calls(s: session.Session) -> int:
 
 
 _COUNTING = {name: CountingConnection.__dict__[name] for name in ("execute", "_execute", "_executemany")}
+
+
+_TAX_DOC = json.dumps({
+    "blocks": {f"b{i}": {"hash": "f" * 64, "retrieval": "ok", "rows": i} for i in range(12)}, "tools": [f"t{i}" for i in range(20)],
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class _TaxRow:
+    n: int
+    text: str
+    share: float
+
+
+def _tax_part() -> int:
+    """A fixed mix of what a wake's Python does between its round trips: JSON in and out,
+    dataclasses built, a SHA-256, f-strings."""
+    doc = json.loads(_TAX_DOC)
+    rows = [_TaxRow(i, str(i), i * 1.5) for i in range(40)]
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return len(digest) + sum(len(f"{r.n}:{r.text}:{r.share}") for r in rows)
+
+
+async def _sleep_tax(s: session.Session, runs: int) -> str:
+    """The same Python, 10 parts, timed by this thread's CPU around the parts only: back to back,
+    then with a PostgreSQL round trip between the parts (the loop sleeps on each, as a whisper's
+    does). What the second costs more is the machine's, not the wake's: code and data gone cold,
+    a core's clock lowered while it idled."""
+    spent = {False: 0.0, True: 0.0}
+    async with s.stores.pg_conn() as conn:
+        for i in range(runs * 2):
+            apart = i % 2 == 1
+            for _ in range(10):
+                t0 = time.thread_time()
+                _tax_part()
+                spent[apart] += time.thread_time() - t0
+                if apart:
+                    await conn.fetchval("SELECT 1")
+    together, apart = (spent[k] * 1000 / runs for k in (False, True))
+    return f"{together:.3f} ms of CPU back to back, {apart:.3f} ms with a round trip between the parts (+{(apart / together - 1) * 100:.0f}%)"
 
 
 def _stop_counting() -> None:
@@ -331,6 +379,7 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
             cpu_ms = (time.process_time() - cpu_started) * 1000 / (rounds * len(agents))
             print(f"wakes per second on one loop, {len(agents)} at once: {rounds * len(agents) / elapsed:.1f}")
             print(f"  the same wakes: {_claims(_TIMINGS)}; this process's CPU {cpu_ms:.2f} ms per wake")
+            print(f"the same Python in 10 parts (the machine's cost of sleeping, not the wake's): {await _sleep_tax(s, args.wakes * 2)}")
             if args.profile:
                 await _profile(agents, s, args.profile)
             if args.steps:
