@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 import structlog
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from ledgers import controls, introspection, slots
 from ledgers.vocab import Tier, Trigger
@@ -110,7 +112,12 @@ async def test_a_claimed_slot_whose_lease_cannot_be_taken_still_leaves_its_one_r
     d = opened()
     assert d.stores is not None
     real = d.stores
-    d.stores = dataclasses.replace(real, redis_client=aioredis.Redis(unix_socket_path=str(tmp_path / "no-redis.sock"), decode_responses=True))
+    # A Redis that is not there, refused at once: redis-py's default client retries a refused
+    # connect 10 times with jittered backoff (up to about 4 s), which the claim's open transaction
+    # would sit out; with this test's lease TTL of 5 s, PostgreSQL's idle-in-transaction timeout (the
+    # TTL) then ended the claim on a loaded machine, and the slot was spooled instead of recorded.
+    gone = aioredis.Redis(unix_socket_path=str(tmp_path / "no-redis.sock"), decode_responses=True, retry=Retry(NoBackoff(), 0))
+    d.stores = dataclasses.replace(real, redis_client=gone)
     slot = dt.datetime(2026, 11, 29, 9, 15, tzinfo=dt.UTC)
     try:
         await d.run_slot(d.schedules[("demo", "whisper")], slot, "schedule")
