@@ -86,3 +86,16 @@ def test_a_commands_help_runs_through_the_entry_point(tmp_path: Path, args: tupl
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"Usage: wake {args[0]} [OPTIONS]")
     assert _present(modules, ("neo4j", "starlette", "uvicorn")) == []  # even `wake daemon --help` starts nothing
+
+
+# What `wake daemon` alone runs: the service, its anchor companion (the RFC 3161 client and X.509
+# parsing) and its incident watch. `wake status` and `wake trigger` share its module.
+THE_DAEMONS_OWN = ("wake.daemon.service", "wake.daemon.anchoring", "wake.daemon.incident_watch", "wake.witness.anchor", "rfc3161_client")
+
+
+@pytest.mark.parametrize("args", [("status", "--help"), ("trigger", "--help"), ("daemon", "--help")])
+def test_status_and_trigger_import_none_of_the_daemons_own_parts(tmp_path: Path, args: tuple[str, ...]) -> None:
+    done, modules = _imported(tmp_path, *args)
+    assert done.returncode == 0, done.stderr
+    assert "wake.cli.daemon" in modules and "wake.daemon.remote" in modules  # the module they share, and what status reads with
+    assert _present(modules, THE_DAEMONS_OWN) == []

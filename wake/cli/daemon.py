@@ -12,7 +12,7 @@ from ledgers.vocab import Tier
 from wake import clock, logs
 from wake.cli import app, controls, health, render
 from wake.cli.app import TIER_CHOICE, Context, agent_option, agent_with_tier, ledger_stores, pass_ctx, run_async
-from wake.daemon import anchoring, incident_watch, remote
+from wake.daemon import remote
 from wake.errors import StoreUnavailable
 from wake.observe import watch
 
@@ -100,8 +100,11 @@ def daemon_cmd(ctx: Context) -> None:
     and exit 0; SIGHUP reloads the config (a bad one is logged and the old one kept). Speaks
     systemd's notify protocol when $NOTIFY_SOCKET is set.
     """
+    # The daemon's own parts are imported here, not with the module: `wake status` and `wake trigger`
+    # share it and need none of them (the anchor's RFC 3161 client and its X.509 parsing alone are
+    # a tenth of `wake status`'s start-up).
     from wake.cli import console
-    from wake.daemon import service
+    from wake.daemon import anchoring, incident_watch, service
 
     config = ctx.config
     logs.configure(config.log.format, config.log.level, stream=sys.stdout)
