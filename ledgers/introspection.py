@@ -488,12 +488,6 @@ class Compared:
         return cls(wake_id=r["wake_id"], tier=Tier(r["tier"]), status=Status(r["status"]), started_at=r["started_at"],
                    manifest_root=r["manifest_root"], blocks=_json(r["blocks"]) or {}, tool_hashes=_json(r["tool_hashes"]) or {})
 
-    @classmethod
-    def of(cls, row: WakeRecord) -> Self:
-        """The comparison's columns of a whole row."""
-        return cls(wake_id=row.wake_id, tier=row.tier, status=row.status, started_at=row.started_at, manifest_root=row.manifest_root,
-                   blocks=row.blocks, tool_hashes=row.tool_hashes)
-
 
 @dataclass(frozen=True, kw_only=True)
 class RecentLine:
@@ -516,12 +510,6 @@ class RecentLine:
         return cls(wake_id=r["wake_id"], tier=Tier(r["tier"]), trigger=Trigger(r["trigger"]), status=Status(r["status"]),
                    started_at=r["started_at"], active_tools_count=r["active_tools_count"], stop_reason=r["stop_reason"], note=r["note"],
                    error=r["error"])
-
-    @classmethod
-    def of(cls, row: WakeSummary) -> Self:
-        """The block's columns of a listed row (`recent`)."""
-        return cls(wake_id=row.wake_id, tier=row.tier, trigger=row.trigger, status=row.status, started_at=row.started_at,
-                   active_tools_count=row.active_tools_count, stop_reason=row.stop_reason, note=row.note, error=row.error)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -257,7 +257,7 @@ async def test_the_whisper_reads_of_its_previous_wakes_only_what_it_compares_and
     assert read.agent.blocks and read.agent.tool_hashes is not None
     assert [r.wake_id for r in read.recent] == [r.wake_id for r in listed] and len(listed) == 3
     fused = sources._recent_block(ctx, list(read.recent))
-    fallback = sources._recent_block(ctx, [introspection.RecentLine.of(r) for r in listed])
+    fallback = sources._recent_block(ctx, [introspection.RecentLine.from_row(r.columns()) for r in listed])
     assert fused == fallback and fused.rows == 3
 
 def _agents(source_timeout_ms: int) -> str:

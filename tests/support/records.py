@@ -26,4 +26,4 @@ def wake_record(**columns: Any) -> WakeRecord:
 
 def compared(**columns: Any) -> Compared:
     """The columns a new wake compares with (`introspection.Compared`) of `wake_record(**columns)`."""
-    return Compared.of(wake_record(**columns))
+    return Compared.from_row(wake_record(**columns).columns())

@@ -64,7 +64,7 @@ def recent_wakes(ctx: WakeContext) -> Found | Awaitable[Found]:
 async def _recent_read(ctx: WakeContext) -> Found:
     async with ctx.stores.pg_conn() as conn:
         rows = await introspection.recent(conn, agent_id=ctx.agent_id, limit=RECENT_WAKES)
-    return _recent_block(ctx, [introspection.RecentLine.of(r) for r in rows])
+    return _recent_block(ctx, [introspection.RecentLine.from_row(r.columns()) for r in rows])
 
 
 def _recent_block(ctx: WakeContext, rows: list[introspection.RecentLine]) -> Found:
