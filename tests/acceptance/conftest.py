@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import cli_fork
+
 
 @pytest.fixture
 def wake_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
@@ -22,7 +24,7 @@ def wake_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
         env["WAKE_POSTGRES__POOLER"] = os.environ["WAKE_POSTGRES__POOLER"]
 
     def run(*args: str, timeout: float = 120, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return cli_fork.run(
             [sys.executable, "-m", "wake", *args],
             capture_output=True, text=True, timeout=timeout, env={**env, **(extra_env or {})}, stdin=subprocess.DEVNULL,
         )

@@ -17,6 +17,7 @@ import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start  # noqa: F401  (start is a fixture)
 from tests.support import agents as agent_configs
+from tests.support import cli_fork
 from tests.support.openai_server import ScriptedServer, completion
 
 
@@ -58,7 +59,7 @@ def test_a_call_approved_between_two_daemon_wakes_runs_once_in_the_second_and_it
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"))
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "wake", "--config", str(tmp_path / "wake-0.toml"), *args],
+        return cli_fork.run([sys.executable, "-m", "wake", "--config", str(tmp_path / "wake-0.toml"), *args],
                               capture_output=True, text=True, cwd=REPO, env=env, timeout=240)
 
     model.push(

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start, wait_rows  # noqa: F401  (start is a fixture)
-from tests.support import agents
+from tests.support import agents, cli_fork
 from tests.support.openai_server import ScriptedServer, completion
 from tests.support.smtp_server import SmtpServer
 from tests.support.webhook_receiver import Receiver
@@ -69,7 +69,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(config: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return cli_fork.run(
         [sys.executable, "-m", "wake", "--config", str(config), *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=120,
     )
 

@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 from click.testing import CliRunner
 
-from tests.support import pooler
+from tests.support import cli_fork, pooler
 from tests.support.daemon_proc import Replica
 from wake.observe import logread
 
@@ -58,7 +58,7 @@ def two_wakes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env = _clean_env(WAKE_STATE_DIR=str(tmp_path_factory.mktemp("logs") / "state"))
     runs = []
     for tier in ("whisper", "surface"):
-        done = subprocess.run(
+        done = cli_fork.run(
             [sys.executable, "-m", "wake", "up", "--tier", tier, "--json"], check=False, capture_output=True, text=True, timeout=180, env=env,
             stdin=subprocess.DEVNULL, cwd=REPO,
         )

@@ -22,6 +22,7 @@ from typing import IO
 
 import pytest
 
+from tests.support import cli_fork
 from wake import config as wake_config
 from wake.cli.commands import COMMANDS
 
@@ -96,7 +97,7 @@ def mcp_home(tmp_path: Path) -> Iterator[dict[str, str]]:
     env.update(WAKE_STATE_DIR=str(tmp_path / "state"), WAKE_LOG_FORMAT="json", WAKE_CONFIG=str(home / "wake.toml"), WAKE_ENGINES__IDLE_S="60",
                WAKE_LLAMA_CACHE=str(tmp_path / "no-llama"))
     yield env
-    subprocess.run([sys.executable, "-m", "wake", "engines", "stop"], env=env, capture_output=True, timeout=WAIT_S, check=False)
+    cli_fork.run([sys.executable, "-m", "wake", "engines", "stop"], env=env, capture_output=True, timeout=WAIT_S, check=False)
 
 
 def _lines(stream: IO[str]) -> queue.Queue[str]:
@@ -151,7 +152,7 @@ def test_every_command_runs_with_an_mcp_server_configured(mcp_home: dict[str, st
     for name, runs in CASES.items():
         for argv, status in runs:
             argv = [a.replace("{wake}", wake_id).replace("{log}", str(log)) for a in argv]
-            r = subprocess.run([sys.executable, "-m", "wake", *argv], env=env, capture_output=True, text=True, timeout=WAIT_S,
+            r = cli_fork.run([sys.executable, "-m", "wake", *argv], env=env, capture_output=True, text=True, timeout=WAIT_S,
                                stdin=subprocess.DEVNULL)
             assert r.returncode == status, (argv, r.returncode, r.stdout[-1500:], r.stderr[-2500:])
             assert "Traceback" not in r.stderr + r.stdout, (argv, r.stderr[-2500:])
@@ -159,7 +160,7 @@ def test_every_command_runs_with_an_mcp_server_configured(mcp_home: dict[str, st
                 assert "mcp servers:" in r.stdout and "time__get_current_time" in r.stdout, r.stdout
             if argv == ["up", "--tier", "surface"]:
                 log.write_text(r.stderr)
-                wake_id = json.loads(subprocess.run(
+                wake_id = json.loads(cli_fork.run(
                     [sys.executable, "-m", "wake", "ledger", "--json"], env=env, capture_output=True, text=True, timeout=WAIT_S, check=True,
                 ).stdout)[0]["wake_id"]
         if name == "daemon":
@@ -185,7 +186,7 @@ def test_wake_up_names_a_withheld_tool_with_its_finding_and_the_accept_command(m
     ))
 
     def up() -> subprocess.CompletedProcess[str]:
-        r = subprocess.run([sys.executable, "-m", "wake", "up"], env=mcp_home, capture_output=True, text=True, timeout=WAIT_S,
+        r = cli_fork.run([sys.executable, "-m", "wake", "up"], env=mcp_home, capture_output=True, text=True, timeout=WAIT_S,
                            stdin=subprocess.DEVNULL)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
         return r
@@ -197,7 +198,7 @@ def test_wake_up_names_a_withheld_tool_with_its_finding_and_the_accept_command(m
     assert "withheld (1)" in second, second
     # the `tools` block's row and its text agree: present, and naming the tool held back
     assert any(x.split()[:4] == ["tools", "volatile", "ok", "present"] for x in second.splitlines()), second
-    arrival = subprocess.run([sys.executable, "-m", "wake", "show", second.split()[1], "--arrival"], env=mcp_home, capture_output=True,
+    arrival = cli_fork.run([sys.executable, "-m", "wake", "show", second.split()[1], "--arrival"], env=mcp_home, capture_output=True,
                              text=True, timeout=WAIT_S).stdout
     tools_block = arrival.split("## tools\n", 1)[1].split("\n## ", 1)[0]
     assert "shifty__echo: its declaration differs from the one pinned" in tools_block and "Every MCP tool" not in tools_block, tools_block

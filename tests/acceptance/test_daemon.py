@@ -27,7 +27,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.support import daemon_proc, pooler
+from tests.support import cli_fork, daemon_proc, pooler
 from tests.support.daemon_proc import REPO, Replica, query
 
 # The replicas test runs this long (a minute is the full check; 20 s keeps CI on two cores reasonable
@@ -289,7 +289,7 @@ def test_wake_up_takes_the_lease_and_refuses_a_busy_agent(start: Callable[..., R
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
 
     def up() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return cli_fork.run(
             [sys.executable, "-m", "wake", "--config", str(config), "up"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
         )
 
@@ -320,7 +320,7 @@ def test_trigger_and_status_against_a_running_daemon(start: Callable[..., Replic
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json")
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return cli_fork.run(
             [sys.executable, "-m", "wake", "--config", str(tmp_path / "wake-0.toml"), *args],
             capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
         )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from tests.support import cli_fork
 from tests.support.daemon_proc import REPO, Replica
 
 AGENTS = '[agents.demo]\ntimezone = "UTC"\n[agents.demo.tiers.whisper]\nevery = "1s"\nbinds = ["wake.whisper"]\n'
@@ -49,7 +50,7 @@ def test_a_killed_embedded_redis_is_restarted_by_the_daemon_and_wakes_go_on(tmp_
         replica.wait_event("wake.settled", timeout_s=120, where=lambda e: len(replica.events("wake.settled")) > after + 1)
 
         # wake status: each store's health; with the embedded Redis killed again, it says so and exits 69
-        status = subprocess.run([sys.executable, "-m", "wake", "--config", str(config), "status", "--json"],
+        status = cli_fork.run([sys.executable, "-m", "wake", "--config", str(config), "status", "--json"],
                                 env=env, capture_output=True, text=True, timeout=120)
         assert status.returncode == 0, status.stderr
         assert {s["store"]: s["ok"] for s in json.loads(status.stdout)["stores"]} == {"postgres": True, "redis": True}
@@ -74,7 +75,7 @@ def test_wake_status_reports_each_store_and_exits_69_while_postgres_is_down(tmp_
     config.write_text(f'[postgres]\ndsn = "{dsn}"\nconnect_timeout_s = 3\n[redis]\nurl = "{redis_url}"\n' + AGENTS)
 
     def status() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "wake", "--config", str(config), "status", "--json"],
+        return cli_fork.run([sys.executable, "-m", "wake", "--config", str(config), "status", "--json"],
                               env=env, capture_output=True, text=True, timeout=120)
 
     try:
@@ -85,7 +86,7 @@ def test_wake_status_reports_each_store_and_exits_69_while_postgres_is_down(tmp_
         stores = {s["store"]: s for s in json.loads(down.stdout)["stores"]}
         assert down.returncode == 69 and not stores["postgres"]["ok"] and stores["redis"]["ok"], down.stdout + down.stderr
         assert "postgres unreachable" in stores["postgres"]["detail"]
-        text = subprocess.run([sys.executable, "-m", "wake", "--config", str(config), "status"], env=env, capture_output=True, text=True, timeout=120)
+        text = cli_fork.run([sys.executable, "-m", "wake", "--config", str(config), "status"], env=env, capture_output=True, text=True, timeout=120)
         assert text.returncode == 69 and text.stdout.startswith("postgres: DOWN (postgres unreachable"), text.stdout
     finally:
         # pgserver checks the postmaster is running, fails its pg_ctl stop, then signals it: the

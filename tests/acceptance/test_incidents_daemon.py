@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start, wait_rows  # noqa: F401  (start is a fixture)
-from tests.support import agents
+from tests.support import agents, cli_fork
 from tests.support.openai_server import Response, ScriptedServer, completion, error
 from tests.support.webhook_receiver import Receiver
 
@@ -149,7 +149,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "wake", "--config", str(tmp_path / "wake-0.toml"), *args],
+    return cli_fork.run([sys.executable, "-m", "wake", "--config", str(tmp_path / "wake-0.toml"), *args],
                           capture_output=True, text=True, cwd=REPO, env=_env(tmp_path), timeout=120)
 
 

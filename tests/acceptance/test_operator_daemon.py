@@ -16,7 +16,7 @@ import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start, wait_rows  # noqa: F401  (start is a fixture)
 from tests.support import agents as agent_configs
-from tests.support import pooler
+from tests.support import cli_fork, pooler
 from tests.support.openai_server import ScriptedServer, completion
 from tests.support.webhook_receiver import Receiver
 
@@ -50,7 +50,7 @@ DAEMON = "poll_s = 0.2\nlease_ttl_s = 5\nheartbeat_s = 1\ndrain_s = 5"
 
 
 def _cli(config: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return cli_fork.run(
         [sys.executable, "-m", "wake", "--config", str(config), *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=120,
     )
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import cli_fork
+
 pytestmark = pytest.mark.acceptance
 
 WAIT_S = 180.0
@@ -48,7 +50,7 @@ def test_wake_up_on_a_terminal_prints_its_summary_once_and_info_logs_only_with_v
         assert "wake.settled" not in quiet and "bind.done" not in quiet, quiet
         loud = _on_a_terminal(["-v", "up"], env)
         assert "wake.settled" in loud and "bind.done" in loud, loud
-        piped = subprocess.run([sys.executable, "-m", "wake", "up"], env=env, capture_output=True, text=True, timeout=WAIT_S)
+        piped = cli_fork.run([sys.executable, "-m", "wake", "up"], env=env, capture_output=True, text=True, timeout=WAIT_S)
         assert piped.returncode == 0 and '"event": "wake.settled"' in piped.stderr, piped.stderr[-2000:]
     finally:
-        subprocess.run([sys.executable, "-m", "wake", "engines", "stop"], env=env, capture_output=True, timeout=WAIT_S, check=False)
+        cli_fork.run([sys.executable, "-m", "wake", "engines", "stop"], env=env, capture_output=True, timeout=WAIT_S, check=False)

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import failing_side_task, pooler
+from tests.support import cli_fork, failing_side_task, pooler
 from tests.support.daemon_proc import REPO, Replica, query
 from wake.daemon import supervise
 from wake.observe import metrics
@@ -98,7 +97,7 @@ def test_side_tasks_that_fail_are_restarted_shown_down_and_the_daemon_exits_0_on
 def _status_until(config: Path, tmp_path: Path, ready: Callable[[dict[str, Any]], bool], timeout_s: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while True:
-        done = subprocess.run([sys.executable, "-m", "wake", "--config", str(config), "status", "--json"], capture_output=True, text=True,
+        done = cli_fork.run([sys.executable, "-m", "wake", "--config", str(config), "status", "--json"], capture_output=True, text=True,
                               cwd=REPO, env=_env(tmp_path), timeout=120)
         for replica in json.loads(done.stdout).get("replicas", []) if done.returncode == 0 else []:
             if ready(replica):

@@ -23,7 +23,7 @@ import asyncpg
 import pytest
 
 from ledgers import approvals, contact, context_events, facts, fences, scope
-from tests.support import approval_tools, marked, wakes
+from tests.support import approval_tools, cli_fork, marked, wakes
 from tests.support.openai_server import ScriptedServer, completion
 from wake import clock, stores
 from wake.config import Config
@@ -265,7 +265,7 @@ async def test_every_table_of_the_schema_has_the_tool_privileges_its_plane_decid
 def _cli(config: Config, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "XDG_")) and k not in ("REDIS_URL", "DATABASE_URL")}
     env.update(PYTHONPATH=str(REPO), WAKE_ENGINES__IDLE_S="0")
-    return subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), *args], capture_output=True, text=True, env=env,
+    return cli_fork.run([sys.executable, "-m", "wake", "--config", str(config.path), *args], capture_output=True, text=True, env=env,
                           timeout=240, cwd=REPO)
 
 

@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import datetime as dt
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ import pytest
 from ledgers import introspection
 from surfaces import loader
 from surfaces.registry import Registry, Tool
-from tests.support import sessions, wakes
+from tests.support import cli_fork, sessions, wakes
 from tests.support.ledger_ctx import wake_ctx
 from wake import stores
 from wake.arrival import engine as arrival
@@ -70,13 +69,13 @@ async def test_capability_map_binds_declarations_and_ledger_counts_the_binding(s
 def test_wake_registry_flags_the_inert_declaration(store_config: Callable[..., Config]) -> None:
     config = store_config(THIRTY)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
+    done = cli_fork.run(
         [sys.executable, "-m", "wake", "--config", str(config.path), "registry"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert "! tool ops_report declares surface 'ops', which no tier binds" in done.stdout
     assert f"registry: {30 + len(BASE)} tools" in done.stdout
-    as_json = subprocess.run(
+    as_json = cli_fork.run(
         [sys.executable, "-m", "wake", "--config", str(config.path), "registry", "--json"],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 from ledgers import tool_flows as flow_ledger
 from surfaces import capability, flow_labels, mcp
 from surfaces.registry import Registry
-from tests.support import gitrepo
+from tests.support import cli_fork, gitrepo
 from wake import stores
 from wake.cli import render
 from wake.config import Config
@@ -56,7 +56,7 @@ async def _opened(config: Config) -> AsyncIterator[tuple[stores.Stores, Registry
 def _wake_cli(config: Config, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "XDG_")) and k not in ("REDIS_URL", "DATABASE_URL")}
     env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), *args], capture_output=True, text=True, env=env,
+    return cli_fork.run([sys.executable, "-m", "wake", "--config", str(config.path), *args], capture_output=True, text=True, env=env,
                           timeout=240, cwd=REPO)
 
 

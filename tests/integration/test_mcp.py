@@ -22,7 +22,7 @@ from ledgers import tool_pins
 from ledgers.vocab import Retrieval
 from surfaces import mcp
 from surfaces.registry import Registry
-from tests.support import gitrepo, sessions, wakes
+from tests.support import cli_fork, gitrepo, sessions, wakes
 from wake import stores
 from wake.config import Config
 from wake.run import cycle, session
@@ -55,7 +55,7 @@ def _block(o: cycle.WakeOutcome, name: str = "tools") -> Any:
 def _wake_cli(config: Config, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "XDG_")) and k not in ("REDIS_URL", "DATABASE_URL")}
     env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), *args], capture_output=True, text=True, env=env,
+    return cli_fork.run([sys.executable, "-m", "wake", "--config", str(config.path), *args], capture_output=True, text=True, env=env,
                           timeout=240, cwd=REPO)
 
 
@@ -257,7 +257,7 @@ def test_bad_mcp_config_is_one_line_and_its_exit_status(
         path = config.path
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "XDG_", "MCP_TOKEN")) and k not in ("REDIS_URL", "DATABASE_URL")}
     env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run([sys.executable, "-m", "wake", "--config", str(path), "registry"], capture_output=True, text=True, env=env,
+    done = cli_fork.run([sys.executable, "-m", "wake", "--config", str(path), "registry"], capture_output=True, text=True, env=env,
                           timeout=240, cwd=REPO)
     assert done.returncode == status, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()

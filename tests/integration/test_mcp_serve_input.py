@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.integration.test_mcp_serve import _counts, _env
+from tests.support import cli_fork
 from wake.config import Config
 
 AGENTS = '[agents.demo]\n[agents.demo.tiers.whisper]\nevery = "1d"\nbinds = ["wake.whisper"]\n'
@@ -28,7 +29,7 @@ ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "appl
 @pytest.fixture
 def served(store_config: Callable[..., Config], tmp_path: Path) -> Iterator[tuple[str, Config]]:
     config = store_config(agents=AGENTS)
-    up = subprocess.run([sys.executable, "-m", "wake", "--config", str(config.path), "up"], env=_env(tmp_path), capture_output=True,
+    up = cli_fork.run([sys.executable, "-m", "wake", "--config", str(config.path), "up"], env=_env(tmp_path), capture_output=True,
                         text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert up.returncode == 0, up.stderr[-2000:]
     proc = subprocess.Popen([sys.executable, "-m", "wake", "--config", str(config.path), "mcp", "serve", "--agent", "demo", "--listen",

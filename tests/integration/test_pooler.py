@@ -23,7 +23,7 @@ import asyncpg
 import pytest
 
 from ledgers import daybook, fences, schema, scope
-from tests.support import pooler, wakes
+from tests.support import cli_fork, pooler, wakes
 from tests.support.ledger_ctx import wake_ctx
 from wake import config as wake_config
 from wake import stores
@@ -137,7 +137,7 @@ def test_the_cli_migrates_wakes_and_reads_the_ledger_through_the_pooler(tmp_path
     env.update(WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"))
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "wake", "--config", str(path), *args], capture_output=True, text=True,
+        return cli_fork.run([sys.executable, "-m", "wake", "--config", str(path), *args], capture_output=True, text=True,
                               timeout=180, env=env, stdin=subprocess.DEVNULL)
 
     migrated = cli("migrate")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.test_daemon import REPO, Replica, query, start, wait_rows  # noqa: F401  (start is a fixture)
-from tests.support import llama_fixtures
+from tests.support import cli_fork, llama_fixtures
 from tests.support.llama_fixtures import LiveLlama
 from tests.support.webhook_receiver import Receiver
 
@@ -29,7 +29,7 @@ SECRET = "a-live-webhook-secret"
 def _cli(config: Path, *args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "DATABASE_URL", "REDIS_URL", "NEO4J_"))}
     env.update(PYTHONPATH=str(REPO), WAKE_LOG_FORMAT="json", WAKE_STATE_DIR=str(tmp_path / "state"))
-    return subprocess.run([sys.executable, "-m", "wake", "--config", str(config), *args], capture_output=True, text=True, cwd=REPO,
+    return cli_fork.run([sys.executable, "-m", "wake", "--config", str(config), *args], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=120)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import llama_fixtures
+from tests.support import cli_fork, llama_fixtures
 from wake.model import embedded
 
 pytestmark = pytest.mark.live
@@ -50,7 +50,7 @@ def cli(tmp_path: Path, fetched_cache: Path) -> CLI:
     env.update(WAKE_STATE_DIR=str(tmp_path / "state"), WAKE_LOG_FORMAT="json", WAKE_ENGINES__IDLE_S="0", WAKE_LLAMA_CACHE=str(fetched_cache))
 
     def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "wake", *args], capture_output=True, text=True, timeout=timeout, env=env,
+        return cli_fork.run([sys.executable, "-m", "wake", *args], capture_output=True, text=True, timeout=timeout, env=env,
                               stdin=subprocess.DEVNULL, cwd=tmp_path)
 
     return run

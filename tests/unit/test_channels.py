@@ -4,13 +4,13 @@ transient."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.support import cli_fork
 from wake import logs
 from wake.config import Config, DeliveryRoute, load_config_file
 from wake.daemon import channels
@@ -46,7 +46,7 @@ def test_a_route_that_cannot_be_sent_is_refused_at_load(tmp_path: Path, route: s
 def test_the_cli_says_one_line_and_exits_78_for_an_unknown_scheme(tmp_path: Path) -> None:
     path = tmp_path / "wake.toml"
     path.write_text(f'[delivery.x]\nkind = "apprise"\nurl = "nosuch://{"a" * 300}"\n{TIER}')
-    done = subprocess.run([sys.executable, "-m", "wake", "--config", str(path), "outbox"], capture_output=True, text=True, cwd=REPO,
+    done = cli_fork.run([sys.executable, "-m", "wake", "--config", str(path), "outbox"], capture_output=True, text=True, cwd=REPO,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}, timeout=120)
     assert done.returncode == 78 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "unknown Apprise scheme 'nosuch'://" in done.stderr and "(309 characters)" in done.stderr

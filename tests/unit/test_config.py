@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DEMO_TIERS
-from tests.support import config_errors
+from tests.support import cli_fork, config_errors
 from wake import config as wake_config
 from wake.errors import ConfigError
 
@@ -170,7 +169,7 @@ def test_cli_bad_config_exits_78_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "wake.toml"
     path.write_text("[agents.a.tiers.whisper]\nbinds = [\"nowhere\"]\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAKE_")}
-    done = subprocess.run([sys.executable, "-m", "wake", "--config", str(path), "doctor"], capture_output=True, text=True, env=env, timeout=60)
+    done = cli_fork.run([sys.executable, "-m", "wake", "--config", str(path), "doctor"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 78
     lines = done.stderr.strip().splitlines()
     assert lines == [
@@ -204,7 +203,7 @@ def test_cli_lists_every_config_problem_and_exits_78(tmp_path: Path) -> None:
     path = tmp_path / "wake.toml"
     path.write_text('[log]\nformat = "xml"\n[agents.a.tiers.whisper]\nbinds = ["wake"]\nevery = "soon"\n[agents.b.tiers.wisper]\nbinds = ["wake"]\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAKE_")}
-    done = subprocess.run(
+    done = cli_fork.run(
         [sys.executable, "-m", "wake", "--config", str(path), "doctor"], capture_output=True, text=True, env=env, timeout=60, check=False
     )
     assert done.returncode == 78 and "Traceback" not in done.stderr

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import config_errors
+from tests.support import cli_fork, config_errors
 from wake import config as wake_config
 from wake.errors import ConfigError
 
@@ -116,7 +116,7 @@ def test_an_overflowing_override_names_its_variable(tmp_path: Path) -> None:
 def _wake(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "XDG_", "NEO4J_", "REDIS_URL", "DATABASE_URL"))}
     env.update(PYTHONPATH=str(REPO), WAKE_STATE_DIR=str(tmp_path / "state"))
-    return subprocess.run([sys.executable, "-m", "wake", *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    return cli_fork.run([sys.executable, "-m", "wake", *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
 
 
 def test_cli_exit_78_one_line_and_nothing_created(tmp_path: Path) -> None:
