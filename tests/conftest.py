@@ -18,7 +18,6 @@ import os
 import signal
 import textwrap
 import urllib.parse
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import redis
 from ledgers import schema
 from tests.support import agents as agent_configs
 from tests.support import basetemp as test_basetemp
+from tests.support import databases as test_databases
 from tests.support import environ as test_environ
 from tests.support import pooler as test_pooler
 from tests.support import workers
@@ -137,29 +137,6 @@ def pg_server_dsn(services_dir: Path) -> str:
     return dsn
 
 
-def _admin(server_dsn: str, sql: str) -> None:
-    """Run one statement on the server's maintenance database (CREATE/DROP DATABASE)."""
-
-    async def run() -> None:
-        conn = await asyncpg.connect(server_dsn)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
-
-
-def _create_database(server_dsn: str, template: str) -> str:
-    name = f"wake_test_{uuid.uuid4().hex[:12]}"
-    _admin(server_dsn, f"CREATE DATABASE {name} TEMPLATE {template}")
-    return name
-
-
-def _drop_database(server_dsn: str, name: str) -> None:
-    _admin(server_dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
 def _reached(server_dsn: str, name: str) -> str:
     """The DSN a test gets for its database: the server's, or through the pooler when one runs."""
     dsn = _with_database(server_dsn, name)
@@ -167,20 +144,28 @@ def _reached(server_dsn: str, name: str) -> str:
     return test_pooler.through(dsn, pooler) if pooler else dsn
 
 
+@pytest.fixture(scope="session")
+def databases(pg_server_dsn: str) -> Iterator[test_databases.Databases]:
+    """Each test's database, made one test ahead and dropped without the next test waiting."""
+    made = test_databases.Databases(pg_server_dsn, TEMPLATE_DB)
+    yield made
+    made.close()
+
+
 @pytest.fixture
-def pg_dsn(pg_server_dsn: str) -> Iterator[str]:
+def pg_dsn(pg_server_dsn: str, databases: test_databases.Databases) -> Iterator[str]:
     """A fresh, migrated database for this test alone."""
-    name = _create_database(pg_server_dsn, TEMPLATE_DB)
+    name = databases.take()
     yield _reached(pg_server_dsn, name)
-    _drop_database(pg_server_dsn, name)
+    databases.give_back(name)
 
 
 @pytest.fixture
-def empty_pg_dsn(pg_server_dsn: str) -> Iterator[str]:
+def empty_pg_dsn(pg_server_dsn: str, databases: test_databases.Databases) -> Iterator[str]:
     """A fresh database with no schema at all."""
-    name = _create_database(pg_server_dsn, "template0")
+    name = databases.copy_of("template0")
     yield _reached(pg_server_dsn, name)
-    _drop_database(pg_server_dsn, name)
+    databases.give_back(name)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from tests import conftest
+from tests.support import databases as test_databases
 from tests.support import workers
 
 
@@ -72,3 +73,34 @@ def test_old_runs_are_pruned_and_live_ones_kept(tmp_path: Path) -> None:
     removed = test_basetemp.prune(tmp_path, keep=2)
     assert sorted(p.name for p in removed) == [f"run-{dead}-0", f"run-{dead + 1}-0"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["not-a-run", f"run-{os.getppid()}-0", f"run-{dead + 2}-0", f"run-{dead + 3}-0"])
+
+
+async def test_each_database_made_ahead_is_a_fresh_copy_of_the_template_and_a_given_back_one_is_dropped(pg_server_dsn: str) -> None:
+    """tests/support/databases.py: the database made while the previous test ran is the template's
+    copy as it is, whatever that test wrote into its own; a database given back is dropped."""
+    made = test_databases.Databases(pg_server_dsn, conftest.TEMPLATE_DB)
+    try:
+        first = made.take()
+        conn = await asyncpg.connect(conftest._with_database(pg_server_dsn, first))
+        try:
+            await conn.execute("CREATE TABLE written_by_the_first_test (x int)")
+        finally:
+            await conn.close()
+        second = made.take()  # made while the first was in use
+        assert second != first
+        conn = await asyncpg.connect(conftest._with_database(pg_server_dsn, second))
+        try:
+            assert await conn.fetchval("SELECT to_regclass('written_by_the_first_test')") is None
+            assert await conn.fetchval("SELECT to_regclass('wake_introspection_ledger')") is not None  # migrated, as the template
+        finally:
+            await conn.close()
+        made.give_back(first)
+        made.give_back(second)
+    finally:
+        made.close()  # waits for the drops and drops the spare
+    conn = await asyncpg.connect(pg_server_dsn)
+    try:
+        left = await conn.fetch("SELECT datname FROM pg_database WHERE datname = ANY($1::text[])", [first, second])
+    finally:
+        await conn.close()
+    assert left == []
