@@ -211,3 +211,12 @@ async def test_a_full_wake_past_085_is_reminded_and_every_request_stays_inside_t
     kinds = {e.kind for e in events if e.wake_id == o.wake_id and e.turn == 1}
     assert kinds >= {"narrowed", "reminded"}, kinds
     assert mine[0].request["messages"][-1]["content"].startswith("[wake: context pressure")
+
+
+def test_the_servers_threads_wait_passively(llama_server_info: LiveLlama) -> None:
+    """wake.model.embedded starts llama-server with OMP_WAIT_POLICY=passive: its threads do not spin
+    on the core a busy machine's other work needs (the figures are in embedded.py)."""
+    if llama_server_info.pid is None:
+        pytest.skip("WAKE_TEST_LLAMA_URL names a server this session did not start")
+    environ = Path(f"/proc/{llama_server_info.pid}/environ").read_bytes().split(b"\0")
+    assert b"OMP_WAIT_POLICY=passive" in environ

@@ -12,6 +12,7 @@ built (`python -m tests.support.llama_server fetch`; a test run starts the build
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import urllib.request
@@ -34,6 +35,7 @@ class LiveLlama:
     root_url: str  # where /tokenize, /apply-template and /props live
     ctx: int  # the server's context window (n_ctx of its one slot)
     model: str
+    pid: int | None = None  # the server's process when this session started it
 
 
 def tools_and_route(live: LiveLlama, base_url: str, *, name: str, extra_body: str = "temperature = 0") -> str:
@@ -98,7 +100,7 @@ def llama_server_info(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live
         _unavailable(f"it did not build or start: {exc}")
         raise  # unreachable
     try:
-        yield _describe(server.url)
+        yield dataclasses.replace(_describe(server.url), pid=server.pid)
     finally:
         server.stop()
 
