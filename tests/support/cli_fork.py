@@ -105,7 +105,6 @@ class _Server:
             raise RuntimeError(f"the CLI fork server did not start (it said {ready[:64]!r}; its stderr is the test's)")
 
     def run(self, args: list[str], env: dict[str, str], cwd: str, timeout: float | None, data: bytes | None) -> subprocess.CompletedProcess[bytes]:
-        reply, reply_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         if data is not None:
@@ -113,15 +112,98 @@ class _Server:
         else:
             in_r, in_w = os.open(os.devnull, os.O_RDONLY), -1
         try:
-            request = json.dumps({"args": args, "env": env, "cwd": cwd}).encode()
-            socket.send_fds(self.control, [request], [in_r, out_w, err_w, reply_theirs.fileno()])
+            reply = self.start(args, env, cwd, (in_r, out_w, err_w))
         finally:
             for fd in (in_r, out_w, err_w):
                 os.close(fd)
-            reply_theirs.close()
         if in_w >= 0:
             threading.Thread(target=_feed, args=(in_w, data or b""), daemon=True).start()
         return _collect(reply, out_r, err_r, args, timeout)
+
+    def start(self, args: list[str], env: dict[str, str], cwd: str, stdio: tuple[int, int, int]) -> socket.socket:
+        """Fork a child running `wake ARGS` on the descriptors `stdio`; returns the socket its pid
+        and its wait status will come on (the caller keeps its own copies of `stdio`)."""
+        reply, reply_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            request = json.dumps({"args": args, "env": env, "cwd": cwd}).encode()
+            socket.send_fds(self.control, [request], [*stdio, reply_theirs.fileno()])
+        finally:
+            reply_theirs.close()
+        return reply
+
+
+class Forked:
+    """A started `wake` child, as much of `subprocess.Popen` as the tests use: `pid`, `poll`,
+    `wait`, `send_signal`, `terminate`, `kill`, `returncode`."""
+
+    def __init__(self, args: list[str], reply: socket.socket) -> None:
+        self.args = args
+        self._reply = reply
+        self._said = bytearray()
+        self.returncode: int | None = None
+        while "pid" not in _said(self._said):
+            self._read(None)
+        self.pid = _said(self._said)["pid"]
+
+    def _read(self, timeout: float | None) -> bool:
+        """Read what the server said within `timeout`; False when nothing came."""
+        self._reply.settimeout(timeout)
+        try:
+            part = self._reply.recv(4096)
+        except (TimeoutError, BlockingIOError):
+            return False
+        if not part:
+            raise RuntimeError(f"the CLI fork server ended before wake {' '.join(self.args)[:200]} did")
+        self._said += part
+        return True
+
+    def poll(self) -> int | None:
+        while self.returncode is None and self._read(0):
+            status = _said(self._said).get("status")
+            if status is not None:
+                self.returncode = os.waitstatus_to_exitcode(status)
+                self._reply.close()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired([sys.executable, "-m", "wake", *self.args], timeout or 0.0)
+            sel = selectors.DefaultSelector()
+            try:
+                sel.register(self._reply, selectors.EVENT_READ)
+                sel.select(left)
+            finally:
+                sel.close()
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def popen(cmd: Sequence[str], *, stdout: int, env: Mapping[str, str], cwd: str | os.PathLike[str]) -> Forked | subprocess.Popen[bytes]:
+    """`subprocess.Popen(cmd, stdin=DEVNULL, stdout=stdout, stderr=STDOUT)` for a long-running
+    `python -m wake` (a daemon): forked from the server, or a plain subprocess when
+    `WAKE_TEST_CLI_FORK=0`. `stdout` is a descriptor the caller keeps open."""
+    if not (enabled() and _is_wake(cmd)):
+        return subprocess.Popen(list(cmd), stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env)
+    args = [os.fsdecode(a) for a in cmd[3:]]
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        reply = _server().start(args, dict(env), os.fspath(cwd), (devnull, stdout, stdout))
+    finally:
+        os.close(devnull)
+    return Forked(args, reply)
 
 
 def _feed(fd: int, data: bytes) -> None:

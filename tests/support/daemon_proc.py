@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+
+from tests.support import cli_fork
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,10 +25,7 @@ class Replica:
     def __init__(self, config: Path, log: Path, env: dict[str, str]) -> None:
         self.log = log
         self.out = log.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wake", "--config", str(config), "daemon"],
-            stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO, env=env,
-        )
+        self.proc = cli_fork.popen([sys.executable, "-m", "wake", "--config", str(config), "daemon"], stdout=self.out.fileno(), env=env, cwd=REPO)
         self.pid = self.proc.pid
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:

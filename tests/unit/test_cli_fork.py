@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,28 @@ def test_input_reaches_the_childs_stdin(tmp_path: Path) -> None:
     line = json.dumps({"event": "wake.settled", "level": "info", "timestamp": "2026-01-01T00:00:00Z", "agent": "a"})
     forked, plain = _both([*WAKE, "logs", "--color", "never"], env=_env(tmp_path), cwd=tmp_path, input=line + "\n")
     assert forked.returncode == plain.returncode == 0 and forked.stdout == plain.stdout and "wake.settled" in forked.stdout
+
+
+def test_a_started_child_runs_until_signalled_and_reports_as_popen_does(tmp_path: Path) -> None:
+    """`cli_fork.popen` (the daemon replicas'): running until signalled, then the status a plain
+    `subprocess.Popen` of the same command reports for the same signal."""
+    followed = tmp_path / "log.jsonl"
+    followed.write_text(json.dumps({"event": "one", "level": "info", "timestamp": "2026-01-01T00:00:00Z"}) + "\n")
+    statuses = []
+    for forked in (True, False):
+        out = tmp_path / f"out-{forked}.txt"
+        with out.open("w") as f:
+            cmd = [*WAKE, "logs", "--follow", "--color", "never", str(followed)]
+            proc = cli_fork.popen(cmd, stdout=f.fileno(), env=_env(tmp_path), cwd=tmp_path) if forked else subprocess.Popen(
+                cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env(tmp_path), cwd=tmp_path)
+            assert isinstance(proc, cli_fork.Forked) == forked
+            reached = select.poll()
+            deadline = 600  # 0.1 s rounds: the first line printed, waited on the file growing, bounded
+            while "one" not in out.read_text() and deadline:
+                assert proc.poll() is None
+                reached.poll(100)
+                deadline -= 1
+            assert "one" in out.read_text()
+            proc.send_signal(signal.SIGTERM)
+            statuses.append(proc.wait(30))
+    assert statuses[0] == statuses[1], statuses
