@@ -103,6 +103,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # A handler here is reset to the default in each child at exec.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Code a test runs in this process logs through structlog's defaults until a test configures it
+    # (wake's commands and daemon always do): those render an exception with rich, the frames'
+    # locals drawn in panels, which took 6.5 s for one failed wake's traceback. The defaults, but
+    # for a plain traceback, as `wake.logs.configure` renders one.
+    import structlog
+
+    structlog.configure(processors=[
+        *structlog.get_config()["processors"][:-1],
+        structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback),
+    ])
 
 
 def _with_database(dsn: str, database: str) -> str:

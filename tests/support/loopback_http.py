@@ -7,6 +7,8 @@ import http.server
 import threading
 from typing import Self
 
+SHUTDOWN_POLL_S = 0.02
+
 
 class QuietHandler(http.server.BaseHTTPRequestHandler):
     """A keep-alive handler that logs nothing; `body()` reads the request's body."""
@@ -27,7 +29,9 @@ class LoopbackServer:
         self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._http.daemon_threads = True
         self._http.block_on_close = block_on_close
-        self._thread = threading.Thread(target=self._http.serve_forever, name=name, daemon=True)
+        # `shutdown` waits for the loop to see its flag: socketserver looks every poll_interval
+        # (0.5 s by default, which every test that used a server waited out at its end)
+        self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, name=name, daemon=True)
 
     @property
     def root_url(self) -> str:

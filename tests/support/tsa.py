@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import loopback_http
+
 _TSA_CONF = """\
 [tsa]
 default_tsa = tsa_config
@@ -101,7 +103,7 @@ def serving(authority: Authority) -> Iterator[Served]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     served = Served(url=f"http://127.0.0.1:{server.server_address[1]}/tsa")
-    thread = threading.Thread(target=server.serve_forever, name="test-tsa", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": loopback_http.SHUTDOWN_POLL_S}, name="test-tsa", daemon=True)
     thread.start()
     try:
         yield served
