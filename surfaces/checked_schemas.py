@@ -6,12 +6,15 @@ paid it for every tool on every run. A schema that passed is remembered by a dig
 content and of the jsonschema version that checked it, so the same schema under the same checker is
 not checked again; a changed schema, a new tool or another jsonschema is checked as before, and a
 schema that fails is never remembered. The file is a cache: unreadable or absent, everything is
-checked; a lost write costs one more check.
+checked; a lost write costs one more check. Within one process the registry also remembers what
+passed (`surfaces.registry`), so a process that builds it again (the daemon on SIGHUP, a test
+session) checks each schema once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -23,10 +26,21 @@ from pathlib import Path
 MAX_ENTRIES = 4096  # digests kept; past it the file starts again (tools come and go with MCP servers)
 
 
+@functools.cache
+def checker() -> str:
+    """The check a digest vouches for: the metaschema and the jsonschema version that ran it."""
+    return f"jsonschema {importlib.metadata.version('jsonschema')} Draft202012Validator.check_schema"
+
+
+def digest(schema: Mapping[str, object]) -> str:
+    """A schema's exact content under this checker."""
+    text = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(f"{checker()}\0{text}".encode()).hexdigest()
+
+
 class CheckedSchemas:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
-        self._checker = f"jsonschema {importlib.metadata.version('jsonschema')} Draft202012Validator.check_schema"
         self._known: set[str] = set()
         self._added = False
         if path is not None:
@@ -34,18 +48,17 @@ class CheckedSchemas:
                 self._known = {line for line in path.read_text().split("\n") if len(line) == 64}
 
     def digest(self, schema: Mapping[str, object]) -> str:
-        text = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=repr)
-        return hashlib.sha256(f"{self._checker}\0{text}".encode()).hexdigest()
+        return digest(schema)
 
     def passed(self, schema: Mapping[str, object]) -> bool:
-        return self.digest(schema) in self._known
+        return digest(schema) in self._known
 
     def remember(self, schema: Mapping[str, object]) -> None:
-        digest = self.digest(schema)
-        if digest not in self._known:
+        known = digest(schema)
+        if known not in self._known:
             if len(self._known) >= MAX_ENTRIES:
                 self._known.clear()
-            self._known.add(digest)
+            self._known.add(known)
             self._added = True
 
     def save(self) -> None:

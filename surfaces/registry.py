@@ -23,12 +23,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from surfaces import flow_labels, names, schema_patterns
+from surfaces import checked_schemas, flow_labels, names, schema_patterns
 from surfaces.checked_schemas import CheckedSchemas
 from surfaces.errors import DeclarationError
 
 ENTRY_POINT_GROUP = "wake.tools"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the OpenAI function-name rule
+# The digests (surfaces.checked_schemas.digest) of the tool schemas that passed the metaschema
+# check in this process: a schema is checked once a process, however often the registry is built.
+_PASSED_IN_THIS_PROCESS: set[str] = set()
 
 Handler = Callable[..., Awaitable[Any]]
 
@@ -161,14 +164,15 @@ class Registry:
             raise DeclarationError(f"{where}: unknown flow label {strange[0]!r}; known: {', '.join(flow_labels.LABELS)}")
 
     def _check_schema(self, where: str, parameters: Mapping[str, object]) -> None:
-        if self.checked is not None and self.checked.passed(parameters):
-            return
-        import jsonschema  # loaded with the first schema to check, not by every command that imports the registry
+        known = checked_schemas.digest(parameters)
+        if known not in _PASSED_IN_THIS_PROCESS and not (self.checked is not None and self.checked.passed(parameters)):
+            import jsonschema  # loaded with the first schema to check, not by every command that imports the registry
 
-        try:
-            jsonschema.Draft202012Validator.check_schema(dict(parameters))
-        except jsonschema.SchemaError as exc:
-            raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
+            try:
+                jsonschema.Draft202012Validator.check_schema(dict(parameters))
+            except jsonschema.SchemaError as exc:
+                raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
+        _PASSED_IN_THIS_PROCESS.add(known)
         if self.checked is not None:
             self.checked.remember(parameters)
 

@@ -113,3 +113,25 @@ def test_the_next_process_does_not_check_a_remembered_schema(tmp_path: Path) -> 
     count, imported = first.stdout.split()
     assert imported == "True"
     assert second.stdout.split() == [count, "False"]
+
+
+def test_a_process_that_builds_the_registry_again_checks_each_schema_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon on SIGHUP, a test session: a second build in the process checks no schema it
+    checked already, whatever its cache file (none here), and a failing schema every time."""
+    import jsonschema
+
+    from surfaces import registry as registry_module
+
+    checked: list[object] = []
+    real = jsonschema.Draft202012Validator.check_schema
+    monkeypatch.setattr(registry_module, "_PASSED_IN_THIS_PROCESS", set())
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", classmethod(lambda cls, s: (checked.append(s), real(s))[1]))
+    first = loader.build(entry_points=False)
+    distinct = len({CheckedSchemas().digest(t.parameters) for t in first})  # tools of one shape share a check
+    assert len(checked) == distinct > 10
+    loader.build(entry_points=False, checked=CheckedSchemas(tmp_path / "cold"))
+    assert len(checked) == distinct
+    for _ in range(2):
+        with pytest.raises(DeclarationError, match="invalid JSON schema"):
+            Registry().register(_tool(BAD))
+    assert len(checked) == distinct + 2
