@@ -23,8 +23,10 @@ nothing new does in production. Figures:
 functions with the most cumulative time and the N with the most time of their own.
 
 `--steps N` then runs N more whispers one at a time (scoped) and prints this process's CPU inside
-each of a whisper's steps (`time.process_time` around the step's function: the claim, the memory
-and its canary, the binding, the previous wakes, the arrival, the settled row) and in the rest of
+each of a whisper's steps (`time.process_time` around the step's function: the claim, the
+ledgers' reads of step 4 in one statement (the canary's, the tier's flows, the previous wakes; a
+checkout from before reads the previous wakes on their own), the memory and its canary, the
+binding, the arrival, the settled row) and in the rest of
 the wake, per whisper. No sampling and no tracing hook: the figures add up to the whisper's CPU,
 and a step that awaits counts the loop's work for its own round trips (nothing else runs).
 
@@ -277,6 +279,7 @@ async def _profile(agents: list[str], s: session.Session, top: int) -> None:
 # through its module, so wrapping the attribute times every call
 STEPS = (
     ("claim (slot, lease, fence)", "wake.run.claim", "claimed"),
+    ("ledgers' reads (step 4's)", "wake.run.cycle", "_read_ledgers"),
     ("memory (open, canary)", "wake.arrival.memory_blocks", "open_memory"),
     ("binding (and its flow)", "wake.run.cycle", "_bind"),
     ("previous wakes", "ledgers.introspection", "previous_both"),
