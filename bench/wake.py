@@ -1,6 +1,6 @@
 """Daemon-path wake benchmark on the embedded stores, no model. Prints figures; it is not a timed test.
 
-    python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR] [--profile N] [--steps N] [--loop uvloop,asyncio]
+    python bench/wake.py [--agents 16] [--wakes 200] [--state-dir DIR] [--profile N] [--steps N] [--apart N] [--loop uvloop,asyncio]
 
 Each wake goes the way a scheduled slot goes (`wake.run.claim.run` with a claim): slot claim,
 lease and fence, close-abandoned, the default sources of a whisper, manifest, row, settle,
@@ -23,10 +23,18 @@ nothing new does in production. Figures:
 functions with the most cumulative time and the N with the most time of their own.
 
 `--steps N` then runs N more whispers one at a time (scoped) and prints this process's CPU inside
-each of a whisper's steps (`time.process_time` around the step's function: the claim, the memory
-and its canary, the binding, the previous wakes, the arrival, the settled row) and in the rest of
+each of a whisper's steps (`time.process_time` around the step's function: the claim, the
+ledgers' reads of step 4 in one statement (the canary's, the tier's flows, the previous wakes; a
+checkout from before reads the previous wakes on their own), the memory and its canary, the
+binding, the arrival, the settled row) and in the rest of
 the wake, per whisper. No sampling and no tracing hook: the figures add up to the whisper's CPU,
 and a step that awaits counts the loop's work for its own round trips (nothing else runs).
+
+`--apart N` then runs 2N more whispers one at a time, alternating (ABBA) between step 4's reads
+in one statement (`wake.run.cycle._read_ledgers`, as the daemon runs) and each read on its own
+where it is used (the path a failed statement falls back to: three round trips, as before they
+were one), and prints this process's CPU per whisper of each: the same process, stores and load,
+so the machine's drift falls on both alike.
 
 `--loop` names the event loops to run the whole bench on, one after the other, on the same stores
 and agents: by default the daemon's (`daemon.event_loop`, uvloop) and then asyncio's, the baseline.
@@ -69,7 +77,7 @@ from wake import clock, logs  # noqa: E402
 from wake import config as wake_config  # noqa: E402
 from wake.context import WakeRequest  # noqa: E402
 from wake.daemon import running  # noqa: E402
-from wake.run import claim, session  # noqa: E402
+from wake.run import claim, cycle, session  # noqa: E402
 from wake.stores import Stores, engines  # noqa: E402
 
 try:
@@ -277,6 +285,7 @@ async def _profile(agents: list[str], s: session.Session, top: int) -> None:
 # through its module, so wrapping the attribute times every call
 STEPS = (
     ("claim (slot, lease, fence)", "wake.run.claim", "claimed"),
+    ("ledgers' reads (step 4's)", "wake.run.cycle", "_read_ledgers"),
     ("memory (open, canary)", "wake.arrival.memory_blocks", "open_memory"),
     ("binding (and its flow)", "wake.run.cycle", "_bind"),
     ("previous wakes", "ledgers.introspection", "previous_both"),
@@ -319,6 +328,30 @@ async def _steps(agents: list[str], s: session.Session, runs: int) -> None:
         if label in spent:
             print(f"  {label:<28} {spent[label] * 1000 / runs:6.3f} ms")
     print(f"  {'the rest of the wake':<28} {total - sum(spent.values()) * 1000 / runs:6.3f} ms")
+
+
+async def _apart(agents: list[str], s: session.Session, runs: int) -> None:
+    """`runs` pairs of quiet whispers one at a time: step 4's reads in one statement, and each on its own."""
+    together = getattr(cycle, "_read_ledgers", None)
+    if together is None:  # a base checkout from before the reads were one statement (--code)
+        return
+
+    async def apart(*args: Any, **kwargs: Any) -> None:
+        return None  # as when the statement failed: each read is made where it is used
+
+    spent: dict[bool, list[float]] = {False: [], True: []}
+    try:
+        for i in range(runs * 2):
+            one_statement = (i // 2) % 2 == i % 2  # ABBA, so a drift of the load falls on both alike
+            cycle._read_ledgers = together if one_statement else apart
+            t0 = time.process_time()
+            await _one(s, agents[(i // 2) % len(agents)])
+            spent[one_statement].append((time.process_time() - t0) * 1000)
+    finally:
+        cycle._read_ledgers = together
+    a, b = statistics.mean(spent[True]), statistics.mean(spent[False])
+    print(f"\nstep 4's reads, {runs} whispers each way one at a time: this process's CPU {a:.2f} ms per whisper in one statement, "
+          f"{b:.2f} ms each on its own ({b - a:+.2f} ms)")
 
 
 async def main(args: argparse.Namespace, state_dir: Path) -> None:
@@ -384,6 +417,8 @@ async def main(args: argparse.Namespace, state_dir: Path) -> None:
                 await _profile(agents, s, args.profile)
             if args.steps:
                 await _steps(agents, s, args.steps)
+            if args.apart:
+                await _apart(agents, s, args.apart)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
@@ -404,6 +439,8 @@ if __name__ == "__main__":
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="profile 200 more whispers; print the top N functions")
     parser.add_argument("--steps", type=int, default=0, metavar="N", help="time N more whispers' CPU step by step")
+    parser.add_argument("--apart", type=int, default=0, metavar="N",
+                        help="N more pairs of whispers: step 4's reads in one statement against each on its own")
     parser.add_argument("--code", help="the checkout whose wake runs (default: this one)")
     parser.add_argument("--loop", default=f"{DAEMON_LOOP},asyncio" if DAEMON_LOOP != "asyncio" else "asyncio",
                         help="event loops to run the whole bench on, in turn, comma-separated (default: the daemon's, then asyncio's)")

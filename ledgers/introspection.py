@@ -521,22 +521,42 @@ class Previous:
     recent: tuple[RecentLine, ...] | None = None  # the agent's newest wakes, newest first, when read with them
 
 
+def previous_part(agent_id: str, tier: str, before: dt.datetime, *, recent: int | None = None) -> queries.Part[Previous]:
+    """`previous_both`'s read, to run alone or beside other ledgers' (`queries.together`)."""
+    return queries.Part(_sql("previous_settled_both"), (agent_id, tier, before, recent or 0), _previous if recent is not None else _previous_only)
+
+
 async def previous_both(
     conn: asyncpg.Connection, agent_id: str, tier: str, before: dt.datetime, *, recent: int | None = None,
 ) -> Previous:
     """The agent's newest settled wake with a manifest started before `before`, and its tier's, in one round trip; with `recent`, also that
     many of the agent's newest wakes (`recent(agent_id=...)`) in the same round trip. Each row carries the columns its use reads
     (`Compared`, `RecentLine`), no more."""
-    rows = await conn.fetch(_sql("previous_settled_both"), agent_id, tier, before, recent or 0)  # LIMIT 0: no recent rows
-    previous: dict[str, Compared] = {}
-    for r in rows:  # an agent with one tier (or whose newest wake is this tier's): one wake, read once
-        if r["previous_of"] != "recent":
-            same = next((w for w in previous.values() if w.wake_id == r["wake_id"]), None)
-            previous[r["previous_of"]] = same or Compared.from_row(r)
-    if recent is None:
-        return Previous(agent=previous.get("agent"), tier=previous.get("tier"))
-    newest = sorted((RecentLine.from_row(r) for r in rows if r["previous_of"] == "recent"), key=lambda w: w.started_at, reverse=True)
-    return Previous(agent=previous.get("agent"), tier=previous.get("tier"), recent=tuple(newest))
+    return await queries.one(conn, previous_part(agent_id, tier, before, recent=recent))
+
+
+_COMPARED = tuple(f.name for f in dataclasses.fields(Compared))
+_RECENT_LINE = tuple(f.name for f in dataclasses.fields(RecentLine))
+
+
+def _compared_both(row: asyncpg.Record) -> tuple[Compared | None, Compared | None]:
+    """The agent's previous wake and its tier's; an agent with one tier (or whose newest wake is this tier's): one wake, read once."""
+    of_agent, of_tier = row["previous_of_agent"], row["previous_of_tier"]
+    agent = None if of_agent is None else Compared.from_row(dict(zip(_COMPARED, of_agent, strict=True)))
+    if of_tier is None or (agent is not None and agent.wake_id == of_tier[0]):
+        return agent, agent if of_tier is not None else None
+    return agent, Compared.from_row(dict(zip(_COMPARED, of_tier, strict=True)))
+
+
+def _previous_only(row: asyncpg.Record) -> Previous:
+    agent, tier = _compared_both(row)
+    return Previous(agent=agent, tier=tier)
+
+
+def _previous(row: asyncpg.Record) -> Previous:
+    agent, tier = _compared_both(row)
+    lines = (RecentLine.from_row(dict(zip(_RECENT_LINE, r, strict=True))) for r in row["recent_wakes"])
+    return Previous(agent=agent, tier=tier, recent=tuple(sorted(lines, key=lambda w: w.started_at, reverse=True)))
 
 
 def _insert_args(row: WakeRow, status: str) -> tuple[object, ...]:

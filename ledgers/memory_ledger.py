@@ -234,20 +234,23 @@ class OpenFindings:
     audited_commit: str | None  # the agent's last audited commit, read in the same round trip
 
 
+def open_view_part(agent_id: str, *, limit: int = CLOISTER_SHOWN) -> queries.Part[OpenFindings]:
+    """`open_view`'s read, to run alone or beside other ledgers' (`queries.together`)."""
+    return queries.Part(_sql("open_findings"), (agent_id, limit, queries.COUNT_READ), _open_view)
+
+
 async def open_view(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLOISTER_SHOWN) -> OpenFindings:
     """The open findings, their counts (bounded: `queries.COUNT_CAP`) and the last audited
     commit, in one round trip."""
-    records = await conn.fetch(_sql("open_findings"), agent_id, limit, queries.COUNT_READ)
-    first = records[0]
-    shown = [OpenFinding.from_row({k: v for k, v in r.items() if k not in _VIEW_COLUMNS}) for r in records if r["finding_id"] is not None]
-    halts, warns, logs = int(first["halts"]), int(first["warns"]), int(first["logs"])
+    return await queries.one(conn, open_view_part(agent_id, limit=limit))
+
+
+def _open_view(row: asyncpg.Record) -> OpenFindings:
+    halts, warns, logs = int(row["cloister_open_halts"]), int(row["cloister_open_warns"]), int(row["cloister_open_logs"])
     return OpenFindings(
-        rows=shown, total=halts + warns + logs, counts={Severity.HALT.value: halts, Severity.WARN.value: warns, Severity.LOG.value: logs},
-        audited_commit=first["audited_commit"],
+        rows=[OpenFinding.from_values(f) for f in row["cloister_open_findings"]], total=halts + warns + logs,
+        counts={Severity.HALT.value: halts, Severity.WARN.value: warns, Severity.LOG.value: logs}, audited_commit=row["cloister_audited_commit"],
     )
-
-
-_VIEW_COLUMNS = ("audited_commit", "halts", "warns", "logs")  # what `open_findings` reads beside each finding
 
 
 async def open_findings(conn: asyncpg.Connection, agent_id: str, *, limit: int = CLOISTER_SHOWN) -> tuple[list[OpenFinding], int]:
@@ -393,7 +396,11 @@ async def quiet_canary(conn: asyncpg.Connection, repo: MemoryRepo, agent_id: str
     the work tree is clean. One read (`open_view`: the last audited commit and the open findings,
     which the cloister block then shows) and no transaction; None when there is something to
     record (run `canary`)."""
-    view = await open_view(conn, agent_id)
+    return quiet_over(await open_view(conn, agent_id), repo)
+
+
+def quiet_over(view: OpenFindings, repo: MemoryRepo) -> CanaryResult | None:
+    """`quiet_canary` over its read made already (`open_view`, which a wake makes with its other reads)."""
     scope = cloister.pending(repo, view.audited_commit)
     if scope.head is None or scope.head != view.audited_commit or scope.commits:
         return None
@@ -432,13 +439,17 @@ Transaction = Callable[[], contextlib.AbstractAsyncContextManager[asyncpg.Connec
 
 async def run_canary(
     read: Transaction | None, write: Transaction, repo: MemoryRepo, *, agent_id: str, wake_id: uuid.UUID | None, at: dt.datetime,
+    found: OpenFindings | None = None,
 ) -> CanaryResult:
     """Run the Cloister canary: a read (`read`) when nothing changed since its last audit, else
     the audit recorded in `write`'s transaction (fenced, for a wake); then log what it found: one
     `cloister.audited` line, and one `cloister.finding` line per finding new to the ledger.
-    `read=None`: something has just changed (a write), so skip the read."""
+    `read=None`: something has just changed (a write), so skip the read. `found`: that read made
+    already (`open_view`, with the wake's other reads), so not made again."""
     quiet = None
-    if read is not None:
+    if found is not None:
+        quiet = quiet_over(found, repo)
+    elif read is not None:
         async with read() as conn:
             quiet = await quiet_canary(conn, repo, agent_id)
     if quiet is not None:
@@ -465,7 +476,11 @@ async def run_canary(
 async def halt_reason(conn: asyncpg.Connection, agent_id: str) -> str | None:
     """`cloister HALT #12 fields.changed in system/persona/persona.md` for the oldest open HALT
     (and how many more there are), or None when no HALT is open."""
-    view = await open_view(conn, agent_id, limit=1)
+    return halt_reason_in(await open_view(conn, agent_id, limit=1))
+
+
+def halt_reason_in(view: OpenFindings) -> str | None:
+    """`halt_reason` over the open findings read already (`open_view`: HALT first)."""
     if not view.rows or view.rows[0].severity != Severity.HALT:
         return None
     halts = view.counts[Severity.HALT]

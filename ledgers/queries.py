@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 import asyncpg
 
@@ -45,6 +46,68 @@ def named(ledger: str) -> Callable[[str], str]:
         return load(ledger)[name]
 
     return sql
+
+
+T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Part(Generic[T]):
+    """One ledger's read, run alone (`one`) or beside other ledgers' in one statement (`together`):
+    its named query, which selects exactly one row (a row or an array of rows inside it comes as
+    tuples, in the order of its `ROW(...)`), the query's arguments ($1 on, in its own text), and
+    how the ledger turns that row into its records. Its columns are named after what they hold, so
+    that no two parts of one statement share a name."""
+
+    sql: str
+    args: tuple[object, ...]
+    decode: Callable[[asyncpg.Record], T]
+
+
+async def one(conn: asyncpg.Connection, part: Part[T]) -> T:
+    """The part read alone: one round trip."""
+    row = await conn.fetchrow(part.sql, *part.args)
+    if row is None:
+        raise RuntimeError("a part's query must select exactly one row; it selected none")
+    return part.decode(row)
+
+
+@overload
+async def together(conn: asyncpg.Connection, a: Part[A], b: Part[B], /) -> tuple[A, B]: ...
+@overload
+async def together(conn: asyncpg.Connection, a: Part[A], b: Part[B], c: Part[C], /) -> tuple[A, B, C]: ...
+async def together(conn: asyncpg.Connection, *parts: Part[Any]) -> tuple[Any, ...]:
+    """The parts read in one statement, one round trip where each alone costs one: each part's row
+    side by side in one row (`SELECT * FROM (part) AS p1, (part) AS p2, ...`), which each part's
+    ledger decodes from its own columns."""
+    row = await conn.fetchrow(_together_sql(tuple((p.sql, len(p.args)) for p in parts)), *(a for p in parts for a in p.args))
+    if row is None:
+        raise RuntimeError("a part's query must select exactly one row; one selected none")
+    return tuple(p.decode(row) for p in parts)
+
+
+_PARAMETER = re.compile(r"\$(\d+)")
+
+
+@functools.cache
+def _together_sql(parts: tuple[tuple[str, int], ...]) -> str:
+    """The parts' queries as one statement, each a subquery in FROM, its parameters renumbered to
+    follow those of the parts before it (a part's text holds `$n` only as its parameters)."""
+    subqueries, before = [], 0
+    for n, (sql, count) in enumerate(parts, start=1):
+        text = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))  # its comments say $n of its own numbering
+        if max((int(m) for m in _PARAMETER.findall(text)), default=0) > count:
+            raise ValueError(f"part {n} uses a parameter beyond its {count} arguments")
+        subqueries.append(f"(\n{_shifted(text, before)}\n) AS part{n}")
+        before += count
+    return "SELECT * FROM " + ",\n".join(subqueries)
+
+
+def _shifted(sql: str, by: int) -> str:
+    return _PARAMETER.sub(lambda m: f"${int(m[1]) + by}", sql)
 
 
 # Where a query with optional equality filters takes the ones given (`filtered`).

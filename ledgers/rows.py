@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Self, TypeVar
 
 import asyncpg
@@ -37,6 +37,15 @@ class Row:
             if isinstance(values.get(name), str):
                 values[name] = json.loads(values[name])
         return cls(**values)
+
+    @classmethod
+    def from_values(cls, values: Sequence[Any]) -> Self:
+        """The record of an anonymous row (`ROW(...)` in a query, a tuple here), whose values are
+        the record's fields in order, as a query's columns are."""
+        names, _ = _names(cls)
+        if len(values) != len(names):
+            raise TypeError(f"{cls.__name__}.from_values: {len(values)} values for the fields {list(names)}")
+        return cls.from_row(dict(zip(names, values, strict=True)))
 
 
 R = TypeVar("R", bound=Row)

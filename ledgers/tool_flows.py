@@ -59,10 +59,6 @@ async def raise_finding(conn: asyncpg.Connection, agent_id: str, tier: str, held
     return None if found is None else int(found)
 
 
-async def accepted(conn: asyncpg.Connection, agent_id: str, tier: str) -> frozenset[str]:
-    return frozenset(r["flow_id"] for r in await conn.fetch(_sql("accepted"), agent_id, tier))
-
-
 async def findings(conn: asyncpg.Connection, *, include_closed: bool, limit: int) -> list[Finding]:
     return [Finding.from_row(r) for r in await conn.fetch(_sql("findings"), include_closed, limit)]
 
@@ -77,12 +73,30 @@ async def accept(conn: asyncpg.Connection, agent_id: str, tier: str, flow_id: st
     return None if row is None else Finding.from_row(row)
 
 
-async def last_state(conn: asyncpg.Connection, agent_id: str, tier: str) -> Held | None:
-    """The flow the tier's last wake held; None: no wake of the tier was vetted yet."""
-    row = await conn.fetchrow(_sql("last_state"), agent_id, tier)
-    if row is None:
-        return None
-    return Held(flow_id=row["flow_id"], untrusted=tuple(row["untrusted"]), private=tuple(row["private"]), egress=tuple(row["egress"]))
+@dataclass(frozen=True, kw_only=True)
+class TierFlows:
+    """What vetting a tier's binding reads: the flow the tier's last wake held, and the flows an
+    operator accepted at the tier."""
+
+    last: Held | None  # None: no wake of the tier was vetted yet
+    accepted: frozenset[str]
+
+
+def tier_flows_part(agent_id: str, tier: str) -> queries.Part[TierFlows]:
+    """`tier_flows`' read, to run alone or beside other ledgers' (`queries.together`)."""
+    return queries.Part(_sql("tier_flows"), (agent_id, tier), _tier_flows)
+
+
+async def tier_flows(conn: asyncpg.Connection, agent_id: str, tier: str) -> TierFlows:
+    return await queries.one(conn, tier_flows_part(agent_id, tier))
+
+
+def _tier_flows(row: asyncpg.Record) -> TierFlows:
+    last = None
+    if row["tool_flow_vetted"]:
+        last = Held(flow_id=row["tool_flow_id"], untrusted=tuple(row["tool_flow_untrusted"]), private=tuple(row["tool_flow_private"]),
+                    egress=tuple(row["tool_flow_egress"]))
+    return TierFlows(last=last, accepted=frozenset(row["tool_flows_accepted"]))
 
 
 async def save_state(conn: asyncpg.Connection, agent_id: str, tier: str, held: Held) -> None:

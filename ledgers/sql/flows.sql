@@ -6,10 +6,6 @@ SELECT $1, $2, $3, $4::text[], $5::text[], $6::text[], $7, $8
 ON CONFLICT (agent_id, tier, flow_id) WHERE state = 'open' DO NOTHING
 RETURNING id
 
--- name: accepted
--- The flows accepted at this tier.
-SELECT flow_id FROM tool_flow_findings WHERE agent_id = $1 AND tier = $2 AND state = 'accepted'
-
 -- name: findings
 -- `wake tools findings`: the toxic flows, newest first.
 SELECT id, agent_id, tier, flow_id, untrusted, private, egress, policy, raised_at, state, accepted_by, accepted_at
@@ -24,9 +20,15 @@ UPDATE tool_flow_findings SET state = 'accepted', accepted_by = $4, accepted_at 
  WHERE agent_id = $1 AND tier = $2 AND flow_id = $3 AND state = 'open'
 RETURNING id, agent_id, tier, flow_id, untrusted, private, egress, policy, raised_at, state, accepted_by, accepted_at
 
--- name: last_state
--- The flow the tier's last wake held.
-SELECT flow_id, untrusted, private, egress FROM tool_flow_state WHERE agent_id = $1 AND tier = $2
+-- name: tier_flows
+-- What vetting a tier's binding reads, in one row (a part of `ledgers.queries.together`: a wake
+-- reads it beside its other ledgers' rows): the flow the tier's last wake held (`tool_flow_vetted`
+-- false: no wake of the tier was vetted yet), and the flows accepted at the tier.
+SELECT s.agent_id IS NOT NULL AS tool_flow_vetted, s.flow_id AS tool_flow_id, s.untrusted AS tool_flow_untrusted,
+       s.private AS tool_flow_private, s.egress AS tool_flow_egress,
+       ARRAY(SELECT flow_id FROM tool_flow_findings WHERE agent_id = $1 AND tier = $2 AND state = 'accepted') AS tool_flows_accepted
+  FROM (SELECT 1) AS one
+  LEFT JOIN tool_flow_state AS s ON s.agent_id = $1 AND s.tier = $2
 
 -- name: save_state
 INSERT INTO tool_flow_state (agent_id, tier, flow_id, untrusted, private, egress)

@@ -36,27 +36,25 @@ SELECT wake_id, count(*) OVER () AS total
  LIMIT $3
 
 -- name: previous_settled_both
--- In one round trip: the agent's newest settled wake (`agent`), the tier's (`tier`) and, for the
--- recent-wakes block, the agent's $4 newest of any status (`recent`; $4 = 0 reads none). Every
--- whisper runs it, so it reads the columns the comparison (`Compared`) and the block
--- (`RecentLine`) use, and no more: not a full wake's final text, nor a stored diff.
-(SELECT 'agent' AS previous_of, wake_id, tier, trigger, status, started_at, manifest_root, blocks, tool_hashes,
-        active_tools_count, stop_reason, note, error
-   FROM wake_introspection_ledger
-  WHERE agent_id = $1 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
-  ORDER BY started_at DESC LIMIT 1)
-UNION ALL
-(SELECT 'tier' AS previous_of, wake_id, tier, trigger, status, started_at, manifest_root, blocks, tool_hashes,
-        active_tools_count, stop_reason, note, error
-   FROM wake_introspection_ledger
-  WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
-  ORDER BY started_at DESC LIMIT 1)
-UNION ALL
-(SELECT 'recent' AS previous_of, wake_id, tier, trigger, status, started_at, manifest_root, NULL, NULL,
-        active_tools_count, stop_reason, note, error
-   FROM wake_introspection_ledger
-  WHERE agent_id = $1
-  ORDER BY started_at DESC LIMIT $4)
+-- The wakes a new one is compared with, in one row (a part of `ledgers.queries.together`: a wake
+-- reads it beside its other ledgers' rows): the agent's newest settled wake started before $3
+-- and its tier's ($2), each a row of `Compared`'s fields in order (NULL: none), and, for the
+-- recent-wakes block, the agent's $4 newest of any status, newest first, each a row of
+-- `RecentLine`'s fields in order ($4 = 0 reads none). Every whisper reads it, so it reads the
+-- columns the comparison and the block use, and no more: not a full wake's final text, nor a
+-- stored diff.
+SELECT (SELECT ROW(wake_id, tier, status, started_at, manifest_root, blocks, tool_hashes)
+          FROM wake_introspection_ledger
+         WHERE agent_id = $1 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+         ORDER BY started_at DESC LIMIT 1) AS previous_of_agent,
+       (SELECT ROW(wake_id, tier, status, started_at, manifest_root, blocks, tool_hashes)
+          FROM wake_introspection_ledger
+         WHERE agent_id = $1 AND tier = $2 AND started_at < $3 AND status NOT IN ('started', 'skipped') AND manifest_root IS NOT NULL
+         ORDER BY started_at DESC LIMIT 1) AS previous_of_tier,
+       ARRAY(SELECT ROW(wake_id, tier, trigger, status, started_at, active_tools_count, stop_reason, note, error)
+               FROM wake_introspection_ledger
+              WHERE agent_id = $1
+              ORDER BY started_at DESC LIMIT $4) AS recent_wakes
 
 -- name: insert_settled_fenced
 -- A wake that calls no model (halted, pre-checked, gated, or harness-only) is recorded already

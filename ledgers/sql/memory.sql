@@ -33,26 +33,24 @@ SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, fingerprint
  LIMIT $3
 
 -- name: open_findings
--- What the cloister block shows: open HALT findings first, then WARN, then LOG, oldest first within each,
--- at most $2; the number of each, counted up to $3 (the cap + 1, ledgers.queries.COUNT_READ) on
--- the open-findings index. Also the agent's last audited commit, so a wake's canary reads all it
--- needs in one round trip: there is always one row, and a row without a finding_id stands for
--- no findings.
-SELECT a.audited_commit, a.halts, a.warns, a.logs, f.*
-  FROM (SELECT (SELECT commit_id FROM cloister_audits WHERE agent_id = $1) AS audited_commit,
-               (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
-                                       WHERE agent_id = $1 AND state = 'open' AND severity = 'HALT' LIMIT $3) AS n) AS halts,
-               (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
-                                       WHERE agent_id = $1 AND state = 'open' AND severity = 'WARN' LIMIT $3) AS n) AS warns,
-               (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
-                                       WHERE agent_id = $1 AND state = 'open' AND severity = 'LOG' LIMIT $3) AS n) AS logs) AS a
-  LEFT JOIN LATERAL (
-      SELECT finding_id, severity, domain, path, commit_id, excerpt, rule, at
-        FROM cloister_findings
-       WHERE agent_id = $1 AND state = 'open'
-       ORDER BY severity = 'HALT' DESC, severity = 'WARN' DESC, at, finding_id
-       LIMIT $2
-  ) AS f ON true
+-- What the cloister block shows, and what a wake's canary reads, in one row (a part of
+-- `ledgers.queries.together`: the wake reads it beside its other ledgers' rows): the agent's last
+-- audited commit; the number of open HALT, WARN and LOG findings, each counted up to $3 (the cap
+-- + 1, ledgers.queries.COUNT_READ) on the open-findings index; and the open findings themselves,
+-- HALT first, then WARN, then LOG, oldest first within each, at most $2, each a row of
+-- `OpenFinding`'s fields in order.
+SELECT (SELECT commit_id FROM cloister_audits WHERE agent_id = $1) AS cloister_audited_commit,
+       (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
+                               WHERE agent_id = $1 AND state = 'open' AND severity = 'HALT' LIMIT $3) AS n) AS cloister_open_halts,
+       (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
+                               WHERE agent_id = $1 AND state = 'open' AND severity = 'WARN' LIMIT $3) AS n) AS cloister_open_warns,
+       (SELECT count(*) FROM (SELECT 1 FROM cloister_findings
+                               WHERE agent_id = $1 AND state = 'open' AND severity = 'LOG' LIMIT $3) AS n) AS cloister_open_logs,
+       ARRAY(SELECT ROW(finding_id, severity, domain, path, commit_id, excerpt, rule, at)
+               FROM cloister_findings
+              WHERE agent_id = $1 AND state = 'open'
+              ORDER BY severity = 'HALT' DESC, severity = 'WARN' DESC, at, finding_id
+              LIMIT $2) AS cloister_open_findings
 
 -- name: open_by_path
 -- Each of the files $2 with an open finding: its worst open finding (HALT, then WARN, then LOG; the oldest).

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -14,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from ledgers import introspection
+from ledgers import introspection, memory_ledger, queries, tool_flows
+from memory import cloister
+from memory.config import Severity
 from surfaces import loader
 from surfaces.registry import Registry, Tool
 from tests.support import cli_fork, sessions, wakes
@@ -245,12 +248,15 @@ async def test_the_whisper_reads_of_its_previous_wakes_only_what_it_compares_and
         async with st.pg_conn() as conn:
             for row in newest:  # what a full wake writes, which no later whisper shows or compares
                 assert await introspection.record_final_text(conn, row.wake_id, "x" * 65_536)
-            columns = {a.name for a in (await conn.prepare(introspection._sql("previous_settled_both"))).get_attributes()}
+            sql = introspection._sql("previous_settled_both")
+            columns = {a.name for a in (await conn.prepare(sql)).get_attributes()}
+            columns |= {c.strip() for listed in re.findall(r"ROW\(([^()]*)\)", sql) for c in listed.split(",")}  # the rows inside its row
             before = newest[0].started_at + dt.timedelta(seconds=1)
             read = await introspection.previous_both(conn, "demo", "whisper", before, recent=sources.RECENT_WAKES)
             listed = await introspection.recent(conn, agent_id="demo", limit=sources.RECENT_WAKES)
         ctx = wake_ctx(config, st, before)
     assert not columns & {"final_text", "diff", "arrival_order", "active_tool_names", "host", "config_hash"}, columns
+    assert {"wake_id", "blocks", "tool_hashes", "trigger", "note"} <= columns, columns  # it does see the rows' columns
     assert read.agent is not None and read.tier is not None and read.recent is not None
     assert (read.agent.wake_id, read.agent.tier, read.tier.wake_id) == (newest[0].wake_id, "whisper", newest[0].wake_id)
     assert read.agent.blocks and read.agent.tool_hashes is not None
@@ -258,6 +264,36 @@ async def test_the_whisper_reads_of_its_previous_wakes_only_what_it_compares_and
     fused = sources._recent_block(ctx, list(read.recent))
     fallback = sources._recent_block(ctx, [introspection.RecentLine.from_row(r.columns()) for r in listed])
     assert fused == fallback and fused.rows == 3
+
+async def test_step_4_reads_together_what_each_ledger_reads_alone(store_config: Callable[..., Config]) -> None:
+    """The canary's read, the tier's flows and the previous wakes, made in one statement
+    (`queries.together`, each part's parameters numbered after the others'), read what each part
+    reads alone, with rows in every part."""
+    config = store_config()
+    registry = loader.build()
+    for tier in ("whisper", "surface", "whisper"):
+        await _wake(config, registry, tier)
+    newest = await _rows(config)
+    before = newest[0].started_at + dt.timedelta(seconds=1)
+    held = tool_flows.Held(flow_id="f1", untrusted=("fetch",), private=("read_mail",), egress=("send",))
+    async with sessions.ready_stores(config) as st, st.pg_conn() as conn:
+        await memory_ledger.record_findings(conn, "demo", [
+            cloister.Finding(severity=Severity.WARN, domain="d", path=f"notes/{i}.md", commit=None, rule="r", excerpt=str(i)) for i in range(2)
+        ], before)
+        await tool_flows.save_state(conn, "demo", "whisper", held)
+        await tool_flows.raise_finding(conn, "demo", "whisper", held, "refuse", before)
+        assert await tool_flows.accept(conn, "demo", "whisper", "f1", by="op", at=before) is not None
+        parts = (memory_ledger.open_view_part("demo"), tool_flows.tier_flows_part("demo", "whisper"),
+                 introspection.previous_part("demo", "whisper", before, recent=sources.RECENT_WAKES))
+        read = await queries.together(conn, *parts)
+        alone = (await queries.one(conn, parts[0]), await queries.one(conn, parts[1]), await queries.one(conn, parts[2]))
+    assert read == alone
+    findings, flows, previous = read
+    assert [f.path for f in findings.rows] == ["notes/0.md", "notes/1.md"] and findings.counts["WARN"] == 2
+    assert flows == tool_flows.TierFlows(last=held, accepted=frozenset({"f1"}))
+    assert previous.agent is not None and previous.agent.wake_id == newest[0].wake_id and previous.recent is not None
+    assert [w.wake_id for w in previous.recent] == [r.wake_id for r in newest]
+
 
 def _agents(source_timeout_ms: int) -> str:
     from tests.conftest import DEMO_TIERS

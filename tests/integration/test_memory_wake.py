@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
-from ledgers import fences, introspection
+from ledgers import fences, introspection, queries
 from ledgers import memory_ledger as ledger
 from ledgers.errors import StaleFence
 from memory.repo import MemoryRepo
@@ -204,6 +204,34 @@ async def test_a_canary_that_cannot_run_fails_its_blocks_and_halts_the_wake(stor
     states = {b.name: (b.retrieval, b.result) for b in o.blocks}
     assert states["memory"] == states["cloister"] == ("failed", "unknown")
     assert _block(o, "cloister").startswith("could not check: CanaryFailed: ")
+
+
+async def test_a_wake_whose_reads_fail_together_makes_each_alone_and_a_canary_that_cannot_read_halts_it(
+    config: Config, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Step 4 reads the canary's rows, the tier's flows and the previous wakes in one statement;
+    when that statement fails, each is read on its own where it is used, as before the three were
+    one: the wake runs as it would have, and a canary whose own read fails still halts it."""
+    await _wake(config, "whisper")
+    quiet = await _wake(config, "whisper")
+    assert quiet.status == "quiet"
+    refusals: list[str] = []
+
+    async def refused(*args: Any, **kwargs: Any) -> Any:
+        refusals.append("refused")
+        raise RuntimeError("the statement was refused")
+
+    monkeypatch.setattr(queries, "together", refused)
+    with structlog.testing.capture_logs() as logged:
+        apart = await _wake(config, "whisper")
+    assert refusals and [e["error"] for e in logged if e["event"] == "wake.reads_apart"] == ["RuntimeError: the statement was refused"]
+    assert (apart.status, apart.note, apart.recorded) == ("quiet", f"gate: nothing changed since whisper {str(quiet.wake_id)[:8]}, nothing due", True)
+    assert apart.diff is not None and apart.diff.agent.against is not None and apart.diff.agent.against.wake_id == str(quiet.wake_id)
+    assert _block(apart, "cloister") == "cloister: no open findings"  # the canary's read, made alone
+    monkeypatch.setattr(ledger, "open_view", refused)
+    halted = await _wake(config, "whisper")
+    assert halted.status == "halted" and halted.note == "halted: cloister could not run: RuntimeError: the statement was refused"
+    assert _block(halted, "cloister").startswith("could not check: CanaryFailed: ")
 
 
 async def test_a_dry_run_audits_nothing_and_creates_no_repository(config: Config, server: ScriptedServer) -> None:

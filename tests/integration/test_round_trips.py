@@ -33,17 +33,18 @@ def _whisper_only(url: str) -> str:
 
 # A whisper the gate settles, on the default sources (the graph is disabled without Neo4j): the
 # slot claim's transaction (4: BEGIN; the claim with the fence floor and the pause; the fence
-# recorded, which also finds any rows left started, once Redis gave the lease; COMMIT), the
-# Cloister canary's read, which finds nothing new to audit and reads the open findings the
-# cloister block then shows (1), both previous wakes with the recent wakes the recent-wakes block
-# shows (1), the tier's last toxic flow, which the binding's is compared with (1: written only when it
-# changed), and the row written settled, with its contents and its chain link, in one statement
-# that checks the fence and reads whether the tier has an open incident (1); with none open, no
-# statement closes any (`wake.run.incident_policy`). The claim's transaction and the row commit.
-WHISPER_TRIPS = 8
+# recorded, which also finds any rows left started, once Redis gave the lease; COMMIT), step 4's
+# reads in one statement (1: the Cloister canary's, which finds nothing new to audit and reads the
+# open findings the cloister block then shows; the tier's last toxic flow, which the binding's is
+# compared with, written only when it changed, and the flows accepted at the tier; both previous
+# wakes with the recent wakes the recent-wakes block shows), and the row written settled, with its
+# contents and its chain link, in one statement that checks the fence and reads whether the tier
+# has an open incident (1); with none open, no statement closes any (`wake.run.incident_policy`).
+# The claim's transaction and the row commit.
+WHISPER_TRIPS = 6
 WHISPER_COMMITS = 2
-# Three pooled connections: the slot claim's; the wake's reads in a line (the canary's, the
-# binding's flow, the previous wakes: `wake.run.cycle`), on one; the settled row's.
+# Three pooled connections: the slot claim's; step 4's (its reads, and the canary's audit or the
+# binding's flow when there is one to record: `wake.run.cycle`); the settled row's.
 WHISPER_ACQUIRES = 3
 # Two Redis round trips: the lease taken and released, one script each (Redis also counts the
 # commands the scripts run: SET NX and INCR, then GET and DEL).

@@ -9,6 +9,7 @@ here, for every query a record is read from, without running it.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import asyncpg
 import pytest
@@ -23,6 +24,7 @@ from ledgers import (
     daybook,
     fact_checks,
     facts,
+    introspection,
     memory_ledger,
     memory_sources,
     outbox,
@@ -55,7 +57,6 @@ READS: list[tuple[str, type[rows.Row], tuple[str, ...]]] = [
     ("memory.recent_writes", memory_ledger.MemoryWrite, ("total",)),
     ("memory.findings", memory_ledger.FindingRecord, ("total",)),
     ("memory.finding", memory_ledger.FindingRecord, ()),
-    ("memory.open_findings", memory_ledger.OpenFinding, ("audited_commit", "halts", "warns", "logs")),
     ("memory.last_audit", memory_ledger.AuditMark, ()),
     ("settled.latest_state", settled.State, ()),
     ("contact.get", contact.Message, ()),
@@ -105,6 +106,35 @@ async def test_a_record_has_its_querys_columns_in_order(pg_dsn: str, query: str,
     assert [c for c in dropped if c not in columns] == [], "the reader takes off columns the query does not return"
     fields = [f.name for f in dataclasses.fields(record) if f.name not in ABSENT.get(query, ())]
     assert [c for c in columns if c not in dropped] == fields
+
+
+# (ledger.query, the record each of its `ROW(...)`s is read into, in the order they appear)
+ANONYMOUS_ROWS: list[tuple[str, list[type]]] = [
+    ("memory.open_findings", [memory_ledger.OpenFinding]),
+    ("introspection.previous_settled_both", [introspection.Compared, introspection.Compared, introspection.RecentLine]),
+]
+_ROW = re.compile(r"\bROW\(([^()]*)\)", re.IGNORECASE)
+
+
+@pytest.mark.parametrize(("query", "records"), ANONYMOUS_ROWS, ids=[q for q, _ in ANONYMOUS_ROWS])
+def test_an_anonymous_row_has_its_records_fields_in_order(query: str, records: list[type]) -> None:
+    """A row inside a row (`ROW(...)`, read as a tuple: `ledgers.queries.Part`) has no column names
+    PostgreSQL could report, and its record takes its values in order (`rows.Row.from_values`), so
+    its columns are checked against the record's fields here, in the query's text."""
+    rows_of = [[c.strip() for c in listed.split(",")] for listed in _ROW.findall(queries.all_queries()[query])]
+    assert rows_of == [[f.name for f in dataclasses.fields(r)] for r in records]
+
+
+def test_every_anonymous_row_is_checked() -> None:
+    checked = {q for q, _ in ANONYMOUS_ROWS}
+    assert sorted(q for q, sql in queries.all_queries().items() if _ROW.search(sql) and q not in checked) == []
+
+
+def test_from_values_refuses_a_row_of_another_length() -> None:
+    values = ("r1", None, None, "schedule")
+    assert slots.Holder.from_values(values).trigger == "schedule"
+    with pytest.raises(TypeError, match="3 values for the fields"):
+        slots.Holder.from_values(values[:3])
 
 
 def test_from_row_refuses_a_row_that_is_not_the_record() -> None:

@@ -39,13 +39,15 @@ RECENT_CHANGES = 5  # the newest commits the memory block names, each with where
 
 async def open_memory(
     config: Config, stores: Stores, request: WakeRequest, now: dt.datetime, *, dry_run: bool, conn: asyncpg.Connection | None = None,
+    found: memory_ledger.OpenFindings | None = None,
 ) -> MemoryState:
     """Before the arrival: open the agent's memory (created on first use) and run the Cloister
     canary over what changed since its last audit. An open HALT, or a canary that cannot run,
     halts the wake: it still arrives and records, but binds no writing tool and calls no model.
     A dry run audits nothing (it records nothing) and creates no repository. `conn`: the
     connection it reads and records on (the wake's, which goes on using it: no second connection
-    is taken while it is held); None: a pooled one each time."""
+    is taken while it is held); None: a pooled one each time. `found`: the canary's read
+    (`memory_ledger.open_view`) made already, with the wake's other reads; None: made here."""
     agent_id = request.agent_id
     if not config.agents[agent_id].memory.enabled:
         return MemoryState()
@@ -62,15 +64,11 @@ async def open_memory(
             return MemoryState(enabled=True)
         repo = MemoryRepo.open(path, config.memory_config(agent_id), at=now)
         if dry_run:
-            async with reading() as c:
-                return MemoryState(enabled=True, repo=repo, halt=await memory_ledger.halt_reason(c, agent_id))
+            return MemoryState(enabled=True, repo=repo, halt=await _halt_reason(reading, agent_id, found))
         result = await memory_ledger.run_canary(
-            reading, writing, repo, agent_id=agent_id, wake_id=request.wake_id, at=now,
+            reading, writing, repo, agent_id=agent_id, wake_id=request.wake_id, at=now, found=found,
         )
-        halt = None
-        if result.has_open_halt:
-            async with reading() as c:
-                halt = await memory_ledger.halt_reason(c, agent_id)
+        halt = await _halt_reason(reading, agent_id, result.open) if result.has_open_halt else None  # open: read, and nothing recorded since
         return MemoryState(enabled=True, repo=repo, canary=result, halt=halt)
     except StaleFence:
         raise
@@ -78,6 +76,16 @@ async def open_memory(
         error = logs.redact_text(f"{type(exc).__name__}: {exc}")
         log.error("cloister.failed", agent=agent_id, wake_id=str(request.wake_id), error=error)
         return MemoryState(enabled=True, error=error, halt=f"cloister could not run: {error}")
+
+
+async def _halt_reason(
+    reading: Callable[[], contextlib.AbstractAsyncContextManager[asyncpg.Connection]], agent_id: str, found: memory_ledger.OpenFindings | None,
+) -> str | None:
+    """Why the wake halts: over the open findings as read already, when they still are; else read now."""
+    if found is not None:
+        return memory_ledger.halt_reason_in(found)
+    async with reading() as c:
+        return await memory_ledger.halt_reason(c, agent_id)
 
 
 def _checked(ctx: WakeContext) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from ledgers import introspection
+from ledgers import introspection, memory_ledger, queries, tool_flows
 from ledgers.introspection import WakeDiff, WakeRow
 from ledgers.vocab import Status, Tier, Trigger
 from surfaces import memory_tools
@@ -136,18 +136,45 @@ class _Progress:
         self.status, self.row = status, dataclasses.replace(self.row, error=error)
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Read:
+    """Step 4's reads of the ledgers, made in one statement: the Cloister canary's (the open
+    findings and the last audited commit), the tier's toxic flows, the previous wakes."""
+
+    findings: memory_ledger.OpenFindings
+    flows: tool_flows.TierFlows
+    previous: introspection.Previous
+
+
+async def _read_ledgers(conn: asyncpg.Connection, request: WakeRequest, before: dt.datetime, *, recent: int | None, log: Any) -> _Read | None:
+    """Step 4's reads in one round trip (none of them depends on another's answer, nor on the
+    binding); None when that statement fails: each is then made on its own where it is used, as
+    alone it always was, so a canary that cannot read still halts the wake (docs/memory.md)."""
+    agent_id, tier = request.agent_id, request.tier
+    try:
+        findings, flowing, previous = await queries.together(
+            conn, memory_ledger.open_view_part(agent_id), tool_flows.tier_flows_part(agent_id, tier),
+            introspection.previous_part(agent_id, tier, before, recent=recent),
+        )
+    except Exception as exc:  # each read, made again on its own, fails (or not) as it would alone
+        log.warning("wake.reads_apart", error=logs.redact_text(f"{type(exc).__name__}: {exc}"))
+        return None
+    return _Read(findings=findings, flows=flowing, previous=previous)
+
+
 async def _bind(
     session: Session, request: WakeRequest, p: _Progress, conn: asyncpg.Connection, *, halted: bool, dry_run: bool,
+    flows_read: tool_flows.TierFlows | None,
 ) -> tuple[mcp_tools.Vetted, flows.Vetted]:
     """Step 4's binding: the tier's declared tools, its MCP tools held to their pins, then the
-    tier's toxic-flow policy (docs/tools.md), read and recorded on `conn`; `p.binding` is what the
-    wake binds."""
+    tier's toxic-flow policy (docs/tools.md), read (unless `flows_read` holds it already) and
+    recorded on `conn`; `p.binding` is what the wake binds."""
     config, registry = session.config, session.registry
     agent_id, tier, started_at = request.agent_id, request.tier, p.row.started_at
     with tracing.span("wake.bind") as span:
         p.binding = bind(registry, config, agent_id, tier, halted=halted)
         vetted = await mcp_tools.vet(conn, registry, p.binding, config.tier(agent_id, tier).binds, started_at, record=not dry_run)  # MCP pins
-        flowed = await flows.vet(conn, agent_id, tier, vetted.binding, config.tools.toxic_flows, started_at, record=not dry_run)
+        flowed = await flows.vet(conn, agent_id, tier, vetted.binding, config.tools.toxic_flows, started_at, record=not dry_run, read=flows_read)
         vetted = dataclasses.replace(vetted, binding=flowed.binding, flow_lines=tuple(flows.block_lines(flowed)))
         p.binding = vetted.binding
         span.set_attributes({"wake.bind.tools": [t.name for t in p.binding], "wake.bind.registry": len(registry)})
@@ -161,16 +188,19 @@ async def _steps(session: Session, request: WakeRequest, p: _Progress, models: c
     config, stores, registry = session.config, session.stores, session.registry
     agent_id, tier, started_at = request.agent_id, request.tier, p.row.started_at
     # 4. the memory, opened and audited before anything reads it, the binding, and the previous
-    # wakes: the harness's reads in a line, on one connection (a quiet whisper makes no write here)
+    # wakes: the harness's reads, in one statement, on one connection (a quiet whisper makes no write here)
+    named = source_list if source_list is not None else tier_sources(config, agent_id, tier)
+    recent = sources.RECENT_WAKES if any(src.fn is sources.recent_wakes for src in named) else None  # read with the previous wakes
     async with stores.pg_conn() as conn:
-        memory_state = await memory_blocks.open_memory(config, stores, request, started_at, dry_run=dry_run, conn=conn)
-        vetted, flowed = await _bind(session, request, p, conn, halted=memory_state.halt is not None, dry_run=dry_run)
+        read = await _read_ledgers(conn, request, started_at, recent=recent, log=p.log)
+        memory_state = await memory_blocks.open_memory(config, stores, request, started_at, dry_run=dry_run, conn=conn,
+                                                       found=read.findings if read else None)
+        vetted, flowed = await _bind(session, request, p, conn, halted=memory_state.halt is not None, dry_run=dry_run,
+                                     flows_read=read.flows if read else None)
         tool_hashes = {t.name: manifest.tool_hash(t) for t in p.binding}
         approvals_on = approval.active(registry)
-        chosen = [*(source_list if source_list is not None else tier_sources(config, agent_id, tier)), *mcp_tools.sources(vetted),
-                  *([approval_results.SOURCE] if approvals_on else [])]
-        recent = sources.RECENT_WAKES if any(src.fn is sources.recent_wakes for src in chosen) else None  # read with the previous wakes
-        previous = await introspection.previous_both(conn, agent_id, tier, started_at, recent=recent)
+        chosen = [*named, *mcp_tools.sources(vetted), *([approval_results.SOURCE] if approvals_on else [])]
+        previous = read.previous if read else await introspection.previous_both(conn, agent_id, tier, started_at, recent=recent)
     ctx = WakeContext(
         config=config, stores=stores, request=request, now=started_at, binding=tuple(p.binding), previous=previous.agent,
         previous_tier=previous.tier, recent=previous.recent, tool_hashes=tool_hashes, memory_state=memory_state, dry_run=dry_run,

@@ -45,17 +45,20 @@ class Vetted:
 
 async def vet(
     conn: asyncpg.Connection, agent_id: str, tier: str, binding: Sequence[Tool], policy: str, at: dt.datetime, *, record: bool = True,
+    read: tool_flows.TierFlows | None = None,
 ) -> Vetted:
     """The binding after the tier's flow policy, with the flow it holds and how that changed.
-    `record=False` (a dry run) writes nothing."""
+    `record=False` (a dry run) writes nothing. `read`: the tier's flows read already (with the
+    wake's other reads), so not read again."""
     held = flow_labels.triangle(binding)
-    previous = await tool_flows.last_state(conn, agent_id, tier)
+    tier_flows = read if read is not None else await tool_flows.tier_flows(conn, agent_id, tier)
+    previous = tier_flows.last
     change = _change(previous, held)
     if record and (previous or tool_flows.Held(flow_id=None)) != held:  # written when it changed: a quiet whisper only reads
         await tool_flows.save_state(conn, agent_id, tier, held)
     if held.flow_id is None or policy == "off":
         return Vetted(binding=list(binding), held=held, policy=policy, change=change)
-    accepted = held.flow_id in await tool_flows.accepted(conn, agent_id, tier)
+    accepted = held.flow_id in tier_flows.accepted
     finding = await tool_flows.raise_finding(conn, agent_id, tier, held, policy, at) if record and not accepted else None
     if finding is not None:
         log.warning("wake.toxic_flow", agent=agent_id, tier=tier, flow=held.flow_id, policy=policy, finding=finding,
