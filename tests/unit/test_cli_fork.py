@@ -43,6 +43,12 @@ TOOLS = []
 """
 
 
+@pytest.fixture(autouse=True)
+def _forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the fork server: they use it whatever WAKE_TEST_CLI_FORK says."""
+    monkeypatch.setenv("WAKE_TEST_CLI_FORK", "1")
+
+
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKE_", "PG", "XDG_", "PYTHONPATH"))}
     env.update(WAKE_STATE_DIR=str(tmp_path / "state"), PYTHONPATH=str(tmp_path), PROBE_OUT=str(tmp_path / "seen.json"), **extra)
