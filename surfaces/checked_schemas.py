@@ -51,10 +51,17 @@ class CheckedSchemas:
         return digest(schema)
 
     def passed(self, schema: Mapping[str, object]) -> bool:
-        return digest(schema) in self._known
+        return self.knows(digest(schema))
 
     def remember(self, schema: Mapping[str, object]) -> None:
-        known = digest(schema)
+        self.add(digest(schema))
+
+    def knows(self, known: str) -> bool:
+        """Whether the schema of this digest (`digest`) passed."""
+        return known in self._known
+
+    def add(self, known: str) -> None:
+        """Remember that the schema of this digest passed."""
         if known not in self._known:
             if len(self._known) >= MAX_ENTRIES:
                 self._known.clear()

@@ -165,7 +165,7 @@ class Registry:
 
     def _check_schema(self, where: str, parameters: Mapping[str, object]) -> None:
         known = checked_schemas.digest(parameters)
-        if known not in _PASSED_IN_THIS_PROCESS and not (self.checked is not None and self.checked.passed(parameters)):
+        if known not in _PASSED_IN_THIS_PROCESS and not (self.checked is not None and self.checked.knows(known)):
             import jsonschema  # loaded with the first schema to check, not by every command that imports the registry
 
             try:
@@ -174,7 +174,7 @@ class Registry:
                 raise DeclarationError(f"{where}: invalid JSON schema: {exc.message}") from None
         _PASSED_IN_THIS_PROCESS.add(known)
         if self.checked is not None:
-            self.checked.remember(parameters)
+            self.checked.add(known)
 
     @staticmethod
     def _validate_patterns(where: str, parameters: Mapping[str, object]) -> None:
